@@ -1,0 +1,53 @@
+/* bench_util.c - see bench_util.h. */
+#include "bench_util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <time.h>
+
+uint64_t bench_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int bench_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return (x > y) - (x < y);
+}
+
+double bench_percentile(const double *sorted, size_t n, double q)
+{
+    double pos = q / 100.0 * (double)(n - 1);
+    size_t lo = (size_t)pos;
+    double frac = pos - (double)lo;
+
+    if (lo + 1 >= n) {
+        return sorted[n - 1];
+    }
+    return sorted[lo] * (1 - frac) + sorted[lo + 1] * frac;
+}
+
+void bench_stats(double *samples, size_t n, bench_stats_t *out)
+{
+    double *dev = malloc(sizeof(double) * n);
+
+    qsort(samples, n, sizeof(double), bench_cmp);
+    out->median = bench_percentile(samples, n, 50);
+    out->p99 = bench_percentile(samples, n, 99);
+    out->min = samples[0];
+    out->max = samples[n - 1];
+    out->mad = 0;
+    if (dev != NULL) {
+        for (size_t i = 0; i < n; i++) {
+            dev[i] = fabs(samples[i] - out->median);
+        }
+        qsort(dev, n, sizeof(double), bench_cmp);
+        out->mad = bench_percentile(dev, n, 50);
+        free(dev);
+    }
+}

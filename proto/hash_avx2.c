@@ -1,0 +1,13 @@
+/*
+ * hash_avx2.c - the block loop of the hash chain built with -mavx2; called
+ * only when the CPU reports AVX2 (hash.c checks).
+ */
+#include "hash_impl.h"
+#include "hash_internal.h"
+
+st_status_t st_hash_blocks_avx2(const st_hash_t *seed, const uint32_t *tokens,
+                                uint32_t block_tokens, const st_hash_item_t *items, size_t n_items,
+                                st_hash_t *chain, size_t n_blocks)
+{
+    return st_hash_blocks_impl(seed, tokens, block_tokens, items, n_items, chain, n_blocks);
+}

@@ -1,0 +1,200 @@
+/* test_hash.c - the block-hash chain: layout, prefix property, extras, errors. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <xxhash.h>
+
+#include "strata/hash.h"
+
+static uint64_t rs = 88172645463325252ull;
+
+static uint32_t rnd(void)
+{
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
+    return (uint32_t)rs;
+}
+
+static st_hash_t seed_of(uint8_t v)
+{
+    st_hash_t s;
+
+    memset(s.b, v, sizeof(s.b));
+    return s;
+}
+
+/* The first block computed by hand from the specification. */
+static void test_block_layout_matches_spec(void **state)
+{
+    uint32_t tokens[16];
+    uint8_t msg[16 + 4 + 64 + 20];
+    st_hash_t seed = seed_of(0xab), item = seed_of(0x11), out;
+    st_hash_item_t it = {item, 10, 5};
+    XXH128_hash_t x;
+    size_t n;
+
+    for (int i = 0; i < 16; i++) {
+        tokens[i] = 0x01020304u * (uint32_t)i;
+    }
+    memcpy(msg, seed.b, 16);
+    msg[16] = 16, msg[17] = msg[18] = msg[19] = 0;
+    for (int i = 0; i < 16; i++) {
+        for (int b = 0; b < 4; b++) {
+            msg[20 + 4 * i + b] = (uint8_t)(tokens[i] >> (8 * b));
+        }
+    }
+    x = XXH3_128bits(msg, 84);
+    assert_int_equal(st_hash_chain(&seed, tokens, 16, 16, NULL, 0, &out, 1, &n), ST_OK);
+    assert_int_equal(n, 1);
+    for (int b = 0; b < 8; b++) {
+        assert_int_equal(out.b[b], (uint8_t)(x.low64 >> (8 * b)));
+        assert_int_equal(out.b[8 + b], (uint8_t)(x.high64 >> (8 * b)));
+    }
+    /* With an item at offset 10. */
+    memcpy(msg + 84, item.b, 16);
+    msg[100] = 10, msg[101] = msg[102] = msg[103] = 0;
+    x = XXH3_128bits(msg, 104);
+    assert_int_equal(st_hash_chain(&seed, tokens, 16, 16, &it, 1, &out, 1, &n), ST_OK);
+    for (int b = 0; b < 8; b++) {
+        assert_int_equal(out.b[b], (uint8_t)(x.low64 >> (8 * b)));
+    }
+}
+
+static void test_prefix_property_and_divergence(void **state)
+{
+    enum { BT = 64, NB = 40 };
+    uint32_t *tok = malloc(sizeof(uint32_t) * BT * NB);
+    st_hash_t full[NB], part[NB], seed = seed_of(7);
+    size_t n, m;
+
+    for (int i = 0; i < BT * NB; i++) {
+        tok[i] = rnd();
+    }
+    assert_int_equal(st_hash_chain(&seed, tok, BT * NB, BT, NULL, 0, full, NB, &n), ST_OK);
+    assert_int_equal(n, NB);
+    /* A prefix (with a partial block at the end) hashes to a prefix of the chain. */
+    assert_int_equal(st_hash_chain(&seed, tok, BT * 17 + 5, BT, NULL, 0, part, NB, &m), ST_OK);
+    assert_int_equal(m, 17);
+    assert_memory_equal(part, full, sizeof(st_hash_t) * 17);
+    /* A change in block 20 changes block 20 and every later hash, nothing earlier. */
+    tok[20 * BT + 3] ^= 1;
+    assert_int_equal(st_hash_chain(&seed, tok, BT * NB, BT, NULL, 0, part, NB, &m), ST_OK);
+    assert_memory_equal(part, full, sizeof(st_hash_t) * 20);
+    for (int i = 20; i < NB; i++) {
+        assert_memory_not_equal(&part[i], &full[i], sizeof(st_hash_t));
+    }
+    /* Another namespace seed changes everything. */
+    seed = seed_of(8);
+    assert_int_equal(st_hash_chain(&seed, tok, BT * NB, BT, NULL, 0, part, NB, &m), ST_OK);
+    assert_memory_not_equal(&part[0], &full[0], sizeof(st_hash_t));
+    /* max_blocks caps the output. */
+    assert_int_equal(st_hash_chain(&seed, tok, BT * NB, BT, NULL, 0, part, 3, &m), ST_OK);
+    assert_int_equal(m, 3);
+    free(tok);
+}
+
+static void test_extras_touch_only_overlapping_blocks(void **state)
+{
+    enum { BT = 16, NB = 8 };
+    uint32_t tok[BT * NB];
+    st_hash_t plain[NB], with[NB], seed = seed_of(3);
+    /* An image spanning blocks 2..4 (tokens 40..70). */
+    st_hash_item_t img = {seed_of(0x5a), 40, 31};
+    size_t n;
+
+    for (int i = 0; i < BT * NB; i++) {
+        tok[i] = (uint32_t)i;
+    }
+    assert_int_equal(st_hash_chain(&seed, tok, BT * NB, BT, NULL, 0, plain, NB, &n), ST_OK);
+    assert_int_equal(st_hash_chain(&seed, tok, BT * NB, BT, &img, 1, with, NB, &n), ST_OK);
+    assert_memory_equal(with, plain, sizeof(st_hash_t) * 2);
+    assert_memory_not_equal(&with[2], &plain[2], sizeof(st_hash_t));
+
+    /* Block 3 sees the item at offset 40 - 48 = -8, computed by st_hash_block. */
+    {
+        st_hash_t b3;
+        int32_t off = -8;
+
+        assert_int_equal(st_hash_block(&with[2], tok + 48, BT, &img.content, &off, 1, &b3), ST_OK);
+        assert_memory_equal(&b3, &with[3], sizeof(st_hash_t));
+    }
+    /* Same image at another offset: different key (the position is named). */
+    img.start = 41;
+    assert_int_equal(st_hash_chain(&seed, tok, BT * NB, BT, &img, 1, plain, NB, &n), ST_OK);
+    assert_memory_not_equal(&plain[2], &with[2], sizeof(st_hash_t));
+}
+
+static void test_block_equals_chain(void **state)
+{
+    enum { BT = 32, NB = 5 };
+    uint32_t tok[BT * NB];
+    st_hash_t chain[NB], prev = seed_of(9), h;
+    size_t n;
+
+    for (int i = 0; i < BT * NB; i++) {
+        tok[i] = rnd();
+    }
+    assert_int_equal(st_hash_chain(&prev, tok, BT * NB, BT, NULL, 0, chain, NB, &n), ST_OK);
+    for (int i = 0; i < NB; i++) {
+        assert_int_equal(st_hash_block(&prev, tok + i * BT, BT, NULL, NULL, 0, &h), ST_OK);
+        assert_memory_equal(&h, &chain[i], sizeof(h));
+        prev = h;
+    }
+}
+
+static void test_invalid_input(void **state)
+{
+    uint32_t tok[64] = {0};
+    st_hash_t seed = seed_of(1), out[4];
+    st_hash_item_t items[2] = {{seed_of(2), 10, 4}, {seed_of(3), 5, 4}};
+    size_t n = 12345;
+
+    assert_int_equal(st_hash_chain(&seed, tok, 64, 24, NULL, 0, out, 4, &n), ST_ERR_INVALID);
+    assert_int_equal(st_hash_chain(&seed, tok, 64, 0, NULL, 0, out, 4, &n), ST_ERR_INVALID);
+    assert_int_equal(st_hash_chain(&seed, tok, 64, 8192, NULL, 0, out, 4, &n), ST_ERR_INVALID);
+    assert_int_equal(st_hash_chain(&seed, tok, 64, 16, items, 2, out, 4, &n), ST_ERR_INVALID);
+    items[1].start = 20;
+    items[1].n_tokens = 0;
+    assert_int_equal(st_hash_chain(&seed, tok, 64, 16, items, 2, out, 4, &n), ST_ERR_INVALID);
+    assert_int_equal(n, 12345); /* untouched on error */
+    assert_int_equal(st_hash_block(&seed, tok, 0, NULL, NULL, 0, out), ST_ERR_INVALID);
+    /* Fewer tokens than a block: no hash, not an error. */
+    assert_int_equal(st_hash_chain(&seed, tok, 15, 16, NULL, 0, out, 4, &n), ST_OK);
+    assert_int_equal(n, 0);
+}
+
+static void test_hex_round_trip(void **state)
+{
+    st_hash_t h, g;
+    char hex[33];
+
+    for (int i = 0; i < 16; i++) {
+        h.b[i] = (uint8_t)(i * 17);
+    }
+    st_hash_to_hex(&h, hex);
+    assert_string_equal(hex, "00112233445566778899aabbccddeeff");
+    assert_int_equal(st_hash_from_hex(hex, &g), ST_OK);
+    assert_memory_equal(&g, &h, sizeof(h));
+    assert_int_equal(st_hash_from_hex("0112", &g), ST_ERR_INVALID);
+    assert_int_equal(st_hash_from_hex("zz12233445566778899aabbccddeeff0", &g), ST_ERR_INVALID);
+    assert_int_equal(st_hash_lo64(&h), 0x7766554433221100ull);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_block_layout_matches_spec),
+        cmocka_unit_test(test_prefix_property_and_divergence),
+        cmocka_unit_test(test_extras_touch_only_overlapping_blocks),
+        cmocka_unit_test(test_block_equals_chain),
+        cmocka_unit_test(test_invalid_input),
+        cmocka_unit_test(test_hex_round_trip),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
