@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the build into a temporary prefix with `cmake --install`, then
+# compiles and runs a program against it through pkg-config, as a user would.
+set -euo pipefail
+build_dir="$1"
+src_dir="$2"
+prefix="$(mktemp -d)"
+trap 'rm -rf "$prefix"' EXIT
+
+cmake --install "$build_dir" --prefix "$prefix" > "$prefix/install.log"
+test -f "$prefix/include/strata/status.h"
+test -f "$prefix/include/strata/hash.h"
+libdir="$(dirname "$(find "$prefix" -name strata.pc | head -1)")/.."
+export PKG_CONFIG_PATH="$libdir/pkgconfig"
+cc $(pkg-config --cflags strata) -o "$prefix/hello" "$src_dir/tests/install/hello.c" \
+    $(pkg-config --libs strata) -Wl,-rpath,"$libdir"
+out="$("$prefix/hello")"
+echo "$out"
+case "$out" in
+*"chain of 2 blocks"*"invalid argument"*) echo "1 passed, 0 failed" ;;
+*) echo "unexpected output from the installed library"; exit 1 ;;
+esac
