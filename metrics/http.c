@@ -1,0 +1,224 @@
+/*
+ * http.c - /metrics, /stats, /dashboard and /healthz over libmicrohttpd.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <microhttpd.h>
+
+#include "st_log.h"
+#include "st_metrics_http.h"
+
+#define MX_HTTP_MAX_CONNECTIONS 64
+#define MX_HTTP_TIMEOUT_S       10
+
+struct st_metrics_http {
+    st_metrics_t *metrics;
+    struct MHD_Daemon *daemon;
+    uint16_t port;
+    char *node;
+    char *peers;
+    st_metrics_stats_opts_t stats;
+};
+
+static void mx_http_log(void *cls, const char *fmt, va_list ap)
+{
+    char line[256];
+    vsnprintf(line, sizeof(line), fmt, ap);
+    size_t n = strlen(line);
+    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) {
+        line[--n] = '\0';
+    }
+    st_warn_ratelimited("http server: %s", line);
+}
+
+/* Queues a response and drops our reference to it. */
+static enum MHD_Result mx_send(struct MHD_Connection *conn, unsigned code,
+                               struct MHD_Response *resp, const char *content_type)
+{
+    if (resp == NULL) {
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    enum MHD_Result r = MHD_queue_response(conn, code, resp);
+    MHD_destroy_response(resp);
+    return r;
+}
+
+static enum MHD_Result mx_send_static(struct MHD_Connection *conn, unsigned code, const char *text,
+                                      const char *content_type)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+    return mx_send(conn, code, resp, content_type);
+}
+
+/* Sends a built buffer; libmicrohttpd frees it with free() once sent. */
+static enum MHD_Result mx_send_buf(struct MHD_Connection *conn, st_mbuf_t *b,
+                                   const char *content_type, int cors)
+{
+    if (b->err != ST_OK) {
+        st_mbuf_free(b);
+        return mx_send_static(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory\n",
+                              "text/plain; charset=utf-8");
+    }
+    struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(
+        b->len, b->data ? b->data : (char *)"", b->data ? free : NULL);
+    if (resp == NULL) {
+        st_mbuf_free(b);
+        return MHD_NO;
+    }
+    if (cors) {
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, "*");
+    }
+    return mx_send(conn, MHD_HTTP_OK, resp, content_type);
+}
+
+static enum MHD_Result mx_handle(void *cls, struct MHD_Connection *conn, const char *url,
+                                 const char *method, const char *version, const char *upload_data,
+                                 size_t *upload_data_size, void **con_cls)
+{
+    st_metrics_http_t *h = cls;
+    int known = strcmp(url, "/metrics") == 0 || strcmp(url, "/stats") == 0 ||
+                strcmp(url, "/dashboard") == 0 || strcmp(url, "/healthz") == 0;
+    if (!known) {
+        return mx_send_static(conn, MHD_HTTP_NOT_FOUND, "not found\n", "text/plain; charset=utf-8");
+    }
+    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
+        struct MHD_Response *resp = MHD_create_response_from_buffer(
+            strlen("method not allowed\n"), (void *)"method not allowed\n", MHD_RESPMEM_PERSISTENT);
+        if (resp != NULL) {
+            MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+        }
+        return mx_send(conn, MHD_HTTP_METHOD_NOT_ALLOWED, resp, "text/plain; charset=utf-8");
+    }
+    if (strcmp(url, "/healthz") == 0) {
+        return mx_send_static(conn, MHD_HTTP_OK, "ok\n", "text/plain; charset=utf-8");
+    }
+    if (strcmp(url, "/dashboard") == 0) {
+        struct MHD_Response *resp = MHD_create_response_from_buffer(
+            st_metrics_dashboard_html_len, (void *)st_metrics_dashboard_html,
+            MHD_RESPMEM_PERSISTENT);
+        return mx_send(conn, MHD_HTTP_OK, resp, "text/html; charset=utf-8");
+    }
+    st_mbuf_t b = {0};
+    if (strcmp(url, "/metrics") == 0) {
+        st_metrics_write_text(h->metrics, &b);
+        return mx_send_buf(conn, &b, "text/plain; version=0.0.4; charset=utf-8", 0);
+    }
+    st_metrics_write_stats(h->metrics, &h->stats, &b);
+    return mx_send_buf(conn, &b, "application/json", 1);
+}
+
+/* Parses bind_addr and port into *ss; returns ST_ERR_INVALID if it is no IP literal. */
+static st_status_t mx_parse_addr(const char *addr, uint16_t port, struct sockaddr_storage *ss,
+                                 int *is_v6)
+{
+    memset(ss, 0, sizeof(*ss));
+    struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+    if (inet_pton(AF_INET, addr, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons(port);
+        *is_v6 = 0;
+        return ST_OK;
+    }
+    if (inet_pton(AF_INET6, addr, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons(port);
+        *is_v6 = 1;
+        return ST_OK;
+    }
+    st_error("metrics http: bind address is not an IPv4 or IPv6 literal addr=%s", addr);
+    return ST_ERR_INVALID;
+}
+
+static void mx_http_free(st_metrics_http_t *h)
+{
+    free(h->peers);
+    free(h->node);
+    free(h);
+}
+
+st_status_t st_metrics_http_start(st_metrics_t *metrics, const st_metrics_http_opts_t *opts,
+                                  st_metrics_http_t **http_p)
+{
+    static const st_metrics_http_opts_t defaults = {0};
+    if (opts == NULL) {
+        opts = &defaults;
+    }
+    const char *addr = opts->bind_addr ? opts->bind_addr : "127.0.0.1";
+    struct sockaddr_storage ss;
+    int is_v6;
+    st_status_t st = mx_parse_addr(addr, opts->port, &ss, &is_v6);
+    if (st != ST_OK) {
+        return st;
+    }
+    st_metrics_http_t *h = calloc(1, sizeof(*h));
+    if (h == NULL) {
+        st_error("metrics http: out of memory");
+        return ST_ERR_NOMEM;
+    }
+    h->metrics = metrics;
+    h->stats = opts->stats;
+    h->node = strdup(opts->stats.node ? opts->stats.node : "");
+    h->peers = strdup(opts->stats.peers ? opts->stats.peers : "");
+    if (h->node == NULL || h->peers == NULL) {
+        mx_http_free(h);
+        st_error("metrics http: out of memory");
+        return ST_ERR_NOMEM;
+    }
+    h->stats.node = h->node;
+    h->stats.peers = h->peers;
+
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG;
+    if (is_v6) {
+        flags |= MHD_USE_IPv6;
+    }
+    /* The logger goes first so that every later complaint reaches st_log. */
+    struct MHD_OptionItem items[] = {
+        {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mx_http_log, NULL},
+        {MHD_OPTION_SOCK_ADDR, 0, &ss},
+        {MHD_OPTION_CONNECTION_LIMIT, MX_HTTP_MAX_CONNECTIONS, NULL},
+        {MHD_OPTION_CONNECTION_TIMEOUT, MX_HTTP_TIMEOUT_S, NULL},
+        {opts->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (intptr_t)opts->threads,
+         NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    errno = 0;
+    h->daemon = MHD_start_daemon(flags, opts->port, NULL, NULL, mx_handle, h, MHD_OPTION_ARRAY,
+                                 items, MHD_OPTION_END);
+    if (h->daemon == NULL) {
+        int err = errno;
+        st_error("metrics http: cannot start the server addr=%s port=%u errno=%d (%s)", addr,
+                 (unsigned)opts->port, err, err ? strerror(err) : "unknown");
+        mx_http_free(h);
+        return ST_ERR_IO;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    h->port = info != NULL ? info->port : opts->port;
+    st_info("metrics http listening addr=%s port=%u", addr, (unsigned)h->port);
+    *http_p = h;
+    return ST_OK;
+}
+
+uint16_t st_metrics_http_port(const st_metrics_http_t *h)
+{
+    return h->port;
+}
+
+void st_metrics_http_stop(st_metrics_http_t *h)
+{
+    if (h == NULL) {
+        return;
+    }
+    MHD_stop_daemon(h->daemon);
+    mx_http_free(h);
+}

@@ -1,0 +1,62 @@
+/*
+ * mx_internal.h - the registry's structures, shared by registry.c, expose.c
+ * and stats.c. Nothing outside metrics/ includes this file.
+ *
+ * Lock convention (memcached's): functions named mx_do_*() run with
+ * metrics->lock held; the others take it. metrics->scrape_lock serialises
+ * whole scrapes (collect hooks, then formatting) and is always taken before
+ * metrics->lock.
+ */
+#ifndef STRATA_MX_INTERNAL_H
+#define STRATA_MX_INTERNAL_H
+
+#include <pthread.h>
+
+#include "st_metrics.h"
+
+/* One label set of a family. Allocated once (64-byte aligned), never moved. */
+typedef struct mx_child {
+    char **values; /* family->n_labels strings, stored after the child */
+    union {
+        st_counter_t counter;
+        st_gauge_t gauge;
+        st_histogram_t hist;
+    } u;
+} mx_child_t;
+
+struct st_metric_family {
+    st_metrics_t *owner;
+    char *name;
+    char *help;
+    st_metric_type_t type;
+    size_t n_labels;
+    char *label_names[ST_METRICS_MAX_LABELS];
+    size_t n_bounds;
+    double *bounds;       /* exposed units */
+    uint64_t *bounds_raw; /* raw units, for the hot path */
+    double scale;
+    mx_child_t **children; /* sorted by label values */
+    size_t n_children;
+    size_t cap_children;
+};
+
+typedef struct mx_collector {
+    st_metrics_collect_fn fn;
+    void *arg;
+} mx_collector_t;
+
+struct st_metrics {
+    pthread_mutex_t lock;        /* families, children, collectors */
+    pthread_mutex_t scrape_lock; /* one scrape at a time */
+    st_metric_family_t **fams;   /* sorted by name */
+    size_t n_fams;
+    size_t cap_fams;
+    mx_collector_t *collectors;
+    size_t n_collectors;
+    size_t cap_collectors;
+};
+
+/* Runs the collect hooks; called with scrape_lock held and lock not held. */
+void mx_run_collectors(st_metrics_t *metrics);
+
+#endif /* STRATA_MX_INTERNAL_H */

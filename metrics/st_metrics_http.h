@@ -1,0 +1,55 @@
+/*
+ * st_metrics_http.h - the observability HTTP server (libmicrohttpd).
+ *
+ *   GET /metrics    Prometheus text, format 0.0.4
+ *   GET /stats      JSON, schema 1 of docs/observability.md (CORS: any origin)
+ *   GET /dashboard  the built-in HTML dashboard (metrics/dashboard.html)
+ *   GET /healthz    "ok"
+ *
+ * HEAD is accepted wherever GET is; any other method gets 405 with an Allow
+ * header, any other path 404. The server binds to loopback unless told
+ * otherwise and answers from libmicrohttpd's own thread (or thread pool).
+ *
+ * Thread safety: start and stop from one thread; st_metrics_http_port() from
+ * any thread while the server runs.
+ */
+#ifndef STRATA_ST_METRICS_HTTP_H
+#define STRATA_ST_METRICS_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "st_metrics.h"
+
+typedef struct st_metrics_http st_metrics_http_t;
+
+typedef struct st_metrics_http_opts {
+    const char *bind_addr;         /* IPv4 or IPv6 literal; NULL means "127.0.0.1" */
+    uint16_t port;                 /* 0: the kernel picks; read it with st_metrics_http_port() */
+    unsigned threads;              /* 0 or 1: one polling thread; more: a thread pool */
+    st_metrics_stats_opts_t stats; /* node name, peers and hook for /stats (copied) */
+} st_metrics_http_opts_t;
+
+/* The dashboard page, generated at build time from metrics/dashboard.html. */
+extern const char st_metrics_dashboard_html[];
+extern const size_t st_metrics_dashboard_html_len;
+
+/*
+ * Starts serving metrics (which must outlive the server) and writes the
+ * server to *http_p. opts may be NULL (loopback, port 0, one thread).
+ * Returns:
+ *   ST_OK
+ *   ST_ERR_INVALID  bind_addr is not an IP literal (logged)
+ *   ST_ERR_IO       the socket could not be bound (port in use; logged with the errno)
+ *   ST_ERR_NOMEM    allocation failed
+ */
+st_status_t st_metrics_http_start(st_metrics_t *metrics, const st_metrics_http_opts_t *opts,
+                                  st_metrics_http_t **http_p);
+
+/* Returns the port the server is bound to (the real one when 0 was asked). */
+uint16_t st_metrics_http_port(const st_metrics_http_t *http);
+
+/* Stops the server, waiting for requests in flight, and frees it. NULL is a no-op. */
+void st_metrics_http_stop(st_metrics_http_t *http);
+
+#endif /* STRATA_ST_METRICS_HTTP_H */
