@@ -232,6 +232,10 @@ void st_json_double(st_json_t *j, double v)
         st_mbuf_puts(j->out, "null");
         return;
     }
+    if (v == floor(v) && fabs(v) < 9007199254740992.0) {
+        st_mbuf_printf(j->out, "%.0f", v); /* integral: no exponent, no ".0" */
+        return;
+    }
     char buf[40];
     st_metrics_format_double(v, buf, sizeof(buf));
     st_mbuf_puts(j->out, buf);

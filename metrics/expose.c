@@ -94,7 +94,7 @@ static void mx_write_histogram(st_mbuf_t *b, const st_metric_family_t *f, const 
         mx_sample_head(b, f, "_bucket", c, i < f->n_bounds ? num : "+Inf");
         st_mbuf_printf(b, "%" PRIu64 "\n", cum);
     }
-    double sum = (double)atomic_load_explicit(&h->sum, memory_order_relaxed) * f->scale;
+    double sum = mx_scaled(atomic_load_explicit(&h->sum, memory_order_relaxed), f->scale);
     st_metrics_format_double(sum, num, sizeof(num));
     mx_sample_head(b, f, "_sum", c, NULL);
     st_mbuf_puts(b, num);

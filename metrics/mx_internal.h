@@ -56,6 +56,20 @@ struct st_metrics {
     size_t cap_collectors;
 };
 
+/*
+ * Returns raw × scale. When 1/scale is a whole number (1e-9 for nanoseconds)
+ * it divides instead, so 188000 ns reads 0.000188, not 0.00018800000000000002.
+ */
+static inline double mx_scaled(uint64_t raw, double scale)
+{
+    double inv = 1.0 / scale;
+    double whole = __builtin_nearbyint(inv);
+    if (whole >= 1 && __builtin_fabs(inv - whole) <= 1e-9 * whole) {
+        return (double)raw / whole;
+    }
+    return (double)raw * scale;
+}
+
 /* Runs the collect hooks; called with scrape_lock held and lock not held. */
 void mx_run_collectors(st_metrics_t *metrics);
 

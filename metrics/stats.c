@@ -111,7 +111,7 @@ static void mx_do_write_registry(st_metrics_t *m, st_json_t *j)
                 st_json_key(j, "count");
                 st_json_uint(j, count);
                 st_json_key(j, "sum");
-                st_json_double(j, (double)sum * f->scale);
+                st_json_double(j, mx_scaled(sum, f->scale));
                 st_json_end_object(j);
             } else if (f->type == ST_METRIC_COUNTER) {
                 uint64_t sum = 0;

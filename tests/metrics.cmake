@@ -3,3 +3,40 @@ strata_add_test(test_metrics SOURCES unit/test_metrics.c
                 LIBS strata_metrics PkgConfig::CMOCKA LABELS unit metrics)
 strata_add_test(test_metrics_http SOURCES unit/test_metrics_http.c
                 LIBS strata_metrics PkgConfig::CMOCKA LABELS unit metrics TIMEOUT 60)
+
+# Integration: a stand-in daemon (metrics_testd) scraped by promtool, a real
+# Prometheus server and headless Chromium. Each skips (77) when the tool is
+# missing: apt-get install prometheus chromium.
+add_executable(metrics_testd integration/metrics_testd.c)
+target_link_libraries(metrics_testd PRIVATE strata_metrics strata_wire)
+
+set(STRATA_OBS_DIR ${CMAKE_CURRENT_SOURCE_DIR}/integration)
+set(STRATA_ARTIFACTS ${PROJECT_BINARY_DIR}/test-artifacts)
+
+# A real Prometheus scrapes metrics_testd; its rate() ratios must equal the
+# hit rates metrics_testd computed from its own tallies.
+set(hit "sum(rate(strata_lookups_with_hit_total[5m])) / sum(rate(strata_lookups_total[5m]))")
+set(tok "sum(rate(strata_lookup_matched_tokens_total[5m])) / sum(rate(strata_lookup_tokens_total[5m]))")
+set(res "sum(rate(strata_lookup_resumable_tokens_total[5m])) / sum(rate(strata_lookup_tokens_total[5m]))")
+add_test(NAME test_metrics_prometheus
+         COMMAND ${STRATA_PYTHON} ${STRATA_OBS_DIR}/test_metrics_prometheus.py
+                 --start "$<TARGET_FILE:metrics_testd> --mode random --batches 20000 --exit-after 200"
+                 --wait-stats "all(s['test']['done'] for s in stats)"
+                 --settle "strata_test_done == 1"
+                 --check "${tok}" "stats[0]['test']['token_hit_rate']"
+                 --check "${hit}" "stats[0]['test']['request_hit_rate']"
+                 --check "${res}" "stats[0]['test']['resumable_hit_rate']"
+                 --check "sum(strata_lookups_total)" "stats[0]['counters']['lookups_total']"
+                 --check "sum(strata_lookup_matched_tokens_total) / sum(strata_lookup_tokens_total)"
+                         "stats[0]['counters']['lookup_matched_tokens_total'] / stats[0]['counters']['lookup_tokens_total']"
+                 --artifacts ${STRATA_ARTIFACTS}/prometheus)
+set_tests_properties(test_metrics_prometheus PROPERTIES LABELS "integration;metrics"
+                     TIMEOUT 240 SKIP_RETURN_CODE 77)
+
+# Headless Chromium renders /dashboard of one stand-in node and its peer;
+# the screenshot is kept as test-artifacts/dashboard.png.
+add_test(NAME test_dashboard_chromium
+         COMMAND ${STRATA_PYTHON} ${STRATA_OBS_DIR}/test_dashboard_chromium.py
+                 --testd $<TARGET_FILE:metrics_testd> --artifacts ${STRATA_ARTIFACTS})
+set_tests_properties(test_dashboard_chromium PROPERTIES LABELS "integration;metrics"
+                     TIMEOUT 240 SKIP_RETURN_CODE 77)
