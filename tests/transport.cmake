@@ -1,0 +1,17 @@
+# The data-plane transport over real transports on loopback, two processes
+# each (see tests/unit/test_transport.c). One executable, registered once per
+# backend and path; a path that this machine does not offer skips (77).
+strata_add_test(test_transport_ucx_shm SOURCES unit/test_transport.c
+                LIBS strata_transport strata_common PkgConfig::XXHASH PkgConfig::CMOCKA
+                ARGS ucx "sm,self" LABELS unit transport TIMEOUT 120)
+
+# strata_transport_test(<name> <args...>): the same executable, other path.
+function(strata_transport_test name)
+  add_test(NAME ${name} COMMAND test_transport_ucx_shm ${ARGN})
+  set_tests_properties(${name} PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
+                       LABELS "unit;transport")
+endfunction()
+
+strata_transport_test(test_transport_ucx_tcp ucx "tcp,self")
+strata_transport_test(test_transport_fabric_tcp libfabric "tcp;ofi_rxm" lo)
+strata_transport_test(test_transport_fabric_shm libfabric shm)

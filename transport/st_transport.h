@@ -1,0 +1,237 @@
+/*
+ * st_transport.h - the data-plane transport: one-sided get and put between
+ * registered memory regions, behind one small interface with two backends
+ * (UCX and libfabric). Internal to strata: the daemon and the client library
+ * link it; it is not part of include/strata/.
+ *
+ * The model, in the order things happen:
+ *
+ *   target (daemon)                          initiator (client)
+ *   st_transport_create()                    st_transport_create()
+ *   st_transport_mem_register(arena)         st_transport_mem_register(buffer)
+ *   st_transport_address() ---- control plane ---->  st_transport_connect()
+ *   st_transport_mem_rkey() ---- control plane --->  st_transport_rkey_unpack()
+ *   loop: st_transport_progress()            st_transport_get()/put() ... callbacks
+ *                                            from st_transport_progress()
+ *
+ * The target must keep progressing its transport (a loop of
+ * st_transport_progress() and st_transport_wait()) while peers work on its
+ * memory: with TCP (UCX's tcp, libfabric's tcp;ofi_rxm) and with some
+ * shared-memory paths the target's CPU serves the remote operations.
+ *
+ * Address and remote-key blobs carry a small header (magic, backend, length,
+ * XXH3-64 checksum), so bytes that were cut short, corrupted, or produced by
+ * the other backend are refused with ST_ERR_INVALID and a log line saying what
+ * was wrong, instead of reaching the library.
+ *
+ * Remote addresses are always virtual addresses in the target's address
+ * space (base of the registered region + offset), whatever the backend does
+ * underneath (libfabric providers without FI_MR_VIRT_ADDR get the offset).
+ * The unpacked remote key knows its region's bounds, and an operation that
+ * reaches outside them is refused with ST_ERR_INVALID before it is posted.
+ *
+ * Thread safety: a transport and every object made from it (regions,
+ * endpoints, remote keys) belong to one thread at a time; the caller
+ * serialises. Different transports are independent. Callbacks run only from
+ * inside st_transport_progress() (and the calls that progress internally:
+ * st_transport_ep_flush(), st_transport_ep_close(), st_transport_wait()
+ * never runs callbacks), never from inside st_transport_get()/put().
+ *
+ * Errors: every function returns st_status_t; backend failures are
+ * ST_ERR_TRANSPORT, logged once with the backend and the library call that
+ * failed (backend=ucx call=ucp_ep_create status=...).
+ */
+#ifndef STRATA_ST_TRANSPORT_H
+#define STRATA_ST_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "strata/status.h"
+
+typedef enum st_transport_backend {
+    ST_TRANSPORT_UCX = 1,
+    ST_TRANSPORT_FABRIC = 2
+} st_transport_backend_t;
+
+/*
+ * Configuration of one transport. Zero-initialise, then set what you need;
+ * NULL strings mean the library's own default. The strings are copied by
+ * st_transport_create().
+ */
+typedef struct st_transport_config {
+    st_transport_backend_t backend;
+    /* UCX: the transports to use ("sm,self", "tcp,self", "rc,sm,self");
+     * NULL keeps UCX's default (and the UCX_TLS environment variable). */
+    const char *ucx_tls;
+    /* UCX: the network devices ("mlx5_0:1", "lo"); NULL keeps the default. */
+    const char *ucx_devices;
+    /* libfabric: the provider ("tcp;ofi_rxm", "shm", "verbs;ofi_rxm", "efa");
+     * NULL takes the first provider that offers FI_RMA on an RDM endpoint. */
+    const char *fabric_provider;
+    /* libfabric: the domain (an interface such as "lo" or "eth0" for tcp, a
+     * device such as "mlx5_0" for verbs); NULL takes the first one. */
+    const char *fabric_domain;
+} st_transport_config_t;
+
+typedef struct st_transport st_transport_t;           /* a context + worker */
+typedef struct st_transport_mem st_transport_mem_t;   /* a registered region */
+typedef struct st_transport_ep st_transport_ep_t;     /* a connection to a peer */
+typedef struct st_transport_rkey st_transport_rkey_t; /* a peer's region, unpacked */
+
+/*
+ * Completion callback of st_transport_get()/put(): status is ST_OK when the
+ * data has arrived (get) or has been placed in the remote region (put), or
+ * the error (ST_ERR_TRANSPORT, ST_ERR_UNAVAILABLE when the peer is gone,
+ * ST_ERR_CANCELLED when the endpoint was closed first). Called exactly once
+ * per accepted operation, from st_transport_progress(). It may post new
+ * operations; it must not destroy the transport or close the endpoint.
+ */
+typedef void (*st_transport_cb_t)(void *user, st_status_t status);
+
+/*
+ * Parses "ucx" or "libfabric" (also "fabric", "ofi") into *backend_p.
+ * Returns ST_OK, or ST_ERR_INVALID naming the text (*backend_p untouched).
+ */
+st_status_t st_transport_parse_backend(const char *text, st_transport_backend_t *backend_p);
+
+/* Returns "ucx" or "libfabric" ("unknown" otherwise). Never NULL. */
+const char *st_transport_backend_name(st_transport_backend_t backend);
+
+/*
+ * Creates a transport (UCX: context with RMA + worker; libfabric: fabric,
+ * domain, CQ, AV and one RDM endpoint) from cfg and writes it to *tp_p.
+ * Returns ST_OK; ST_ERR_INVALID for a bad config; ST_ERR_UNSUPPORTED when the
+ * backend or provider does not offer RMA here; ST_ERR_NOMEM; ST_ERR_TRANSPORT.
+ */
+st_status_t st_transport_create(const st_transport_config_t *cfg, st_transport_t **tp_p);
+
+/*
+ * Destroys tp: closes remaining endpoints (cancelling their operations),
+ * destroys remaining remote keys, deregisters remaining regions, then the
+ * worker/endpoint and the context, in that order. NULL is ignored.
+ */
+void st_transport_destroy(st_transport_t *tp);
+
+/* Returns the backend of tp. */
+st_transport_backend_t st_transport_backend(const st_transport_t *tp);
+
+/*
+ * Returns, in *addr_p and *len_p, this transport's address as bytes for the
+ * control plane to send to peers. The bytes are owned by tp and stay valid
+ * until st_transport_destroy(). Returns ST_OK.
+ */
+st_status_t st_transport_address(st_transport_t *tp, const void **addr_p, size_t *len_p);
+
+/*
+ * Registers [addr, addr + len) for local use and for remote access (read and
+ * write) and writes the handle to *mem_p. len must be positive. Registration
+ * is expensive: do it once per arena or buffer, never per operation.
+ * Returns ST_OK, ST_ERR_INVALID, ST_ERR_NOMEM or ST_ERR_TRANSPORT.
+ */
+st_status_t st_transport_mem_register(st_transport_t *tp, void *addr, size_t len,
+                                      st_transport_mem_t **mem_p);
+
+/* Deregisters mem. No operation on it may be in flight. NULL is ignored. */
+void st_transport_mem_deregister(st_transport_t *tp, st_transport_mem_t *mem);
+
+/*
+ * Returns, in *buf_p and *len_p, the packed remote key of mem (the bytes a
+ * peer passes to st_transport_rkey_unpack()). The bytes are owned by mem and
+ * stay valid until it is deregistered. Returns ST_OK.
+ */
+st_status_t st_transport_mem_rkey(st_transport_mem_t *mem, const void **buf_p, size_t *len_p);
+
+/*
+ * Connects an endpoint to the peer whose st_transport_address() bytes are
+ * [addr, addr + len) and writes it to *ep_p. Connection setup may finish
+ * lazily on the first operation. Returns ST_OK; ST_ERR_INVALID when the bytes
+ * are not a well-formed address of this backend and provider (the log line
+ * says why); ST_ERR_NOMEM; ST_ERR_TRANSPORT.
+ */
+st_status_t st_transport_connect(st_transport_t *tp, const void *addr, size_t len,
+                                 st_transport_ep_t **ep_p);
+
+/*
+ * Waits until every operation posted on ep so far has completed (their
+ * callbacks have run) or timeout_ms passed (negative: no limit). Progresses
+ * tp meanwhile, so other callbacks may run. Returns ST_OK, ST_ERR_TIMEOUT,
+ * or ST_ERR_TRANSPORT.
+ */
+st_status_t st_transport_ep_flush(st_transport_ep_t *ep, int timeout_ms);
+
+/*
+ * Flushes (up to a few seconds) and closes ep; operations still in flight
+ * complete with ST_ERR_CANCELLED. Remote keys unpacked on ep are destroyed.
+ * NULL is ignored.
+ */
+void st_transport_ep_close(st_transport_ep_t *ep);
+
+/*
+ * Unpacks a peer's packed remote key [buf, buf + len) for use on ep and
+ * writes it to *rkey_p. Returns ST_OK; ST_ERR_INVALID when the bytes are not
+ * a well-formed key of this backend (the log line says why); ST_ERR_NOMEM;
+ * ST_ERR_TRANSPORT.
+ */
+st_status_t st_transport_rkey_unpack(st_transport_ep_t *ep, const void *buf, size_t len,
+                                     st_transport_rkey_t **rkey_p);
+
+/* Destroys rkey. No operation using it may be in flight. NULL is ignored. */
+void st_transport_rkey_destroy(st_transport_rkey_t *rkey);
+
+/* Returns the base address and length of the remote region rkey describes. */
+void st_transport_rkey_bounds(const st_transport_rkey_t *rkey, uint64_t *base_p, size_t *len_p);
+
+/*
+ * Posts a one-sided read of len bytes from remote_addr (a virtual address in
+ * the peer's region described by rkey) into local, which must lie inside
+ * local_mem. Non-blocking: many may be in flight. On ST_OK, cb(user, status)
+ * runs exactly once later, from st_transport_progress(); local must stay
+ * valid until then. On any other return cb never runs: ST_ERR_INVALID (len 0,
+ * local outside local_mem, remote range outside rkey's region, or over the
+ * provider's message limit; logged), ST_ERR_NOMEM, ST_ERR_TRANSPORT.
+ */
+st_status_t st_transport_get(st_transport_ep_t *ep, void *local, size_t len,
+                             st_transport_mem_t *local_mem, uint64_t remote_addr,
+                             st_transport_rkey_t *rkey, st_transport_cb_t cb, void *user);
+
+/* Posts a one-sided write; the mirror of st_transport_get(). */
+st_status_t st_transport_put(st_transport_ep_t *ep, const void *local, size_t len,
+                             st_transport_mem_t *local_mem, uint64_t remote_addr,
+                             st_transport_rkey_t *rkey, st_transport_cb_t cb, void *user);
+
+/*
+ * Makes progress without blocking: drives the library, runs the callbacks of
+ * completed operations, and retries operations the provider had refused for
+ * lack of resources. Returns the number of events handled (0: nothing to do),
+ * or a negative st_status_t when progressing itself failed.
+ */
+int st_transport_progress(st_transport_t *tp);
+
+/*
+ * Returns in *fd_p a file descriptor that becomes readable when tp may have
+ * work, for epoll. Before sleeping on it call st_transport_arm(). Returns
+ * ST_OK, or ST_ERR_UNSUPPORTED when the backend/provider has none (then
+ * poll st_transport_progress(), or use st_transport_wait()).
+ */
+st_status_t st_transport_event_fd(st_transport_t *tp, int *fd_p);
+
+/*
+ * Arms the event fd. Returns ST_OK when it is safe to sleep on it, ST_ERR_BUSY
+ * when there is work now (progress first, then arm again), ST_ERR_UNSUPPORTED,
+ * or ST_ERR_TRANSPORT.
+ */
+st_status_t st_transport_arm(st_transport_t *tp);
+
+/*
+ * Blocks until tp may have work or timeout_ms passed (0: do not block,
+ * negative: no limit). Runs no callbacks: call st_transport_progress() after.
+ * Without an event fd it waits in short sleeps. Returns ST_OK (possibly
+ * early) or ST_ERR_TRANSPORT.
+ */
+st_status_t st_transport_wait(st_transport_t *tp, int timeout_ms);
+
+/* Returns the number of operations of tp in flight (posted, callback not yet run). */
+size_t st_transport_inflight(const st_transport_t *tp);
+
+#endif /* STRATA_ST_TRANSPORT_H */

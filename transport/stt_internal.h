@@ -1,0 +1,157 @@
+/*
+ * stt_internal.h - what transport.c (dispatch and common parts) and the
+ * backends (ucx.c, fabric.c) share: the base structs every backend embeds as
+ * its first member, the operation record, and the backend vtable.
+ */
+#ifndef STRATA_STT_INTERNAL_H
+#define STRATA_STT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "st_log.h"
+#include "st_transport.h"
+
+/* An intrusive doubly-linked list node; a list is a node pointing at itself. */
+typedef struct stt_link {
+    struct stt_link *next;
+    struct stt_link *prev;
+} stt_link_t;
+
+static inline void stt_list_init(stt_link_t *head)
+{
+    head->next = head;
+    head->prev = head;
+}
+
+static inline bool stt_list_empty(const stt_link_t *head)
+{
+    return head->next == head;
+}
+
+static inline void stt_list_push(stt_link_t *head, stt_link_t *node)
+{
+    node->prev = head->prev;
+    node->next = head;
+    head->prev->next = node;
+    head->prev = node;
+}
+
+static inline void stt_list_del(stt_link_t *node)
+{
+    node->prev->next = node->next;
+    node->next->prev = node->prev;
+    node->next = node;
+    node->prev = node;
+}
+
+#define stt_container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+
+/*
+ * One posted get or put. The first member is scratch space for the backend
+ * (libfabric's struct fi_context2 lives there), so the record's address is
+ * the context the library hands back.
+ */
+typedef struct stt_op {
+    void *backend_ctx[8];
+    st_transport_ep_t *ep; /* NULL once the endpoint closed before it */
+    st_transport_cb_t cb;
+    void *user;
+    st_status_t status;
+    bool is_put;
+    bool orphaned; /* its callback already ran (cancelled); drop the late completion */
+    void *local;
+    size_t len;
+    st_transport_mem_t *local_mem;
+    uint64_t remote_addr;
+    st_transport_rkey_t *rkey;
+    stt_link_t link; /* in the transport's in-flight, done or free list */
+    stt_link_t pend; /* backend use: waiting to be posted again */
+} stt_op_t;
+
+struct st_transport {
+    const struct stt_ops *ops;
+    st_transport_backend_t backend;
+    uint8_t *addr_blob; /* the wrapped address, as sent to peers */
+    size_t addr_blob_len;
+    stt_link_t eps;      /* open endpoints */
+    stt_link_t mems;     /* registered regions */
+    stt_link_t inflight; /* posted ops whose completion has not been seen */
+    stt_link_t done;     /* completed ops whose callbacks have not run yet */
+    stt_link_t free_ops;
+    void **op_chunks; /* the pool's allocations, freed at destroy */
+    size_t n_op_chunks;
+    size_t n_inflight;
+    bool draining; /* guards against st_transport_progress() re-entry from a callback */
+};
+
+struct st_transport_mem {
+    st_transport_t *tp;
+    void *addr;
+    size_t len;
+    uint8_t *rkey_blob; /* the wrapped packed key, as sent to peers */
+    size_t rkey_blob_len;
+    stt_link_t link;
+};
+
+struct st_transport_ep {
+    st_transport_t *tp;
+    size_t n_inflight;
+    stt_link_t rkeys;
+    stt_link_t link;
+    st_status_t error; /* set when the backend reported the peer failed */
+};
+
+struct st_transport_rkey {
+    st_transport_ep_t *ep;
+    uint64_t base;
+    size_t len;
+    stt_link_t link;
+};
+
+/*
+ * The backend vtable. Backends allocate their own structs with the base
+ * struct first; transport.c fills the base fields it owns (lists, blobs).
+ */
+typedef struct stt_ops {
+    const char *name;
+    /* Creates the backend; writes the raw address into *addr_p and its length into *addr_len_p
+     * (malloc'd, the caller frees it). */
+    st_status_t (*create)(const st_transport_config_t *cfg, st_transport_t **tp_p, void **addr_p,
+                          size_t *addr_len_p);
+    void (*destroy)(st_transport_t *tp);
+    /* Registers a region; writes its raw packed key (malloc'd) to *key_p. */
+    st_status_t (*mem_register)(st_transport_t *tp, void *addr, size_t len,
+                                st_transport_mem_t **mem_p, void **key_p, size_t *key_len_p);
+    void (*mem_deregister)(st_transport_t *tp, st_transport_mem_t *mem);
+    st_status_t (*connect)(st_transport_t *tp, const void *addr, size_t len,
+                           st_transport_ep_t **ep_p);
+    /* Called once every op of ep completed: makes puts remotely visible. */
+    st_status_t (*ep_flush)(st_transport_ep_t *ep, int timeout_ms);
+    /* Closes ep; force when ops are still in flight. Does not free ep's rkeys. */
+    void (*ep_close)(st_transport_ep_t *ep, bool force);
+    st_status_t (*rkey_unpack)(st_transport_ep_t *ep, const void *key, size_t len,
+                               st_transport_rkey_t **rkey_p);
+    void (*rkey_destroy)(st_transport_rkey_t *rkey);
+    /* Posts op; on ST_OK it completes later through stt_op_complete(). */
+    st_status_t (*post)(stt_op_t *op);
+    /* Drives the library; returns events handled or a negative status. */
+    int (*progress)(st_transport_t *tp);
+    st_status_t (*event_fd)(st_transport_t *tp, int *fd_p);
+    st_status_t (*arm)(st_transport_t *tp);
+} stt_ops_t;
+
+extern const stt_ops_t stt_ucx_ops;
+extern const stt_ops_t stt_fabric_ops;
+
+/* Records that op finished with status; its callback runs at the next drain. */
+void stt_op_complete(stt_op_t *op, st_status_t status);
+
+/* Progresses the transport from inside a backend (flush and close loops). */
+int stt_progress_all(st_transport_t *tp);
+
+/* Monotonic milliseconds. */
+uint64_t stt_now_ms(void);
+
+#endif /* STRATA_STT_INTERNAL_H */

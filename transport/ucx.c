@@ -1,0 +1,441 @@
+/*
+ * ucx.c - the UCX backend: one ucp context with RMA (and wakeup), one worker
+ * in single-thread mode, endpoints from worker addresses with peer error
+ * handling, ucp_mem_map regions, and ucp_get_nbx/ucp_put_nbx whose
+ * callbacks free their requests.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <ucp/api/ucp.h>
+
+#include "stt_internal.h"
+
+#define STT_UCX_CLOSE_MS 10000
+
+typedef struct stt_ucx {
+    st_transport_t base;
+    ucp_context_h context;
+    ucp_worker_h worker;
+    int efd; /* -1: not asked yet or not available */
+    bool efd_failed;
+} stt_ucx_t;
+
+typedef struct stt_ucx_mem {
+    st_transport_mem_t base;
+    ucp_mem_h memh;
+} stt_ucx_mem_t;
+
+typedef struct stt_ucx_ep {
+    st_transport_ep_t base;
+    ucp_ep_h ep;
+} stt_ucx_ep_t;
+
+typedef struct stt_ucx_rkey {
+    st_transport_rkey_t base;
+    ucp_rkey_h rkey;
+} stt_ucx_rkey_t;
+
+static st_status_t stt_ucx_fail(const char *call, ucs_status_t status)
+{
+    st_error("transport call failed backend=ucx call=%s status=%s", call,
+             ucs_status_string(status));
+    return ST_ERR_TRANSPORT;
+}
+
+static st_status_t stt_ucx_status(ucs_status_t status)
+{
+    switch (status) {
+    case UCS_OK: return ST_OK;
+    case UCS_ERR_CANCELED: return ST_ERR_CANCELLED;
+    case UCS_ERR_UNREACHABLE:
+    case UCS_ERR_CONNECTION_RESET:
+    case UCS_ERR_ENDPOINT_TIMEOUT: return ST_ERR_UNAVAILABLE;
+    case UCS_ERR_NO_MEMORY: return ST_ERR_NOMEM;
+    default: return ST_ERR_TRANSPORT;
+    }
+}
+
+static st_status_t stt_ucx_create(const st_transport_config_t *cfg, st_transport_t **tp_p,
+                                  void **addr_p, size_t *addr_len_p)
+{
+    ucp_config_t *config;
+    ucs_status_t us = ucp_config_read(NULL, NULL, &config);
+    if (us != UCS_OK) {
+        return stt_ucx_fail("ucp_config_read", us);
+    }
+    if (cfg->ucx_tls != NULL && (us = ucp_config_modify(config, "TLS", cfg->ucx_tls)) != UCS_OK) {
+        st_error("transport config refused backend=ucx key=TLS value=%s status=%s", cfg->ucx_tls,
+                 ucs_status_string(us));
+        ucp_config_release(config);
+        return ST_ERR_INVALID;
+    }
+    if (cfg->ucx_devices != NULL &&
+        (us = ucp_config_modify(config, "NET_DEVICES", cfg->ucx_devices)) != UCS_OK) {
+        st_error("transport config refused backend=ucx key=NET_DEVICES value=%s status=%s",
+                 cfg->ucx_devices, ucs_status_string(us));
+        ucp_config_release(config);
+        return ST_ERR_INVALID;
+    }
+
+    stt_ucx_t *u = calloc(1, sizeof(*u));
+    if (u == NULL) {
+        ucp_config_release(config);
+        return ST_ERR_NOMEM;
+    }
+    u->efd = -1;
+
+    ucp_params_t params = {
+        .field_mask = UCP_PARAM_FIELD_FEATURES,
+        .features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP,
+    };
+    us = ucp_init(&params, config, &u->context);
+    ucp_config_release(config);
+    if (us != UCS_OK) {
+        free(u);
+        if (us == UCS_ERR_NO_DEVICE || us == UCS_ERR_UNSUPPORTED) {
+            st_error("transport unavailable backend=ucx call=ucp_init status=%s tls=%s",
+                     ucs_status_string(us), cfg->ucx_tls ? cfg->ucx_tls : "(default)");
+            return ST_ERR_UNSUPPORTED;
+        }
+        return stt_ucx_fail("ucp_init", us);
+    }
+
+    ucp_worker_params_t wparams = {
+        .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+        .thread_mode = UCS_THREAD_MODE_SINGLE,
+    };
+    us = ucp_worker_create(u->context, &wparams, &u->worker);
+    if (us != UCS_OK) {
+        st_status_t st = stt_ucx_fail("ucp_worker_create", us);
+        ucp_cleanup(u->context);
+        free(u);
+        return st;
+    }
+
+    /* The worker address is copied out and released at once, so nothing
+     * depends on the lifetime of UCX's buffer. */
+    ucp_address_t *addr;
+    size_t addr_len;
+    us = ucp_worker_get_address(u->worker, &addr, &addr_len);
+    if (us != UCS_OK) {
+        st_status_t st = stt_ucx_fail("ucp_worker_get_address", us);
+        ucp_worker_destroy(u->worker);
+        ucp_cleanup(u->context);
+        free(u);
+        return st;
+    }
+    void *copy = malloc(addr_len);
+    if (copy == NULL) {
+        ucp_worker_release_address(u->worker, addr);
+        ucp_worker_destroy(u->worker);
+        ucp_cleanup(u->context);
+        free(u);
+        return ST_ERR_NOMEM;
+    }
+    memcpy(copy, addr, addr_len);
+    ucp_worker_release_address(u->worker, addr);
+
+    *tp_p = &u->base;
+    *addr_p = copy;
+    *addr_len_p = addr_len;
+    return ST_OK;
+}
+
+static void stt_ucx_destroy(st_transport_t *tp)
+{
+    stt_ucx_t *u = (stt_ucx_t *)tp;
+    ucp_worker_destroy(u->worker);
+    ucp_cleanup(u->context);
+    free(u);
+}
+
+static st_status_t stt_ucx_mem_register(st_transport_t *tp, void *addr, size_t len,
+                                        st_transport_mem_t **mem_p, void **key_p, size_t *key_len_p)
+{
+    stt_ucx_t *u = (stt_ucx_t *)tp;
+    stt_ucx_mem_t *m = calloc(1, sizeof(*m));
+    if (m == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    ucp_mem_map_params_t mp = {
+        .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+        .address = addr,
+        .length = len,
+    };
+    ucs_status_t us = ucp_mem_map(u->context, &mp, &m->memh);
+    if (us != UCS_OK) {
+        free(m);
+        st_error("transport call failed backend=ucx call=ucp_mem_map addr=%p len=%zu status=%s",
+                 addr, len, ucs_status_string(us));
+        return ST_ERR_TRANSPORT;
+    }
+    void *packed;
+    size_t packed_len;
+    us = ucp_rkey_pack(u->context, m->memh, &packed, &packed_len);
+    if (us != UCS_OK) {
+        ucp_mem_unmap(u->context, m->memh);
+        free(m);
+        return stt_ucx_fail("ucp_rkey_pack", us);
+    }
+    void *copy = malloc(packed_len);
+    if (copy == NULL) {
+        ucp_rkey_buffer_release(packed);
+        ucp_mem_unmap(u->context, m->memh);
+        free(m);
+        return ST_ERR_NOMEM;
+    }
+    memcpy(copy, packed, packed_len);
+    ucp_rkey_buffer_release(packed);
+    *mem_p = &m->base;
+    *key_p = copy;
+    *key_len_p = packed_len;
+    return ST_OK;
+}
+
+static void stt_ucx_mem_deregister(st_transport_t *tp, st_transport_mem_t *mem)
+{
+    stt_ucx_t *u = (stt_ucx_t *)tp;
+    stt_ucx_mem_t *m = (stt_ucx_mem_t *)mem;
+    ucs_status_t us = ucp_mem_unmap(u->context, m->memh);
+    if (us != UCS_OK) {
+        (void)stt_ucx_fail("ucp_mem_unmap", us);
+    }
+    free(m);
+}
+
+static void stt_ucx_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    stt_ucx_ep_t *e = arg;
+    st_warn("transport peer failed backend=ucx status=%s", ucs_status_string(status));
+    e->base.error =
+        stt_ucx_status(status) == ST_ERR_TRANSPORT ? ST_ERR_TRANSPORT : ST_ERR_UNAVAILABLE;
+}
+
+static st_status_t stt_ucx_connect(st_transport_t *tp, const void *addr, size_t len,
+                                   st_transport_ep_t **ep_p)
+{
+    stt_ucx_t *u = (stt_ucx_t *)tp;
+    stt_ucx_ep_t *e = calloc(1, sizeof(*e));
+    if (e == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    ucp_ep_params_t ep_params = {
+        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .address = addr,
+        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+        .err_handler = {.cb = stt_ucx_ep_error, .arg = e},
+    };
+    ucs_status_t us = ucp_ep_create(u->worker, &ep_params, &e->ep);
+    if (us == UCS_ERR_UNREACHABLE) {
+        /* UCX 1.13's shared-memory transports cannot detect a failed peer;
+         * without peer error handling they are usable. */
+        ep_params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+        us = ucp_ep_create(u->worker, &ep_params, &e->ep);
+        if (us == UCS_OK) {
+            st_info("transport endpoint without peer failure detection backend=ucx "
+                    "(the selected transports do not offer it)");
+        }
+    }
+    if (us != UCS_OK) {
+        free(e);
+        st_error("transport call failed backend=ucx call=ucp_ep_create status=%s "
+                 "address_bytes=%zu",
+                 ucs_status_string(us), len);
+        return us == UCS_ERR_UNREACHABLE ? ST_ERR_UNAVAILABLE : ST_ERR_TRANSPORT;
+    }
+    *ep_p = &e->base;
+    return ST_OK;
+}
+
+/* Progresses until request (from a call without a callback) is done. */
+static ucs_status_t stt_ucx_wait_request(stt_ucx_t *u, ucs_status_ptr_t request, int timeout_ms,
+                                         bool *gave_up_p)
+{
+    *gave_up_p = false;
+    if (request == NULL) {
+        return UCS_OK;
+    }
+    if (UCS_PTR_IS_ERR(request)) {
+        return UCS_PTR_STATUS(request);
+    }
+    uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : stt_now_ms() + (uint64_t)timeout_ms;
+    ucs_status_t us;
+    while ((us = ucp_request_check_status(request)) == UCS_INPROGRESS) {
+        if (stt_progress_all(&u->base) == 0 && stt_now_ms() >= deadline) {
+            /* Freed now, UCX releases it when it finishes. */
+            ucp_request_free(request);
+            *gave_up_p = true;
+            return UCS_ERR_TIMED_OUT;
+        }
+    }
+    ucp_request_free(request);
+    return us;
+}
+
+static st_status_t stt_ucx_ep_flush(st_transport_ep_t *ep, int timeout_ms)
+{
+    stt_ucx_t *u = (stt_ucx_t *)ep->tp;
+    stt_ucx_ep_t *e = (stt_ucx_ep_t *)ep;
+    ucp_request_param_t param = {.op_attr_mask = 0};
+    bool gave_up;
+    ucs_status_t us =
+        stt_ucx_wait_request(u, ucp_ep_flush_nbx(e->ep, &param), timeout_ms, &gave_up);
+    if (gave_up) {
+        st_warn("transport flush timed out backend=ucx timeout_ms=%d", timeout_ms);
+        return ST_ERR_TIMEOUT;
+    }
+    if (us != UCS_OK) {
+        st_error("transport call failed backend=ucx call=ucp_ep_flush_nbx status=%s",
+                 ucs_status_string(us));
+        return stt_ucx_status(us);
+    }
+    return ST_OK;
+}
+
+static void stt_ucx_ep_close(st_transport_ep_t *ep, bool force)
+{
+    stt_ucx_t *u = (stt_ucx_t *)ep->tp;
+    stt_ucx_ep_t *e = (stt_ucx_ep_t *)ep;
+    ucp_request_param_t param = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+        .flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0,
+    };
+    bool gave_up;
+    ucs_status_t us =
+        stt_ucx_wait_request(u, ucp_ep_close_nbx(e->ep, &param), STT_UCX_CLOSE_MS, &gave_up);
+    if (gave_up) {
+        st_warn("transport endpoint close timed out backend=ucx timeout_ms=%d", STT_UCX_CLOSE_MS);
+    } else if (us != UCS_OK && us != UCS_ERR_CANCELED && !force) {
+        st_warn("transport endpoint close failed backend=ucx call=ucp_ep_close_nbx status=%s",
+                ucs_status_string(us));
+    }
+}
+
+static st_status_t stt_ucx_rkey_unpack(st_transport_ep_t *ep, const void *key, size_t len,
+                                       st_transport_rkey_t **rkey_p)
+{
+    stt_ucx_ep_t *e = (stt_ucx_ep_t *)ep;
+    stt_ucx_rkey_t *r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    ucs_status_t us = ucp_ep_rkey_unpack(e->ep, key, &r->rkey);
+    if (us != UCS_OK) {
+        free(r);
+        st_error("transport call failed backend=ucx call=ucp_ep_rkey_unpack status=%s "
+                 "key_bytes=%zu",
+                 ucs_status_string(us), len);
+        return us == UCS_ERR_INVALID_PARAM ? ST_ERR_INVALID : ST_ERR_TRANSPORT;
+    }
+    *rkey_p = &r->base;
+    return ST_OK;
+}
+
+static void stt_ucx_rkey_destroy(st_transport_rkey_t *rkey)
+{
+    stt_ucx_rkey_t *r = (stt_ucx_rkey_t *)rkey;
+    ucp_rkey_destroy(r->rkey);
+    free(r);
+}
+
+/* Runs inside ucp_worker_progress(): records the completion, frees the request. */
+static void stt_ucx_op_done(void *request, ucs_status_t status, void *user_data)
+{
+    stt_op_t *op = user_data;
+    if (status != UCS_OK && status != UCS_ERR_CANCELED) {
+        st_warn_ratelimited("transport operation failed backend=ucx status=%s",
+                            ucs_status_string(status));
+    }
+    ucp_request_free(request);
+    stt_op_complete(op, stt_ucx_status(status));
+}
+
+static st_status_t stt_ucx_post(stt_op_t *op)
+{
+    stt_ucx_ep_t *e = (stt_ucx_ep_t *)op->ep;
+    stt_ucx_rkey_t *r = (stt_ucx_rkey_t *)op->rkey;
+    ucp_request_param_t param = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+        .cb = {.send = stt_ucx_op_done},
+        .user_data = op,
+    };
+    ucs_status_ptr_t request;
+    if (op->is_put) {
+        request = ucp_put_nbx(e->ep, op->local, op->len, op->remote_addr, r->rkey, &param);
+    } else {
+        request = ucp_get_nbx(e->ep, op->local, op->len, op->remote_addr, r->rkey, &param);
+    }
+    if (request == NULL) {
+        /* Completed in place; the callback will not be called. */
+        stt_op_complete(op, ST_OK);
+        return ST_OK;
+    }
+    if (UCS_PTR_IS_ERR(request)) {
+        ucs_status_t us = UCS_PTR_STATUS(request);
+        st_error("transport call failed backend=ucx call=%s status=%s len=%zu",
+                 op->is_put ? "ucp_put_nbx" : "ucp_get_nbx", ucs_status_string(us), op->len);
+        return stt_ucx_status(us) == ST_ERR_UNAVAILABLE ? ST_ERR_UNAVAILABLE : ST_ERR_TRANSPORT;
+    }
+    return ST_OK;
+}
+
+static int stt_ucx_progress(st_transport_t *tp)
+{
+    stt_ucx_t *u = (stt_ucx_t *)tp;
+    return (int)ucp_worker_progress(u->worker);
+}
+
+static st_status_t stt_ucx_event_fd(st_transport_t *tp, int *fd_p)
+{
+    stt_ucx_t *u = (stt_ucx_t *)tp;
+    if (u->efd < 0 && !u->efd_failed) {
+        ucs_status_t us = ucp_worker_get_efd(u->worker, &u->efd);
+        if (us != UCS_OK) {
+            st_warn("transport has no event fd backend=ucx call=ucp_worker_get_efd status=%s",
+                    ucs_status_string(us));
+            u->efd = -1;
+            u->efd_failed = true;
+        }
+    }
+    if (u->efd < 0) {
+        return ST_ERR_UNSUPPORTED;
+    }
+    *fd_p = u->efd;
+    return ST_OK;
+}
+
+static st_status_t stt_ucx_arm(st_transport_t *tp)
+{
+    stt_ucx_t *u = (stt_ucx_t *)tp;
+    int fd;
+    if (stt_ucx_event_fd(tp, &fd) != ST_OK) {
+        return ST_ERR_UNSUPPORTED;
+    }
+    ucs_status_t us = ucp_worker_arm(u->worker);
+    if (us == UCS_OK) {
+        return ST_OK;
+    }
+    if (us == UCS_ERR_BUSY) {
+        return ST_ERR_BUSY;
+    }
+    return stt_ucx_fail("ucp_worker_arm", us);
+}
+
+const stt_ops_t stt_ucx_ops = {
+    .name = "ucx",
+    .create = stt_ucx_create,
+    .destroy = stt_ucx_destroy,
+    .mem_register = stt_ucx_mem_register,
+    .mem_deregister = stt_ucx_mem_deregister,
+    .connect = stt_ucx_connect,
+    .ep_flush = stt_ucx_ep_flush,
+    .ep_close = stt_ucx_ep_close,
+    .rkey_unpack = stt_ucx_rkey_unpack,
+    .rkey_destroy = stt_ucx_rkey_destroy,
+    .post = stt_ucx_post,
+    .progress = stt_ucx_progress,
+    .event_fd = stt_ucx_event_fd,
+    .arm = stt_ucx_arm,
+};
