@@ -1,0 +1,169 @@
+/*
+ * ssd_read.c - reads: get, get into a buffer, promote. Each read is one
+ * short read-only transaction: find the value, check its header, copy the
+ * payload out, end the transaction, then verify the checksum on the copy, so
+ * the bytes verified are the bytes handed over.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "st_log.h"
+#include "ssd_internal.h"
+
+/* Logs, counts and queues the removal of a corrupt value. */
+static void ssd_corrupt(st_ssd_t *ssd, const st_ssd_key_t *key, uint64_t seq, const char *why)
+{
+    char hex[33];
+    ssd_op_t *op;
+
+    atomic_fetch_add(&ssd->corrupt, 1);
+    st_hash_to_hex(&key->id, hex);
+    st_warn_ratelimited("ssd corrupt value detected, dropped dir=%s kind=%s ns=%llu id=%s "
+                        "layer=%u why=%s",
+                        ssd->dir, st_ssd_kind_name(key->kind), (unsigned long long)key->ns, hex,
+                        (unsigned)key->layer, why);
+    op = calloc(1, sizeof(*op));
+    if (op == NULL) {
+        return;
+    }
+    op->type = seq != 0 ? SSD_OP_DROP_IFSEQ : SSD_OP_DELETE;
+    op->flags = ST_SSD_NOWAIT;
+    op->key = *key;
+    op->seq = seq;
+    if (ssd_submit(ssd, op) != ST_OK) {
+        free(op); /* the next read finds it again and retries */
+    }
+}
+
+static st_status_t ssd_read(st_ssd_t *ssd, const st_ssd_key_t *key, st_ssd_alloc_fn alloc,
+                            void *alloc_arg, st_ssd_meta_t *meta_p, int promote)
+{
+    uint8_t kb[ST_SSD_KEY_BYTES];
+    MDB_val k = {sizeof(kb), kb}, v;
+    MDB_txn *txn;
+    ssd_hdr_t hdr;
+    st_ssd_meta_t meta;
+    st_status_t status;
+    void *dst;
+    int rc;
+
+    status = ssd_check_pid(ssd);
+    if (status != ST_OK) {
+        return status;
+    }
+    if (key == NULL || alloc == NULL || !ssd_kind_valid(key->kind)) {
+        st_error("ssd read refused: bad key or allocator kind=%u",
+                 key != NULL ? (unsigned)key->kind : 0u);
+        return ST_ERR_INVALID;
+    }
+    atomic_fetch_add(&ssd->gets, 1);
+    st_ssd_key_encode(key, kb);
+    rc = mdb_txn_begin(ssd->env, NULL, MDB_RDONLY, &txn);
+    if (rc != 0) {
+        return ssd_mdb_status(ssd, rc, "get");
+    }
+    rc = mdb_get(txn, ssd_kind_spilled(key->kind) ? ssd->dbi_spill : ssd->dbi_durable, &k, &v);
+    if (rc != 0) {
+        mdb_txn_abort(txn);
+        if (rc == MDB_NOTFOUND) {
+            atomic_fetch_add(&ssd->misses, 1);
+            return ST_ERR_NOT_FOUND;
+        }
+        return ssd_mdb_status(ssd, rc, "get");
+    }
+    if (ssd_hdr_decode(key, v.mv_data, v.mv_size, &hdr) != ST_OK ||
+        hdr.length != v.mv_size - SSD_HDR_BYTES) {
+        mdb_txn_abort(txn);
+        atomic_fetch_add(&ssd->misses, 1);
+        ssd_corrupt(ssd, key, 0, "header");
+        return ST_ERR_NOT_FOUND;
+    }
+    meta.length = hdr.length;
+    meta.checksum = hdr.checksum;
+    meta.seq = hdr.seq;
+    meta.created_us = hdr.created_us;
+    meta.flags = hdr.flags;
+    dst = alloc(alloc_arg, (size_t)hdr.length, &meta);
+    if (dst == NULL && hdr.length != 0) {
+        mdb_txn_abort(txn);
+        return ST_ERR_NOMEM;
+    }
+    if (hdr.length != 0) {
+        memcpy(dst, (const uint8_t *)v.mv_data + SSD_HDR_BYTES, (size_t)hdr.length);
+    }
+    mdb_txn_abort(txn);
+
+    if (XXH3_64bits(dst, (size_t)hdr.length) != hdr.checksum) {
+        atomic_fetch_add(&ssd->misses, 1);
+        ssd_corrupt(ssd, key, hdr.seq, "checksum");
+        return ST_ERR_NOT_FOUND;
+    }
+    if (promote && ssd_kind_spilled(key->kind)) {
+        ssd_op_t *op = calloc(1, sizeof(*op));
+
+        /* Best effort: if it cannot be queued the copy stays on SSD and
+         * ages out of the LRU. */
+        if (op != NULL) {
+            op->type = SSD_OP_DROP_IFSEQ;
+            op->flags = ST_SSD_NOWAIT;
+            op->key = *key;
+            op->seq = hdr.seq;
+            if (ssd_submit(ssd, op) != ST_OK) {
+                free(op);
+            }
+        }
+        atomic_fetch_add(&ssd->promotions, 1);
+    }
+    if (meta_p != NULL) {
+        *meta_p = meta;
+    }
+    return ST_OK;
+}
+
+st_status_t st_ssd_get(st_ssd_t *ssd, const st_ssd_key_t *key, st_ssd_alloc_fn alloc,
+                       void *alloc_arg, st_ssd_meta_t *meta_p)
+{
+    return ssd_read(ssd, key, alloc, alloc_arg, meta_p, 0);
+}
+
+st_status_t st_ssd_promote(st_ssd_t *ssd, const st_ssd_key_t *key, st_ssd_alloc_fn alloc,
+                           void *alloc_arg, st_ssd_meta_t *meta_p)
+{
+    return ssd_read(ssd, key, alloc, alloc_arg, meta_p, 1);
+}
+
+typedef struct ssd_buf {
+    void *buf;
+    size_t cap;
+    size_t need;
+} ssd_buf_t;
+
+static void *ssd_buf_alloc(void *arg, size_t length, const st_ssd_meta_t *meta)
+{
+    ssd_buf_t *b = arg;
+    static uint8_t empty;
+
+    b->need = length;
+    if (length > b->cap) {
+        return NULL;
+    }
+    return b->buf != NULL ? b->buf : &empty;
+}
+
+st_status_t st_ssd_get_buf(st_ssd_t *ssd, const st_ssd_key_t *key, void *buf, size_t cap,
+                           size_t *length_p, st_ssd_meta_t *meta_p)
+{
+    ssd_buf_t b = {buf, buf != NULL ? cap : 0, 0};
+    st_status_t status;
+
+    status = ssd_read(ssd, key, ssd_buf_alloc, &b, meta_p, 0);
+    if (status == ST_ERR_NOMEM && b.need > b.cap) {
+        status = ST_ERR_EXHAUSTED;
+    }
+    if ((status == ST_OK || status == ST_ERR_EXHAUSTED) && length_p != NULL) {
+        *length_p = b.need;
+    }
+    return status;
+}

@@ -1,0 +1,786 @@
+/*
+ * ssd_writer.c - every write goes through one queue to one writer thread,
+ * which commits many operations per LMDB write transaction (group commit):
+ * durable puts of several callers share one commit and one sync, and
+ * spills are batched. When a batch fails (the map is full, say), it is
+ * aborted, so nothing of it is written, and its operations are retried one
+ * per transaction so that each gets its own status. A durable or spilled
+ * write that finds the map full first evicts the oldest spilled objects
+ * (cache data gives way) and retries once.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <xxhash.h>
+
+#include "st_log.h"
+#include "ssd_internal.h"
+
+/* Counts of one batch, added to the stats after its commit. */
+typedef struct ssd_tally {
+    uint64_t puts, durable_puts, spills, deletes, evictions, evicted_bytes;
+} ssd_tally_t;
+
+/* Spilled objects evicted during a transaction, reported after its commit. */
+typedef struct ssd_evicted {
+    st_ssd_key_t *keys;
+    uint64_t *lengths;
+    size_t n, cap;
+} ssd_evicted_t;
+
+static void ssd_evicted_push(ssd_evicted_t *ev, const st_ssd_key_t *key, uint64_t length)
+{
+    if (ev->n == ev->cap) {
+        size_t cap = ev->cap != 0 ? ev->cap * 2 : 64;
+        st_ssd_key_t *keys = realloc(ev->keys, cap * sizeof(*keys));
+        uint64_t *lengths;
+
+        if (keys == NULL) {
+            return; /* the eviction still happens; only the report is lost */
+        }
+        ev->keys = keys;
+        lengths = realloc(ev->lengths, cap * sizeof(*lengths));
+        if (lengths == NULL) {
+            return;
+        }
+        ev->lengths = lengths;
+        ev->cap = cap;
+    }
+    ev->keys[ev->n] = *key;
+    ev->lengths[ev->n] = length;
+    ev->n++;
+}
+
+static void seq_key(uint64_t seq, uint8_t out[8])
+{
+    for (int i = 7; i >= 0; i--) {
+        out[i] = (uint8_t)seq;
+        seq >>= 8;
+    }
+}
+
+static uint64_t seq_decode(const uint8_t *p)
+{
+    uint64_t v = 0;
+
+    for (int i = 0; i < 8; i++) {
+        v = (v << 8) | p[i];
+    }
+    return v;
+}
+
+/* Removes the object at k (its value, metadata and LRU entry). */
+static int w_remove(st_ssd_t *ssd, MDB_txn *txn, const st_ssd_key_t *key, MDB_val *k,
+                    const ssd_hdr_t *hdr, ssd_usage_t *u)
+{
+    uint8_t sk[8];
+    MDB_val skv = {sizeof(sk), sk};
+    int rc;
+
+    rc = mdb_del(txn, ssd_kind_spilled(key->kind) ? ssd->dbi_spill : ssd->dbi_durable, k, NULL);
+    if (rc != 0 && rc != MDB_NOTFOUND) {
+        return rc;
+    }
+    rc = mdb_del(txn, ssd->dbi_meta, k, NULL);
+    if (rc != 0 && rc != MDB_NOTFOUND) {
+        return rc;
+    }
+    if (hdr == NULL) {
+        return 0;
+    }
+    if (ssd_kind_spilled(key->kind)) {
+        seq_key(hdr->seq, sk);
+        rc = mdb_del(txn, ssd->dbi_lru, &skv, NULL);
+        if (rc != 0 && rc != MDB_NOTFOUND) {
+            return rc;
+        }
+    }
+    if (u->objects[key->kind] > 0) {
+        u->objects[key->kind]--;
+    }
+    u->bytes[key->kind] -= hdr->length < u->bytes[key->kind] ? hdr->length : u->bytes[key->kind];
+    return 0;
+}
+
+/* Looks up the stored header of key: 0, MDB_NOTFOUND, or an error. */
+static int w_lookup(st_ssd_t *ssd, MDB_txn *txn, const st_ssd_key_t *key, MDB_val *k,
+                    ssd_hdr_t *hdr, int *hdr_ok)
+{
+    MDB_val v;
+    int rc = mdb_get(txn, ssd->dbi_meta, k, &v);
+
+    *hdr_ok = 0;
+    if (rc == 0) {
+        *hdr_ok = ssd_hdr_decode(key, v.mv_data, v.mv_size, hdr) == ST_OK;
+    }
+    return rc;
+}
+
+static int w_write(st_ssd_t *ssd, MDB_txn *txn, ssd_op_t *op, ssd_usage_t *u, ssd_tally_t *t)
+{
+    uint8_t kb[ST_SSD_KEY_BYTES], hb[SSD_HDR_BYTES], sk[8];
+    MDB_val k = {sizeof(kb), kb}, v, hv = {sizeof(hb), hb}, skv = {sizeof(sk), sk};
+    int spilled = ssd_kind_spilled(op->key.kind);
+    ssd_hdr_t hdr, old;
+    int rc, old_ok;
+
+    st_ssd_key_encode(&op->key, kb);
+    rc = w_lookup(ssd, txn, &op->key, &k, &old, &old_ok);
+    if (rc == 0) {
+        rc = w_remove(ssd, txn, &op->key, &k, old_ok ? &old : NULL, u);
+    } else if (rc == MDB_NOTFOUND) {
+        rc = 0;
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    hdr.kind = op->key.kind;
+    hdr.flags = (op->flags & ST_SSD_DURABLE) ? ST_SSD_DURABLE : 0;
+    hdr.length = op->length;
+    hdr.checksum = XXH3_64bits(op->data, op->length);
+    hdr.seq = ++u->seq;
+    hdr.created_us = ssd_wall_us();
+    ssd_hdr_encode(&op->key, &hdr, hb);
+
+    v.mv_size = SSD_HDR_BYTES + op->length;
+    v.mv_data = NULL;
+    rc = mdb_put(txn, spilled ? ssd->dbi_spill : ssd->dbi_durable, &k, &v, MDB_RESERVE);
+    if (rc != 0) {
+        return rc;
+    }
+    memcpy(v.mv_data, hb, SSD_HDR_BYTES);
+    if (op->length != 0) {
+        memcpy((uint8_t *)v.mv_data + SSD_HDR_BYTES, op->data, op->length);
+    }
+    rc = mdb_put(txn, ssd->dbi_meta, &k, &hv, 0);
+    if (rc == 0 && spilled) {
+        seq_key(hdr.seq, sk);
+        rc = mdb_put(txn, ssd->dbi_lru, &skv, &k, MDB_APPEND);
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    u->objects[op->key.kind]++;
+    u->bytes[op->key.kind] += op->length;
+    if (spilled) {
+        t->spills++;
+    } else {
+        t->puts++;
+        t->durable_puts += (op->flags & ST_SSD_DURABLE) != 0;
+    }
+    return 0;
+}
+
+static int w_delete(st_ssd_t *ssd, MDB_txn *txn, ssd_op_t *op, ssd_usage_t *u, ssd_tally_t *t)
+{
+    uint8_t kb[ST_SSD_KEY_BYTES];
+    MDB_val k = {sizeof(kb), kb};
+    ssd_hdr_t hdr;
+    int rc, ok;
+
+    st_ssd_key_encode(&op->key, kb);
+    rc = w_lookup(ssd, txn, &op->key, &k, &hdr, &ok);
+    if (rc == MDB_NOTFOUND) {
+        op->status = ST_ERR_NOT_FOUND;
+        return 0;
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    if (op->type == SSD_OP_DROP_IFSEQ && (!ok || hdr.seq != op->seq)) {
+        op->status = ST_ERR_NOT_FOUND; /* rewritten since: keep the new one */
+        return 0;
+    }
+    rc = w_remove(ssd, txn, &op->key, &k, ok ? &hdr : NULL, u);
+    if (rc == 0) {
+        t->deletes++;
+    }
+    return rc;
+}
+
+/*
+ * Deletes the oldest spilled objects until the spilled bytes are at most
+ * target, or (with free_bytes) until free_bytes have been freed.
+ */
+static int w_evict(st_ssd_t *ssd, MDB_txn *txn, ssd_usage_t *u, uint64_t target,
+                   uint64_t free_bytes, ssd_tally_t *t, ssd_evicted_t *ev)
+{
+    MDB_cursor *cur;
+    MDB_val sk, kv;
+    uint64_t freed = 0;
+    int rc;
+
+    rc = mdb_cursor_open(txn, ssd->dbi_lru, &cur);
+    if (rc != 0) {
+        return rc;
+    }
+    while (free_bytes != 0 ? freed < free_bytes
+                           : u->bytes[ST_SSD_KV] + u->bytes[ST_SSD_IDX] > target) {
+        st_ssd_key_t key;
+        ssd_hdr_t hdr;
+        uint8_t kb[ST_SSD_KEY_BYTES];
+        MDB_val k = {sizeof(kb), kb};
+        int ok;
+
+        rc = mdb_cursor_get(cur, &sk, &kv, MDB_FIRST);
+        if (rc == MDB_NOTFOUND) {
+            if (free_bytes == 0) {
+                /* The record says there is more than the LRU holds. */
+                st_warn("ssd spill accounting reset dir=%s bytes=%llu", ssd->dir,
+                        (unsigned long long)(u->bytes[ST_SSD_KV] + u->bytes[ST_SSD_IDX]));
+                u->bytes[ST_SSD_KV] = u->bytes[ST_SSD_IDX] = 0;
+            }
+            rc = 0;
+            break;
+        }
+        if (rc != 0) {
+            break;
+        }
+        if (kv.mv_size == ST_SSD_KEY_BYTES && st_ssd_key_decode(kv.mv_data, &key) == ST_OK) {
+            memcpy(kb, kv.mv_data, sizeof(kb));
+            rc = w_lookup(ssd, txn, &key, &k, &hdr, &ok);
+            if (rc == 0 && ok && sk.mv_size == 8 && hdr.seq == seq_decode(sk.mv_data)) {
+                /* w_remove deletes this LRU entry too. */
+                rc = w_remove(ssd, txn, &key, &k, &hdr, u);
+                if (rc != 0) {
+                    break;
+                }
+                freed += hdr.length + SSD_HDR_BYTES;
+                t->evictions++;
+                t->evicted_bytes += hdr.length;
+                ssd_evicted_push(ev, &key, hdr.length);
+                continue;
+            }
+            if (rc != 0 && rc != MDB_NOTFOUND) {
+                break;
+            }
+        }
+        /* A stale LRU entry: its object was rewritten or removed. */
+        rc = mdb_cursor_get(cur, &sk, &kv, MDB_FIRST);
+        if (rc == 0) {
+            rc = mdb_cursor_del(cur, 0);
+        }
+        if (rc != 0) {
+            break;
+        }
+    }
+    mdb_cursor_close(cur);
+    return rc;
+}
+
+static int w_save_usage(st_ssd_t *ssd, MDB_txn *txn, const ssd_usage_t *u)
+{
+    uint8_t buf[SSD_USAGE_BYTES];
+    MDB_val k = {5, (void *)"usage"}, v = {sizeof(buf), buf};
+
+    ssd_usage_encode(u, buf);
+    return mdb_put(txn, ssd->dbi_info, &k, &v, 0);
+}
+
+static void ssd_tally_publish(st_ssd_t *ssd, const ssd_tally_t *t)
+{
+    pthread_mutex_lock(&ssd->lock);
+    ssd->st.puts += t->puts;
+    ssd->st.durable_puts += t->durable_puts;
+    ssd->st.spills += t->spills;
+    ssd->st.deletes += t->deletes;
+    ssd->st.evictions += t->evictions;
+    ssd->st.evicted_bytes += t->evicted_bytes;
+    ssd->st.txns++;
+    ssd->usage_pub = ssd->usage;
+    pthread_mutex_unlock(&ssd->lock);
+}
+
+static void ssd_count_error(st_ssd_t *ssd, int rc, const ssd_op_t *op)
+{
+    pthread_mutex_lock(&ssd->lock);
+    ssd->st.write_errors++;
+    ssd->st.map_full += rc == MDB_MAP_FULL;
+    ssd->st.spill_failed += op != NULL && op->type == SSD_OP_SPILL;
+    pthread_mutex_unlock(&ssd->lock);
+}
+
+static void ssd_report_evictions(st_ssd_t *ssd, ssd_evicted_t *ev)
+{
+    if (ssd->params.on_evict != NULL) {
+        for (size_t i = 0; i < ev->n; i++) {
+            ssd->params.on_evict(ssd->params.evict_arg, &ev->keys[i], ev->lengths[i]);
+        }
+    }
+    ev->n = 0;
+}
+
+/*
+ * Runs ops[0..n) in one write transaction. Returns 0 when it committed (each
+ * op->status set), or the LMDB error that stopped it (nothing written).
+ */
+static int w_batch(st_ssd_t *ssd, ssd_op_t **ops, size_t n, ssd_evicted_t *ev)
+{
+    MDB_txn *txn;
+    ssd_usage_t u = ssd->usage;
+    ssd_tally_t t = {0};
+    int rc, durable = 0;
+    size_t i;
+
+    for (i = 0; i < n && ops[i]->type == SSD_OP_BARRIER; i++) {
+        ops[i]->status = ST_OK;
+        durable |= (ops[i]->flags & ST_SSD_DURABLE) != 0;
+    }
+    if (i == n) {
+        /* Only barriers: everything before them is committed already. */
+        goto sync;
+    }
+    rc = mdb_txn_begin(ssd->env, NULL, 0, &txn);
+    if (rc != 0) {
+        return rc;
+    }
+    for (i = 0; i < n && rc == 0; i++) {
+        ops[i]->status = ST_OK;
+        durable |= (ops[i]->flags & ST_SSD_DURABLE) != 0;
+        switch (ops[i]->type) {
+        case SSD_OP_PUT:
+        case SSD_OP_SPILL: rc = w_write(ssd, txn, ops[i], &u, &t); break;
+        case SSD_OP_DELETE:
+        case SSD_OP_DROP_IFSEQ: rc = w_delete(ssd, txn, ops[i], &u, &t); break;
+        case SSD_OP_BARRIER: break;
+        }
+    }
+    if (rc == 0 && u.bytes[ST_SSD_KV] + u.bytes[ST_SSD_IDX] > ssd->params.spill_budget) {
+        rc = w_evict(ssd, txn, &u, ssd->params.spill_budget, 0, &t, ev);
+    }
+    if (rc == 0) {
+        rc = w_save_usage(ssd, txn, &u);
+    }
+    if (rc != 0) {
+        mdb_txn_abort(txn);
+        ev->n = 0;
+        return rc;
+    }
+    rc = mdb_txn_commit(txn);
+    if (rc != 0) {
+        ev->n = 0;
+        return rc;
+    }
+    ssd->usage = u;
+    ssd_tally_publish(ssd, &t);
+    ssd_report_evictions(ssd, ev);
+sync:
+    if (durable && ssd->params.sync == ST_SSD_SYNC_DURABLE) {
+        /* The data pages were synced by the commit; this syncs the meta page. */
+        rc = mdb_env_sync(ssd->env, 1);
+        if (rc != 0) {
+            st_status_t status = ssd_mdb_status(ssd, rc, "sync");
+
+            for (i = 0; i < n; i++) {
+                if (ops[i]->flags & ST_SSD_DURABLE) {
+                    ops[i]->status = status;
+                }
+            }
+            ssd_count_error(ssd, rc, NULL);
+        }
+    }
+    return 0;
+}
+
+/* Frees free_bytes of spilled objects, oldest first, in a transaction of its own. */
+static int w_make_room(st_ssd_t *ssd, uint64_t free_bytes, ssd_evicted_t *ev)
+{
+    MDB_txn *txn;
+    ssd_usage_t u = ssd->usage;
+    ssd_tally_t t = {0};
+    int rc;
+
+    rc = mdb_txn_begin(ssd->env, NULL, 0, &txn);
+    if (rc != 0) {
+        return rc;
+    }
+    rc = w_evict(ssd, txn, &u, 0, free_bytes, &t, ev);
+    if (rc == 0) {
+        rc = w_save_usage(ssd, txn, &u);
+    }
+    if (rc == 0) {
+        rc = mdb_txn_commit(txn);
+    } else {
+        mdb_txn_abort(txn);
+    }
+    if (rc != 0) {
+        ev->n = 0;
+        return rc;
+    }
+    ssd->usage = u;
+    ssd_tally_publish(ssd, &t);
+    ssd_report_evictions(ssd, ev);
+    /*
+     * LMDB reuses the pages a transaction freed only from the second
+     * transaction after it (the previous snapshot stays intact), so commit
+     * one small transaction more before the retry.
+     */
+    rc = mdb_txn_begin(ssd->env, NULL, 0, &txn);
+    if (rc != 0) {
+        return rc;
+    }
+    rc = w_save_usage(ssd, txn, &u);
+    if (rc == 0) {
+        rc = mdb_txn_commit(txn);
+    } else {
+        mdb_txn_abort(txn);
+    }
+    return rc;
+}
+
+static const char *op_name(const ssd_op_t *op)
+{
+    switch (op->type) {
+    case SSD_OP_PUT: return "put";
+    case SSD_OP_SPILL: return "spill";
+    case SSD_OP_DELETE:
+    case SSD_OP_DROP_IFSEQ: return "delete";
+    default: return "flush";
+    }
+}
+
+/* Runs a batch; on failure runs its operations one per transaction. */
+static void w_run(st_ssd_t *ssd, ssd_op_t **ops, size_t n, ssd_evicted_t *ev)
+{
+    int rc = w_batch(ssd, ops, n, ev);
+
+    if (rc == 0) {
+        return;
+    }
+    if (n > 1) {
+        for (size_t i = 0; i < n; i++) {
+            w_run(ssd, &ops[i], 1, ev);
+        }
+        return;
+    }
+    if (rc == MDB_MAP_FULL && (ops[0]->type == SSD_OP_PUT || ops[0]->type == SSD_OP_SPILL) &&
+        ssd->usage.bytes[ST_SSD_KV] + ssd->usage.bytes[ST_SSD_IDX] > 0) {
+        /* Cache data gives way to the write: twice its size, then once more. */
+        if (w_make_room(ssd, 2 * (ops[0]->length + SSD_HDR_BYTES) + 4 * ssd->page_size, ev) == 0) {
+            rc = w_batch(ssd, ops, 1, ev);
+            if (rc == 0) {
+                return;
+            }
+        }
+    }
+    ssd_count_error(ssd, rc, ops[0]);
+    if (rc != MDB_MAP_FULL) {
+        ops[0]->status = ssd_mdb_status(ssd, rc, op_name(ops[0]));
+    } else {
+        char hex[33];
+
+        st_hash_to_hex(&ops[0]->key.id, hex);
+        st_log_ratelimited(ST_LOG_ERROR,
+                           "ssd map full, write refused (raise the ssd map size) op=%s kind=%s "
+                           "ns=%llu id=%s layer=%u "
+                           "length=%zu map_size=%llu",
+                           op_name(ops[0]), st_ssd_kind_name(ops[0]->key.kind),
+                           (unsigned long long)ops[0]->key.ns, hex, (unsigned)ops[0]->key.layer,
+                           ops[0]->length, (unsigned long long)ssd->params.map_size);
+        ops[0]->status = ST_ERR_EXHAUSTED;
+    }
+}
+
+static void w_periodic(st_ssd_t *ssd)
+{
+    uint64_t now = st_log_now_ms();
+
+    if (now - ssd->last_reader_check_ms >= ssd->params.reader_check_ms) {
+        ssd->last_reader_check_ms = now;
+        (void)st_ssd_reader_check(ssd, NULL);
+    }
+}
+
+void *ssd_writer_main(void *arg)
+{
+    st_ssd_t *ssd = arg;
+    ssd_op_t **ops = ssd->batch_ops;
+    ssd_evicted_t ev = {0};
+
+    pthread_mutex_lock(&ssd->lock);
+    for (;;) {
+        size_t n = 0, w;
+        uint64_t bytes = 0;
+        ssd_op_t *finished = NULL, **fin_tail = &finished;
+
+        while ((ssd->head == NULL || ssd->paused) && !ssd->stopping) {
+            struct timespec ts;
+
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1;
+            pthread_cond_timedwait(&ssd->queue_cv, &ssd->lock, &ts);
+            pthread_mutex_unlock(&ssd->lock);
+            w_periodic(ssd);
+            pthread_mutex_lock(&ssd->lock);
+        }
+        if (ssd->head == NULL) {
+            break; /* stopping and drained */
+        }
+        while (ssd->head != NULL && n < ssd->params.batch_max &&
+               (n == 0 || bytes + ssd->head->length <= ssd->params.batch_bytes)) {
+            ops[n] = ssd->head;
+            ssd->head = ops[n]->next;
+            bytes += ops[n]->length;
+            n++;
+        }
+        if (ssd->head == NULL) {
+            ssd->tail = NULL;
+        }
+        pthread_mutex_unlock(&ssd->lock);
+        w_run(ssd, ops, n, &ev);
+        w_periodic(ssd);
+        pthread_mutex_lock(&ssd->lock);
+        /*
+         * Callbacks first, then the waiters: a flush that returns has seen
+         * the done callbacks of everything queued before it.
+         */
+        w = 0;
+        for (size_t i = 0; i < n; i++) {
+            ssd_op_t *op = ops[i];
+
+            ssd->queued--;
+            if (op->copy != NULL) {
+                ssd->queued_bytes -= op->length;
+            }
+            if (op->waited) {
+                ops[w++] = op; /* kept for the second pass; callers own them */
+            } else {
+                op->next = NULL;
+                *fin_tail = op;
+                fin_tail = &op->next;
+            }
+        }
+        pthread_cond_broadcast(&ssd->room_cv);
+        pthread_mutex_unlock(&ssd->lock);
+        while (finished != NULL) {
+            ssd_op_t *op = finished;
+
+            finished = op->next;
+            if (op->done != NULL) {
+                op->done(op->done_arg, &op->key, op->status);
+            }
+            free(op);
+        }
+        pthread_mutex_lock(&ssd->lock);
+        for (size_t i = 0; i < w; i++) {
+            ops[i]->finished = 1; /* the waiter owns the op from here */
+        }
+        pthread_cond_broadcast(&ssd->done_cv);
+    }
+    pthread_mutex_unlock(&ssd->lock);
+    free(ev.keys);
+    free(ev.lengths);
+    return NULL;
+}
+
+st_status_t ssd_submit(st_ssd_t *ssd, ssd_op_t *op)
+{
+    st_status_t status = ST_OK;
+
+    pthread_mutex_lock(&ssd->lock);
+    for (;;) {
+        if (ssd->stopping) {
+            status = ST_ERR_UNAVAILABLE;
+            break;
+        }
+        if (ssd->queued < ssd->params.queue_max &&
+            (op->copy == NULL || ssd->queued_bytes == 0 ||
+             ssd->queued_bytes + op->length <= ssd->params.queue_bytes)) {
+            break;
+        }
+        if (op->flags & ST_SSD_NOWAIT) {
+            status = ST_ERR_BUSY;
+            break;
+        }
+        pthread_cond_wait(&ssd->room_cv, &ssd->lock);
+    }
+    if (status == ST_OK) {
+        op->next = NULL;
+        if (ssd->tail != NULL) {
+            ssd->tail->next = op;
+        } else {
+            ssd->head = op;
+        }
+        ssd->tail = op;
+        ssd->queued++;
+        if (op->copy != NULL) {
+            ssd->queued_bytes += op->length;
+        }
+        pthread_cond_signal(&ssd->queue_cv);
+        if (op->waited) {
+            while (!op->finished) {
+                pthread_cond_wait(&ssd->done_cv, &ssd->lock);
+            }
+            status = op->status;
+        }
+    }
+    pthread_mutex_unlock(&ssd->lock);
+    return status;
+}
+
+/* Builds and queues a write; the common part of put and spill. */
+static st_status_t ssd_queue_write(st_ssd_t *ssd, ssd_op_type_t type, const st_ssd_key_t *key,
+                                   const void *data, size_t length, unsigned flags,
+                                   st_ssd_done_fn done, void *done_arg)
+{
+    ssd_op_t *op, local;
+    st_status_t status;
+
+    if (flags & ST_SSD_DURABLE) {
+        memset(&local, 0, sizeof(local));
+        local.type = type;
+        local.flags = flags;
+        local.key = *key;
+        local.data = data;
+        local.length = length;
+        local.waited = 1;
+        return ssd_submit(ssd, &local);
+    }
+    op = malloc(sizeof(*op) + (done == NULL ? length : 0));
+    if (op == NULL) {
+        st_log_ratelimited(ST_LOG_ERROR, "ssd out of memory queueing a write length=%zu", length);
+        return ST_ERR_NOMEM;
+    }
+    memset(op, 0, sizeof(*op));
+    op->type = type;
+    op->flags = flags;
+    op->key = *key;
+    op->length = length;
+    op->done = done;
+    op->done_arg = done_arg;
+    if (done == NULL) {
+        op->copy = op + 1;
+        if (length != 0) {
+            memcpy(op->copy, data, length);
+        }
+        op->data = op->copy;
+    } else {
+        op->data = data;
+    }
+    status = ssd_submit(ssd, op);
+    if (status != ST_OK) {
+        free(op);
+    }
+    return status;
+}
+
+static st_status_t ssd_check_write(st_ssd_t *ssd, const st_ssd_key_t *key, const void *data,
+                                   size_t length, int spill)
+{
+    st_status_t status = ssd_check_pid(ssd);
+
+    if (status != ST_OK) {
+        return status;
+    }
+    if (key == NULL || (data == NULL && length != 0)) {
+        st_error("ssd write refused: NULL key or data length=%zu", length);
+        return ST_ERR_INVALID;
+    }
+    if (!ssd_kind_valid(key->kind) || ssd_kind_spilled(key->kind) != spill) {
+        st_error("ssd %s refused: wrong kind kind=%s(%u), expected %s", spill ? "spill" : "put",
+                 st_ssd_kind_name(key->kind), (unsigned)key->kind,
+                 spill ? "KV or IDX" : "KDA or SESSION");
+        return ST_ERR_INVALID;
+    }
+    return ST_OK;
+}
+
+st_status_t st_ssd_put(st_ssd_t *ssd, const st_ssd_key_t *key, const void *data, size_t length,
+                       unsigned flags, st_ssd_done_fn done, void *done_arg)
+{
+    st_status_t status = ssd_check_write(ssd, key, data, length, 0);
+
+    if (status != ST_OK) {
+        return status;
+    }
+    return ssd_queue_write(ssd, SSD_OP_PUT, key, data, length, flags, done, done_arg);
+}
+
+st_status_t st_ssd_spill(st_ssd_t *ssd, const st_ssd_key_t *key, const void *data, size_t length,
+                         unsigned flags, st_ssd_done_fn done, void *done_arg)
+{
+    st_status_t status = ssd_check_write(ssd, key, data, length, 1);
+
+    if (status == ST_OK && length > ssd->params.spill_budget) {
+        st_log_ratelimited(ST_LOG_WARN,
+                           "ssd spill refused: larger than the budget length=%zu "
+                           "spill_budget=%llu",
+                           length, (unsigned long long)ssd->params.spill_budget);
+        status = ST_ERR_EXHAUSTED;
+    }
+    if (status == ST_OK) {
+        status = ssd_queue_write(ssd, SSD_OP_SPILL, key, data, length, flags & ~ST_SSD_DURABLE,
+                                 done, done_arg);
+    }
+    if (status != ST_OK && status != ST_ERR_INVALID) {
+        pthread_mutex_lock(&ssd->lock);
+        ssd->st.spill_failed++;
+        pthread_mutex_unlock(&ssd->lock);
+    }
+    return status;
+}
+
+st_status_t st_ssd_delete(st_ssd_t *ssd, const st_ssd_key_t *key, unsigned flags,
+                          st_ssd_done_fn done, void *done_arg)
+{
+    st_status_t status = ssd_check_pid(ssd);
+    ssd_op_t *op, local;
+
+    if (status != ST_OK) {
+        return status;
+    }
+    if (key == NULL || !ssd_kind_valid(key->kind)) {
+        st_error("ssd delete refused: bad key kind=%u", key != NULL ? (unsigned)key->kind : 0u);
+        return ST_ERR_INVALID;
+    }
+    if (flags & ST_SSD_DURABLE) {
+        memset(&local, 0, sizeof(local));
+        local.type = SSD_OP_DELETE;
+        local.flags = ST_SSD_DURABLE;
+        local.key = *key;
+        local.waited = 1;
+        return ssd_submit(ssd, &local);
+    }
+    op = calloc(1, sizeof(*op));
+    if (op == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    op->type = SSD_OP_DELETE;
+    op->flags = flags;
+    op->key = *key;
+    op->done = done;
+    op->done_arg = done_arg;
+    status = ssd_submit(ssd, op);
+    if (status != ST_OK) {
+        free(op);
+    }
+    return status;
+}
+
+st_status_t st_ssd_flush(st_ssd_t *ssd, int durable)
+{
+    st_status_t status = ssd_check_pid(ssd);
+    ssd_op_t local;
+
+    if (status != ST_OK) {
+        return status;
+    }
+    memset(&local, 0, sizeof(local));
+    local.type = SSD_OP_BARRIER;
+    local.flags = durable ? ST_SSD_DURABLE : 0;
+    local.waited = 1;
+    return ssd_submit(ssd, &local);
+}
+
+void st_ssd_pause(st_ssd_t *ssd, int paused)
+{
+    if (ssd_check_pid(ssd) != ST_OK) {
+        return;
+    }
+    pthread_mutex_lock(&ssd->lock);
+    ssd->paused = paused != 0;
+    pthread_cond_broadcast(&ssd->queue_cv);
+    pthread_mutex_unlock(&ssd->lock);
+}
