@@ -9,8 +9,8 @@
  * KDA checkpoint at or before the end of the longest prefix: resuming needs
  * the KDA states there; the tokens after it are recomputed.
  */
-#ifndef STRATA_CLIENT_COMPOSE_H
-#define STRATA_CLIENT_COMPOSE_H
+#ifndef STRATA_PROTO_COMPOSE_H
+#define STRATA_PROTO_COMPOSE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -36,4 +36,4 @@ typedef struct st_prefix {
  */
 void st_compose_prefix(const st_seg_answer_t *answers, size_t n, st_prefix_t *out);
 
-#endif /* STRATA_CLIENT_COMPOSE_H */
+#endif /* STRATA_PROTO_COMPOSE_H */

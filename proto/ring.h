@@ -11,8 +11,8 @@
  * Thread safety: build the ring before sharing it; st_ring_set_up() may then
  * run concurrently with lookups (health is an atomic flag per node).
  */
-#ifndef STRATA_CLIENT_RING_H
-#define STRATA_CLIENT_RING_H
+#ifndef STRATA_PROTO_RING_H
+#define STRATA_PROTO_RING_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -66,4 +66,4 @@ size_t st_ring_place(const st_ring_t *ring, const st_hash_t *first, uint32_t *no
 /* The owner alone, ignoring health (where the data would live if all are up). */
 uint32_t st_ring_home(const st_ring_t *ring, const st_hash_t *first);
 
-#endif /* STRATA_CLIENT_RING_H */
+#endif /* STRATA_PROTO_RING_H */
