@@ -9,7 +9,7 @@ add_compile_definitions(_GNU_SOURCE)
 if(STRATA_SANITIZE)
   set(STRATA_SAN_FLAGS -fsanitize=address,undefined -fno-sanitize-recover=undefined
                        -fno-omit-frame-pointer)
-  add_compile_options($<$<COMPILE_LANGUAGE:C>:${STRATA_SAN_FLAGS}>)
+  add_compile_options("$<$<COMPILE_LANGUAGE:C>:${STRATA_SAN_FLAGS}>")
   add_link_options(${STRATA_SAN_FLAGS})
 endif()
 

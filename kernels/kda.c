@@ -1,0 +1,221 @@
+/*
+ * kda.c - KDA (gated delta rule, per-channel decay) in fp32 C: the recurrent
+ * step for decoding and the chunked WY/UT form for prefill. docs/kernels.md
+ * derives the chunked form from the recurrence.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kn_internal.h"
+
+#define KN_CHUNK 64
+
+static int kn_kda_args_ok(const float *state, const float *q, const float *k, const float *v,
+                          const float *g, const float *beta, const float *out, int n_heads, int dk,
+                          int dv, float g_lo)
+{
+    return state && q && k && v && g && beta && out && n_heads > 0 && dk > 0 && dv > 0 &&
+           g_lo <= 0.0f;
+}
+
+/* dst = src / sqrt(|src|^2 + 1e-12) */
+static void kn_l2norm(const float *src, float *dst, int n)
+{
+    float inv = 1.0f / sqrtf(kn_ops.dot(src, src, n) + 1e-12f);
+    for (int c = 0; c < n; c++) {
+        dst[c] = src[c] * inv;
+    }
+}
+
+/* One head, one token. scratch: 2*dk + dv floats. */
+static void kn_kda_step(float *S, const float *q, const float *k, const float *v, const float *g,
+                        float beta, int dk, int dv, float g_lo, float *o, float *scratch)
+{
+    float *kn = scratch, *a = scratch + dk, *u = scratch + 2 * dk;
+    kn_l2norm(k, kn, dk);
+    for (int c = 0; c < dk; c++) {
+        a[c] = g[c] < g_lo ? g_lo : g[c];
+    }
+    kn_exp_neg(a, a, dk);
+    /* u = beta (v - S^T Diag(a) k) */
+    memset(u, 0, sizeof(float) * dv);
+    for (int c = 0; c < dk; c++) {
+        kn_ops.axpy(a[c] * kn[c], S + (size_t)c * dv, u, dv);
+    }
+    for (int e = 0; e < dv; e++) {
+        u[e] = beta * (v[e] - u[e]);
+    }
+    /* S = Diag(a) S + k u^T; o = S^T qn */
+    float *qn = a; /* a is no longer needed once S row c is decayed */
+    memset(o, 0, sizeof(float) * dv);
+    float qinv = 1.0f / sqrtf(kn_ops.dot(q, q, dk) + 1e-12f);
+    for (int c = 0; c < dk; c++) {
+        float *row = S + (size_t)c * dv;
+        kn_ops.scale(a[c], row, dv);
+        kn_ops.axpy(kn[c], u, row, dv);
+        qn[c] = q[c] * qinv;
+        kn_ops.axpy(qn[c], row, o, dv);
+    }
+}
+
+st_status_t st_cpu_kda_decode(float *state, const float *q, const float *k, const float *v,
+                              const float *g, const float *beta, int n_heads, int dk, int dv,
+                              float g_lo, float *out)
+{
+    if (!kn_kda_args_ok(state, q, k, v, g, beta, out, n_heads, dk, dv, g_lo)) {
+        return ST_ERR_INVALID;
+    }
+    float *scratch = malloc(sizeof(float) * (2 * (size_t)dk + dv));
+    if (!scratch) {
+        return ST_ERR_NOMEM;
+    }
+    for (int h = 0; h < n_heads; h++) {
+        kn_kda_step(state + (size_t)h * dk * dv, q + (size_t)h * dk, k + (size_t)h * dk,
+                    v + (size_t)h * dv, g + (size_t)h * dk, beta[h], dk, dv, g_lo,
+                    out + (size_t)h * dv, scratch);
+    }
+    free(scratch);
+    return ST_OK;
+}
+
+/* Scratch of one chunk of C <= 64 tokens for one head. */
+typedef struct kn_chunk {
+    float *qn, *kn, *G; /* C x dk: normalised q, k; cumulative log-decay */
+    float *kt, *qt;     /* C x dk: kn * exp(G), qn * exp(G) */
+    float *u;           /* C x dv */
+    float *M, *P;       /* C x C */
+    float *diff, *e;    /* dk: G_i - G_j and its exp */
+} kn_chunk_t;
+
+/* sum_c x[c] y[c] exp(Gi[c] - Gj[c]) */
+static float kn_decayed_dot(const float *x, const float *y, const float *Gi, const float *Gj,
+                            int dk, kn_chunk_t *w)
+{
+    for (int c = 0; c < dk; c++) {
+        w->diff[c] = Gi[c] - Gj[c];
+    }
+    kn_exp_neg(w->diff, w->e, dk);
+    for (int c = 0; c < dk; c++) {
+        w->e[c] *= x[c];
+    }
+    return kn_ops.dot(w->e, y, dk);
+}
+
+/*
+ * One chunk of one head. Token i of the chunk reads q + i*tok_stride_k etc.
+ * With A_i = exp(G_i) the state after token i is
+ *   S_i = Diag(A_i) S_0 + sum_{j<=i} Diag(A_i / A_j) k_j u_j^T,
+ *   u_i = beta_i (v_i - S_0^T (A_i * k_i) - sum_{j<i} M_ij u_j),
+ *   M_ij = sum_c k_ic k_jc exp(G_ic - G_jc),
+ * and o_i = S_0^T (A_i * q_i) + sum_{j<=i} P_ij u_j with P_ij like M_ij over q_i.
+ */
+static void kn_kda_chunk(float *S, const float *q, const float *k, const float *v, const float *g,
+                         const float *beta, size_t sk, size_t sv, size_t sb, int C, int dk, int dv,
+                         float g_lo, float *out, kn_chunk_t *w)
+{
+    for (int i = 0; i < C; i++) {
+        kn_l2norm(q + i * sk, w->qn + (size_t)i * dk, dk);
+        kn_l2norm(k + i * sk, w->kn + (size_t)i * dk, dk);
+        const float *gi = g + i * sk;
+        float *Gi = w->G + (size_t)i * dk;
+        for (int c = 0; c < dk; c++) {
+            float gc = gi[c] < g_lo ? g_lo : gi[c];
+            Gi[c] = (i > 0 ? Gi[c - dk] : 0.0f) + gc;
+        }
+        kn_exp_neg(Gi, w->e, dk);
+        for (int c = 0; c < dk; c++) {
+            w->kt[(size_t)i * dk + c] = w->kn[(size_t)i * dk + c] * w->e[c];
+            w->qt[(size_t)i * dk + c] = w->qn[(size_t)i * dk + c] * w->e[c];
+        }
+    }
+    for (int i = 0; i < C; i++) {
+        for (int j = 0; j <= i; j++) {
+            const float *Gi = w->G + (size_t)i * dk, *Gj = w->G + (size_t)j * dk;
+            const float *kj = w->kn + (size_t)j * dk;
+            w->P[i * C + j] = kn_decayed_dot(w->qn + (size_t)i * dk, kj, Gi, Gj, dk, w);
+            w->M[i * C + j] =
+                j < i ? kn_decayed_dot(w->kn + (size_t)i * dk, kj, Gi, Gj, dk, w) : 0.0f;
+        }
+    }
+    /* u_i by forward substitution (the UT transform applied to V - K~ S_0). */
+    for (int i = 0; i < C; i++) {
+        float *ui = w->u + (size_t)i * dv;
+        memset(ui, 0, sizeof(float) * dv);
+        for (int c = 0; c < dk; c++) {
+            kn_ops.axpy(w->kt[(size_t)i * dk + c], S + (size_t)c * dv, ui, dv);
+        }
+        for (int j = 0; j < i; j++) {
+            kn_ops.axpy(w->M[i * C + j], w->u + (size_t)j * dv, ui, dv);
+        }
+        const float *vi = v + i * sv;
+        float b = beta[i * sb];
+        for (int e = 0; e < dv; e++) {
+            ui[e] = b * (vi[e] - ui[e]);
+        }
+    }
+    for (int i = 0; i < C; i++) {
+        float *oi = out + i * sv;
+        memset(oi, 0, sizeof(float) * dv);
+        for (int c = 0; c < dk; c++) {
+            kn_ops.axpy(w->qt[(size_t)i * dk + c], S + (size_t)c * dv, oi, dv);
+        }
+        for (int j = 0; j <= i; j++) {
+            kn_ops.axpy(w->P[i * C + j], w->u + (size_t)j * dv, oi, dv);
+        }
+    }
+    /* S_C = Diag(A_C) S_0 + sum_j (k_j * exp(G_C - G_j)) u_j^T */
+    const float *GC = w->G + (size_t)(C - 1) * dk;
+    kn_exp_neg(GC, w->e, dk);
+    for (int c = 0; c < dk; c++) {
+        kn_ops.scale(w->e[c], S + (size_t)c * dv, dv);
+    }
+    for (int j = 0; j < C; j++) {
+        const float *Gj = w->G + (size_t)j * dk;
+        for (int c = 0; c < dk; c++) {
+            w->diff[c] = GC[c] - Gj[c];
+        }
+        kn_exp_neg(w->diff, w->e, dk);
+        for (int c = 0; c < dk; c++) {
+            kn_ops.axpy(w->kn[(size_t)j * dk + c] * w->e[c], w->u + (size_t)j * dv,
+                        S + (size_t)c * dv, dv);
+        }
+    }
+}
+
+st_status_t st_cpu_kda_prefill(float *state, const float *q, const float *k, const float *v,
+                               const float *g, const float *beta, int n_tok, int n_heads, int dk,
+                               int dv, float g_lo, float *out)
+{
+    if (!kn_kda_args_ok(state, q, k, v, g, beta, out, n_heads, dk, dv, g_lo) || n_tok <= 0) {
+        return ST_ERR_INVALID;
+    }
+    size_t per_dk = (size_t)KN_CHUNK * dk;
+    size_t total = 5 * per_dk + (size_t)KN_CHUNK * dv + 2 * KN_CHUNK * KN_CHUNK + 2 * (size_t)dk;
+    float *buf = malloc(sizeof(float) * total);
+    if (!buf) {
+        return ST_ERR_NOMEM;
+    }
+    kn_chunk_t w;
+    w.qn = buf;
+    w.kn = w.qn + per_dk;
+    w.G = w.kn + per_dk;
+    w.kt = w.G + per_dk;
+    w.qt = w.kt + per_dk;
+    w.u = w.qt + per_dk;
+    w.M = w.u + (size_t)KN_CHUNK * dv;
+    w.P = w.M + KN_CHUNK * KN_CHUNK;
+    w.diff = w.P + KN_CHUNK * KN_CHUNK;
+    w.e = w.diff + dk;
+    size_t sk = (size_t)n_heads * dk, sv = (size_t)n_heads * dv, sb = (size_t)n_heads;
+    for (int h = 0; h < n_heads; h++) {
+        for (int t0 = 0; t0 < n_tok; t0 += KN_CHUNK) {
+            int C = n_tok - t0 < KN_CHUNK ? n_tok - t0 : KN_CHUNK;
+            size_t ok = (size_t)t0 * sk + (size_t)h * dk, ov = (size_t)t0 * sv + (size_t)h * dv;
+            kn_kda_chunk(state + (size_t)h * dk * dv, q + ok, k + ok, v + ov, g + ok,
+                         beta + (size_t)t0 * sb + h, sk, sv, sb, C, dk, dv, g_lo, out + ov, &w);
+        }
+    }
+    free(buf);
+    return ST_OK;
+}

@@ -1,0 +1,38 @@
+/*
+ * kn_internal.h - what the CPU kernels share: the inner loops chosen at run
+ * time (portable or AVX2), a vectorisable exp, and argument checks.
+ */
+#ifndef STRATA_KN_INTERNAL_H
+#define STRATA_KN_INTERNAL_H
+
+#include <stddef.h>
+
+#include "strata/kernels.h"
+
+/* The inner loops every CPU kernel is built from. */
+typedef struct kn_ops {
+    float (*dot)(const float *a, const float *b, int n);    /* sum a[i]*b[i] */
+    void (*axpy)(float a, const float *x, float *y, int n); /* y += a*x */
+    void (*scale)(float a, float *y, int n);                /* y *= a */
+} kn_ops_t;
+
+/* The loops in use; set by st_kernels_set_simd() and at load time. */
+extern kn_ops_t kn_ops;
+
+float kn_dot_portable(const float *a, const float *b, int n);
+void kn_axpy_portable(float a, const float *x, float *y, int n);
+void kn_scale_portable(float a, float *y, int n);
+
+#if defined(__x86_64__)
+float kn_dot_avx2(const float *a, const float *b, int n);
+void kn_axpy_avx2(float a, const float *x, float *y, int n);
+void kn_scale_avx2(float a, float *y, int n);
+#endif
+
+/* exp(x[i]) for x[i] <= 0 into y (relative error below 1e-6); vectorisable. */
+void kn_exp_neg(const float *x, float *y, int n);
+
+/* One query row's fp32 indexer score against one key row; used by every CPU path. */
+float kn_score_row(const float *q, const float *w, int n_heads, int dim, const float *key);
+
+#endif
