@@ -13,6 +13,21 @@ target_link_libraries(metrics_testd PRIVATE strata_metrics strata_wire)
 set(STRATA_OBS_DIR ${CMAKE_CURRENT_SOURCE_DIR}/integration)
 set(STRATA_ARTIFACTS ${PROJECT_BINARY_DIR}/test-artifacts)
 
+# promtool check metrics on what the HTTP server serves; /stats schema 1.
+add_test(NAME test_metrics_promtool
+         COMMAND ${STRATA_PYTHON} ${STRATA_OBS_DIR}/test_metrics_promtool.py
+                 --testd $<TARGET_FILE:metrics_testd>)
+set_tests_properties(test_metrics_promtool PROPERTIES LABELS "integration;metrics"
+                     TIMEOUT 120 SKIP_RETURN_CODE 77)
+
+# deploy/prometheus passes promtool check config; deploy/ and the stand-in use
+# only the metric names of docs/observability.md.
+add_test(NAME test_metrics_deploy
+         COMMAND ${STRATA_PYTHON} ${STRATA_OBS_DIR}/test_metrics_deploy.py
+                 --root ${PROJECT_SOURCE_DIR} --testd $<TARGET_FILE:metrics_testd>)
+set_tests_properties(test_metrics_deploy PROPERTIES LABELS "integration;metrics"
+                     TIMEOUT 120 SKIP_RETURN_CODE 77)
+
 # A real Prometheus scrapes metrics_testd; its rate() ratios must equal the
 # hit rates metrics_testd computed from its own tallies.
 set(hit "sum(rate(strata_lookups_with_hit_total[5m])) / sum(rate(strata_lookups_total[5m]))")
@@ -26,9 +41,12 @@ add_test(NAME test_metrics_prometheus
                  --check "${tok}" "stats[0]['test']['token_hit_rate']"
                  --check "${hit}" "stats[0]['test']['request_hit_rate']"
                  --check "${res}" "stats[0]['test']['resumable_hit_rate']"
+                 --check "sum by (namespace) (rate(strata_lookup_matched_tokens_total[5m])) / sum by (namespace) (rate(strata_lookup_tokens_total[5m]))"
+                         "stats[0]['test']['token_hit_rate_by_namespace']"
                  --check "sum(strata_lookups_total)" "stats[0]['counters']['lookups_total']"
                  --check "sum(strata_lookup_matched_tokens_total) / sum(strata_lookup_tokens_total)"
                          "stats[0]['counters']['lookup_matched_tokens_total'] / stats[0]['counters']['lookup_tokens_total']"
+                 --grafana ${PROJECT_SOURCE_DIR}/deploy/grafana/strata-dashboard.json
                  --artifacts ${STRATA_ARTIFACTS}/prometheus)
 set_tests_properties(test_metrics_prometheus PROPERTIES LABELS "integration;metrics"
                      TIMEOUT 240 SKIP_RETURN_CODE 77)

@@ -13,8 +13,8 @@
  * --mode random: after the first complete /metrics scrape (all counters still
  *   zero), a thread makes --batches random lookups, then sets done. /stats then
  *   carries "test": {"done", "token_hit_rate", "request_hit_rate",
- *   "resumable_hit_rate", "lookups"} computed from the program's own tallies,
- *   and the gauge strata_test_done turns 1.
+ *   "resumable_hit_rate", "token_hit_rate_by_namespace", "lookups"},
+ *   computed from the program's own tallies, and the gauge strata_test_done turns 1.
  *
  * Prints "port=N" on stdout once listening; exits on SIGTERM or SIGINT, or
  * after --exit-after seconds (default 300) so a failed test cannot leave it.
@@ -36,7 +36,7 @@
 #define N_KINDS 2
 
 static const char *const namespaces[N_NS] = {"tenant-a", "tenant-b"};
-static const char *const kinds[N_KINDS] = {"kv", "session"};
+static const char *const kinds[N_KINDS] = {"kv", "vis"};
 
 typedef struct testd {
     st_metrics_t *m;
@@ -48,6 +48,7 @@ typedef struct testd {
     st_gauge_t *used[2], *limit[2], *leases, *done_gauge;
     /* The program's own tallies (random mode). */
     uint64_t t_lookups, t_hits, t_tokens, t_matched, t_resumable;
+    uint64_t t_ns_tokens[N_NS], t_ns_matched[N_NS];
     atomic_int done;
     atomic_uint_fast64_t scrapes, stats_calls;
     int mode_scrape;
@@ -190,6 +191,7 @@ static void lookup(testd_t *t, int ns, int kind, uint64_t tokens, uint64_t match
     st_histogram_observe(t->lat_lookup, 30000 + matched * 100);
     t->t_lookups++, t->t_hits += matched > 0, t->t_tokens += tokens;
     t->t_matched += matched, t->t_resumable += resumable;
+    t->t_ns_tokens[ns] += tokens, t->t_ns_matched[ns] += matched;
 }
 
 static void *traffic(void *arg)
@@ -199,9 +201,10 @@ static void *traffic(void *arg)
     for (unsigned i = 0; i < t->batches; i++) {
         uint64_t blocks = 1 + rand_r(&s) % 32;
         uint64_t hit = rand_r(&s) % 4 == 0 ? 0 : rand_r(&s) % (blocks + 1);
-        uint64_t res = hit / 16 * 16; /* KDA checkpoints every 16 blocks */
-        lookup(t, (int)(rand_r(&s) % N_NS), (int)(rand_r(&s) % N_KINDS), blocks * 64, hit * 64,
-               res * 64);
+        int kind = (int)(rand_r(&s) % N_KINDS);
+        /* kv resumes at the last KDA checkpoint (every 16 blocks); vis needs none. */
+        uint64_t res = kind == 0 ? hit / 16 * 16 : hit;
+        lookup(t, (int)(rand_r(&s) % N_NS), kind, blocks * 64, hit * 64, res * 64);
         st_counter_add(t->evictions, rand_r(&s) % 3);
         if (i % 50 == 0) {
             usleep(1000);
@@ -259,6 +262,13 @@ static void stats_hook(st_json_t *j, void *arg)
         st_json_double(j, ratio(t->t_hits, t->t_lookups));
         st_json_key(j, "resumable_hit_rate");
         st_json_double(j, ratio(t->t_resumable, t->t_tokens));
+        st_json_key(j, "token_hit_rate_by_namespace");
+        st_json_begin_object(j);
+        for (int n = 0; n < N_NS; n++) {
+            st_json_key(j, namespaces[n]);
+            st_json_double(j, ratio(t->t_ns_matched[n], t->t_ns_tokens[n]));
+        }
+        st_json_end_object(j);
     }
     st_json_end_object(j);
 }

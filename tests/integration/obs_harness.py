@@ -96,6 +96,7 @@ class Server:
         self.hostport = "127.0.0.1:%d" % self.port
 
     def stop(self):
+        """Stops the program with SIGTERM and returns its exit status."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -103,8 +104,21 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        self.log.close()
+        if not self.log.closed:
+            self.log.close()
         return self.proc.returncode
+
+
+def stop_all(servers):
+    """Stops every server; fails naming any that exited with an error (a
+    sanitizer report, say) and its log."""
+    bad = []
+    for s in servers:
+        rc = s.stop()
+        if rc != 0:
+            bad.append("%s exited with %d (log: %s)" % (s.name, rc, s.log_path))
+    if bad:
+        fail("; ".join(bad))
 
 
 class Prometheus:

@@ -73,13 +73,14 @@ def main():
         h.skip("chromium is not installed (Debian: apt-get install chromium)")
     os.makedirs(args.artifacts, exist_ok=True)
     work = tempfile.mkdtemp(prefix="strata-chromium-")
+    # The nodes' logs go with the artifacts, so a failure can be read after.
     servers = []
     try:
         b = h.Server([args.testd, "--mode", "scrape", "--node", "node-b", "--exit-after", "120"],
-                     name="node-b", log_dir=work)
+                     name="node-b", log_dir=args.artifacts)
         servers.append(b)
         a = h.Server([args.testd, "--mode", "scrape", "--node", "node-a", "--exit-after", "120"],
-                     name="node-a", log_dir=work)
+                     name="node-a", log_dir=args.artifacts)
         servers.append(a)
         url = "http://%s/dashboard?peers=%s" % (a.hostport, b.hostport)
 
@@ -129,6 +130,7 @@ def main():
         print("polls=%d; screenshot %s; DOM %s" % (polls, png, dom_path), flush=True)
         if problems:
             h.fail("; ".join(problems))
+        h.stop_all(servers)
         print("dashboard shows 76.0%, 80.0%, 64.0% and six non-empty charts", flush=True)
     finally:
         for s in servers:

@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import sys
 import tempfile
 
@@ -78,7 +79,7 @@ def main():
     work = tempfile.mkdtemp(prefix="strata-prom-")
     logs = args.artifacts or work
     os.makedirs(logs, exist_ok=True)
-    servers, prom = [], None
+    servers, prom, passed = [], None, False
     try:
         for i, cmd in enumerate(args.start):
             servers.append(h.Server(shlex.split(cmd), name="node%d" % i, log_dir=logs))
@@ -123,12 +124,17 @@ def main():
                                                     err or repr(got)), flush=True)
         if failures:
             h.fail("%d check(s) failed; Prometheus log: %s" % (failures, prom.log_path))
+        prom.stop()
+        h.stop_all(servers)
         print("all checks passed", flush=True)
+        passed = True
     finally:
         if prom:
             prom.stop()
         for s in servers:
             s.stop()
+        if passed:
+            shutil.rmtree(work, ignore_errors=True)  # keep the TSDB and log only on failure
 
 
 if __name__ == "__main__":
