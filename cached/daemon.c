@@ -1,0 +1,564 @@
+/*
+ * daemon.c - stratad's life cycle: config table, store, server, reaper,
+ * namespace and region tables, reservation batches, peers.
+ */
+#include "daemon.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "st_log.h"
+
+/* ------------------------------------------------------------ config -- */
+
+static const char *const cd_log_levels[] = {"error", "warn", "info", "debug", "trace", NULL};
+
+#define CD_OFF(m) offsetof(cd_config_t, m)
+static const st_cfg_option_t cd_options[] = {
+    {"listen", ST_CFG_STRING, CD_OFF(listen), "127.0.0.1:7700", 0, 0, 0, NULL, 'l',
+     "gRPC address to listen on (host:port; port 0 picks a free one)"},
+    {"node_id", ST_CFG_STRING, CD_OFF(node_id), "", 0, 0, 0, NULL, 0,
+     "name of this node in the cluster (default: the listen address)"},
+    {"peers", ST_CFG_STRING, CD_OFF(peers), "", 0, 0, 0, NULL, 0,
+     "every node of the cluster, this one included, as host:port,host:port"},
+    {"cluster_secret", ST_CFG_STRING, CD_OFF(cluster_secret), "", 0, 0, ST_CFG_SENSITIVE, NULL, 0,
+     "secret shared by the cluster's nodes, from which namespace seeds derive (16+ bytes)"},
+    {"auth_token", ST_CFG_STRING, CD_OFF(auth_token), "", 0, 0, ST_CFG_SENSITIVE, NULL, 0,
+     "token clients must present (authorization: Bearer); empty: no authentication"},
+    {"protected_mode", ST_CFG_BOOL, CD_OFF(protected_mode), "true", 0, 0, 0, NULL, 0,
+     "without an auth_token, refuse clients that are not on loopback"},
+    {"data_dir", ST_CFG_STRING, CD_OFF(data_dir), "", 0, 0, 0, NULL, 'd',
+     "directory of the SSD tier (empty: DRAM only)"},
+    {"pid_file", ST_CFG_STRING, CD_OFF(pid_file), "", 0, 0, 0, NULL, 0,
+     "write the process id here once serving"},
+    {"memory_limit", ST_CFG_SIZE, CD_OFF(memory_limit), "1G", 64ll << 20, 1ll << 42, 0, NULL, 'm',
+     "memory the arenas and the index may use, in all"},
+    {"chunk_bytes", ST_CFG_SIZE, CD_OFF(chunk_bytes), "64M", 2ll << 20, 1ll << 32, 0, NULL, 0,
+     "arena growth unit (one transport region each)"},
+    {"threads", ST_CFG_INT, CD_OFF(threads), "4", 1, 256, 0, NULL, 't', "gRPC worker threads"},
+    {"block_tokens", ST_CFG_INT, CD_OFF(block_tokens), "64", 16, 4096, 0, NULL, 0,
+     "tokens per block of new namespaces (a multiple of 16)"},
+    {"segment_blocks", ST_CFG_INT, CD_OFF(segment_blocks), "16", 1, 65536, 0, NULL, 0,
+     "blocks per segment, the unit of placement"},
+    {"kda_interval", ST_CFG_INT, CD_OFF(kda_interval), "16", 1, 65536, 0, NULL, 0,
+     "blocks between KDA checkpoints"},
+    {"replicas", ST_CFG_INT, CD_OFF(replicas), "2", 1, 16, 0, NULL, 0,
+     "copies of KDA and SESSION objects"},
+    {"vnodes", ST_CFG_INT, CD_OFF(vnodes), "128", 1, 4096, 0, NULL, 0,
+     "virtual nodes per daemon on the ring"},
+    {"lease", ST_CFG_DURATION, CD_OFF(lease_ms), "5s", 10, 600000, 0, NULL, 0,
+     "default read lease"},
+    {"max_lease", ST_CFG_DURATION, CD_OFF(max_lease_ms), "60s", 10, 3600000, 0, NULL, 0,
+     "longest lease a client may ask for"},
+    {"reservation_ttl", ST_CFG_DURATION, CD_OFF(reservation_ms), "30s", 10, 3600000, 0, NULL, 0,
+     "time a writer has between Reserve and Commit"},
+    {"session_ttl", ST_CFG_DURATION, CD_OFF(session_ttl_ms), "1d", 1000, 2592000000ll, 0, NULL, 0,
+     "default time to live of a session"},
+    {"max_message", ST_CFG_SIZE, CD_OFF(max_message_bytes), "64M", 1ll << 20, 1ll << 30, 0, NULL, 0,
+     "largest request message accepted"},
+    {"max_object", ST_CFG_SIZE, CD_OFF(max_object_bytes), "32M", 1024, 1ll << 30, 0, NULL, 0,
+     "largest object accepted"},
+    {"max_hashes", ST_CFG_INT, CD_OFF(max_hashes), "65536", 1, 1 << 24, 0, NULL, 0,
+     "block hashes per lookup"},
+    {"max_batch", ST_CFG_INT, CD_OFF(max_batch), "4096", 1, 1 << 20, 0, NULL, 0,
+     "keys per batch call, segments per lookup"},
+    {"max_sessions", ST_CFG_INT, CD_OFF(max_sessions), "1000000", 1, 1ll << 32, 0, NULL, 0,
+     "open sessions per namespace"},
+    {"log_level", ST_CFG_ENUM, CD_OFF(log_level), "info", 0, 0, 0, cd_log_levels, 0,
+     "lowest level logged"},
+};
+
+const st_cfg_table_t cd_config_table = {
+    "stratad", "strata cache daemon: stores KV blocks, KDA states and sessions for a cluster", NULL,
+    cd_options, sizeof(cd_options) / sizeof(cd_options[0])};
+
+/* A development secret, used (with a warning) when none is configured, so a
+ * local cluster started without one still agrees on namespace seeds. */
+static const char cd_dev_secret[] = "strata-development-secret-not-for-production";
+
+/* ------------------------------------------------------- namespaces -- */
+
+uint64_t cd_wire_ns_id(const char *tenant, const char *model)
+{
+    XXH3_state_t st;
+    uint32_t len;
+    uint64_t id;
+
+    XXH3_64bits_reset(&st);
+    XXH3_64bits_update(&st, "strata-nsid-v1", 14);
+    len = (uint32_t)strlen(tenant);
+    XXH3_64bits_update(&st, &len, 4);
+    XXH3_64bits_update(&st, tenant, len);
+    len = (uint32_t)strlen(model);
+    XXH3_64bits_update(&st, &len, 4);
+    XXH3_64bits_update(&st, model, len);
+    id = XXH3_64bits_digest(&st);
+    return id == 0 ? 1 : id; /* 0 means "no namespace" on the wire */
+}
+
+st_status_t cd_daemon_ns_open(cd_daemon_t *d, const char *tenant, const char *model,
+                              uint32_t block_tokens, cd_ns_entry_t **entry_p, cd_err_t *err)
+{
+    uint64_t wire = cd_wire_ns_id(tenant, model);
+    cd_ns_entry_t *e;
+    cd_ns_info_t info;
+    uint32_t local;
+    st_status_t status;
+
+    pthread_mutex_lock(&d->ns_lock);
+    for (uint32_t i = 0; i < d->n_ns; i++) {
+        if (d->ns[i]->wire_id == wire) {
+            e = d->ns[i];
+            pthread_mutex_unlock(&d->ns_lock);
+            if (block_tokens != 0 && block_tokens != e->block_tokens) {
+                snprintf(err->msg, sizeof(err->msg),
+                         "namespace tenant=%s model=%s has block_tokens=%u, not %u", tenant, model,
+                         e->block_tokens, block_tokens);
+                return ST_ERR_EXISTS;
+            }
+            *entry_p = e;
+            return ST_OK;
+        }
+    }
+    status = cd_store_ns_create(d->store, tenant, model,
+                                block_tokens ? block_tokens : (uint32_t)d->cfg.block_tokens, &local,
+                                err);
+    if (status == ST_OK) {
+        status = cd_store_ns_info(d->store, local, &info);
+    }
+    if (status != ST_OK) {
+        pthread_mutex_unlock(&d->ns_lock);
+        return status;
+    }
+    e = calloc(1, sizeof(*e));
+    if (e == NULL || d->n_ns == CD_MAX_NS) {
+        pthread_mutex_unlock(&d->ns_lock);
+        free(e);
+        snprintf(err->msg, sizeof(err->msg), "no room for another namespace (limit %d)", CD_MAX_NS);
+        return e == NULL ? ST_ERR_NOMEM : ST_ERR_EXHAUSTED;
+    }
+    e->wire_id = wire;
+    e->local_id = local;
+    e->block_tokens = info.block_tokens;
+    e->seed = info.seed;
+    d->ns[d->n_ns++] = e;
+    pthread_mutex_unlock(&d->ns_lock);
+    *entry_p = e;
+    return ST_OK;
+}
+
+cd_ns_entry_t *cd_daemon_ns_find(cd_daemon_t *d, uint64_t wire_id)
+{
+    cd_ns_entry_t *found = NULL;
+
+    pthread_mutex_lock(&d->ns_lock);
+    for (uint32_t i = 0; i < d->n_ns; i++) {
+        if (d->ns[i]->wire_id == wire_id) {
+            found = d->ns[i];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&d->ns_lock);
+    return found;
+}
+
+/* Store callback: a chunk of a namespace's arena became a region. Runs with
+ * the namespace lock held; takes only region_lock. */
+static void cd_region_added(void *ctx, uint32_t ns_id, uint32_t region, void *base, size_t len)
+{
+    cd_daemon_t *d = ctx;
+    cd_region_table_t *t;
+
+    if (ns_id == 0 || ns_id > CD_MAX_NS) {
+        return;
+    }
+    pthread_mutex_lock(&d->region_lock);
+    t = d->regions[ns_id];
+    if (t == NULL) {
+        t = d->regions[ns_id] = calloc(1, sizeof(*t));
+    }
+    if (t != NULL && t->n < CD_MAX_REGIONS) {
+        t->r[t->n].id = region;
+        t->r[t->n].base = base;
+        t->r[t->n].len = len;
+        t->n++;
+        t->epoch++;
+    } else {
+        st_warn_ratelimited("region table full ns=%u region=%u", ns_id, region);
+    }
+    pthread_mutex_unlock(&d->region_lock);
+}
+
+static void cd_region_removed(void *ctx, uint32_t ns_id, uint32_t region, void *base, size_t len)
+{
+    cd_daemon_t *d = ctx;
+    cd_region_table_t *t;
+
+    if (ns_id == 0 || ns_id > CD_MAX_NS) {
+        return;
+    }
+    pthread_mutex_lock(&d->region_lock);
+    t = d->regions[ns_id];
+    for (uint32_t i = 0; t != NULL && i < t->n; i++) {
+        if (t->r[i].id == region) {
+            t->r[i] = t->r[--t->n];
+            t->epoch++;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&d->region_lock);
+}
+
+uint32_t cd_daemon_ns_regions(cd_daemon_t *d, const cd_ns_entry_t *e, cd_region_t *out,
+                              uint32_t max, uint64_t *epoch_p)
+{
+    cd_region_table_t *t;
+    uint32_t n = 0;
+
+    pthread_mutex_lock(&d->region_lock);
+    t = e->local_id <= CD_MAX_NS ? d->regions[e->local_id] : NULL;
+    if (t != NULL) {
+        n = t->n < max ? t->n : max;
+        memcpy(out, t->r, sizeof(*out) * n);
+        *epoch_p = t->epoch;
+    } else {
+        *epoch_p = 0;
+    }
+    pthread_mutex_unlock(&d->region_lock);
+    return n;
+}
+
+/* ---------------------------------------------------- reservations -- */
+
+st_status_t cd_batch_add(cd_daemon_t *d, uint32_t ns_local, uint64_t *resv, size_t n,
+                         uint64_t expires_ms, uint64_t *id_p)
+{
+    cd_batch_t *b = calloc(1, sizeof(*b));
+
+    if (b == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    b->ns_local = ns_local;
+    b->expires_ms = expires_ms;
+    b->n = n;
+    b->resv = resv;
+    pthread_mutex_lock(&d->batch_lock);
+    b->id = ++d->next_batch;
+    b->next = d->batches;
+    d->batches = b;
+    pthread_mutex_unlock(&d->batch_lock);
+    *id_p = b->id;
+    return ST_OK;
+}
+
+cd_batch_t *cd_batch_take(cd_daemon_t *d, uint32_t ns_local, uint64_t id)
+{
+    cd_batch_t **pp, *b = NULL;
+
+    pthread_mutex_lock(&d->batch_lock);
+    for (pp = &d->batches; *pp != NULL; pp = &(*pp)->next) {
+        if ((*pp)->id == id && (*pp)->ns_local == ns_local) {
+            b = *pp;
+            *pp = b->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&d->batch_lock);
+    return b;
+}
+
+void cd_batch_free(cd_batch_t *b)
+{
+    if (b != NULL) {
+        free(b->resv);
+        free(b);
+    }
+}
+
+/* Drops batches past their expiry; the store expires the reservations. */
+void cd_batch_expire(cd_daemon_t *d, uint64_t now_ms)
+{
+    cd_batch_t **pp = &d->batches, *dead = NULL;
+
+    pthread_mutex_lock(&d->batch_lock);
+    while (*pp != NULL) {
+        cd_batch_t *b = *pp;
+
+        if (b->expires_ms <= now_ms) {
+            *pp = b->next;
+            b->next = dead;
+            dead = b;
+        } else {
+            pp = &b->next;
+        }
+    }
+    pthread_mutex_unlock(&d->batch_lock);
+    while (dead != NULL) {
+        cd_batch_t *next = dead->next;
+
+        cd_batch_free(dead);
+        dead = next;
+    }
+}
+
+/* ------------------------------------------------------------- peers -- */
+
+static st_status_t cd_parse_peers(cd_daemon_t *d)
+{
+    char *list, *save = NULL, *tok;
+
+    if (d->cfg.peers == NULL || d->cfg.peers[0] == '\0') {
+        return ST_OK;
+    }
+    list = strdup(d->cfg.peers);
+    if (list == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    for (tok = strtok_r(list, ", ", &save); tok != NULL; tok = strtok_r(NULL, ", ", &save)) {
+        if (strchr(tok, ':') == NULL || d->n_peers == CD_MAX_PEERS) {
+            st_error("bad peer list entry peer=%s (want host:port, at most %d peers)", tok,
+                     CD_MAX_PEERS);
+            free(list);
+            return ST_ERR_INVALID;
+        }
+        d->peer_list[d->n_peers] = strdup(tok);
+        if (d->peer_list[d->n_peers] == NULL) {
+            free(list);
+            return ST_ERR_NOMEM;
+        }
+        d->n_peers++;
+    }
+    free(list);
+    return ST_OK;
+}
+
+srpc_channel_t *cd_daemon_peer(cd_daemon_t *d, uint32_t i)
+{
+    srpc_channel_t *ch;
+
+    if (i >= d->n_peers) {
+        return NULL;
+    }
+    pthread_mutex_lock(&d->peer_lock);
+    if (d->peer_ch[i] == NULL) {
+        srpc_channel_config_t cc = {0};
+
+        cc.token = d->cfg.auth_token[0] ? d->cfg.auth_token : NULL;
+        if (srpc_channel_open(d->peer_list[i], &cc, &d->peer_ch[i]) != ST_OK) {
+            d->peer_ch[i] = NULL;
+        }
+    }
+    ch = d->peer_ch[i];
+    pthread_mutex_unlock(&d->peer_lock);
+    return ch;
+}
+
+/* ------------------------------------------------------------ reaper -- */
+
+static void *cd_reaper_main(void *arg)
+{
+    cd_daemon_t *d = arg;
+
+    pthread_mutex_lock(&d->stop_lock);
+    while (!d->stopping) {
+        struct timespec ts;
+        cd_reaped_t r;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&d->stop_cond, &d->stop_lock, &ts);
+        if (d->stopping) {
+            break;
+        }
+        pthread_mutex_unlock(&d->stop_lock);
+        cd_store_reap(d->store, cd_store_now(d->store), &r);
+        cd_batch_expire(d, cd_store_now(d->store));
+        if (r.reservations || r.leases || r.sessions) {
+            st_debug("reaped reservations=%llu leases=%llu sessions=%llu",
+                     (unsigned long long)r.reservations, (unsigned long long)r.leases,
+                     (unsigned long long)r.sessions);
+        }
+        pthread_mutex_lock(&d->stop_lock);
+    }
+    pthread_mutex_unlock(&d->stop_lock);
+    return NULL;
+}
+
+/* ---------------------------------------------------------- lifecycle -- */
+
+int cd_daemon_port(const cd_daemon_t *d)
+{
+    return srpc_server_port(d->server);
+}
+
+static uint64_t cd_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+st_status_t cd_daemon_start(cd_daemon_t *d, cd_config_t *cfg)
+{
+    cd_store_config_t sc;
+    srpc_server_config_t srv = {0};
+    cd_err_t err = {""};
+    const char *secret;
+    st_status_t status;
+
+    memset(d, 0, sizeof(*d));
+    d->cfg = *cfg;
+    memset(cfg, 0, sizeof(*cfg));
+    d->started_ms = cd_now_ms();
+    pthread_mutex_init(&d->ns_lock, NULL);
+    pthread_mutex_init(&d->region_lock, NULL);
+    pthread_mutex_init(&d->batch_lock, NULL);
+    pthread_mutex_init(&d->peer_lock, NULL);
+    pthread_mutex_init(&d->stop_lock, NULL);
+    pthread_cond_init(&d->stop_cond, NULL);
+
+    if (d->cfg.block_tokens % 16 != 0) {
+        st_error("block_tokens=%lld is not a multiple of 16", (long long)d->cfg.block_tokens);
+        return ST_ERR_INVALID;
+    }
+    if (d->cfg.node_id == NULL || d->cfg.node_id[0] == '\0') {
+        free(d->cfg.node_id);
+        d->cfg.node_id = strdup(d->cfg.listen);
+        if (d->cfg.node_id == NULL) {
+            return ST_ERR_NOMEM;
+        }
+    }
+    status = cd_parse_peers(d);
+    if (status != ST_OK) {
+        return status;
+    }
+    d->self_peer = -1;
+    if (d->n_peers > 0) {
+        for (uint32_t i = 0; i < d->n_peers; i++) {
+            if (strcmp(d->peer_list[i], d->cfg.node_id) == 0 ||
+                strcmp(d->peer_list[i], d->cfg.listen) == 0) {
+                d->self_peer = (int)i;
+            }
+        }
+        if (d->self_peer < 0) {
+            st_error("this node (node_id=%s, listen=%s) is not in peers=%s", d->cfg.node_id,
+                     d->cfg.listen, d->cfg.peers);
+            return ST_ERR_INVALID;
+        }
+        status = st_ring_init(&d->ring, (const char *const *)d->peer_list, d->n_peers,
+                              (uint32_t)d->cfg.vnodes);
+        if (status != ST_OK) {
+            st_error("cannot build the ring over peers=%s: %s", d->cfg.peers, st_strerror(status));
+            return status;
+        }
+    }
+    secret = d->cfg.cluster_secret;
+    if (secret[0] == '\0') {
+        st_warn("cluster_secret is not set: namespace seeds are predictable; set it in "
+                "production");
+        secret = cd_dev_secret;
+    } else if (strlen(secret) < 16) {
+        st_error("cluster_secret is too short (%zu bytes, need at least 16)", strlen(secret));
+        return ST_ERR_INVALID;
+    }
+
+    cd_store_config_defaults(&sc);
+    sc.memory_limit = d->cfg.memory_limit;
+    sc.chunk_bytes = d->cfg.chunk_bytes;
+    sc.limits.max_object_bytes = d->cfg.max_object_bytes;
+    sc.limits.max_hashes = (uint32_t)d->cfg.max_hashes;
+    sc.limits.max_batch = (uint32_t)d->cfg.max_batch;
+    sc.limits.max_sessions = (uint64_t)d->cfg.max_sessions;
+    sc.limits.lease_ms = d->cfg.lease_ms;
+    sc.limits.reservation_ms = d->cfg.reservation_ms;
+    sc.limits.session_ttl_ms = d->cfg.session_ttl_ms;
+    if (sc.limits.session_ttl_max_ms < d->cfg.session_ttl_ms) {
+        sc.limits.session_ttl_max_ms = d->cfg.session_ttl_ms;
+    }
+    sc.cluster_secret = (const uint8_t *)secret;
+    sc.cluster_secret_len = strlen(secret);
+    sc.region_added = cd_region_added;
+    sc.region_removed = cd_region_removed;
+    sc.region_ctx = d;
+    status = cd_store_create(&sc, &d->store, &err);
+    if (status != ST_OK) {
+        st_error("cannot create the store: %s", err.msg);
+        return status;
+    }
+
+    srv.address = d->cfg.listen;
+    srv.n_threads = (unsigned)d->cfg.threads;
+    srv.n_cqs = srv.n_threads >= 4 ? 2 : 1;
+    srv.max_message_bytes = (uint32_t)d->cfg.max_message_bytes;
+    srv.user_arg = d;
+    status = srpc_server_start(&srv, cd_method_table, cd_method_table_len, &d->server);
+    if (status != ST_OK) {
+        st_error("cannot serve address=%s: %s", d->cfg.listen, st_strerror(status));
+        return status;
+    }
+    if (pthread_create(&d->reaper, NULL, cd_reaper_main, d) != 0) {
+        st_error("cannot start the reaper thread: %s", strerror(errno));
+        return ST_ERR_INTERNAL;
+    }
+    d->reaper_running = 1;
+    st_info("serving node=%s address=%s port=%d memory_limit=%llu threads=%lld peers=%u",
+            d->cfg.node_id, d->cfg.listen, cd_daemon_port(d),
+            (unsigned long long)d->cfg.memory_limit, (long long)d->cfg.threads, d->n_peers);
+    return ST_OK;
+}
+
+void cd_daemon_stop(cd_daemon_t *d, int grace_ms)
+{
+    if (d->server != NULL) {
+        st_info("stopping: finishing calls in flight grace_ms=%d", grace_ms);
+        srpc_server_stop(d->server, grace_ms);
+    }
+    pthread_mutex_lock(&d->stop_lock);
+    d->stopping = 1;
+    pthread_cond_broadcast(&d->stop_cond);
+    pthread_mutex_unlock(&d->stop_lock);
+    if (d->reaper_running) {
+        pthread_join(d->reaper, NULL);
+        d->reaper_running = 0;
+    }
+}
+
+void cd_daemon_destroy(cd_daemon_t *d)
+{
+    srpc_server_destroy(d->server);
+    d->server = NULL;
+    for (uint32_t i = 0; i < d->n_peers; i++) {
+        srpc_channel_close(d->peer_ch[i]);
+        free(d->peer_list[i]);
+    }
+    if (d->n_peers > 0) {
+        st_ring_destroy(&d->ring);
+    }
+    cd_batch_expire(d, UINT64_MAX);
+    if (d->store != NULL) {
+        cd_store_destroy(d->store);
+    }
+    for (uint32_t i = 0; i < d->n_ns; i++) {
+        free(d->ns[i]);
+    }
+    for (uint32_t i = 0; i <= CD_MAX_NS; i++) {
+        free(d->regions[i]);
+    }
+    st_config_free(&cd_config_table, &d->cfg);
+    pthread_mutex_destroy(&d->ns_lock);
+    pthread_mutex_destroy(&d->region_lock);
+    pthread_mutex_destroy(&d->batch_lock);
+    pthread_mutex_destroy(&d->peer_lock);
+    pthread_mutex_destroy(&d->stop_lock);
+    pthread_cond_destroy(&d->stop_cond);
+}

@@ -1,0 +1,174 @@
+/*
+ * daemon.h - stratad: the configuration, the life cycle and the glue between
+ * the control plane (rpc/), the storage core (store.h) and the tiers.
+ *
+ * A daemon owns one store, one gRPC server serving strata.v1.Cache, a reaper
+ * thread that expires leases, reservations and sessions, and the table that
+ * maps the cluster-wide namespace ids of the protocol to the store's local
+ * ones. Handlers live in handlers_*.c and reach the daemon through
+ * srpc_ctx_server_arg().
+ *
+ * Thread safety: cd_daemon_start/stop/destroy run on the main thread; the
+ * handlers run on the server's workers and use only the thread-safe store
+ * API and the locked tables below.
+ */
+#ifndef STRATA_CACHED_DAEMON_H
+#define STRATA_CACHED_DAEMON_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "ring.h"
+#include "srpc.h"
+#include "st_config.h"
+#include "store.h"
+
+#define CD_VERSION     "0.1.0"
+#define CD_MAX_NS      64
+#define CD_MAX_REGIONS 1024
+#define CD_MAX_PEERS   256
+
+/* stratad's settings, filled from the config table (cd_config_table). */
+typedef struct cd_config {
+    char *listen;
+    char *node_id;
+    char *peers;          /* "host:port,..." of the whole cluster, this node included */
+    char *cluster_secret; /* sensitive */
+    char *auth_token;     /* sensitive */
+    char *data_dir;
+    char *pid_file;
+    uint64_t memory_limit;
+    uint64_t chunk_bytes;
+    int64_t threads;
+    int64_t block_tokens;
+    int64_t segment_blocks;
+    int64_t kda_interval;
+    int64_t replicas;
+    int64_t vnodes;
+    uint64_t lease_ms;
+    uint64_t max_lease_ms;
+    uint64_t reservation_ms;
+    uint64_t session_ttl_ms;
+    uint64_t max_message_bytes;
+    uint64_t max_object_bytes;
+    int64_t max_hashes;
+    int64_t max_batch;
+    int64_t max_sessions;
+    int log_level;
+    int protected_mode;
+} cd_config_t;
+
+extern const st_cfg_table_t cd_config_table;
+
+/* One arena chunk of a namespace, as Hello hands it out. */
+typedef struct cd_region {
+    uint32_t id;
+    void *base;
+    size_t len;
+} cd_region_t;
+
+/* A namespace as the protocol names it. */
+typedef struct cd_ns_entry {
+    uint64_t wire_id;  /* namespace_id on the wire, the same on every daemon */
+    uint32_t local_id; /* the store's id */
+    uint32_t block_tokens;
+    st_hash_t seed;
+} cd_ns_entry_t;
+
+/* The arena chunks of one local namespace (filled by the store's callbacks). */
+typedef struct cd_region_table {
+    cd_region_t r[CD_MAX_REGIONS];
+    uint32_t n;
+    uint64_t epoch;
+} cd_region_table_t;
+
+/* A reservation batch of the protocol: one id, the store's per-key ids. */
+typedef struct cd_batch {
+    uint64_t id;
+    uint32_t ns_local;
+    uint64_t expires_ms;
+    size_t n;
+    uint64_t *resv; /* per key: the store's reservation id, 0 for KEY_EXISTS */
+    struct cd_batch *next;
+} cd_batch_t;
+
+typedef struct cd_daemon {
+    cd_config_t cfg;
+    cd_store_t *store;
+    srpc_server_t *server;
+    uint64_t started_ms;
+
+    pthread_mutex_t ns_lock; /* guards ns[] and n_ns */
+    cd_ns_entry_t *ns[CD_MAX_NS];
+    uint32_t n_ns;
+
+    pthread_mutex_t region_lock;               /* guards regions[] */
+    cd_region_table_t *regions[CD_MAX_NS + 1]; /* by local namespace id */
+
+    pthread_mutex_t batch_lock; /* guards batches */
+    cd_batch_t *batches;
+    uint64_t next_batch;
+
+    char *peer_list[CD_MAX_PEERS]; /* parsed cfg.peers */
+    uint32_t n_peers;
+    srpc_channel_t *peer_ch[CD_MAX_PEERS]; /* lazily opened, under peer_lock */
+    st_ring_t ring;                        /* over peer_list, when there are peers */
+    int self_peer;                         /* this node's index in peer_list */
+    pthread_mutex_t peer_lock;
+
+    pthread_t reaper;
+    int reaper_running;
+    pthread_mutex_t stop_lock;
+    pthread_cond_t stop_cond;
+    int stopping;
+} cd_daemon_t;
+
+/*
+ * Creates the store and starts serving on cfg->listen. The daemon takes
+ * ownership of the strings in cfg. Returns ST_OK, or the status of the part
+ * that failed (logged with its reason): ST_ERR_INVALID (config), ST_ERR_IO
+ * (address in use), ST_ERR_NOMEM.
+ */
+st_status_t cd_daemon_start(cd_daemon_t *d, cd_config_t *cfg);
+
+/* Stops serving gracefully (calls in flight finish within grace_ms). */
+void cd_daemon_stop(cd_daemon_t *d, int grace_ms);
+
+/* Frees everything. After cd_daemon_stop(). */
+void cd_daemon_destroy(cd_daemon_t *d);
+
+/* The bound port. */
+int cd_daemon_port(const cd_daemon_t *d);
+
+/* The namespace id that the protocol uses for (tenant, model). */
+uint64_t cd_wire_ns_id(const char *tenant, const char *model);
+
+/*
+ * Finds or creates the namespace of (tenant, model). Returns ST_OK with
+ * *entry_p, or the store's error with a message in err.
+ */
+st_status_t cd_daemon_ns_open(cd_daemon_t *d, const char *tenant, const char *model,
+                              uint32_t block_tokens, cd_ns_entry_t **entry_p, cd_err_t *err);
+
+/* Finds a namespace by its wire id; NULL if this daemon does not know it. */
+cd_ns_entry_t *cd_daemon_ns_find(cd_daemon_t *d, uint64_t wire_id);
+
+/* Copies the namespace's regions under the lock; returns how many. */
+uint32_t cd_daemon_ns_regions(cd_daemon_t *d, const cd_ns_entry_t *e, cd_region_t *out,
+                              uint32_t max, uint64_t *epoch_p);
+
+/* Reservation batches (handlers_data.c). */
+st_status_t cd_batch_add(cd_daemon_t *d, uint32_t ns_local, uint64_t *resv, size_t n,
+                         uint64_t expires_ms, uint64_t *id_p);
+cd_batch_t *cd_batch_take(cd_daemon_t *d, uint32_t ns_local, uint64_t id);
+void cd_batch_free(cd_batch_t *b);
+void cd_batch_expire(cd_daemon_t *d, uint64_t now_ms);
+
+/* The channel to peer i (opened on first use), or NULL. */
+srpc_channel_t *cd_daemon_peer(cd_daemon_t *d, uint32_t i);
+
+/* The method table served by stratad (handlers_*.c). */
+extern const srpc_method_def_t cd_method_table[SRPC_CACHE_N_METHODS];
+extern const size_t cd_method_table_len;
+
+#endif /* STRATA_CACHED_DAEMON_H */

@@ -1,0 +1,780 @@
+/*
+ * handlers_data.c - the object calls of strata.v1.Cache: Lookup, Locate,
+ * Reserve, Commit, Abort, Release, Put, Get, Delete, Pin and Unpin.
+ *
+ * Every request is validated (sizes, hash lengths, kinds, limits) before it
+ * reaches the store; per-key outcomes go into KeyStatus arrays and the call
+ * itself succeeds when the batch was processed.
+ */
+#include "handlers.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "st_log.h"
+
+#define CD_KIND_BIT(k) (1u << (k))
+
+/* Checks a batch size against max_batch. */
+static st_status_t cd_h_batch_limit(srpc_ctx_t *ctx, cd_daemon_t *d, size_t n, const char *what)
+{
+    if (n > (size_t)d->cfg.max_batch) {
+        srpc_ctx_set_error(ctx, "%zu %s exceed max_batch=%lld", n, what,
+                           (long long)d->cfg.max_batch);
+        return ST_ERR_INVALID;
+    }
+    return ST_OK;
+}
+
+/* Maps a protocol kinds_mask (bit 1 << ObjectKind) to the store's kinds of
+ * the blocks' KV and IDX requirements (KDA checkpoints are reported apart). */
+static uint32_t cd_h_require_kinds(uint32_t mask)
+{
+    uint32_t kinds = 0;
+
+    if (mask & (1u << STRATA__V1__OBJECT_KIND__KV)) {
+        kinds |= CD_KIND_BIT(CD_KIND_KV);
+    }
+    if (mask & (1u << STRATA__V1__OBJECT_KIND__IDX)) {
+        kinds |= CD_KIND_BIT(CD_KIND_IDX);
+    }
+    return kinds;
+}
+
+/* ------------------------------------------------------------- Lookup -- */
+
+/* Locations of the matched blocks x required kinds x layers of one segment. */
+static st_status_t cd_h_segment_locations(srpc_ctx_t *ctx, cd_daemon_t *d, uint32_t ns,
+                                          const st_hash_t *hashes, uint32_t matched, uint32_t kinds,
+                                          const uint32_t *layers, size_t n_layers,
+                                          Strata__V1__SegmentMatch *m, const uint64_t *kda,
+                                          uint32_t n_kda, uint64_t first_block)
+{
+    size_t nk = (size_t)__builtin_popcount(kinds), n = (size_t)matched * nk * n_layers;
+    cd_key_t *keys = srpc_ctx_alloc(ctx, sizeof(*keys) * (n + n_kda + 1));
+    cd_located_t *out = srpc_ctx_alloc(ctx, sizeof(*out) * (n + n_kda + 1));
+    cd_err_t err = {""};
+    size_t k = 0;
+    st_status_t status;
+
+    if (keys == NULL || out == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    for (uint32_t b = 0; b < matched; b++) {
+        for (uint32_t kind = 0; kind < CD_KIND_COUNT; kind++) {
+            if (!(kinds & CD_KIND_BIT(kind))) {
+                continue;
+            }
+            for (size_t l = 0; l < n_layers; l++) {
+                keys[k].hash = hashes[b];
+                keys[k].kind = kind;
+                keys[k].layer = layers[l];
+                k++;
+            }
+        }
+    }
+    for (uint32_t i = 0; i < n_kda; i++) {
+        keys[k].hash = hashes[kda[i] - first_block];
+        keys[k].kind = CD_KIND_KDA;
+        keys[k].layer = 0;
+        k++;
+    }
+    m->locations = cd_h_locations(ctx, n);
+    m->kda_locations = cd_h_locations(ctx, n_kda);
+    if (m->locations == NULL || m->kda_locations == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    if (k == 0) {
+        return ST_OK;
+    }
+    /* In chunks of max_batch; the lookup's lease already holds these blocks. */
+    for (size_t off = 0; off < k; off += (size_t)d->cfg.max_batch) {
+        size_t cnt = k - off < (size_t)d->cfg.max_batch ? k - off : (size_t)d->cfg.max_batch;
+
+        status = cd_store_locate(d->store, ns, keys + off, cnt, 0, out + off, NULL, NULL, &err);
+        if (status != ST_OK) {
+            return cd_h_fail(ctx, status, &err);
+        }
+    }
+    for (size_t i = 0; i < k; i++) {
+        Strata__V1__Locations *l = i < n ? m->locations : m->kda_locations;
+        size_t j = i < n ? i : i - n;
+
+        cd_h_location_set(l, j,
+                          out[i].status == ST_OK ? STRATA__V1__OBJECT_STATE__OBJECT_PRESENT
+                                                 : STRATA__V1__OBJECT_STATE__OBJECT_MISSING,
+                          &out[i].where);
+    }
+    return ST_OK;
+}
+
+st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMessage *respm,
+                        void *arg)
+{
+    const Strata__V1__LookupRequest *req = (const void *)reqm;
+    Strata__V1__LookupResponse *resp = (void *)respm;
+    cd_daemon_t *d = cd_h_daemon(ctx);
+    cd_ns_entry_t *e;
+    cd_segment_t *segs;
+    cd_seg_answer_t *ans;
+    cd_require_t rq = {0};
+    uint64_t *kda, lease_id = 0, lease_exp = 0;
+    size_t total = 0, kda_n = 0;
+    cd_err_t err = {""};
+    int want_loc = req->want_locations || req->lease;
+    st_status_t status;
+
+    status = cd_h_ns(ctx, d, req->namespace_id, &e);
+    if (status != ST_OK) {
+        return status;
+    }
+    if (req->n_segments == 0) {
+        srpc_ctx_set_error(ctx, "lookup without segments");
+        return ST_ERR_INVALID;
+    }
+    if ((status = cd_h_batch_limit(ctx, d, req->n_segments, "segments")) != ST_OK) {
+        return status;
+    }
+    if (want_loc && req->n_layers == 0 && cd_h_require_kinds(req->kinds_mask) != 0) {
+        srpc_ctx_set_error(ctx, "want_locations needs the layers to locate");
+        return ST_ERR_INVALID;
+    }
+    if (req->lease_ms > d->cfg.max_lease_ms) {
+        srpc_ctx_set_error(ctx, "lease_ms=%u exceeds max_lease=%llu", req->lease_ms,
+                           (unsigned long long)d->cfg.max_lease_ms);
+        return ST_ERR_INVALID;
+    }
+    segs = srpc_ctx_alloc(ctx, sizeof(*segs) * req->n_segments);
+    ans = srpc_ctx_alloc(ctx, sizeof(*ans) * req->n_segments);
+    if (segs == NULL || ans == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < req->n_segments; i++) {
+        size_t n;
+        const st_hash_t *h =
+            cd_h_hashes(ctx, &req->segments[i]->block_hashes, &n, "segments.block_hashes");
+
+        if (h == NULL) {
+            return ST_ERR_INVALID;
+        }
+        if (n == 0) {
+            srpc_ctx_set_error(ctx, "segment %zu has no block hashes", i);
+            return ST_ERR_INVALID;
+        }
+        total += n;
+        if (total > (size_t)d->cfg.max_hashes) {
+            srpc_ctx_set_error(ctx, "lookup of more than max_hashes=%lld block hashes",
+                               (long long)d->cfg.max_hashes);
+            return ST_ERR_INVALID;
+        }
+        segs[i].first_block = req->segments[i]->first_block;
+        segs[i].n = (uint32_t)n;
+        segs[i].hashes = h;
+    }
+    rq.kinds = cd_h_require_kinds(req->kinds_mask);
+    for (size_t i = 0; i < req->n_layers; i++) {
+        if (req->layers[i] >= CD_LAYERS_MAX) {
+            srpc_ctx_set_error(ctx, "layer %u >= %d", req->layers[i], CD_LAYERS_MAX);
+            return ST_ERR_INVALID;
+        }
+        rq.layers[req->layers[i] / 64] |= 1ull << (req->layers[i] % 64);
+    }
+    kda = srpc_ctx_alloc(ctx, sizeof(*kda) * total);
+    if (kda == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    status = cd_store_lookup(d->store, e->local_id, segs, req->n_segments, &rq, req->lease, ans,
+                             kda, total, &kda_n, &lease_id, &lease_exp, &err);
+    if (status != ST_OK) {
+        return cd_h_fail(ctx, status, &err);
+    }
+    resp->segments = srpc_ctx_alloc(ctx, sizeof(*resp->segments) * req->n_segments);
+    if (resp->segments == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < req->n_segments; i++) {
+        Strata__V1__SegmentMatch *m = srpc_ctx_alloc(ctx, sizeof(*m));
+
+        if (m == NULL) {
+            return ST_ERR_NOMEM;
+        }
+        strata__v1__segment_match__init(m);
+        m->matched_blocks = ans[i].matched;
+        m->kda_checkpoints = kda + ans[i].kda_first;
+        m->n_kda_checkpoints = ans[i].kda_count;
+        if (want_loc) {
+            status = cd_h_segment_locations(
+                ctx, d, e->local_id, segs[i].hashes, ans[i].matched, rq.kinds, req->layers,
+                req->n_layers, m, kda + ans[i].kda_first, ans[i].kda_count, segs[i].first_block);
+            if (status != ST_OK) {
+                if (lease_id != 0) {
+                    cd_store_release(d->store, e->local_id, lease_id);
+                }
+                return status;
+            }
+        }
+        resp->segments[i] = m;
+    }
+    resp->n_segments = req->n_segments;
+    resp->lease_id = lease_id;
+    if (lease_id != 0) {
+        uint64_t now = cd_store_now(d->store);
+
+        resp->lease_ms = lease_exp > now ? (uint32_t)(lease_exp - now) : 0;
+    }
+    {
+        cd_region_t r;
+
+        cd_daemon_ns_regions(d, e, &r, 0, &resp->region_epoch);
+    }
+    return ST_OK;
+}
+
+/* ------------------------------------------------------------- Locate -- */
+
+st_status_t cd_h_locate(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMessage *respm,
+                        void *arg)
+{
+    const Strata__V1__LocateRequest *req = (const void *)reqm;
+    Strata__V1__LocateResponse *resp = (void *)respm;
+    cd_daemon_t *d = cd_h_daemon(ctx);
+    size_t n = 0, cap = req->n_keys + cd_h_grid_cells(req->grid);
+    cd_ns_entry_t *e;
+    cd_key_t *keys;
+    cd_located_t *out;
+    uint64_t lease_id = 0, lease_exp = 0;
+    cd_err_t err = {""};
+    st_status_t status;
+
+    status = cd_h_ns(ctx, d, req->namespace_id, &e);
+    if (status != ST_OK) {
+        return status;
+    }
+    if (cap == 0) {
+        srpc_ctx_set_error(ctx, "locate without keys");
+        return ST_ERR_INVALID;
+    }
+    if ((status = cd_h_batch_limit(ctx, d, cap, "keys")) != ST_OK) {
+        return status;
+    }
+    keys = srpc_ctx_alloc(ctx, sizeof(*keys) * cap);
+    out = srpc_ctx_alloc(ctx, sizeof(*out) * cap);
+    if (keys == NULL || out == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < req->n_keys; i++) {
+        if (cd_h_key(req->keys[i], &keys[n]) != ST_OK) {
+            srpc_ctx_set_error(ctx,
+                               "keys[%zu]: block_hash must be 16 bytes, kind KV, IDX, KDA "
+                               "or VIS, layer < %d",
+                               i, CD_LAYERS_MAX);
+            return ST_ERR_INVALID;
+        }
+        n++;
+    }
+    if ((status = cd_h_grid(ctx, req->grid, keys, &n, cap)) != ST_OK) {
+        return status;
+    }
+    status = cd_store_locate(d->store, e->local_id, keys, n, req->lease, out, &lease_id, &lease_exp,
+                             &err);
+    if (status != ST_OK) {
+        return cd_h_fail(ctx, status, &err);
+    }
+    resp->locations = cd_h_locations(ctx, n);
+    if (resp->locations == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        cd_h_location_set(resp->locations, i,
+                          out[i].status == ST_OK ? STRATA__V1__OBJECT_STATE__OBJECT_PRESENT
+                                                 : STRATA__V1__OBJECT_STATE__OBJECT_MISSING,
+                          &out[i].where);
+    }
+    resp->lease_id = lease_id;
+    if (lease_id != 0) {
+        uint64_t now = cd_store_now(d->store);
+
+        resp->lease_ms = lease_exp > now ? (uint32_t)(lease_exp - now) : 0;
+    }
+    {
+        cd_region_t r;
+
+        cd_daemon_ns_regions(d, e, &r, 0, &resp->region_epoch);
+    }
+    return ST_OK;
+}
+
+/* ------------------------------------------------ Reserve/Commit/Abort -- */
+
+/* Finds the parent hash of block h among the links; NULL if none. */
+static const st_hash_t *cd_h_link_parent(Strata__V1__BlockLink *const *links, size_t n,
+                                         const st_hash_t *h)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (links[i]->hash.len == ST_HASH_BYTES && links[i]->parent_hash.len == ST_HASH_BYTES &&
+            memcmp(links[i]->hash.data, h->b, ST_HASH_BYTES) == 0) {
+            return (const st_hash_t *)(const void *)links[i]->parent_hash.data;
+        }
+    }
+    return NULL;
+}
+
+static st_status_t cd_h_check_links(srpc_ctx_t *ctx, Strata__V1__BlockLink *const *links, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (links[i]->hash.len != ST_HASH_BYTES || links[i]->parent_hash.len != ST_HASH_BYTES) {
+            srpc_ctx_set_error(ctx, "links[%zu]: hash and parent_hash must be 16 bytes", i);
+            return ST_ERR_INVALID;
+        }
+    }
+    return ST_OK;
+}
+
+st_status_t cd_h_reserve(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMessage *respm,
+                         void *arg)
+{
+    const Strata__V1__ReserveRequest *req = (const void *)reqm;
+    Strata__V1__ReserveResponse *resp = (void *)respm;
+    cd_daemon_t *d = cd_h_daemon(ctx);
+    cd_ns_entry_t *e;
+    cd_resv_req_t *rq;
+    cd_resv_t *out;
+    uint64_t *ids, expires = 0;
+    cd_err_t err = {""};
+    st_status_t status;
+
+    status = cd_h_ns(ctx, d, req->namespace_id, &e);
+    if (status != ST_OK) {
+        return status;
+    }
+    if (req->n_keys == 0 || req->n_lengths != req->n_keys ||
+        (req->n_row_bytes != 0 && req->n_row_bytes != req->n_keys)) {
+        srpc_ctx_set_error(ctx,
+                           "reserve needs one length (and row_bytes, if any) per key: "
+                           "%zu keys, %zu lengths, %zu row_bytes",
+                           req->n_keys, req->n_lengths, req->n_row_bytes);
+        return ST_ERR_INVALID;
+    }
+    if ((status = cd_h_batch_limit(ctx, d, req->n_keys, "keys")) != ST_OK ||
+        (status = cd_h_check_links(ctx, req->links, req->n_links)) != ST_OK) {
+        return status;
+    }
+    if (req->ttl_ms > d->cfg.reservation_ms) {
+        srpc_ctx_set_error(ctx, "ttl_ms=%u exceeds reservation_ttl=%llu", req->ttl_ms,
+                           (unsigned long long)d->cfg.reservation_ms);
+        return ST_ERR_INVALID;
+    }
+    rq = srpc_ctx_alloc(ctx, sizeof(*rq) * req->n_keys);
+    out = srpc_ctx_alloc(ctx, sizeof(*out) * req->n_keys);
+    ids = calloc(req->n_keys, sizeof(*ids));
+    if (rq == NULL || out == NULL || ids == NULL) {
+        free(ids);
+        return ST_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < req->n_keys; i++) {
+        if (cd_h_key(req->keys[i], &rq[i].key) != ST_OK || req->lengths[i] == 0 ||
+            req->lengths[i] > d->cfg.max_object_bytes) {
+            free(ids);
+            srpc_ctx_set_error(ctx, "keys[%zu]: bad key or length %llu (1..max_object=%llu)", i,
+                               (unsigned long long)req->lengths[i],
+                               (unsigned long long)d->cfg.max_object_bytes);
+            return ST_ERR_INVALID;
+        }
+        rq[i].parent = cd_h_link_parent(req->links, req->n_links, &rq[i].key.hash);
+        rq[i].length = req->lengths[i];
+    }
+    status = cd_store_reserve(d->store, e->local_id, rq, req->n_keys, out, &err);
+    if (status != ST_OK) {
+        free(ids);
+        return cd_h_fail(ctx, status, &err);
+    }
+    resp->extents = cd_h_locations(ctx, req->n_keys);
+    resp->status = srpc_ctx_alloc(ctx, sizeof(*resp->status) * req->n_keys);
+    if (resp->extents == NULL || resp->status == NULL) {
+        for (size_t i = 0; i < req->n_keys; i++) {
+            if (out[i].status == ST_OK) {
+                cd_store_abort(d->store, e->local_id, out[i].id);
+            }
+        }
+        free(ids);
+        return ST_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < req->n_keys; i++) {
+        resp->status[i] = cd_h_key_status(out[i].status);
+        if (out[i].status == ST_OK) {
+            ids[i] = out[i].id;
+            cd_h_location_set(resp->extents, i, STRATA__V1__OBJECT_STATE__OBJECT_PRESENT,
+                              &out[i].where);
+            resp->extents->row_bytes[i] = req->n_row_bytes ? req->row_bytes[i] : 0;
+            if (out[i].expires_ms > expires) {
+                expires = out[i].expires_ms;
+            }
+        }
+    }
+    resp->n_status = req->n_keys;
+    status = cd_batch_add(d, e->local_id, ids, req->n_keys,
+                          expires ? expires : cd_store_now(d->store) + d->cfg.reservation_ms,
+                          &resp->reservation_id);
+    if (status != ST_OK) {
+        for (size_t i = 0; i < req->n_keys; i++) {
+            if (ids[i] != 0) {
+                cd_store_abort(d->store, e->local_id, ids[i]);
+            }
+        }
+        free(ids);
+        return status;
+    }
+    resp->ttl_ms = (uint32_t)d->cfg.reservation_ms;
+    {
+        cd_region_t r;
+
+        cd_daemon_ns_regions(d, e, &r, 0, &resp->region_epoch);
+    }
+    return ST_OK;
+}
+
+st_status_t cd_h_commit(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMessage *respm,
+                        void *arg)
+{
+    const Strata__V1__CommitRequest *req = (const void *)reqm;
+    Strata__V1__CommitResponse *resp = (void *)respm;
+    cd_daemon_t *d = cd_h_daemon(ctx);
+    cd_ns_entry_t *e;
+    cd_batch_t *b;
+    st_status_t status;
+
+    status = cd_h_ns(ctx, d, req->namespace_id, &e);
+    if (status != ST_OK) {
+        return status;
+    }
+    b = cd_batch_take(d, e->local_id, req->reservation_id);
+    if (b == NULL) {
+        srpc_ctx_set_error(ctx,
+                           "no reservation_id=%llu (unknown, committed, aborted or "
+                           "expired)",
+                           (unsigned long long)req->reservation_id);
+        return ST_ERR_NOT_FOUND;
+    }
+    if (req->n_checksums != b->n) {
+        srpc_ctx_set_error(ctx, "commit needs %zu checksums, one per reserved key, got %zu", b->n,
+                           req->n_checksums);
+        /* Put it back: the writer may retry with the right count. */
+        pthread_mutex_lock(&d->batch_lock);
+        b->next = d->batches;
+        d->batches = b;
+        pthread_mutex_unlock(&d->batch_lock);
+        return ST_ERR_INVALID;
+    }
+    resp->status = srpc_ctx_alloc(ctx, sizeof(*resp->status) * b->n);
+    if (resp->status == NULL) {
+        cd_batch_free(b);
+        return ST_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        cd_err_t err = {""};
+
+        if (b->resv[i] == 0) {
+            resp->status[i] = STRATA__V1__KEY_STATUS__KEY_EXISTS;
+            continue;
+        }
+        status = cd_store_commit(d->store, e->local_id, b->resv[i], req->checksums[i], &err);
+        resp->status[i] = status == ST_ERR_NOT_FOUND ? STRATA__V1__KEY_STATUS__KEY_EXPIRED
+                                                     : cd_h_key_status(status);
+        if (status == ST_ERR_CORRUPT) {
+            /* Nothing became visible; free the extent now rather than at expiry. */
+            cd_store_abort(d->store, e->local_id, b->resv[i]);
+            st_debug("commit refused: checksum mismatch ns=%u key=%zu", e->local_id, i);
+        }
+    }
+    resp->n_status = b->n;
+    cd_batch_free(b);
+    return ST_OK;
+}
+
+st_status_t cd_h_abort(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMessage *respm,
+                       void *arg)
+{
+    const Strata__V1__AbortRequest *req = (const void *)reqm;
+    cd_daemon_t *d = cd_h_daemon(ctx);
+    cd_ns_entry_t *e;
+    cd_batch_t *b;
+    st_status_t status;
+
+    status = cd_h_ns(ctx, d, req->namespace_id, &e);
+    if (status != ST_OK) {
+        return status;
+    }
+    b = cd_batch_take(d, e->local_id, req->reservation_id);
+    if (b == NULL) {
+        srpc_ctx_set_error(ctx, "no reservation_id=%llu", (unsigned long long)req->reservation_id);
+        return ST_ERR_NOT_FOUND;
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        if (b->resv[i] != 0) {
+            cd_store_abort(d->store, e->local_id, b->resv[i]);
+        }
+    }
+    cd_batch_free(b);
+    return ST_OK;
+}
+
+st_status_t cd_h_release(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMessage *respm,
+                         void *arg)
+{
+    const Strata__V1__ReleaseRequest *req = (const void *)reqm;
+    Strata__V1__ReleaseResponse *resp = (void *)respm;
+    cd_daemon_t *d = cd_h_daemon(ctx);
+    cd_ns_entry_t *e;
+    st_status_t status;
+
+    status = cd_h_ns(ctx, d, req->namespace_id, &e);
+    if (status != ST_OK || (status = cd_h_batch_limit(ctx, d, req->n_lease_ids, "leases"))) {
+        return status;
+    }
+    resp->status = srpc_ctx_alloc(ctx, sizeof(*resp->status) * (req->n_lease_ids + 1));
+    if (resp->status == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < req->n_lease_ids; i++) {
+        resp->status[i] =
+            cd_h_key_status(cd_store_release(d->store, e->local_id, req->lease_ids[i]));
+    }
+    resp->n_status = req->n_lease_ids;
+    return ST_OK;
+}
+
+/* ------------------------------------------------------------ Put/Get -- */
+
+st_status_t cd_h_put(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMessage *respm,
+                     void *arg)
+{
+    const Strata__V1__PutRequest *req = (const void *)reqm;
+    Strata__V1__PutResponse *resp = (void *)respm;
+    cd_daemon_t *d = cd_h_daemon(ctx);
+    cd_ns_entry_t *e;
+    st_status_t status;
+
+    status = cd_h_ns(ctx, d, req->namespace_id, &e);
+    if (status != ST_OK) {
+        return status;
+    }
+    if ((status = cd_h_batch_limit(ctx, d, req->n_objects, "objects")) != ST_OK ||
+        (status = cd_h_check_links(ctx, req->links, req->n_links)) != ST_OK) {
+        return status;
+    }
+    if (req->durable && (d->cfg.data_dir == NULL || d->cfg.data_dir[0] == '\0')) {
+        srpc_ctx_set_error(ctx, "durable put on node %s, which has no SSD tier (data_dir)",
+                           d->cfg.node_id);
+        return ST_ERR_UNSUPPORTED;
+    }
+    resp->status = srpc_ctx_alloc(ctx, sizeof(*resp->status) * (req->n_objects + 1));
+    if (resp->status == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < req->n_objects; i++) {
+        const Strata__V1__InlineObject *o = req->objects[i];
+        cd_key_t key;
+        cd_err_t err = {""};
+
+        if (cd_h_key(o->key, &key) != ST_OK || o->data.len == 0 ||
+            o->data.len > d->cfg.max_object_bytes) {
+            resp->status[i] = STRATA__V1__KEY_STATUS__KEY_INVALID;
+            continue;
+        }
+        if (cd_checksum(o->data.data, o->data.len) != o->checksum) {
+            resp->status[i] = STRATA__V1__KEY_STATUS__KEY_CORRUPT;
+            continue;
+        }
+        status = cd_store_put(d->store, e->local_id, &key,
+                              cd_h_link_parent(req->links, req->n_links, &key.hash), o->data.data,
+                              o->data.len, &err);
+        resp->status[i] = cd_h_key_status(status);
+        if (status == ST_ERR_EXHAUSTED) {
+            st_warn_ratelimited("put refused ns=%u: %s", e->local_id, err.msg);
+        }
+    }
+    resp->n_status = req->n_objects;
+    return ST_OK;
+}
+
+st_status_t cd_h_get(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMessage *respm,
+                     void *arg)
+{
+    const Strata__V1__GetRequest *req = (const void *)reqm;
+    Strata__V1__GetResponse *resp = (void *)respm;
+    cd_daemon_t *d = cd_h_daemon(ctx);
+    uint64_t budget = d->cfg.max_message_bytes;
+    cd_ns_entry_t *e;
+    st_status_t status;
+
+    status = cd_h_ns(ctx, d, req->namespace_id, &e);
+    if (status != ST_OK) {
+        return status;
+    }
+    if ((status = cd_h_batch_limit(ctx, d, req->n_keys, "keys")) != ST_OK) {
+        return status;
+    }
+    for (size_t r = 0; r < req->n_rows; r++) {
+        if (req->rows[r]->key_index >= req->n_keys) {
+            srpc_ctx_set_error(ctx, "rows[%zu].key_index=%u is not a key index", r,
+                               req->rows[r]->key_index);
+            return ST_ERR_INVALID;
+        }
+    }
+    resp->objects = srpc_ctx_alloc(ctx, sizeof(*resp->objects) * (req->n_keys + 1));
+    resp->status = srpc_ctx_alloc(ctx, sizeof(*resp->status) * (req->n_keys + 1));
+    if (resp->objects == NULL || resp->status == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < req->n_keys; i++) {
+        Strata__V1__InlineObject *o = srpc_ctx_alloc(ctx, sizeof(*o));
+        cd_key_t key;
+        cd_err_t err = {""};
+        cd_location_t where;
+        uint64_t len = 0;
+        void *buf;
+
+        if (o == NULL) {
+            return ST_ERR_NOMEM;
+        }
+        strata__v1__inline_object__init(o);
+        o->key = req->keys[i];
+        resp->objects[i] = o;
+        if (cd_h_key(req->keys[i], &key) != ST_OK) {
+            resp->status[i] = STRATA__V1__KEY_STATUS__KEY_INVALID;
+            continue;
+        }
+        /* First the length, then the bytes (objects are immutable). */
+        status = cd_store_get(d->store, e->local_id, &key, NULL, 0, &len, NULL, &err);
+        if (status != ST_OK && status != ST_ERR_INVALID) {
+            resp->status[i] = cd_h_key_status(status);
+            continue;
+        }
+        if (len > budget) {
+            resp->status[i] = STRATA__V1__KEY_STATUS__KEY_EXHAUSTED;
+            continue;
+        }
+        buf = srpc_ctx_alloc(ctx, len ? len : 1);
+        if (buf == NULL) {
+            return ST_ERR_NOMEM;
+        }
+        status = cd_store_get(d->store, e->local_id, &key, buf, len, &len, &where, &err);
+        resp->status[i] = cd_h_key_status(status);
+        if (status != ST_OK) {
+            continue;
+        }
+        budget -= len;
+        o->data.data = buf;
+        o->data.len = len;
+        o->checksum = where.checksum;
+        o->generation = where.generation;
+    }
+    resp->n_objects = req->n_keys;
+    resp->n_status = req->n_keys;
+    return ST_OK;
+}
+
+/* ------------------------------------------------ Delete/Pin/Unpin -- */
+
+st_status_t cd_h_delete(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMessage *respm,
+                        void *arg)
+{
+    const Strata__V1__DeleteRequest *req = (const void *)reqm;
+    Strata__V1__DeleteResponse *resp = (void *)respm;
+    cd_daemon_t *d = cd_h_daemon(ctx);
+    size_t n = 0, cap = req->n_keys + cd_h_grid_cells(req->grid);
+    cd_ns_entry_t *e;
+    cd_key_t *keys;
+    st_status_t status;
+
+    status = cd_h_ns(ctx, d, req->namespace_id, &e);
+    if (status != ST_OK) {
+        return status;
+    }
+    if ((status = cd_h_batch_limit(ctx, d, cap, "keys")) != ST_OK) {
+        return status;
+    }
+    keys = srpc_ctx_alloc(ctx, sizeof(*keys) * (cap + 1));
+    resp->status = srpc_ctx_alloc(ctx, sizeof(*resp->status) * (cap + 1));
+    if (keys == NULL || resp->status == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < req->n_keys; i++) {
+        if (cd_h_key(req->keys[i], &keys[n]) != ST_OK) {
+            srpc_ctx_set_error(ctx, "keys[%zu] is malformed", i);
+            return ST_ERR_INVALID;
+        }
+        n++;
+    }
+    if ((status = cd_h_grid(ctx, req->grid, keys, &n, cap)) != ST_OK) {
+        return status;
+    }
+    for (size_t i = 0; i < n; i++) {
+        cd_err_t err = {""};
+
+        resp->status[i] = cd_h_key_status(cd_store_delete(d->store, e->local_id, &keys[i], &err));
+    }
+    resp->n_status = n;
+    return ST_OK;
+}
+
+static st_status_t cd_h_pin_common(srpc_ctx_t *ctx, uint64_t ns_wire,
+                                   const ProtobufCBinaryData *hashes, int pin,
+                                   Strata__V1__KeyStatus **status_p, size_t *n_p)
+{
+    cd_daemon_t *d = cd_h_daemon(ctx);
+    cd_ns_entry_t *e;
+    const st_hash_t *h;
+    size_t n;
+    st_status_t status;
+
+    status = cd_h_ns(ctx, d, ns_wire, &e);
+    if (status != ST_OK) {
+        return status;
+    }
+    h = cd_h_hashes(ctx, hashes, &n, "block_hashes");
+    if (h == NULL) {
+        return ST_ERR_INVALID;
+    }
+    if ((status = cd_h_batch_limit(ctx, d, n, "block hashes")) != ST_OK) {
+        return status;
+    }
+    *status_p = srpc_ctx_alloc(ctx, sizeof(**status_p) * (n + 1));
+    if (*status_p == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        st_hash_t one;
+
+        memcpy(&one, &h[i], sizeof(one));
+        status = pin ? cd_store_pin(d->store, e->local_id, &one)
+                     : cd_store_unpin(d->store, e->local_id, &one);
+        (*status_p)[i] = cd_h_key_status(status);
+    }
+    *n_p = n;
+    return ST_OK;
+}
+
+st_status_t cd_h_pin(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMessage *respm,
+                     void *arg)
+{
+    const Strata__V1__PinRequest *req = (const void *)reqm;
+    Strata__V1__PinResponse *resp = (void *)respm;
+
+    if (req->ttl_ms != 0) {
+        srpc_ctx_set_error(ctx, "pins with a ttl_ms are not supported; pin with 0 and Unpin");
+        return ST_ERR_UNSUPPORTED;
+    }
+    return cd_h_pin_common(ctx, req->namespace_id, &req->block_hashes, 1, &resp->status,
+                           &resp->n_status);
+}
+
+st_status_t cd_h_unpin(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMessage *respm,
+                       void *arg)
+{
+    const Strata__V1__UnpinRequest *req = (const void *)reqm;
+    Strata__V1__UnpinResponse *resp = (void *)respm;
+
+    return cd_h_pin_common(ctx, req->namespace_id, &req->block_hashes, 0, &resp->status,
+                           &resp->n_status);
+}

@@ -1,0 +1,205 @@
+/*
+ * handlers_session.c - the session calls of strata.v1.Cache: OpenSession,
+ * AppendSession, GetSession and CloseSession.
+ *
+ * A session id is 16 bytes, chosen by the client (so that every replica of a
+ * session holds it under the same id) or, when the client sends none, by
+ * the daemon. Records live in the store's session table of the namespace.
+ */
+#include "handlers.h"
+
+#include <string.h>
+#include <time.h>
+
+#include "st_log.h"
+
+/* Converts a store (monotonic) time to wall-clock ms since the epoch. */
+static uint64_t cd_h_unix_ms(cd_daemon_t *d, uint64_t store_ms)
+{
+    struct timespec ts;
+    uint64_t now_unix, now_store = cd_store_now(d->store);
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    now_unix = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    return now_unix - (now_store > store_ms ? now_store - store_ms : 0);
+}
+
+static st_status_t cd_h_session_fill(srpc_ctx_t *ctx, cd_daemon_t *d, const cd_ns_info_t *info,
+                                     const cd_session_t *rec, Strata__V1__SessionResponse *resp)
+{
+    Strata__V1__SessionInfo *si = srpc_ctx_alloc(ctx, sizeof(*si));
+    uint8_t *id = srpc_ctx_alloc(ctx, ST_HASH_BYTES);
+    uint8_t *head = srpc_ctx_alloc(ctx, ST_HASH_BYTES);
+    char *tenant = srpc_ctx_alloc(ctx, sizeof(info->tenant));
+    char *model = srpc_ctx_alloc(ctx, sizeof(info->model));
+
+    if (!si || !id || !head || !tenant || !model) {
+        return ST_ERR_NOMEM;
+    }
+    strata__v1__session_info__init(si);
+    memcpy(id, rec->id.b, ST_HASH_BYTES);
+    memcpy(head, rec->head.b, ST_HASH_BYTES);
+    memcpy(tenant, info->tenant, sizeof(info->tenant));
+    memcpy(model, info->model, sizeof(info->model));
+    si->session_id.data = id;
+    si->session_id.len = ST_HASH_BYTES;
+    si->head_hash.data = head;
+    si->head_hash.len = ST_HASH_BYTES;
+    si->tenant = tenant;
+    si->model = model;
+    si->length = rec->length;
+    si->version = rec->version;
+    si->created_unix_ms = cd_h_unix_ms(d, rec->created_ms);
+    si->updated_unix_ms = cd_h_unix_ms(d, rec->updated_ms);
+    si->ttl_ms = (uint32_t)(rec->ttl_ms > UINT32_MAX ? UINT32_MAX : rec->ttl_ms);
+    si->durable = 0;
+    resp->session = si;
+    return ST_OK;
+}
+
+/* Resolves the namespace and the session id of a request. */
+static st_status_t cd_h_session_begin(srpc_ctx_t *ctx, cd_daemon_t *d, uint64_t ns_wire,
+                                      const ProtobufCBinaryData *sid, int may_be_empty,
+                                      cd_ns_entry_t **e_p, cd_ns_info_t *info, st_hash_t *id,
+                                      int *has_id)
+{
+    st_status_t status = cd_h_ns(ctx, d, ns_wire, e_p);
+
+    if (status != ST_OK) {
+        return status;
+    }
+    *has_id = sid->len == ST_HASH_BYTES;
+    if (!*has_id && !(may_be_empty && sid->len == 0)) {
+        srpc_ctx_set_error(ctx, "session_id must be 16 bytes, got %zu", sid->len);
+        return ST_ERR_INVALID;
+    }
+    if (*has_id) {
+        memcpy(id->b, sid->data, ST_HASH_BYTES);
+    }
+    return cd_store_ns_info(d->store, (*e_p)->local_id, info);
+}
+
+static st_status_t cd_h_check_ttl(srpc_ctx_t *ctx, cd_daemon_t *d, uint32_t ttl_ms)
+{
+    if (ttl_ms != 0 && ttl_ms < 1000) {
+        srpc_ctx_set_error(ctx, "ttl_ms=%u is below the minimum of 1000", ttl_ms);
+        return ST_ERR_INVALID;
+    }
+    return ST_OK;
+}
+
+static st_status_t cd_h_session_durable(srpc_ctx_t *ctx, cd_daemon_t *d, int durable)
+{
+    if (durable && (d->cfg.data_dir == NULL || d->cfg.data_dir[0] == '\0')) {
+        srpc_ctx_set_error(ctx, "durable session on node %s, which has no SSD tier (data_dir)",
+                           d->cfg.node_id);
+        return ST_ERR_UNSUPPORTED;
+    }
+    return ST_OK;
+}
+
+st_status_t cd_h_session_open(srpc_ctx_t *ctx, const ProtobufCMessage *reqm,
+                              ProtobufCMessage *respm, void *arg)
+{
+    const Strata__V1__OpenSessionRequest *req = (const void *)reqm;
+    cd_daemon_t *d = cd_h_daemon(ctx);
+    cd_ns_entry_t *e;
+    cd_ns_info_t info;
+    cd_session_t rec;
+    cd_err_t err = {""};
+    st_hash_t id;
+    int has_id;
+    st_status_t status;
+
+    status =
+        cd_h_session_begin(ctx, d, req->namespace_id, &req->session_id, 1, &e, &info, &id, &has_id);
+    if (status != ST_OK || (status = cd_h_check_ttl(ctx, d, req->ttl_ms)) != ST_OK ||
+        (status = cd_h_session_durable(ctx, d, req->durable)) != ST_OK) {
+        return status;
+    }
+    status =
+        cd_store_session_open(d->store, e->local_id, has_id ? &id : NULL, req->ttl_ms, &rec, &err);
+    if (status != ST_OK) {
+        return cd_h_fail(ctx, status, &err);
+    }
+    return cd_h_session_fill(ctx, d, &info, &rec, (void *)respm);
+}
+
+st_status_t cd_h_session_append(srpc_ctx_t *ctx, const ProtobufCMessage *reqm,
+                                ProtobufCMessage *respm, void *arg)
+{
+    const Strata__V1__AppendSessionRequest *req = (const void *)reqm;
+    cd_daemon_t *d = cd_h_daemon(ctx);
+    cd_ns_entry_t *e;
+    cd_ns_info_t info;
+    cd_session_t rec;
+    cd_err_t err = {""};
+    st_hash_t id, head;
+    int has_id;
+    st_status_t status;
+
+    status =
+        cd_h_session_begin(ctx, d, req->namespace_id, &req->session_id, 0, &e, &info, &id, &has_id);
+    if (status != ST_OK || (status = cd_h_session_durable(ctx, d, req->durable)) != ST_OK) {
+        return status;
+    }
+    if (req->head_hash.len != ST_HASH_BYTES) {
+        srpc_ctx_set_error(ctx, "head_hash must be 16 bytes, got %zu", req->head_hash.len);
+        return ST_ERR_INVALID;
+    }
+    memcpy(head.b, req->head_hash.data, ST_HASH_BYTES);
+    status = cd_store_session_append(d->store, e->local_id, &id, &head, req->length,
+                                     req->expected_version, &rec, &err);
+    if (status != ST_OK) {
+        return cd_h_fail(ctx, status, &err);
+    }
+    return cd_h_session_fill(ctx, d, &info, &rec, (void *)respm);
+}
+
+st_status_t cd_h_session_get(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMessage *respm,
+                             void *arg)
+{
+    const Strata__V1__GetSessionRequest *req = (const void *)reqm;
+    cd_daemon_t *d = cd_h_daemon(ctx);
+    cd_ns_entry_t *e;
+    cd_ns_info_t info;
+    cd_session_t rec;
+    st_hash_t id;
+    int has_id;
+    st_status_t status;
+
+    status =
+        cd_h_session_begin(ctx, d, req->namespace_id, &req->session_id, 0, &e, &info, &id, &has_id);
+    if (status != ST_OK) {
+        return status;
+    }
+    status = cd_store_session_get(d->store, e->local_id, &id, &rec);
+    if (status != ST_OK) {
+        srpc_ctx_set_error(ctx, "no such session on node %s", d->cfg.node_id);
+        return status;
+    }
+    return cd_h_session_fill(ctx, d, &info, &rec, (void *)respm);
+}
+
+st_status_t cd_h_session_close(srpc_ctx_t *ctx, const ProtobufCMessage *reqm,
+                               ProtobufCMessage *respm, void *arg)
+{
+    const Strata__V1__CloseSessionRequest *req = (const void *)reqm;
+    cd_daemon_t *d = cd_h_daemon(ctx);
+    cd_ns_entry_t *e;
+    cd_ns_info_t info;
+    st_hash_t id;
+    int has_id;
+    st_status_t status;
+
+    status =
+        cd_h_session_begin(ctx, d, req->namespace_id, &req->session_id, 0, &e, &info, &id, &has_id);
+    if (status != ST_OK) {
+        return status;
+    }
+    status = cd_store_session_close(d->store, e->local_id, &id);
+    if (status != ST_OK) {
+        srpc_ctx_set_error(ctx, "no such session on node %s", d->cfg.node_id);
+    }
+    return status;
+}

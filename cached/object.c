@@ -1,0 +1,702 @@
+/* object.c - objects: put and get inline, reserve/commit/abort, delete,
+ * locate and the chain lookup. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "st_log.h"
+#include "store_internal.h"
+
+static const char *const kind_names[CD_KIND_COUNT] = {"KV", "IDX", "KDA", "SESSION", "VIS"};
+
+/* Checks a key against the limits. */
+static st_status_t check_key(const cd_ns_t *ns, const cd_key_t *key, cd_err_t *err)
+{
+    const cd_limits_t *l = &ns->ns_store->ss_cfg.limits;
+
+    if (key == NULL) {
+        return cd_errf(err, ST_ERR_INVALID, "no key given");
+    }
+    if (key->kind >= CD_KIND_COUNT || key->kind == CD_KIND_SESSION) {
+        return cd_errf(err, ST_ERR_INVALID,
+                       "object kind %u refused: KV, IDX, KDA or VIS (sessions use the session "
+                       "calls)",
+                       key->kind);
+    }
+    if (key->layer >= l->max_layers) {
+        return cd_errf(err, ST_ERR_INVALID,
+                       "layer %u of a %s object is above the limit "
+                       "max_layers=%u",
+                       key->layer, kind_names[key->kind], l->max_layers);
+    }
+    return ST_OK;
+}
+
+static st_status_t check_len(const cd_ns_t *ns, uint64_t len, cd_err_t *err)
+{
+    uint64_t max = ns->ns_store->ss_cfg.limits.max_object_bytes;
+
+    if (len == 0 || len > max) {
+        return cd_errf(err, ST_ERR_INVALID,
+                       "object of %llu bytes refused: the limit max_object_bytes is %llu and "
+                       "empty objects are not stored",
+                       (unsigned long long)len, (unsigned long long)max);
+    }
+    return ST_OK;
+}
+
+static void fill_location(const cd_ns_t *ns, const cd_obj_t *o, cd_location_t *w)
+{
+    w->region = o->ob_ext.region;
+    w->offset = cd_extent_region_offset(&ns->ns_slab, &o->ob_ext);
+    w->length = o->ob_len;
+    w->checksum = o->ob_state == OBJ_COMMITTED ? o->ob_checksum : 0;
+    w->generation = o->ob_ext.gen;
+}
+
+/* Allocates an object record and its extent, evicting when memory is short.
+ * Makes room in the object table and the tree for one insert too. */
+static st_status_t do_obj_new(cd_ns_t *ns, const cd_key_t *key, const st_hash_t *parent,
+                              uint64_t len, cd_obj_t **obj_p, cd_err_t *err)
+{
+    cd_budget_t *b = &ns->ns_store->ss_budget;
+    char msg[CD_SLAB_MSG_LEN];
+    cd_obj_t *o;
+    st_status_t st;
+
+    CD_WITH_EVICTION(ns, st, cd_budget_charge_meta(b, sizeof(cd_obj_t)));
+    if (st != ST_OK) {
+        return do_exhausted(ns, err, "an object record", sizeof(cd_obj_t));
+    }
+    o = calloc(1, sizeof(*o));
+    if (o == NULL) {
+        cd_budget_release_meta(b, sizeof(cd_obj_t));
+        return cd_errf(err, ST_ERR_NOMEM, "out of memory for an object record");
+    }
+    CD_WITH_EVICTION(ns, st, cd_htab_reserve(&ns->ns_objs, 1));
+    if (st == ST_OK) {
+        CD_WITH_EVICTION(ns, st, cd_radix_prepare(&ns->ns_radix, parent));
+    }
+    if (st != ST_OK) {
+        free(o);
+        cd_budget_release_meta(b, sizeof(cd_obj_t));
+        return st == ST_ERR_EXHAUSTED ? do_exhausted(ns, err, "the index", 0)
+                                      : cd_errf(err, st, "out of memory growing the index");
+    }
+    st = cd_slab_alloc(&ns->ns_slab, len, &o->ob_ext, msg);
+    if (st != ST_OK) {
+        free(o);
+        cd_budget_release_meta(b, sizeof(cd_obj_t));
+        if (st == ST_ERR_EXHAUSTED) {
+            ns->ns_st.exhausted++;
+        }
+        return cd_errf(err, st, "%s (namespace %u, %s object)", msg, ns->ns_id,
+                       kind_names[key->kind]);
+    }
+    o->ob_key = *key;
+    o->ob_len = len;
+    o->ob_created = cd_store_now(ns->ns_store);
+    if (parent != NULL) {
+        o->ob_has_parent = 1;
+        o->ob_parent = *parent;
+    }
+    *obj_p = o;
+    return ST_OK;
+}
+
+/* Makes a committed object visible: its block (created under its parent if
+ * needed), the object table, the counters. Room was made by do_obj_new()
+ * (or again by the caller), so this cannot fail. */
+static void do_obj_attach(cd_ns_t *ns, cd_obj_t *o, uint64_t now)
+{
+    cd_block_t *b = NULL;
+
+    (void)cd_radix_insert(&ns->ns_radix, &o->ob_key.hash, o->ob_has_parent ? &o->ob_parent : NULL,
+                          now, &b, NULL);
+    o->ob_state = OBJ_COMMITTED;
+    o->ob_block = b;
+    o->ob_prev = NULL;
+    o->ob_next = b->bk_objs;
+    if (b->bk_objs != NULL) {
+        b->bk_objs->ob_prev = o;
+    }
+    b->bk_objs = o;
+    b->bk_nobjs++;
+    b->bk_present[o->ob_key.kind][o->ob_key.layer / 64] |= 1ull << (o->ob_key.layer % 64);
+    cd_radix_add_bytes(&ns->ns_radix, b, (int64_t)o->ob_ext.size);
+    cd_radix_touch(&ns->ns_radix, b, now);
+    (void)cd_htab_insert(&ns->ns_objs, &o->ob_key.hash, cd_obj_tag(&o->ob_key), o);
+    ns->ns_st.objects[o->ob_key.kind]++;
+    ns->ns_st.bytes[o->ob_key.kind] += o->ob_len;
+}
+
+/* Takes a committed object out of its block and the table, and frees it.
+ * The block leaves the tree if it is left empty and removable. */
+static void do_obj_delete(cd_ns_t *ns, cd_obj_t *o)
+{
+    cd_block_t *b = o->ob_block;
+
+    cd_htab_remove(&ns->ns_objs, &o->ob_key.hash, cd_obj_tag(&o->ob_key));
+    if (o->ob_prev != NULL) {
+        o->ob_prev->ob_next = o->ob_next;
+    } else {
+        b->bk_objs = o->ob_next;
+    }
+    if (o->ob_next != NULL) {
+        o->ob_next->ob_prev = o->ob_prev;
+    }
+    b->bk_present[o->ob_key.kind][o->ob_key.layer / 64] &= ~(1ull << (o->ob_key.layer % 64));
+    do_obj_free(ns, o);
+    if (b->bk_nobjs == 0 && cd_radix_removable(b)) {
+        cd_radix_remove(&ns->ns_radix, b);
+    }
+}
+
+static st_status_t ns_lookup(cd_store_t *s, uint32_t ns_id, cd_ns_t **ns_p, cd_err_t *err)
+{
+    *ns_p = cd_ns_get(s, ns_id);
+    return *ns_p != NULL ? ST_OK : cd_errf(err, ST_ERR_NOT_FOUND, "no namespace %u", ns_id);
+}
+
+/* --- put and get -------------------------------------------------------------------- */
+
+static st_status_t do_put(cd_ns_t *ns, const cd_key_t *key, const st_hash_t *parent,
+                          const void *data, uint64_t len, cd_err_t *err)
+{
+    uint64_t now = cd_store_now(ns->ns_store);
+    cd_obj_t *o = cd_htab_find(&ns->ns_objs, &key->hash, cd_obj_tag(key));
+    st_status_t st;
+
+    ns->ns_st.puts++;
+    if (o != NULL) {
+        if (o->ob_len == len && o->ob_checksum == cd_checksum(data, len)) {
+            cd_radix_touch(&ns->ns_radix, o->ob_block, now);
+            return ST_OK;
+        }
+        return cd_errf(err, ST_ERR_EXISTS,
+                       "a different %s object (layer %u) is already committed under this hash; "
+                       "objects are immutable",
+                       kind_names[key->kind], key->layer);
+    }
+    st = do_obj_new(ns, key, parent, len, &o, err);
+    if (st != ST_OK) {
+        return st;
+    }
+    memcpy(cd_extent_ptr(&ns->ns_slab, &o->ob_ext), data, len);
+    o->ob_checksum = cd_checksum(data, len);
+    do_obj_attach(ns, o, now);
+    return ST_OK;
+}
+
+st_status_t cd_store_put(cd_store_t *s, uint32_t ns_id, const cd_key_t *key,
+                         const st_hash_t *parent, const void *data, uint64_t len, cd_err_t *err)
+{
+    cd_ns_t *ns;
+    st_status_t st = ns_lookup(s, ns_id, &ns, err);
+
+    if (st == ST_OK) {
+        st = check_key(ns, key, err);
+    }
+    if (st == ST_OK) {
+        st = check_len(ns, len, err);
+    }
+    if (st == ST_OK && data == NULL) {
+        st = cd_errf(err, ST_ERR_INVALID, "no data given");
+    }
+    if (st != ST_OK) {
+        return st;
+    }
+    if (key->kind == CD_KIND_VIS) {
+        parent = NULL;
+    }
+    pthread_mutex_lock(&ns->ns_lock);
+    st = do_put(ns, key, parent, data, len, err);
+    pthread_mutex_unlock(&ns->ns_lock);
+    return st;
+}
+
+static st_status_t do_get(cd_ns_t *ns, const cd_key_t *key, void *buf, uint64_t cap,
+                          uint64_t *len_p, cd_location_t *where_p, cd_err_t *err)
+{
+    cd_obj_t *o = cd_htab_find(&ns->ns_objs, &key->hash, cd_obj_tag(key));
+    const void *p;
+
+    ns->ns_st.gets++;
+    if (o == NULL) {
+        ns->ns_st.get_misses++;
+        return cd_errf(err, ST_ERR_NOT_FOUND, "no %s object (layer %u) under this hash",
+                       kind_names[key->kind], key->layer);
+    }
+    *len_p = o->ob_len;
+    if (cap < o->ob_len) {
+        return cd_errf(err, ST_ERR_INVALID, "buffer of %llu bytes is too small for %llu",
+                       (unsigned long long)cap, (unsigned long long)o->ob_len);
+    }
+    p = cd_extent_ptr(&ns->ns_slab, &o->ob_ext);
+    if (cd_checksum(p, o->ob_len) != o->ob_checksum) {
+        ns->ns_st.corrupt++;
+        st_error("object bytes do not match their checksum ns=%u kind=%s layer=%u region=%u "
+                 "gen=%llu",
+                 ns->ns_id, kind_names[key->kind], key->layer, o->ob_ext.region,
+                 (unsigned long long)o->ob_ext.gen);
+        return cd_errf(err, ST_ERR_CORRUPT, "stored bytes fail their checksum; treat as a miss");
+    }
+    memcpy(buf, p, o->ob_len);
+    if (where_p != NULL) {
+        fill_location(ns, o, where_p);
+    }
+    cd_radix_touch(&ns->ns_radix, o->ob_block, cd_store_now(ns->ns_store));
+    return ST_OK;
+}
+
+st_status_t cd_store_get(cd_store_t *s, uint32_t ns_id, const cd_key_t *key, void *buf,
+                         uint64_t cap, uint64_t *len_p, cd_location_t *where_p, cd_err_t *err)
+{
+    cd_ns_t *ns;
+    st_status_t st = ns_lookup(s, ns_id, &ns, err);
+
+    if (st == ST_OK) {
+        st = check_key(ns, key, err);
+    }
+    if (st == ST_OK && (len_p == NULL || (buf == NULL && cap > 0))) {
+        st = cd_errf(err, ST_ERR_INVALID, "no length or buffer given");
+    }
+    if (st != ST_OK) {
+        return st;
+    }
+    pthread_mutex_lock(&ns->ns_lock);
+    st = do_get(ns, key, buf, cap, len_p, where_p, err);
+    pthread_mutex_unlock(&ns->ns_lock);
+    return st;
+}
+
+/* --- reserve, commit, abort ------------------------------------------------------------ */
+
+static void resv_unlink(cd_ns_t *ns, cd_obj_t *o)
+{
+    st_hash_t key = cd_htab_id_key(o->ob_resv_id);
+
+    cd_htab_remove(&ns->ns_ids, &key, ID_RESV);
+    if (o->ob_prev != NULL) {
+        o->ob_prev->ob_next = o->ob_next;
+    } else {
+        ns->ns_resv_head = o->ob_next;
+    }
+    if (o->ob_next != NULL) {
+        o->ob_next->ob_prev = o->ob_prev;
+    } else {
+        ns->ns_resv_tail = o->ob_prev;
+    }
+    o->ob_next = o->ob_prev = NULL;
+    ns->ns_st.reservations_active--;
+    ns->ns_st.reserved_bytes -= o->ob_len;
+}
+
+static void resv_drop(cd_ns_t *ns, cd_obj_t *o)
+{
+    resv_unlink(ns, o);
+    do_obj_free(ns, o);
+}
+
+static st_status_t do_reserve(cd_ns_t *ns, const cd_resv_req_t *reqs, size_t n, cd_resv_t *out,
+                              cd_err_t *err)
+{
+    uint64_t now = cd_store_now(ns->ns_store);
+    uint64_t ttl = ns->ns_store->ss_cfg.limits.reservation_ms;
+    st_status_t st = ST_OK;
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        const cd_resv_req_t *rq = &reqs[i];
+        const st_hash_t *parent = rq->key.kind == CD_KIND_VIS ? NULL : rq->parent;
+        cd_obj_t *o;
+        st_hash_t key;
+
+        memset(&out[i], 0, sizeof(out[i]));
+        if (cd_htab_find(&ns->ns_objs, &rq->key.hash, cd_obj_tag(&rq->key)) != NULL) {
+            out[i].status = ST_ERR_EXISTS;
+            continue;
+        }
+        st = do_obj_new(ns, &rq->key, parent, rq->length, &o, err);
+        if (st == ST_OK) {
+            CD_WITH_EVICTION(ns, st, cd_htab_reserve(&ns->ns_ids, 1));
+            if (st != ST_OK) {
+                do_obj_free(ns, o);
+                st = st == ST_ERR_EXHAUSTED ? do_exhausted(ns, err, "a reservation", 0)
+                                            : cd_errf(err, st, "out of memory for a reservation");
+            }
+        }
+        if (st != ST_OK) {
+            break;
+        }
+        o->ob_state = OBJ_RESERVED;
+        o->ob_resv_id = do_next_id(ns);
+        o->ob_expires = now + ttl;
+        key = cd_htab_id_key(o->ob_resv_id);
+        (void)cd_htab_insert(&ns->ns_ids, &key, ID_RESV, o);
+        o->ob_prev = ns->ns_resv_tail;
+        o->ob_next = NULL;
+        if (ns->ns_resv_tail != NULL) {
+            ns->ns_resv_tail->ob_next = o;
+        } else {
+            ns->ns_resv_head = o;
+        }
+        ns->ns_resv_tail = o;
+        ns->ns_st.reservations_active++;
+        ns->ns_st.reservations_granted++;
+        ns->ns_st.reserved_bytes += o->ob_len;
+        out[i].status = ST_OK;
+        out[i].id = o->ob_resv_id;
+        out[i].expires_ms = o->ob_expires;
+        fill_location(ns, o, &out[i].where);
+    }
+    if (st != ST_OK) {
+        /* All or nothing: undo what this call reserved. */
+        for (size_t j = 0; j < i; j++) {
+            st_hash_t key = cd_htab_id_key(out[j].id);
+            cd_obj_t *o;
+
+            if (out[j].status != ST_OK) {
+                continue;
+            }
+            o = cd_htab_find(&ns->ns_ids, &key, ID_RESV);
+            if (o != NULL) {
+                resv_drop(ns, o);
+                ns->ns_st.reservations_granted--;
+            }
+            out[j].status = st;
+            out[j].id = 0;
+        }
+    }
+    return st;
+}
+
+st_status_t cd_store_reserve(cd_store_t *s, uint32_t ns_id, const cd_resv_req_t *reqs, size_t n,
+                             cd_resv_t *out, cd_err_t *err)
+{
+    cd_ns_t *ns;
+    st_status_t st = ns_lookup(s, ns_id, &ns, err);
+
+    if (st != ST_OK) {
+        return st;
+    }
+    if (reqs == NULL || out == NULL || n == 0 || n > s->ss_cfg.limits.max_batch) {
+        return cd_errf(err, ST_ERR_INVALID,
+                       "%zu objects in one reserve: the limit max_batch is "
+                       "%u (and at least one is needed)",
+                       n, s->ss_cfg.limits.max_batch);
+    }
+    for (size_t i = 0; i < n; i++) {
+        st = check_key(ns, &reqs[i].key, err);
+        if (st == ST_OK) {
+            st = check_len(ns, reqs[i].length, err);
+        }
+        if (st != ST_OK) {
+            return st;
+        }
+    }
+    pthread_mutex_lock(&ns->ns_lock);
+    st = do_reserve(ns, reqs, n, out, err);
+    pthread_mutex_unlock(&ns->ns_lock);
+    return st;
+}
+
+static st_status_t do_commit(cd_ns_t *ns, uint64_t resv_id, uint64_t claimed, cd_err_t *err)
+{
+    st_hash_t key = cd_htab_id_key(resv_id);
+    cd_obj_t *o = cd_htab_find(&ns->ns_ids, &key, ID_RESV), *old;
+    uint64_t actual;
+    st_status_t st;
+
+    if (o == NULL) {
+        return cd_errf(err, ST_ERR_NOT_FOUND, "reservation %llu is unknown or expired",
+                       (unsigned long long)resv_id);
+    }
+    actual = cd_checksum(cd_extent_ptr(&ns->ns_slab, &o->ob_ext), o->ob_len);
+    if (actual != claimed) {
+        ns->ns_st.corrupt++;
+        return cd_errf(err, ST_ERR_CORRUPT,
+                       "commit refused: the %llu bytes in reservation %llu hash to %016llx, the "
+                       "client claims %016llx",
+                       (unsigned long long)o->ob_len, (unsigned long long)resv_id,
+                       (unsigned long long)actual, (unsigned long long)claimed);
+    }
+    old = cd_htab_find(&ns->ns_objs, &o->ob_key.hash, cd_obj_tag(&o->ob_key));
+    if (old != NULL) {
+        int same = old->ob_len == o->ob_len && old->ob_checksum == actual;
+
+        resv_drop(ns, o);
+        if (same) {
+            ns->ns_st.reservations_committed++;
+            return ST_OK;
+        }
+        return cd_errf(err, ST_ERR_EXISTS,
+                       "another writer committed different bytes under "
+                       "this key first; reservation %llu dropped",
+                       (unsigned long long)resv_id);
+    }
+    /* Room for the insert again: evictions since the reserve may have used
+     * what was set aside then. */
+    CD_WITH_EVICTION(ns, st, cd_htab_reserve(&ns->ns_objs, 1));
+    if (st == ST_OK) {
+        CD_WITH_EVICTION(ns, st,
+                         cd_radix_prepare(&ns->ns_radix, o->ob_has_parent ? &o->ob_parent : NULL));
+    }
+    if (st != ST_OK) {
+        return st == ST_ERR_EXHAUSTED ? do_exhausted(ns, err, "the index", 0)
+                                      : cd_errf(err, st, "out of memory growing the index");
+    }
+    resv_unlink(ns, o);
+    o->ob_checksum = actual;
+    do_obj_attach(ns, o, cd_store_now(ns->ns_store));
+    ns->ns_st.reservations_committed++;
+    return ST_OK;
+}
+
+st_status_t cd_store_commit(cd_store_t *s, uint32_t ns_id, uint64_t resv_id, uint64_t checksum,
+                            cd_err_t *err)
+{
+    cd_ns_t *ns;
+    st_status_t st = ns_lookup(s, ns_id, &ns, err);
+
+    if (st != ST_OK) {
+        return st;
+    }
+    pthread_mutex_lock(&ns->ns_lock);
+    st = do_commit(ns, resv_id, checksum, err);
+    pthread_mutex_unlock(&ns->ns_lock);
+    return st;
+}
+
+st_status_t cd_store_abort(cd_store_t *s, uint32_t ns_id, uint64_t resv_id)
+{
+    cd_ns_t *ns = cd_ns_get(s, ns_id);
+    st_hash_t key = cd_htab_id_key(resv_id);
+    cd_obj_t *o;
+
+    if (ns == NULL) {
+        return ST_ERR_NOT_FOUND;
+    }
+    pthread_mutex_lock(&ns->ns_lock);
+    o = cd_htab_find(&ns->ns_ids, &key, ID_RESV);
+    if (o != NULL) {
+        resv_drop(ns, o);
+        ns->ns_st.reservations_aborted++;
+    }
+    pthread_mutex_unlock(&ns->ns_lock);
+    return o != NULL ? ST_OK : ST_ERR_NOT_FOUND;
+}
+
+uint64_t do_reap_reservations(cd_ns_t *ns, uint64_t now)
+{
+    uint64_t n = 0;
+
+    while (ns->ns_resv_head != NULL && ns->ns_resv_head->ob_expires <= now) {
+        resv_drop(ns, ns->ns_resv_head);
+        ns->ns_st.reservations_expired++;
+        n++;
+    }
+    return n;
+}
+
+void do_reservations_destroy(cd_ns_t *ns)
+{
+    while (ns->ns_resv_head != NULL) {
+        resv_drop(ns, ns->ns_resv_head);
+    }
+}
+
+/* --- delete ---------------------------------------------------------------------------- */
+
+st_status_t cd_store_delete(cd_store_t *s, uint32_t ns_id, const cd_key_t *key, cd_err_t *err)
+{
+    cd_ns_t *ns;
+    cd_obj_t *o;
+    st_status_t st = ns_lookup(s, ns_id, &ns, err);
+
+    if (st == ST_OK) {
+        st = check_key(ns, key, err);
+    }
+    if (st != ST_OK) {
+        return st;
+    }
+    pthread_mutex_lock(&ns->ns_lock);
+    o = cd_htab_find(&ns->ns_objs, &key->hash, cd_obj_tag(key));
+    if (o == NULL) {
+        st = cd_errf(err, ST_ERR_NOT_FOUND, "no %s object (layer %u) under this hash",
+                     kind_names[key->kind], key->layer);
+    } else if (o->ob_block->bk_leases + o->ob_block->bk_pins > 0) {
+        st = cd_errf(err, ST_ERR_BUSY, "the object's block is leased (%u) or pinned (%u)",
+                     o->ob_block->bk_leases, o->ob_block->bk_pins);
+    } else {
+        do_obj_delete(ns, o);
+    }
+    pthread_mutex_unlock(&ns->ns_lock);
+    return st;
+}
+
+/* --- locate and lookup --------------------------------------------------------------------- */
+
+static st_status_t do_locate(cd_ns_t *ns, const cd_key_t *keys, size_t n, int lease,
+                             cd_located_t *out, uint64_t *lease_id_p, uint64_t *expires_p,
+                             cd_err_t *err)
+{
+    uint64_t now = cd_store_now(ns->ns_store);
+    cd_lease_t *l = NULL;
+    st_status_t st;
+
+    if (lease) {
+        st = do_lease_alloc(ns, n, &l, err);
+        if (st != ST_OK) {
+            return st;
+        }
+    }
+    ns->ns_st.locates++;
+    ns->ns_st.locate_keys += n;
+    for (size_t i = 0; i < n; i++) {
+        cd_obj_t *o = cd_htab_find(&ns->ns_objs, &keys[i].hash, cd_obj_tag(&keys[i]));
+
+        memset(&out[i], 0, sizeof(out[i]));
+        if (o == NULL) {
+            out[i].status = ST_ERR_NOT_FOUND;
+            continue;
+        }
+        out[i].status = ST_OK;
+        fill_location(ns, o, &out[i].where);
+        cd_radix_touch(&ns->ns_radix, o->ob_block, now);
+        ns->ns_st.locate_hits++;
+        if (l != NULL) {
+            l->ls_blocks[l->ls_n++] = o->ob_block;
+        }
+    }
+    if (lease_id_p != NULL) {
+        *lease_id_p = 0;
+    }
+    if (l != NULL && l->ls_n == 0) {
+        do_lease_free(ns, l);
+    } else if (l != NULL) {
+        do_lease_grant(ns, l, now);
+        if (lease_id_p != NULL) {
+            *lease_id_p = l->ls_id;
+        }
+        if (expires_p != NULL) {
+            *expires_p = l->ls_expires;
+        }
+    }
+    return ST_OK;
+}
+
+st_status_t cd_store_locate(cd_store_t *s, uint32_t ns_id, const cd_key_t *keys, size_t n,
+                            int lease, cd_located_t *out, uint64_t *lease_id_p,
+                            uint64_t *lease_expires_p, cd_err_t *err)
+{
+    cd_ns_t *ns;
+    st_status_t st = ns_lookup(s, ns_id, &ns, err);
+
+    if (st != ST_OK) {
+        return st;
+    }
+    if (keys == NULL || out == NULL || n == 0 || n > s->ss_cfg.limits.max_batch) {
+        return cd_errf(err, ST_ERR_INVALID,
+                       "%zu keys in one locate: the limit max_batch is %u "
+                       "(and at least one is needed)",
+                       n, s->ss_cfg.limits.max_batch);
+    }
+    for (size_t i = 0; i < n; i++) {
+        st = check_key(ns, &keys[i], err);
+        if (st != ST_OK) {
+            return st;
+        }
+    }
+    pthread_mutex_lock(&ns->ns_lock);
+    st = do_locate(ns, keys, n, lease, out, lease_id_p, lease_expires_p, err);
+    pthread_mutex_unlock(&ns->ns_lock);
+    return st;
+}
+
+static st_status_t do_lookup(cd_ns_t *ns, const cd_segment_t *segs, size_t nseg,
+                             const cd_require_t *req, int lease, size_t total,
+                             cd_seg_answer_t *answers, uint64_t *kda, size_t kda_cap, size_t *kda_n,
+                             uint64_t *lease_id_p, uint64_t *expires_p, cd_err_t *err)
+{
+    uint64_t now = cd_store_now(ns->ns_store);
+    cd_lease_t *l = NULL;
+    uint64_t matched = 0;
+    st_status_t st;
+
+    if (lease) {
+        st = do_lease_alloc(ns, total, &l, err);
+        if (st != ST_OK) {
+            return st;
+        }
+    }
+    *kda_n = 0;
+    for (size_t i = 0; i < nseg; i++) {
+        cd_radix_lookup(&ns->ns_radix, &segs[i], req, now, &answers[i], kda, kda_cap, kda_n,
+                        l != NULL ? l->ls_blocks : NULL, l != NULL ? &l->ls_n : NULL);
+        matched += answers[i].matched;
+    }
+    ns->ns_st.lookups++;
+    ns->ns_st.lookup_hits += matched > 0;
+    ns->ns_st.lookup_tokens += (uint64_t)total * ns->ns_block_tokens;
+    ns->ns_st.hit_tokens += matched * ns->ns_block_tokens;
+    if (lease_id_p != NULL) {
+        *lease_id_p = 0;
+    }
+    if (l != NULL && l->ls_n == 0) {
+        do_lease_free(ns, l);
+    } else if (l != NULL) {
+        do_lease_grant(ns, l, now);
+        if (lease_id_p != NULL) {
+            *lease_id_p = l->ls_id;
+        }
+        if (expires_p != NULL) {
+            *expires_p = l->ls_expires;
+        }
+    }
+    return ST_OK;
+}
+
+st_status_t cd_store_lookup(cd_store_t *s, uint32_t ns_id, const cd_segment_t *segs, size_t nseg,
+                            const cd_require_t *req, int lease, cd_seg_answer_t *answers,
+                            uint64_t *kda, size_t kda_cap, size_t *kda_n, uint64_t *lease_id_p,
+                            uint64_t *lease_expires_p, cd_err_t *err)
+{
+    const cd_limits_t *lim = &s->ss_cfg.limits;
+    static const cd_require_t none = {0, {0, 0}};
+    cd_ns_t *ns;
+    size_t total = 0;
+    st_status_t st = ns_lookup(s, ns_id, &ns, err);
+
+    if (st != ST_OK) {
+        return st;
+    }
+    if (segs == NULL || answers == NULL || kda_n == NULL || (kda == NULL && kda_cap > 0) ||
+        nseg == 0 || nseg > lim->max_batch) {
+        return cd_errf(err, ST_ERR_INVALID,
+                       "%zu segments in one lookup: the limit max_batch is "
+                       "%u (and at least one is needed)",
+                       nseg, lim->max_batch);
+    }
+    for (size_t i = 0; i < nseg; i++) {
+        if (segs[i].hashes == NULL && segs[i].n > 0) {
+            return cd_errf(err, ST_ERR_INVALID, "segment %zu has no hashes", i);
+        }
+        total += segs[i].n;
+    }
+    if (total > lim->max_hashes) {
+        return cd_errf(err, ST_ERR_INVALID, "%zu hashes in one lookup: the limit max_hashes is %u",
+                       total, lim->max_hashes);
+    }
+    if (req == NULL) {
+        req = &none;
+    }
+    if (req->kinds >= (1u << CD_KIND_COUNT) || (req->kinds & (1u << CD_KIND_SESSION))) {
+        return cd_errf(err, ST_ERR_INVALID, "required kinds mask 0x%x names unknown kinds",
+                       req->kinds);
+    }
+    pthread_mutex_lock(&ns->ns_lock);
+    st = do_lookup(ns, segs, nseg, req, lease, total, answers, kda, kda_cap, kda_n, lease_id_p,
+                   lease_expires_p, err);
+    pthread_mutex_unlock(&ns->ns_lock);
+    return st;
+}

@@ -1,0 +1,200 @@
+/* session.c - session records: their own table per namespace (not arena
+ * objects), a list for the reaper, TTL measured from the last update. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_internal.h"
+
+static cd_sess_t *sess_find(cd_ns_t *ns, uint64_t id)
+{
+    st_hash_t key = cd_htab_id_key(id);
+
+    return cd_htab_find(&ns->ns_ids, &key, ID_SESSION);
+}
+
+static void sess_drop(cd_ns_t *ns, cd_sess_t *se)
+{
+    st_hash_t key = cd_htab_id_key(se->se_rec.id);
+
+    cd_htab_remove(&ns->ns_ids, &key, ID_SESSION);
+    if (se->se_prev != NULL) {
+        se->se_prev->se_next = se->se_next;
+    } else {
+        ns->ns_sess = se->se_next;
+    }
+    if (se->se_next != NULL) {
+        se->se_next->se_prev = se->se_prev;
+    }
+    ns->ns_st.sessions_active--;
+    ns->ns_st.objects[CD_KIND_SESSION]--;
+    ns->ns_st.bytes[CD_KIND_SESSION] -= sizeof(cd_sess_t);
+    cd_budget_release_meta(&ns->ns_store->ss_budget, sizeof(cd_sess_t));
+    free(se);
+}
+
+static st_status_t do_session_open(cd_ns_t *ns, const st_hash_t *head, uint64_t length,
+                                   uint64_t ttl_ms, uint64_t *id_p, cd_err_t *err)
+{
+    const cd_limits_t *l = &ns->ns_store->ss_cfg.limits;
+    uint64_t now = cd_store_now(ns->ns_store);
+    cd_sess_t *se;
+    st_hash_t key;
+    st_status_t st;
+
+    if (ns->ns_st.sessions_active >= l->max_sessions) {
+        return cd_errf(err, ST_ERR_EXHAUSTED, "limit max_sessions=%llu reached in namespace %u",
+                       (unsigned long long)l->max_sessions, ns->ns_id);
+    }
+    CD_WITH_EVICTION(ns, st, cd_htab_reserve(&ns->ns_ids, 1));
+    if (st == ST_OK) {
+        CD_WITH_EVICTION(ns, st, cd_budget_charge_meta(&ns->ns_store->ss_budget, sizeof(*se)));
+    }
+    if (st == ST_ERR_EXHAUSTED) {
+        return do_exhausted(ns, err, "a session", sizeof(*se));
+    }
+    if (st != ST_OK) {
+        return cd_errf(err, st, "out of memory for a session");
+    }
+    se = calloc(1, sizeof(*se));
+    if (se == NULL) {
+        cd_budget_release_meta(&ns->ns_store->ss_budget, sizeof(*se));
+        return cd_errf(err, ST_ERR_NOMEM, "out of memory for a session");
+    }
+    do {
+        se->se_rec.id = do_next_id(ns);
+    } while (sess_find(ns, se->se_rec.id) != NULL);
+    se->se_rec.ns_id = ns->ns_id;
+    se->se_rec.head = *head;
+    se->se_rec.length = length;
+    se->se_rec.created_ms = now;
+    se->se_rec.updated_ms = now;
+    se->se_rec.ttl_ms = ttl_ms != 0 ? ttl_ms : l->session_ttl_ms;
+    key = cd_htab_id_key(se->se_rec.id);
+    (void)cd_htab_insert(&ns->ns_ids, &key, ID_SESSION, se);
+    se->se_next = ns->ns_sess;
+    if (ns->ns_sess != NULL) {
+        ns->ns_sess->se_prev = se;
+    }
+    ns->ns_sess = se;
+    ns->ns_st.sessions_active++;
+    ns->ns_st.objects[CD_KIND_SESSION]++;
+    ns->ns_st.bytes[CD_KIND_SESSION] += sizeof(cd_sess_t);
+    *id_p = se->se_rec.id;
+    return ST_OK;
+}
+
+st_status_t cd_store_session_open(cd_store_t *s, uint32_t ns_id, const st_hash_t *head,
+                                  uint64_t length, uint64_t ttl_ms, uint64_t *id_p, cd_err_t *err)
+{
+    cd_ns_t *ns = cd_ns_get(s, ns_id);
+    st_status_t st;
+
+    if (ns == NULL) {
+        return cd_errf(err, ST_ERR_NOT_FOUND, "no namespace %u", ns_id);
+    }
+    if (head == NULL || id_p == NULL) {
+        return cd_errf(err, ST_ERR_INVALID, "no head hash given");
+    }
+    if (ttl_ms > s->ss_cfg.limits.session_ttl_max_ms) {
+        return cd_errf(err, ST_ERR_INVALID,
+                       "session ttl %llu ms is above the limit "
+                       "session_ttl_max_ms=%llu",
+                       (unsigned long long)ttl_ms,
+                       (unsigned long long)s->ss_cfg.limits.session_ttl_max_ms);
+    }
+    pthread_mutex_lock(&ns->ns_lock);
+    st = do_session_open(ns, head, length, ttl_ms, id_p, err);
+    pthread_mutex_unlock(&ns->ns_lock);
+    return st;
+}
+
+st_status_t cd_store_session_append(cd_store_t *s, uint32_t ns_id, uint64_t id,
+                                    const st_hash_t *head, uint64_t length, cd_err_t *err)
+{
+    cd_ns_t *ns = cd_ns_get(s, ns_id);
+    cd_sess_t *se;
+    st_status_t st = ST_OK;
+
+    if (ns == NULL) {
+        return cd_errf(err, ST_ERR_NOT_FOUND, "no namespace %u", ns_id);
+    }
+    if (head == NULL) {
+        return cd_errf(err, ST_ERR_INVALID, "no head hash given");
+    }
+    pthread_mutex_lock(&ns->ns_lock);
+    se = sess_find(ns, id);
+    if (se == NULL) {
+        st = cd_errf(err, ST_ERR_NOT_FOUND, "no session %llu (closed or expired)",
+                     (unsigned long long)id);
+    } else if (length < se->se_rec.length) {
+        st = cd_errf(err, ST_ERR_INVALID, "session %llu cannot shrink from %llu to %llu tokens",
+                     (unsigned long long)id, (unsigned long long)se->se_rec.length,
+                     (unsigned long long)length);
+    } else {
+        se->se_rec.head = *head;
+        se->se_rec.length = length;
+        se->se_rec.updated_ms = cd_store_now(s);
+    }
+    pthread_mutex_unlock(&ns->ns_lock);
+    return st;
+}
+
+st_status_t cd_store_session_get(cd_store_t *s, uint32_t ns_id, uint64_t id, cd_session_t *out)
+{
+    cd_ns_t *ns = cd_ns_get(s, ns_id);
+    cd_sess_t *se;
+
+    if (ns == NULL) {
+        return ST_ERR_NOT_FOUND;
+    }
+    pthread_mutex_lock(&ns->ns_lock);
+    se = sess_find(ns, id);
+    if (se != NULL) {
+        *out = se->se_rec;
+    }
+    pthread_mutex_unlock(&ns->ns_lock);
+    return se != NULL ? ST_OK : ST_ERR_NOT_FOUND;
+}
+
+st_status_t cd_store_session_close(cd_store_t *s, uint32_t ns_id, uint64_t id)
+{
+    cd_ns_t *ns = cd_ns_get(s, ns_id);
+    cd_sess_t *se;
+
+    if (ns == NULL) {
+        return ST_ERR_NOT_FOUND;
+    }
+    pthread_mutex_lock(&ns->ns_lock);
+    se = sess_find(ns, id);
+    if (se != NULL) {
+        sess_drop(ns, se);
+    }
+    pthread_mutex_unlock(&ns->ns_lock);
+    return se != NULL ? ST_OK : ST_ERR_NOT_FOUND;
+}
+
+uint64_t do_reap_sessions(cd_ns_t *ns, uint64_t now)
+{
+    cd_sess_t *se = ns->ns_sess;
+    uint64_t n = 0;
+
+    /* A scan: sessions are few next to blocks, and each has its own TTL. */
+    while (se != NULL) {
+        cd_sess_t *next = se->se_next;
+
+        if (se->se_rec.updated_ms + se->se_rec.ttl_ms <= now) {
+            sess_drop(ns, se);
+            ns->ns_st.sessions_expired++;
+            n++;
+        }
+        se = next;
+    }
+    return n;
+}
+
+void do_sessions_destroy(cd_ns_t *ns)
+{
+    while (ns->ns_sess != NULL) {
+        sess_drop(ns, ns->ns_sess);
+    }
+}

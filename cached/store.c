@@ -1,0 +1,633 @@
+/* store.c - the store, its namespaces, eviction, leases, pins, the reaper
+ * and stats. Objects are in object.c, sessions in session.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <xxhash.h>
+
+#include "st_log.h"
+#include "store_internal.h"
+
+st_status_t cd_errf(cd_err_t *err, st_status_t st, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (err != NULL) {
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+uint64_t cd_checksum(const void *data, size_t len)
+{
+    return XXH3_64bits(data, len);
+}
+
+static uint64_t ss_monotonic_ms(void *ctx)
+{
+    struct timespec ts;
+
+    (void)ctx;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+uint64_t cd_store_now(const cd_store_t *s)
+{
+    return s->ss_cfg.clock_ms(s->ss_cfg.clock_ctx);
+}
+
+void cd_store_config_defaults(cd_store_config_t *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->memory_limit = 1ull << 30;
+    cfg->chunk_bytes = 64u << 20;
+    cfg->page_bytes = 2u << 20;
+    cfg->huge = CD_HUGE_THP;
+    cfg->slab_min = 64;
+    cfg->slab_factor = 1.25;
+    cfg->limits.max_object_bytes = 64u << 20;
+    cfg->limits.max_hashes = 65536;
+    cfg->limits.max_batch = 4096;
+    cfg->limits.max_layers = CD_LAYERS_MAX;
+    cfg->limits.max_namespaces = 64;
+    cfg->limits.max_sessions = 1000000;
+    cfg->limits.lease_ms = 5000;
+    cfg->limits.reservation_ms = 30000;
+    cfg->limits.session_ttl_ms = 86400000ull;
+    cfg->limits.session_ttl_max_ms = 30ull * 86400000ull;
+}
+
+/* --- the namespace seed ----------------------------------------------------- */
+
+static size_t put_field(uint8_t *buf, size_t at, const void *p, size_t len)
+{
+    for (int i = 0; i < 4; i++) {
+        buf[at + (size_t)i] = (uint8_t)(len >> (8 * i));
+    }
+    memcpy(buf + at + 4, p, len);
+    return at + 4 + len;
+}
+
+st_status_t cd_ns_seed(const uint8_t *secret, size_t secret_len, const char *tenant,
+                       const char *model, st_hash_t *seed_p)
+{
+    static const char domain[] = "strata-ns-v1";
+    uint8_t buf[sizeof(domain) - 1 + 12 + 256 + 2 * CD_NAME_MAX];
+    size_t tl, ml, at = sizeof(domain) - 1;
+    XXH128_hash_t h;
+
+    if (secret == NULL || secret_len == 0 || secret_len > 256 || tenant == NULL || model == NULL) {
+        return ST_ERR_INVALID;
+    }
+    tl = strlen(tenant);
+    ml = strlen(model);
+    if (tl == 0 || tl > CD_NAME_MAX || ml == 0 || ml > CD_NAME_MAX) {
+        return ST_ERR_INVALID;
+    }
+    memcpy(buf, domain, at);
+    at = put_field(buf, at, secret, secret_len);
+    at = put_field(buf, at, tenant, tl);
+    at = put_field(buf, at, model, ml);
+    h = XXH3_128bits(buf, at);
+    for (int i = 0; i < 8; i++) {
+        seed_p->b[i] = (uint8_t)(h.low64 >> (8 * i));
+        seed_p->b[8 + i] = (uint8_t)(h.high64 >> (8 * i));
+    }
+    memset(buf, 0, sizeof(buf)); /* the secret does not linger on the stack */
+    return ST_OK;
+}
+
+/* --- store and namespaces ------------------------------------------------------ */
+
+st_status_t cd_store_create(const cd_store_config_t *cfg, cd_store_t **store_p, cd_err_t *err)
+{
+    const cd_limits_t *l = &cfg->limits;
+    cd_store_t *s;
+
+    if (cfg->cluster_secret == NULL || cfg->cluster_secret_len < 16 ||
+        cfg->cluster_secret_len > 256) {
+        return cd_errf(err, ST_ERR_INVALID, "cluster secret must be 16 to 256 bytes, got %zu",
+                       cfg->cluster_secret == NULL ? 0 : cfg->cluster_secret_len);
+    }
+    if (cfg->page_bytes < 4096 || cfg->page_bytes % 4096 != 0 ||
+        cfg->chunk_bytes < cfg->page_bytes || cfg->chunk_bytes % cfg->page_bytes != 0) {
+        return cd_errf(err, ST_ERR_INVALID,
+                       "page_bytes=%zu must be a multiple of 4096 and chunk_bytes=%zu a "
+                       "multiple of it",
+                       cfg->page_bytes, cfg->chunk_bytes);
+    }
+    if (cfg->memory_limit < 2 * (uint64_t)cfg->chunk_bytes) {
+        return cd_errf(err, ST_ERR_INVALID, "memory_limit=%llu is below two chunks (%zu bytes)",
+                       (unsigned long long)cfg->memory_limit, 2 * cfg->chunk_bytes);
+    }
+    if (l->max_object_bytes == 0 || l->max_object_bytes > cfg->chunk_bytes) {
+        return cd_errf(err, ST_ERR_INVALID,
+                       "max_object_bytes=%llu must be 1..chunk_bytes (%zu): an object lies in "
+                       "one region",
+                       (unsigned long long)l->max_object_bytes, cfg->chunk_bytes);
+    }
+    if (l->max_layers == 0 || l->max_layers > CD_LAYERS_MAX || l->max_hashes == 0 ||
+        l->max_batch == 0 || l->max_namespaces == 0 || l->lease_ms == 0 || l->reservation_ms == 0 ||
+        l->session_ttl_ms == 0 || l->session_ttl_max_ms < l->session_ttl_ms) {
+        return cd_errf(err, ST_ERR_INVALID,
+                       "limits out of range: max_layers=%u (1..%d), max_hashes=%u, max_batch=%u, "
+                       "max_namespaces=%u, lease_ms=%llu, reservation_ms=%llu, session ttl "
+                       "%llu..%llu must be nonzero",
+                       l->max_layers, CD_LAYERS_MAX, l->max_hashes, l->max_batch, l->max_namespaces,
+                       (unsigned long long)l->lease_ms, (unsigned long long)l->reservation_ms,
+                       (unsigned long long)l->session_ttl_ms,
+                       (unsigned long long)l->session_ttl_max_ms);
+    }
+    s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        return cd_errf(err, ST_ERR_NOMEM, "out of memory creating the store");
+    }
+    s->ss_ns = calloc(l->max_namespaces, sizeof(cd_ns_t *));
+    if (s->ss_ns == NULL) {
+        free(s);
+        return cd_errf(err, ST_ERR_NOMEM, "out of memory creating the store");
+    }
+    s->ss_cfg = *cfg;
+    memcpy(s->ss_secret, cfg->cluster_secret, cfg->cluster_secret_len);
+    s->ss_cfg.cluster_secret = s->ss_secret;
+    if (s->ss_cfg.clock_ms == NULL) {
+        s->ss_cfg.clock_ms = ss_monotonic_ms;
+    }
+    if (s->ss_cfg.reserve_bytes == 0) {
+        s->ss_cfg.reserve_bytes = cfg->memory_limit;
+    }
+    cd_budget_init(&s->ss_budget, cfg->memory_limit,
+                   cfg->meta_reserve != 0 ? cfg->meta_reserve : cfg->memory_limit / 16);
+    pthread_mutex_init(&s->ss_ns_lock, NULL);
+    *store_p = s;
+    return ST_OK;
+}
+
+static void ns_free(cd_ns_t *ns)
+{
+    cd_htab_t *t = &ns->ns_objs;
+
+    /* Objects first (they hold extents and sit in blocks), then the rest. */
+    for (size_t i = 0; i < t->ht_cap; i++) {
+        if (t->ht_slots[i].used) {
+            do_obj_free(ns, t->ht_slots[i].value);
+        }
+    }
+    do_reservations_destroy(ns);
+    while (ns->ns_lease_head != NULL) {
+        cd_lease_t *l = ns->ns_lease_head;
+
+        ns->ns_lease_head = l->ls_next;
+        do_lease_free(ns, l);
+    }
+    do_sessions_destroy(ns);
+    cd_htab_destroy(&ns->ns_objs);
+    cd_htab_destroy(&ns->ns_ids);
+    cd_radix_destroy(&ns->ns_radix);
+    cd_slab_destroy(&ns->ns_slab);
+    pthread_mutex_destroy(&ns->ns_lock);
+    free(ns);
+}
+
+void cd_store_destroy(cd_store_t *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    for (uint32_t i = 0; i < s->ss_n_ns; i++) {
+        ns_free(s->ss_ns[i]);
+    }
+    free(s->ss_ns);
+    cd_budget_destroy(&s->ss_budget);
+    pthread_mutex_destroy(&s->ss_ns_lock);
+    memset(s->ss_secret, 0, sizeof(s->ss_secret));
+    free(s);
+}
+
+cd_ns_t *cd_ns_get(cd_store_t *s, uint32_t ns_id)
+{
+    uint32_t n = atomic_load_explicit(&s->ss_n_ns, memory_order_acquire);
+
+    return ns_id >= 1 && ns_id <= n ? s->ss_ns[ns_id - 1] : NULL;
+}
+
+static void ns_region_added(void *ctx, uint32_t region, void *base, size_t len)
+{
+    cd_ns_t *ns = ctx;
+    cd_store_t *s = ns->ns_store;
+
+    st_debug("arena region added ns=%u region=%u bytes=%zu", ns->ns_id, region, len);
+    if (s->ss_cfg.region_added != NULL) {
+        s->ss_cfg.region_added(s->ss_cfg.region_ctx, ns->ns_id, region, base, len);
+    }
+}
+
+static void ns_region_removed(void *ctx, uint32_t region, void *base, size_t len)
+{
+    cd_ns_t *ns = ctx;
+    cd_store_t *s = ns->ns_store;
+
+    st_debug("arena region removed ns=%u region=%u bytes=%zu", ns->ns_id, region, len);
+    if (s->ss_cfg.region_removed != NULL) {
+        s->ss_cfg.region_removed(s->ss_cfg.region_ctx, ns->ns_id, region, base, len);
+    }
+}
+
+static int ns_evict_cb(void *ctx)
+{
+    return do_evict_one(ctx);
+}
+
+static uint64_t ns_evictable_cb(void *ctx)
+{
+    cd_ns_t *ns = ctx;
+
+    return ns->ns_radix.rx_bytes - ns->ns_radix.rx_held_bytes;
+}
+
+st_status_t cd_store_ns_create(cd_store_t *s, const char *tenant, const char *model,
+                               uint32_t block_tokens, uint32_t *ns_id_p, cd_err_t *err)
+{
+    cd_slab_config_t sc;
+    cd_slab_evictor_t ev;
+    cd_ns_t *ns;
+    st_hash_t seed;
+    uint32_t n;
+    st_status_t st;
+
+    if (cd_ns_seed(s->ss_secret, s->ss_cfg.cluster_secret_len, tenant, model, &seed) != ST_OK) {
+        return cd_errf(err, ST_ERR_INVALID, "tenant and model must be 1..%d bytes", CD_NAME_MAX);
+    }
+    if (block_tokens < 16 || block_tokens > ST_BLOCK_TOKENS_MAX || block_tokens % 16 != 0) {
+        return cd_errf(err, ST_ERR_INVALID,
+                       "block size %u tokens refused: a multiple of 16 in 16..%d", block_tokens,
+                       ST_BLOCK_TOKENS_MAX);
+    }
+    pthread_mutex_lock(&s->ss_ns_lock);
+    n = s->ss_n_ns;
+    for (uint32_t i = 0; i < n; i++) {
+        ns = s->ss_ns[i];
+        if (strcmp(ns->ns_tenant, tenant) == 0 && strcmp(ns->ns_model, model) == 0) {
+            pthread_mutex_unlock(&s->ss_ns_lock);
+            if (ns->ns_block_tokens != block_tokens) {
+                return cd_errf(err, ST_ERR_EXISTS,
+                               "namespace tenant=%s model=%s exists with block size %u, not %u",
+                               tenant, model, ns->ns_block_tokens, block_tokens);
+            }
+            *ns_id_p = ns->ns_id;
+            return ST_OK;
+        }
+    }
+    if (n == s->ss_cfg.limits.max_namespaces) {
+        pthread_mutex_unlock(&s->ss_ns_lock);
+        return cd_errf(err, ST_ERR_EXHAUSTED, "limit max_namespaces=%u reached",
+                       s->ss_cfg.limits.max_namespaces);
+    }
+    ns = calloc(1, sizeof(*ns));
+    if (ns == NULL) {
+        pthread_mutex_unlock(&s->ss_ns_lock);
+        return cd_errf(err, ST_ERR_NOMEM, "out of memory creating a namespace");
+    }
+    ns->ns_store = s;
+    ns->ns_id = n + 1;
+    snprintf(ns->ns_tenant, sizeof(ns->ns_tenant), "%s", tenant);
+    snprintf(ns->ns_model, sizeof(ns->ns_model), "%s", model);
+    ns->ns_block_tokens = block_tokens;
+    ns->ns_seed = seed;
+    ns->ns_next_id = XXH3_64bits_withSeed(&seed, sizeof(seed), ns->ns_id) >> 16;
+    pthread_mutex_init(&ns->ns_lock, NULL);
+    memset(&sc, 0, sizeof(sc));
+    sc.arena.reserve_bytes = s->ss_cfg.reserve_bytes;
+    sc.arena.chunk_bytes = s->ss_cfg.chunk_bytes;
+    sc.arena.page_bytes = s->ss_cfg.page_bytes;
+    sc.arena.huge = s->ss_cfg.huge;
+    sc.arena.budget = &s->ss_budget;
+    sc.arena.region_added = ns_region_added;
+    sc.arena.region_removed = ns_region_removed;
+    sc.arena.cb_ctx = ns;
+    sc.min_size = s->ss_cfg.slab_min;
+    sc.factor = s->ss_cfg.slab_factor;
+    st = cd_slab_init(&ns->ns_slab, &sc);
+    if (st != ST_OK) {
+        pthread_mutex_destroy(&ns->ns_lock);
+        free(ns);
+        pthread_mutex_unlock(&s->ss_ns_lock);
+        return cd_errf(err, st, "cannot set up the arena of namespace tenant=%s model=%s: %s",
+                       tenant, model, st_strerror(st));
+    }
+    ev.evict = ns_evict_cb;
+    ev.evictable = ns_evictable_cb;
+    ev.ctx = ns;
+    cd_slab_set_evictor(&ns->ns_slab, &ev);
+    cd_radix_init(&ns->ns_radix, &s->ss_budget);
+    cd_htab_init(&ns->ns_objs, &s->ss_budget);
+    cd_htab_init(&ns->ns_ids, &s->ss_budget);
+    s->ss_ns[n] = ns;
+    atomic_store_explicit(&s->ss_n_ns, n + 1, memory_order_release);
+    pthread_mutex_unlock(&s->ss_ns_lock);
+    st_info("namespace created ns=%u tenant=%s model=%s block_tokens=%u", ns->ns_id, tenant, model,
+            block_tokens);
+    *ns_id_p = ns->ns_id;
+    return ST_OK;
+}
+
+st_status_t cd_store_ns_info(cd_store_t *s, uint32_t ns_id, cd_ns_info_t *info_p)
+{
+    cd_ns_t *ns = cd_ns_get(s, ns_id);
+
+    if (ns == NULL) {
+        return ST_ERR_NOT_FOUND;
+    }
+    info_p->id = ns->ns_id;
+    memcpy(info_p->tenant, ns->ns_tenant, sizeof(info_p->tenant));
+    memcpy(info_p->model, ns->ns_model, sizeof(info_p->model));
+    info_p->block_tokens = ns->ns_block_tokens;
+    info_p->seed = ns->ns_seed;
+    return ST_OK;
+}
+
+uint64_t do_next_id(cd_ns_t *ns)
+{
+    if (++ns->ns_next_id == 0) {
+        ns->ns_next_id = 1;
+    }
+    return ns->ns_next_id;
+}
+
+st_status_t do_exhausted(cd_ns_t *ns, cd_err_t *err, const char *what, uint64_t requested)
+{
+    uint64_t arena, meta, limit;
+
+    cd_budget_read(&ns->ns_store->ss_budget, &arena, &meta, &limit);
+    ns->ns_st.exhausted++;
+    st_warn_ratelimited("memory exhausted ns=%u what=%s requested=%llu used=%llu limit=%llu",
+                        ns->ns_id, what, (unsigned long long)requested,
+                        (unsigned long long)(arena + meta), (unsigned long long)limit);
+    return cd_errf(err, ST_ERR_EXHAUSTED,
+                   "memory exhausted for %s: requested=%llu used=%llu (arena %llu + index %llu) "
+                   "limit=%llu evictable=%llu; the rest is leased, pinned or reserved",
+                   what, (unsigned long long)requested, (unsigned long long)(arena + meta),
+                   (unsigned long long)arena, (unsigned long long)meta, (unsigned long long)limit,
+                   (unsigned long long)(ns->ns_radix.rx_bytes - ns->ns_radix.rx_held_bytes));
+}
+
+/* --- eviction ---------------------------------------------------------------- */
+
+int do_evict_one(cd_ns_t *ns)
+{
+    cd_block_t *b = cd_radix_victim(&ns->ns_radix);
+
+    if (b == NULL) {
+        return 0;
+    }
+    while (b->bk_objs != NULL) {
+        cd_obj_t *o = b->bk_objs;
+
+        b->bk_objs = o->ob_next;
+        cd_htab_remove(&ns->ns_objs, &o->ob_key.hash, cd_obj_tag(&o->ob_key));
+        ns->ns_st.evicted_objects++;
+        ns->ns_st.evicted_bytes += o->ob_len;
+        do_obj_free(ns, o);
+    }
+    cd_radix_remove(&ns->ns_radix, b);
+    ns->ns_st.evicted_blocks++;
+    return 1;
+}
+
+void do_obj_free(cd_ns_t *ns, cd_obj_t *o)
+{
+    if (o->ob_state == OBJ_COMMITTED) {
+        ns->ns_st.objects[o->ob_key.kind]--;
+        ns->ns_st.bytes[o->ob_key.kind] -= o->ob_len;
+        if (o->ob_block != NULL) {
+            cd_block_t *b = o->ob_block;
+
+            b->bk_nobjs--;
+            cd_radix_add_bytes(&ns->ns_radix, b, -(int64_t)o->ob_ext.size);
+        }
+    }
+    cd_slab_free(&ns->ns_slab, &o->ob_ext);
+    cd_budget_release_meta(&ns->ns_store->ss_budget, sizeof(*o));
+    free(o);
+}
+
+/* --- leases and pins ---------------------------------------------------------- */
+
+st_status_t do_lease_alloc(cd_ns_t *ns, size_t cap, cd_lease_t **lease_p, cd_err_t *err)
+{
+    cd_budget_t *b = &ns->ns_store->ss_budget;
+    uint64_t bytes = sizeof(cd_lease_t) + cap * sizeof(cd_block_t *);
+    cd_lease_t *l;
+    st_status_t st;
+
+    CD_WITH_EVICTION(ns, st, cd_htab_reserve(&ns->ns_ids, 1));
+    if (st == ST_OK) {
+        CD_WITH_EVICTION(ns, st, cd_budget_charge_meta(b, bytes));
+    }
+    if (st == ST_ERR_EXHAUSTED) {
+        return do_exhausted(ns, err, "a lease", bytes);
+    }
+    if (st != ST_OK) {
+        return cd_errf(err, st, "out of memory for a lease");
+    }
+    l = calloc(1, sizeof(*l));
+    if (l != NULL && cap > 0) {
+        l->ls_blocks = malloc(cap * sizeof(cd_block_t *));
+        if (l->ls_blocks == NULL) {
+            free(l);
+            l = NULL;
+        }
+    }
+    if (l == NULL) {
+        cd_budget_release_meta(b, bytes);
+        return cd_errf(err, ST_ERR_NOMEM, "out of memory for a lease");
+    }
+    l->ls_cap = cap;
+    *lease_p = l;
+    return ST_OK;
+}
+
+void do_lease_free(cd_ns_t *ns, cd_lease_t *l)
+{
+    cd_budget_release_meta(&ns->ns_store->ss_budget,
+                           sizeof(cd_lease_t) + l->ls_cap * sizeof(cd_block_t *));
+    free(l->ls_blocks);
+    free(l);
+}
+
+void do_lease_grant(cd_ns_t *ns, cd_lease_t *l, uint64_t now)
+{
+    st_hash_t key;
+
+    for (size_t i = 0; i < l->ls_n; i++) {
+        cd_radix_hold(&ns->ns_radix, l->ls_blocks[i], 0);
+    }
+    l->ls_id = do_next_id(ns);
+    l->ls_expires = now + ns->ns_store->ss_cfg.limits.lease_ms;
+    l->ls_next = NULL;
+    l->ls_prev = ns->ns_lease_tail;
+    if (ns->ns_lease_tail != NULL) {
+        ns->ns_lease_tail->ls_next = l;
+    } else {
+        ns->ns_lease_head = l;
+    }
+    ns->ns_lease_tail = l;
+    key = cd_htab_id_key(l->ls_id);
+    (void)cd_htab_insert(&ns->ns_ids, &key, ID_LEASE, l); /* reserved by do_lease_alloc */
+    ns->ns_st.leases_granted++;
+    ns->ns_st.leases_active++;
+}
+
+/* Drops a granted lease: unholds its blocks, unlinks and frees it. */
+static void do_lease_end(cd_ns_t *ns, cd_lease_t *l)
+{
+    st_hash_t key = cd_htab_id_key(l->ls_id);
+
+    for (size_t i = 0; i < l->ls_n; i++) {
+        cd_radix_unhold(&ns->ns_radix, l->ls_blocks[i], 0);
+    }
+    cd_htab_remove(&ns->ns_ids, &key, ID_LEASE);
+    if (l->ls_prev != NULL) {
+        l->ls_prev->ls_next = l->ls_next;
+    } else {
+        ns->ns_lease_head = l->ls_next;
+    }
+    if (l->ls_next != NULL) {
+        l->ls_next->ls_prev = l->ls_prev;
+    } else {
+        ns->ns_lease_tail = l->ls_prev;
+    }
+    ns->ns_st.leases_active--;
+    do_lease_free(ns, l);
+}
+
+st_status_t cd_store_release(cd_store_t *s, uint32_t ns_id, uint64_t lease_id)
+{
+    cd_ns_t *ns = cd_ns_get(s, ns_id);
+    st_hash_t key = cd_htab_id_key(lease_id);
+    cd_lease_t *l;
+
+    if (ns == NULL) {
+        return ST_ERR_NOT_FOUND;
+    }
+    pthread_mutex_lock(&ns->ns_lock);
+    l = cd_htab_find(&ns->ns_ids, &key, ID_LEASE);
+    if (l != NULL) {
+        do_lease_end(ns, l);
+        ns->ns_st.leases_released++;
+    }
+    pthread_mutex_unlock(&ns->ns_lock);
+    return l != NULL ? ST_OK : ST_ERR_NOT_FOUND;
+}
+
+static st_status_t pin_change(cd_store_t *s, uint32_t ns_id, const st_hash_t *hash, int pin)
+{
+    cd_ns_t *ns = cd_ns_get(s, ns_id);
+    cd_block_t *b;
+    st_status_t st = ST_OK;
+
+    if (ns == NULL || hash == NULL) {
+        return ns == NULL ? ST_ERR_NOT_FOUND : ST_ERR_INVALID;
+    }
+    pthread_mutex_lock(&ns->ns_lock);
+    b = cd_radix_find(&ns->ns_radix, hash);
+    if (b == NULL) {
+        st = ST_ERR_NOT_FOUND;
+    } else if (pin) {
+        cd_radix_hold(&ns->ns_radix, b, 1);
+        ns->ns_st.pins_active++;
+    } else if (b->bk_pins == 0) {
+        st = ST_ERR_INVALID;
+    } else {
+        cd_radix_unhold(&ns->ns_radix, b, 1);
+        ns->ns_st.pins_active--;
+    }
+    pthread_mutex_unlock(&ns->ns_lock);
+    return st;
+}
+
+st_status_t cd_store_pin(cd_store_t *s, uint32_t ns_id, const st_hash_t *hash)
+{
+    return pin_change(s, ns_id, hash, 1);
+}
+
+st_status_t cd_store_unpin(cd_store_t *s, uint32_t ns_id, const st_hash_t *hash)
+{
+    return pin_change(s, ns_id, hash, 0);
+}
+
+/* --- the reaper and stats -------------------------------------------------------- */
+
+void cd_store_reap(cd_store_t *s, uint64_t now_ms, cd_reaped_t *out)
+{
+    uint32_t n = atomic_load_explicit(&s->ss_n_ns, memory_order_acquire);
+    cd_reaped_t r = {0};
+
+    for (uint32_t i = 0; i < n; i++) {
+        cd_ns_t *ns = s->ss_ns[i];
+
+        pthread_mutex_lock(&ns->ns_lock);
+        r.reservations += do_reap_reservations(ns, now_ms);
+        while (ns->ns_lease_head != NULL && ns->ns_lease_head->ls_expires <= now_ms) {
+            do_lease_end(ns, ns->ns_lease_head);
+            ns->ns_st.leases_expired++;
+            r.leases++;
+        }
+        r.sessions += do_reap_sessions(ns, now_ms);
+        r.trimmed_bytes += cd_arena_trim(&ns->ns_slab.sl_arena);
+        pthread_mutex_unlock(&ns->ns_lock);
+    }
+    if (out != NULL) {
+        *out = r;
+    }
+}
+
+static void stats_add(cd_stats_t *to, const cd_stats_t *from)
+{
+    const uint64_t *f = (const uint64_t *)((const char *)from + offsetof(cd_stats_t, objects));
+    uint64_t *t = (uint64_t *)((char *)to + offsetof(cd_stats_t, objects));
+    size_t n = (sizeof(cd_stats_t) - offsetof(cd_stats_t, objects)) / sizeof(uint64_t);
+
+    for (size_t i = 0; i < n; i++) {
+        t[i] += f[i];
+    }
+}
+
+st_status_t cd_store_stats(cd_store_t *s, uint32_t ns_id, cd_stats_t *out)
+{
+    uint32_t n = atomic_load_explicit(&s->ss_n_ns, memory_order_acquire);
+    uint64_t arena, meta, limit;
+
+    if (ns_id != 0 && cd_ns_get(s, ns_id) == NULL) {
+        return ST_ERR_NOT_FOUND;
+    }
+    memset(out, 0, sizeof(*out));
+    for (uint32_t i = 0; i < n; i++) {
+        cd_ns_t *ns = s->ss_ns[i];
+        cd_stats_t one;
+
+        if (ns_id != 0 && ns->ns_id != ns_id) {
+            continue;
+        }
+        pthread_mutex_lock(&ns->ns_lock);
+        one = ns->ns_st;
+        one.blocks = ns->ns_radix.rx_blocks;
+        one.nodes = ns->ns_radix.rx_nodes;
+        one.splits = ns->ns_radix.rx_splits;
+        one.arena_committed = cd_arena_committed(&ns->ns_slab.sl_arena);
+        one.arena_used = ns->ns_slab.sl_used_bytes;
+        one.memory_used = 0;
+        one.memory_limit = 0;
+        pthread_mutex_unlock(&ns->ns_lock);
+        stats_add(out, &one);
+        out->namespaces++;
+    }
+    cd_budget_read(&s->ss_budget, &arena, &meta, &limit);
+    out->memory_used = arena + meta;
+    out->memory_limit = limit;
+    return ST_OK;
+}

@@ -1,0 +1,339 @@
+/*
+ * store.h - the cache daemon's storage core: namespaces, the object store,
+ * the prefix index, leases, pins, sessions and stats. This is the contract
+ * the control-plane handlers (rpc/) call; nothing here does networking.
+ *
+ * Model (ARCHITECTURE §5, §7, §8, docs/daemon.md):
+ *   - A namespace is (tenant, model, block size) with its own arena, slab
+ *     allocator, object table, radix-tree index, leases and sessions.
+ *   - An object is keyed by (block hash, kind, layer) inside a namespace.
+ *     KV, IDX and KDA objects belong to the block of their hash, which sits in
+ *     the tree under its parent block; VIS objects (keyed by an image's
+ *     content hash) form blocks of their own at the root. SESSION records live
+ *     in their own table (cd_store_session_*), not in the arena.
+ *   - Committed objects are immutable and carry the XXH3-64 of their bytes
+ *     (seed 0). Each allocation of an extent gets a fresh generation number.
+ *   - A lease (lookup, locate) or a pin holds whole blocks: a held block is
+ *     never evicted and its extents are never reused. Leases expire; pins
+ *     do not.
+ *
+ * Errors: every function returns st_status_t. Functions with a cd_err_t *err
+ * parameter write a sentence for a person into err->msg (when err is not
+ * NULL) on every error they return; it names the limit, key or numbers
+ * involved, ready to go into a gRPC status message. Client errors are not
+ * logged above debug level; exhaustion is logged rate-limited.
+ *
+ * Thread safety: every cd_store_* function may be called from any thread at
+ * any time once cd_store_create() returned, except cd_store_destroy(), which
+ * must run alone. Each namespace has one mutex; cd_store_x() takes it and
+ * calls the internal do_x() that runs with it held (memcached's convention).
+ * Calls on different namespaces run in parallel; the memory budget has its
+ * own short lock. Namespaces are never destroyed before the store is.
+ * Callbacks (region_added/removed) run with the namespace lock held and must
+ * not call back into the store.
+ *
+ * Time: the store reads a millisecond clock (monotonic by default, or the
+ * one in the config, for tests). cd_store_reap() takes the time explicitly.
+ */
+#ifndef STRATA_CACHED_STORE_H
+#define STRATA_CACHED_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arena.h"
+#include "radix.h"
+#include "slab.h"
+#include "strata/hash.h"
+#include "strata/status.h"
+
+#define CD_ERR_LEN  256
+#define CD_NAME_MAX 128 /* tenant and model names, bytes */
+
+typedef struct cd_err {
+    char msg[CD_ERR_LEN];
+} cd_err_t;
+
+/* Limits checked before a request touches the index. */
+typedef struct cd_limits {
+    uint64_t max_object_bytes;   /* default 64 MiB; at most chunk_bytes */
+    uint32_t max_hashes;         /* hashes per lookup, default 65536 */
+    uint32_t max_batch;          /* objects per reserve/locate, segments per lookup; 4096 */
+    uint32_t max_layers;         /* layers per kind, 1..128, default 128 */
+    uint32_t max_namespaces;     /* default 64 */
+    uint64_t max_sessions;       /* per namespace, default 1,000,000 */
+    uint64_t lease_ms;           /* read lease, default 5000 */
+    uint64_t reservation_ms;     /* reserve -> commit deadline, default 30000 */
+    uint64_t session_ttl_ms;     /* default when Open gives 0: 86,400,000 (a day) */
+    uint64_t session_ttl_max_ms; /* default 30 days */
+} cd_limits_t;
+
+/* Called when a chunk of namespace ns_id's arena becomes a transport region
+ * (added) or is about to stop being one (removed). */
+typedef void (*cd_store_region_fn)(void *ctx, uint32_t ns_id, uint32_t region, void *base,
+                                   size_t len);
+
+typedef struct cd_store_config {
+    uint64_t memory_limit; /* bytes, process-wide; required (>= 2 chunks) */
+    uint64_t meta_reserve; /* part of the limit the arenas leave to the index; 0: limit/16 */
+    size_t chunk_bytes;    /* arena growth unit = region; default 64 MiB */
+    size_t page_bytes;     /* slab page; default 2 MiB */
+    size_t reserve_bytes;  /* address space per namespace; 0: memory_limit */
+    cd_huge_mode_t huge;   /* default CD_HUGE_THP */
+    uint32_t slab_min;     /* smallest class; default 64 */
+    double slab_factor;    /* default 1.25 */
+    cd_limits_t limits;
+    const uint8_t *cluster_secret;   /* for namespace seeds; copied */
+    size_t cluster_secret_len;       /* 16..256 bytes */
+    uint64_t (*clock_ms)(void *ctx); /* NULL: CLOCK_MONOTONIC */
+    void *clock_ctx;
+    cd_store_region_fn region_added;   /* may be NULL */
+    cd_store_region_fn region_removed; /* may be NULL */
+    void *region_ctx;
+} cd_store_config_t;
+
+typedef struct cd_store cd_store_t;
+
+/* An object key. layer < max_layers; KDA and VIS objects usually use 0. */
+typedef struct cd_key {
+    st_hash_t hash;
+    uint32_t kind; /* cd_kind_t: KV, IDX, KDA or VIS */
+    uint32_t layer;
+} cd_key_t;
+
+/* Where an object's bytes are, for a one-sided read or write. */
+typedef struct cd_location {
+    uint32_t region;     /* arena chunk = transport region */
+    uint64_t offset;     /* byte offset inside the region */
+    uint64_t length;     /* object bytes */
+    uint64_t checksum;   /* XXH3-64 (0 for a reservation) */
+    uint64_t generation; /* changes whenever the extent is reused */
+} cd_location_t;
+
+typedef struct cd_resv_req {
+    cd_key_t key;
+    const st_hash_t *parent; /* the block's parent hash (h[i-1] or the seed); NULL: a root */
+    uint64_t length;
+} cd_resv_req_t;
+
+typedef struct cd_resv {
+    st_status_t status;  /* ST_OK, or ST_ERR_EXISTS: already committed, nothing to write */
+    uint64_t id;         /* reservation id (0 when status is not ST_OK) */
+    uint64_t expires_ms; /* commit before this (store clock) */
+    cd_location_t where; /* write length bytes here */
+} cd_resv_t;
+
+typedef struct cd_located {
+    st_status_t status; /* ST_OK or ST_ERR_NOT_FOUND */
+    cd_location_t where;
+} cd_located_t;
+
+typedef struct cd_session {
+    uint64_t id;
+    uint32_t ns_id;
+    st_hash_t head;  /* hash of the chain's last block h[n] */
+    uint64_t length; /* tokens */
+    uint64_t created_ms, updated_ms, ttl_ms;
+} cd_session_t;
+
+typedef struct cd_ns_info {
+    uint32_t id;
+    char tenant[CD_NAME_MAX + 1];
+    char model[CD_NAME_MAX + 1];
+    uint32_t block_tokens;
+    st_hash_t seed;
+} cd_ns_info_t;
+
+typedef struct cd_stats {
+    uint32_t namespaces;
+    uint64_t objects[CD_KIND_COUNT]; /* committed objects per kind (SESSION: sessions) */
+    uint64_t bytes[CD_KIND_COUNT];   /* their lengths */
+    uint64_t blocks, nodes, splits;
+    uint64_t puts, gets, get_misses, corrupt;
+    uint64_t lookups, lookup_hits;      /* requests, and requests with any matched block */
+    uint64_t lookup_tokens, hit_tokens; /* token hit rate = hit_tokens / lookup_tokens */
+    uint64_t locates, locate_keys, locate_hits;
+    uint64_t evicted_blocks, evicted_objects, evicted_bytes;
+    uint64_t leases_active, leases_granted, leases_released, leases_expired;
+    uint64_t pins_active;
+    uint64_t reservations_active, reservations_granted, reservations_committed,
+        reservations_aborted, reservations_expired, reserved_bytes;
+    uint64_t sessions_active, sessions_expired;
+    uint64_t exhausted;       /* allocations refused for memory */
+    uint64_t arena_committed; /* bytes of committed chunks */
+    uint64_t arena_used;      /* bytes of live extents */
+    uint64_t memory_used;     /* process: arenas + index (global) */
+    uint64_t memory_limit;
+} cd_stats_t;
+
+/* Fills cfg with the defaults (memory_limit 1 GiB, no secret). */
+void cd_store_config_defaults(cd_store_config_t *cfg);
+
+/*
+ * Derives a namespace seed: XXH3-128 over the keyed message
+ *   "strata-ns-v1" || u32 len(secret) || secret || u32 len(tenant) || tenant
+ *   || u32 len(model) || model                     (lengths little-endian)
+ * written as in strata/hash.h (low 64 bits, then high, little-endian).
+ * Returns ST_OK or ST_ERR_INVALID (NULL, empty or too long names or secret).
+ * Pure; thread-safe.
+ */
+st_status_t cd_ns_seed(const uint8_t *secret, size_t secret_len, const char *tenant,
+                       const char *model, st_hash_t *seed_p);
+
+/*
+ * Creates the store. Returns ST_OK; ST_ERR_INVALID (with err) for a config
+ * that does not hold together; ST_ERR_NOMEM. *store_p is written on success.
+ */
+st_status_t cd_store_create(const cd_store_config_t *cfg, cd_store_t **store_p, cd_err_t *err);
+
+/* Frees everything, namespaces included. Must not race with any call. */
+void cd_store_destroy(cd_store_t *s);
+
+/*
+ * Creates (or finds) the namespace of (tenant, model). If it exists with the
+ * same block_tokens its id is returned (ST_OK); with another, ST_ERR_EXISTS.
+ * block_tokens: a multiple of 16 in 16..4096. Returns also ST_ERR_INVALID,
+ * ST_ERR_EXHAUSTED (max_namespaces, or the budget for its page tables),
+ * ST_ERR_NOMEM, ST_ERR_IO (mmap).
+ */
+st_status_t cd_store_ns_create(cd_store_t *s, const char *tenant, const char *model,
+                               uint32_t block_tokens, uint32_t *ns_id_p, cd_err_t *err);
+
+/* Copies a namespace's description, seed included. ST_ERR_NOT_FOUND. */
+st_status_t cd_store_ns_info(cd_store_t *s, uint32_t ns_id, cd_ns_info_t *info_p);
+
+/*
+ * Stores an object given inline: copies len bytes, computes the checksum
+ * and commits. parent is the parent block's hash for KV, IDX and KDA (the
+ * seed for block 0; NULL makes the block a root); ignored for VIS.
+ * A duplicate put of a committed key succeeds without change if the bytes
+ * have the same checksum, else returns ST_ERR_EXISTS (objects are immutable).
+ * Returns ST_OK, ST_ERR_NOT_FOUND (namespace), ST_ERR_INVALID (kind, layer,
+ * length 0 or above max_object_bytes), ST_ERR_EXISTS, ST_ERR_EXHAUSTED,
+ * ST_ERR_NOMEM.
+ */
+st_status_t cd_store_put(cd_store_t *s, uint32_t ns_id, const cd_key_t *key,
+                         const st_hash_t *parent, const void *data, uint64_t len, cd_err_t *err);
+
+/*
+ * Copies an object out after checking its checksum. *len_p receives the
+ * object's length (also when buf is too small). where_p (may be NULL)
+ * receives its location. Counts as an access for the LRU.
+ * Returns ST_OK; ST_ERR_NOT_FOUND; ST_ERR_INVALID when cap < length;
+ * ST_ERR_CORRUPT when the bytes no longer match the checksum (logged; the
+ * object is then treated as a miss by the caller, never served).
+ */
+st_status_t cd_store_get(cd_store_t *s, uint32_t ns_id, const cd_key_t *key, void *buf,
+                         uint64_t cap, uint64_t *len_p, cd_location_t *where_p, cd_err_t *err);
+
+/*
+ * Reserves extents for n objects a remote writer will fill with one-sided
+ * writes. Items already committed get status ST_ERR_EXISTS and no
+ * reservation. Otherwise all-or-nothing: on error nothing stays reserved.
+ * Reserved objects are invisible until committed and expire after
+ * reservation_ms. Returns ST_OK; ST_ERR_INVALID (n above max_batch, a bad
+ * key or length); ST_ERR_EXHAUSTED; ST_ERR_NOMEM; ST_ERR_NOT_FOUND (ns).
+ */
+st_status_t cd_store_reserve(cd_store_t *s, uint32_t ns_id, const cd_resv_req_t *reqs, size_t n,
+                             cd_resv_t *out, cd_err_t *err);
+
+/*
+ * Commits a reservation: computes the XXH3-64 of the bytes now in the extent
+ * and compares it with the checksum the client claims. On a match the object
+ * becomes visible. Returns ST_OK; ST_ERR_NOT_FOUND (unknown or expired
+ * reservation); ST_ERR_CORRUPT (mismatch: nothing becomes visible, the
+ * reservation stays until it expires, so the client may write again and
+ * retry); ST_ERR_EXISTS (another writer committed different bytes under the
+ * key first; the reservation is dropped). If another writer committed the
+ * same bytes first, ST_OK and the reservation is dropped.
+ */
+st_status_t cd_store_commit(cd_store_t *s, uint32_t ns_id, uint64_t resv_id, uint64_t checksum,
+                            cd_err_t *err);
+
+/* Drops a reservation and frees its extent. ST_OK or ST_ERR_NOT_FOUND. */
+st_status_t cd_store_abort(cd_store_t *s, uint32_t ns_id, uint64_t resv_id);
+
+/*
+ * Deletes one committed object. Returns ST_OK, ST_ERR_NOT_FOUND, or
+ * ST_ERR_BUSY when its block is leased or pinned. A block left without
+ * objects leaves the tree when it is a leaf; otherwise it stays as an empty
+ * link of the chain (it satisfies no requirement) until it is evicted.
+ */
+st_status_t cd_store_delete(cd_store_t *s, uint32_t ns_id, const cd_key_t *key, cd_err_t *err);
+
+/*
+ * Answers a chain lookup, segment by segment: for each, how many leading
+ * blocks are present with everything req asks for, and the chain indices of
+ * the KDA checkpoints among them (kda, room for kda_cap; *kda_n is set).
+ * Matched blocks are touched. With lease != 0, one lease holding every
+ * matched block is granted; *lease_id_p receives its id (0 when nothing
+ * matched) and *lease_expires_p (may be NULL) its expiry.
+ * Returns ST_OK; ST_ERR_INVALID (no segments, more than max_batch segments,
+ * more than max_hashes hashes, NULL hashes); ST_ERR_EXHAUSTED/NOMEM (the
+ * lease record); ST_ERR_NOT_FOUND (ns).
+ */
+st_status_t cd_store_lookup(cd_store_t *s, uint32_t ns_id, const cd_segment_t *segs, size_t nseg,
+                            const cd_require_t *req, int lease, cd_seg_answer_t *answers,
+                            uint64_t *kda, size_t kda_cap, size_t *kda_n, uint64_t *lease_id_p,
+                            uint64_t *lease_expires_p, cd_err_t *err);
+
+/*
+ * Locates n objects for one-sided reads: out[i] gets ST_OK and the location,
+ * or ST_ERR_NOT_FOUND. With lease != 0 the blocks of the found objects are
+ * leased under one id (*lease_id_p; 0 if none found).
+ * Returns ST_OK; ST_ERR_INVALID (n is 0 or above max_batch);
+ * ST_ERR_EXHAUSTED/NOMEM (the lease); ST_ERR_NOT_FOUND (ns).
+ */
+st_status_t cd_store_locate(cd_store_t *s, uint32_t ns_id, const cd_key_t *keys, size_t n,
+                            int lease, cd_located_t *out, uint64_t *lease_id_p,
+                            uint64_t *lease_expires_p, cd_err_t *err);
+
+/* Releases a lease before it expires. ST_OK or ST_ERR_NOT_FOUND (unknown or
+ * already expired). */
+st_status_t cd_store_release(cd_store_t *s, uint32_t ns_id, uint64_t lease_id);
+
+/* Pins the block of hash (all its objects, and so its ancestors) until
+ * unpinned; pins count. ST_OK, ST_ERR_NOT_FOUND; unpin of a block that is not
+ * pinned is ST_ERR_INVALID. */
+st_status_t cd_store_pin(cd_store_t *s, uint32_t ns_id, const st_hash_t *hash);
+st_status_t cd_store_unpin(cd_store_t *s, uint32_t ns_id, const st_hash_t *hash);
+
+/*
+ * Sessions. Open records (head, length) with a TTL (0: the default; above
+ * session_ttl_max_ms: ST_ERR_INVALID) and returns a new id. Append moves the
+ * head and length (length may not shrink: ST_ERR_INVALID) and restarts the
+ * TTL. Get copies the record. Close deletes it. The reaper deletes records
+ * not updated for their TTL. Returns ST_OK, ST_ERR_NOT_FOUND (ns or id),
+ * ST_ERR_INVALID, ST_ERR_EXHAUSTED (max_sessions or memory), ST_ERR_NOMEM.
+ */
+st_status_t cd_store_session_open(cd_store_t *s, uint32_t ns_id, const st_hash_t *head,
+                                  uint64_t length, uint64_t ttl_ms, uint64_t *id_p, cd_err_t *err);
+st_status_t cd_store_session_append(cd_store_t *s, uint32_t ns_id, uint64_t id,
+                                    const st_hash_t *head, uint64_t length, cd_err_t *err);
+st_status_t cd_store_session_get(cd_store_t *s, uint32_t ns_id, uint64_t id, cd_session_t *out);
+st_status_t cd_store_session_close(cd_store_t *s, uint32_t ns_id, uint64_t id);
+
+/* What one cd_store_reap() pass did. */
+typedef struct cd_reaped {
+    uint64_t reservations, leases, sessions, trimmed_bytes;
+} cd_reaped_t;
+
+/*
+ * Expires reservations (freeing their extents), leases and sessions whose
+ * time is at or before now_ms, and gives back arena chunks that are wholly
+ * free, in every namespace. Call it periodically (every 100 ms or so) from
+ * one thread. out may be NULL.
+ */
+void cd_store_reap(cd_store_t *s, uint64_t now_ms, cd_reaped_t *out);
+
+/* Snapshot of the counters of one namespace (ns_id != 0) or of all
+ * (ns_id == 0). Returns ST_OK or ST_ERR_NOT_FOUND. */
+st_status_t cd_store_stats(cd_store_t *s, uint32_t ns_id, cd_stats_t *out);
+
+/* The store's clock, in ms. */
+uint64_t cd_store_now(const cd_store_t *s);
+
+/* XXH3-64 of bytes, as objects use it. */
+uint64_t cd_checksum(const void *data, size_t len);
+
+#endif /* STRATA_CACHED_STORE_H */

@@ -1,0 +1,134 @@
+/*
+ * store_internal.h - what store.c, object.c and session.c share: the
+ * namespace, object, lease and session records. Not for other modules.
+ *
+ * Locking: every do_*() function and every field of cd_ns_t below ns_lock
+ * needs ns_lock held. cd_store_t's namespace array is written under
+ * ss_ns_lock and read without it (a slot is published once, never changed).
+ */
+#ifndef STRATA_CACHED_STORE_INTERNAL_H
+#define STRATA_CACHED_STORE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+
+#include "store.h"
+
+/* Tags of the per-namespace id table. */
+#define ID_RESV    1u
+#define ID_LEASE   2u
+#define ID_SESSION 3u
+
+enum { OBJ_RESERVED = 1, OBJ_COMMITTED = 2 };
+
+typedef struct cd_obj {
+    cd_key_t ob_key;
+    cd_extent_t ob_ext;
+    uint64_t ob_len;
+    uint64_t ob_checksum;
+    uint64_t ob_created;
+    int ob_state;
+    cd_block_t *ob_block;             /* committed: its block */
+    struct cd_obj *ob_next, *ob_prev; /* block's objects, or the reservation FIFO */
+    uint64_t ob_resv_id;              /* reserved only */
+    uint64_t ob_expires;
+    int ob_has_parent;
+    st_hash_t ob_parent;
+} cd_obj_t;
+
+typedef struct cd_lease {
+    uint64_t ls_id;
+    uint64_t ls_expires;
+    size_t ls_n;
+    size_t ls_cap;
+    cd_block_t **ls_blocks;
+    struct cd_lease *ls_next, *ls_prev; /* expiry FIFO (one TTL per namespace) */
+} cd_lease_t;
+
+typedef struct cd_sess {
+    cd_session_t se_rec;
+    struct cd_sess *se_next, *se_prev;
+} cd_sess_t;
+
+typedef struct cd_ns {
+    struct cd_store *ns_store;
+    uint32_t ns_id;
+    char ns_tenant[CD_NAME_MAX + 1];
+    char ns_model[CD_NAME_MAX + 1];
+    uint32_t ns_block_tokens;
+    st_hash_t ns_seed;
+    pthread_mutex_t ns_lock;
+    /* everything below needs ns_lock */
+    cd_slab_t ns_slab;
+    cd_radix_t ns_radix;
+    cd_htab_t ns_objs; /* (hash, kind << 8 | layer) -> committed object */
+    cd_htab_t ns_ids;  /* (id, ID_*) -> reservation, lease, session */
+    cd_obj_t *ns_resv_head, *ns_resv_tail;
+    cd_lease_t *ns_lease_head, *ns_lease_tail;
+    cd_sess_t *ns_sess;
+    uint64_t ns_next_id;
+    cd_stats_t ns_st; /* counters kept live; derived fields filled at snapshot */
+} cd_ns_t;
+
+struct cd_store {
+    cd_store_config_t ss_cfg;
+    uint8_t ss_secret[256];
+    cd_budget_t ss_budget;
+    pthread_mutex_t ss_ns_lock;
+    cd_ns_t **ss_ns; /* [max_namespaces], slot id-1 */
+    _Atomic uint32_t ss_n_ns;
+};
+
+/* The namespace of id, or NULL. */
+cd_ns_t *cd_ns_get(cd_store_t *s, uint32_t ns_id);
+
+/* Writes a message into err (if not NULL). Returns st. */
+st_status_t cd_errf(cd_err_t *err, st_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Evicts the least recently used evictable block. Returns 1, or 0 when
+ * nothing is evictable. */
+int do_evict_one(cd_ns_t *ns);
+
+/* Retries expr while it fails for memory and eviction frees something. */
+#define CD_WITH_EVICTION(ns, st, expr)                           \
+    do {                                                         \
+        for (;;) {                                               \
+            (st) = (expr);                                       \
+            if ((st) != ST_ERR_EXHAUSTED || !do_evict_one(ns)) { \
+                break;                                           \
+            }                                                    \
+        }                                                        \
+    } while (0)
+
+/* Exhaustion message with the numbers. */
+st_status_t do_exhausted(cd_ns_t *ns, cd_err_t *err, const char *what, uint64_t requested);
+
+/* A new id for a reservation, lease or session (never 0). */
+uint64_t do_next_id(cd_ns_t *ns);
+
+/* Grants a lease over n blocks (the record takes ownership of blocks, a
+ * malloc'd array with room for cap that was charged as cap pointers). */
+void do_lease_grant(cd_ns_t *ns, cd_lease_t *lease, uint64_t now);
+
+/* Allocates an empty lease record with room for cap blocks and reserves its
+ * table slot, evicting if memory is short. */
+st_status_t do_lease_alloc(cd_ns_t *ns, size_t cap, cd_lease_t **lease_p, cd_err_t *err);
+void do_lease_free(cd_ns_t *ns, cd_lease_t *lease);
+
+/* Frees a committed object's extent and record (already out of every list). */
+void do_obj_free(cd_ns_t *ns, cd_obj_t *o);
+
+/* Expires reservations up to now. Returns how many. */
+uint64_t do_reap_reservations(cd_ns_t *ns, uint64_t now);
+uint64_t do_reap_sessions(cd_ns_t *ns, uint64_t now);
+void do_sessions_destroy(cd_ns_t *ns);
+void do_reservations_destroy(cd_ns_t *ns);
+
+static inline uint32_t cd_obj_tag(const cd_key_t *k)
+{
+    return (k->kind << 8) | k->layer;
+}
+
+#endif /* STRATA_CACHED_STORE_INTERNAL_H */

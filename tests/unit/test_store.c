@@ -1,0 +1,607 @@
+/* test_store.c - the object store through its public contract: namespaces
+ * and seeds, put/get, checksums, immutability, reserve/commit/abort/expiry,
+ * leases and pins against eviction, limits, exhaustion, stats, the memory
+ * limit (accounting and resident pages), threads, and a 1M-token chain. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <pthread.h>
+#include <cmocka.h>
+#include <xxhash.h>
+
+#include "store_internal.h"
+#include "test_store_util.h"
+
+static cd_store_t *st_;
+static uint32_t ns1;
+
+static int setup(void **state)
+{
+    cd_store_config_t c;
+    cd_err_t err;
+
+    t_now = 1000;
+    t_config(&c, 32 * MiB);
+    assert_int_equal(cd_store_create(&c, &st_, &err), ST_OK);
+    assert_int_equal(cd_store_ns_create(st_, "acme", "hybrid-2.8t", 64, &ns1, &err), ST_OK);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    cd_store_destroy(st_);
+    st_ = NULL;
+    return 0;
+}
+
+static void put_block(uint32_t ns, uint32_t chain, uint32_t i, uint32_t kind, uint32_t layer,
+                      size_t len)
+{
+    cd_key_t k = t_key(chain, i, kind, layer);
+    st_hash_t p = t_hash(chain, i - 1);
+    uint8_t *buf = malloc(len);
+    cd_err_t err;
+
+    t_fill(buf, len, &k);
+    if (cd_store_put(st_, ns, &k, i > 0 ? &p : NULL, buf, len, &err) != ST_OK) {
+        fail_msg("put chain=%u block=%u: %s", chain, i, err.msg);
+    }
+    free(buf);
+}
+
+static void test_namespaces_and_seeds(void **state)
+{
+    cd_err_t err;
+    uint32_t id;
+    cd_ns_info_t info;
+    st_hash_t a, b, c, d;
+
+    assert_int_equal(cd_store_ns_create(st_, "acme", "hybrid-2.8t", 64, &id, &err), ST_OK);
+    assert_int_equal(id, ns1);
+    assert_int_equal(cd_store_ns_create(st_, "acme", "hybrid-2.8t", 128, &id, &err), ST_ERR_EXISTS);
+    assert_non_null(strstr(err.msg, "block size 64"));
+    assert_int_equal(cd_store_ns_create(st_, "acme", "m", 100, &id, &err), ST_ERR_INVALID);
+    assert_int_equal(cd_store_ns_create(st_, "", "m", 64, &id, &err), ST_ERR_INVALID);
+    assert_int_equal(cd_store_ns_create(st_, "other", "hybrid-2.8t", 64, &id, &err), ST_OK);
+    assert_true(id != ns1);
+    assert_int_equal(cd_store_ns_info(st_, id, &info), ST_OK);
+    assert_string_equal(info.tenant, "other");
+    assert_int_equal(cd_store_ns_info(st_, 99, &info), ST_ERR_NOT_FOUND);
+
+    /* Seeds: the message of the header, byte for byte. */
+    uint8_t msg[256];
+    size_t n = 0;
+    memcpy(msg, "strata-ns-v1", 12);
+    n = 12;
+    uint32_t l32 = 32;
+    memcpy(msg + n, &l32, 4), n += 4, memcpy(msg + n, t_secret, 32), n += 32;
+    l32 = 4;
+    memcpy(msg + n, &l32, 4), n += 4, memcpy(msg + n, "acme", 4), n += 4;
+    l32 = 11;
+    memcpy(msg + n, &l32, 4), n += 4, memcpy(msg + n, "hybrid-2.8t", 11), n += 11;
+    XXH128_hash_t h = XXH3_128bits(msg, n);
+    assert_int_equal(cd_store_ns_info(st_, ns1, &info), ST_OK);
+    assert_memory_equal(info.seed.b, &h.low64, 8);
+    assert_memory_equal(info.seed.b + 8, &h.high64, 8);
+    /* Every input changes the seed; the same inputs give the same seed. */
+    assert_int_equal(cd_ns_seed(t_secret, 32, "acme", "m", &a), ST_OK);
+    assert_int_equal(cd_ns_seed(t_secret, 32, "acme", "m", &b), ST_OK);
+    assert_memory_equal(&a, &b, 16);
+    assert_int_equal(cd_ns_seed(t_secret, 31, "acme", "m", &c), ST_OK);
+    assert_memory_not_equal(&a, &c, 16);
+    assert_int_equal(cd_ns_seed(t_secret, 32, "acmf", "m", &d), ST_OK);
+    assert_memory_not_equal(&a, &d, 16);
+    /* Length prefixes keep ("ab","c") and ("a","bc") apart. */
+    assert_int_equal(cd_ns_seed(t_secret, 32, "ab", "c", &c), ST_OK);
+    assert_int_equal(cd_ns_seed(t_secret, 32, "a", "bc", &d), ST_OK);
+    assert_memory_not_equal(&c, &d, 16);
+    assert_int_equal(cd_ns_seed(NULL, 0, "a", "b", &d), ST_ERR_INVALID);
+}
+
+static void test_put_get_immutable(void **state)
+{
+    cd_key_t k = t_key(1, 0, CD_KIND_KV, 3);
+    uint8_t data[5000], out[5000];
+    uint64_t len = 0;
+    cd_location_t w;
+    cd_err_t err;
+
+    t_fill(data, sizeof(data), &k);
+    assert_int_equal(cd_store_put(st_, ns1, &k, NULL, data, sizeof(data), &err), ST_OK);
+    assert_int_equal(cd_store_get(st_, ns1, &k, out, sizeof(out), &len, &w, &err), ST_OK);
+    assert_int_equal(len, sizeof(data));
+    assert_memory_equal(out, data, sizeof(data));
+    assert_int_equal(w.checksum, XXH3_64bits(data, sizeof(data)));
+    assert_int_equal(w.length, sizeof(data));
+    assert_memory_equal((uint8_t *)t_region_base[ns1][w.region] + w.offset, data, sizeof(data));
+    /* Same bytes again: fine. Other bytes: refused. */
+    assert_int_equal(cd_store_put(st_, ns1, &k, NULL, data, sizeof(data), &err), ST_OK);
+    data[7] ^= 1;
+    assert_int_equal(cd_store_put(st_, ns1, &k, NULL, data, sizeof(data), &err), ST_ERR_EXISTS);
+    assert_non_null(strstr(err.msg, "immutable"));
+    data[7] ^= 1;
+    /* Another layer of the same block is another object. */
+    cd_key_t k2 = t_key(1, 0, CD_KIND_KV, 4);
+    assert_int_equal(cd_store_get(st_, ns1, &k2, out, sizeof(out), &len, NULL, &err),
+                     ST_ERR_NOT_FOUND);
+    /* Buffer too small: the length comes back. */
+    len = 0;
+    assert_int_equal(cd_store_get(st_, ns1, &k, out, 10, &len, NULL, &err), ST_ERR_INVALID);
+    assert_int_equal(len, sizeof(data));
+    /* Bytes damaged in the arena are never served. */
+    ((uint8_t *)t_region_base[ns1][w.region])[w.offset + 99] ^= 0x40;
+    assert_int_equal(cd_store_get(st_, ns1, &k, out, sizeof(out), &len, NULL, &err),
+                     ST_ERR_CORRUPT);
+    /* Bad keys and sizes are refused naming the limit. */
+    cd_key_t bad = t_key(1, 0, CD_KIND_KV, 128);
+    assert_int_equal(cd_store_put(st_, ns1, &bad, NULL, data, 10, &err), ST_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "max_layers"));
+    bad = t_key(1, 0, CD_KIND_SESSION, 0);
+    assert_int_equal(cd_store_put(st_, ns1, &bad, NULL, data, 10, &err), ST_ERR_INVALID);
+    assert_int_equal(cd_store_put(st_, ns1, &k2, NULL, data, 2 * MiB + 1, &err), ST_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "max_object_bytes"));
+    assert_int_equal(cd_store_put(st_, ns1, &k2, NULL, data, 0, &err), ST_ERR_INVALID);
+    assert_int_equal(cd_store_put(st_, 77, &k2, NULL, data, 10, &err), ST_ERR_NOT_FOUND);
+}
+
+static void test_reserve_commit_abort_expire(void **state)
+{
+    cd_resv_req_t rq[3];
+    cd_resv_t rs[3];
+    cd_err_t err;
+    cd_stats_t s0, s1;
+    uint8_t data[3][3000], out[3000];
+    uint64_t len;
+
+    assert_int_equal(cd_store_stats(st_, ns1, &s0), ST_OK);
+    for (int i = 0; i < 3; i++) {
+        rq[i].key = t_key(2, (uint32_t)i, CD_KIND_IDX, 0);
+        rq[i].parent = NULL;
+        rq[i].length = sizeof(data[i]);
+        t_fill(data[i], sizeof(data[i]), &rq[i].key);
+    }
+    st_hash_t p0 = t_hash(2, 0), p1 = t_hash(2, 1);
+    rq[1].parent = &p0;
+    rq[2].parent = &p1;
+    assert_int_equal(cd_store_reserve(st_, ns1, rq, 3, rs, &err), ST_OK);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(rs[i].status, ST_OK);
+        assert_int_equal(rs[i].expires_ms, t_now + 30000);
+        /* The remote writer's one-sided put. */
+        memcpy((uint8_t *)t_region_base[ns1][rs[i].where.region] + rs[i].where.offset, data[i],
+               sizeof(data[i]));
+    }
+    /* Not visible before commit. */
+    assert_int_equal(cd_store_get(st_, ns1, &rq[0].key, out, sizeof(out), &len, NULL, &err),
+                     ST_ERR_NOT_FOUND);
+    /* A wrong checksum is refused and the object stays invisible. */
+    assert_int_equal(cd_store_commit(st_, ns1, rs[0].id, XXH3_64bits(data[1], 3000), &err),
+                     ST_ERR_CORRUPT);
+    assert_non_null(strstr(err.msg, "claims"));
+    assert_int_equal(cd_store_get(st_, ns1, &rq[0].key, out, sizeof(out), &len, NULL, &err),
+                     ST_ERR_NOT_FOUND);
+    /* The right one commits (the reservation survived the refusal). */
+    assert_int_equal(cd_store_commit(st_, ns1, rs[0].id, XXH3_64bits(data[0], 3000), &err), ST_OK);
+    assert_int_equal(cd_store_get(st_, ns1, &rq[0].key, out, sizeof(out), &len, NULL, &err), ST_OK);
+    assert_memory_equal(out, data[0], 3000);
+    assert_int_equal(cd_store_commit(st_, ns1, rs[0].id, 0, &err), ST_ERR_NOT_FOUND);
+    /* Abort frees; a reserve of a committed key says it exists. */
+    assert_int_equal(cd_store_abort(st_, ns1, rs[1].id), ST_OK);
+    assert_int_equal(cd_store_abort(st_, ns1, rs[1].id), ST_ERR_NOT_FOUND);
+    assert_int_equal(cd_store_commit(st_, ns1, rs[1].id, 0, &err), ST_ERR_NOT_FOUND);
+    cd_resv_t again;
+    assert_int_equal(cd_store_reserve(st_, ns1, &rq[0], 1, &again, &err), ST_OK);
+    assert_int_equal(again.status, ST_ERR_EXISTS);
+    assert_int_equal(again.id, 0);
+    /* The third expires: the reaper gives its space back. */
+    assert_int_equal(cd_store_stats(st_, ns1, &s1), ST_OK);
+    assert_int_equal(s1.reservations_active, 1);
+    t_now += 30000;
+    cd_reaped_t r;
+    cd_store_reap(st_, t_now, &r);
+    assert_int_equal(r.reservations, 1);
+    assert_int_equal(cd_store_commit(st_, ns1, rs[2].id, XXH3_64bits(data[2], 3000), &err),
+                     ST_ERR_NOT_FOUND);
+    assert_non_null(strstr(err.msg, "expired"));
+    assert_int_equal(cd_store_stats(st_, ns1, &s1), ST_OK);
+    assert_int_equal(s1.reservations_active, 0);
+    assert_int_equal(s1.reserved_bytes, 0);
+    assert_int_equal(s1.reservations_expired, 1);
+    assert_int_equal(s1.reservations_aborted, 1);
+    assert_int_equal(s1.reservations_committed, 1);
+    assert_int_equal(s1.objects[CD_KIND_IDX], s0.objects[CD_KIND_IDX] + 1);
+    /* Only the committed object's extent is still in use. */
+    assert_int_equal(s1.arena_used,
+                     s0.arena_used +
+                         st_->ss_ns[0]
+                             ->ns_slab.sl_classes[cd_slab_class_for(&st_->ss_ns[0]->ns_slab, 3000)]
+                             .sc_size);
+    /* Two writers race on one key: the second, with the same bytes, is fine. */
+    cd_resv_req_t rq2 = {t_key(2, 9, CD_KIND_KV, 0), NULL, 100};
+    cd_resv_t a, b;
+    uint8_t d9[100];
+    t_fill(d9, 100, &rq2.key);
+    assert_int_equal(cd_store_reserve(st_, ns1, &rq2, 1, &a, &err), ST_OK);
+    assert_int_equal(cd_store_reserve(st_, ns1, &rq2, 1, &b, &err), ST_OK);
+    memcpy((uint8_t *)t_region_base[ns1][a.where.region] + a.where.offset, d9, 100);
+    memcpy((uint8_t *)t_region_base[ns1][b.where.region] + b.where.offset, d9, 100);
+    assert_true(a.where.generation != b.where.generation);
+    assert_int_equal(cd_store_commit(st_, ns1, a.id, XXH3_64bits(d9, 100), &err), ST_OK);
+    assert_int_equal(cd_store_commit(st_, ns1, b.id, XXH3_64bits(d9, 100), &err), ST_OK);
+    /* Batches above the limit are refused before anything is reserved. */
+    assert_int_equal(cd_store_reserve(st_, ns1, rq, 5000, rs, &err), ST_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "max_batch"));
+}
+
+/* Fills the store until it must evict, with chain 10 leased and chain 11
+ * pinned: neither loses a block; chain 12's blocks go. */
+static void test_leases_and_pins_block_eviction(void **state)
+{
+    enum { NB = 16 };
+    st_hash_t hs[NB];
+    cd_segment_t seg = {0, NB, hs};
+    cd_seg_answer_t ans;
+    uint64_t lease = 0, exp = 0, kda[NB];
+    size_t kn;
+    cd_err_t err;
+    cd_stats_t s;
+    uint32_t chain = 100;
+
+    for (uint32_t i = 0; i < NB; i++) {
+        put_block(ns1, 10, i, CD_KIND_KV, 0, 60000);
+        put_block(ns1, 11, i, CD_KIND_KV, 0, 60000);
+        hs[i] = t_hash(10, i);
+    }
+    assert_int_equal(
+        cd_store_lookup(st_, ns1, &seg, 1, NULL, 1, &ans, kda, NB, &kn, &lease, &exp, &err), ST_OK);
+    assert_int_equal(ans.matched, NB);
+    assert_true(lease != 0);
+    assert_int_equal(exp, t_now + 5000);
+    st_hash_t last11 = t_hash(11, NB - 1);
+    assert_int_equal(cd_store_pin(st_, ns1, &last11), ST_OK);
+    /* 30 MiB of other chains: eviction must happen. */
+    for (int n = 0; n < 500; n++) {
+        put_block(ns1, chain + (uint32_t)n / 8, (uint32_t)n % 8, CD_KIND_KV, 0, 60000);
+    }
+    assert_int_equal(cd_store_stats(st_, ns1, &s), ST_OK);
+    assert_true(s.evicted_blocks > 0);
+    assert_true(s.memory_used <= s.memory_limit);
+    assert_int_equal(s.leases_active, 1);
+    assert_int_equal(s.pins_active, 1);
+    for (uint32_t i = 0; i < NB; i++) {
+        cd_key_t k10 = t_key(10, i, CD_KIND_KV, 0), k11 = t_key(11, i, CD_KIND_KV, 0);
+        uint8_t buf[60000];
+        uint64_t len;
+
+        assert_int_equal(cd_store_get(st_, ns1, &k10, buf, sizeof(buf), &len, NULL, &err), ST_OK);
+        assert_int_equal(cd_store_get(st_, ns1, &k11, buf, sizeof(buf), &len, NULL, &err), ST_OK);
+    }
+    /* A leased block cannot be deleted. */
+    cd_key_t k = t_key(10, NB - 1, CD_KIND_KV, 0);
+    assert_int_equal(cd_store_delete(st_, ns1, &k, &err), ST_ERR_BUSY);
+    /* Pin everything left and fill: the store says exhausted, with numbers. */
+    uint64_t used_before = s.memory_used;
+    for (uint32_t c = chain; c < chain + 63; c++) {
+        for (uint32_t i = 0; i < 8; i++) {
+            st_hash_t h = t_hash(c, i);
+            (void)cd_store_pin(st_, ns1, &h);
+        }
+    }
+    cd_key_t big = t_key(999, 0, CD_KIND_KV, 0);
+    static uint8_t data[2 * MiB];
+    st_status_t rc = ST_OK;
+    for (int i = 0; i < 40 && rc == ST_OK; i++) {
+        big.layer = (uint32_t)i;
+        rc = cd_store_put(st_, ns1, &big, NULL, data, 1 * MiB, &err);
+        if (rc == ST_OK) {
+            /* the new block is pinned too */
+            assert_int_equal(cd_store_pin(st_, ns1, &big.hash), ST_OK);
+        }
+    }
+    assert_int_equal(rc, ST_ERR_EXHAUSTED);
+    assert_non_null(strstr(err.msg, "requested=1048576"));
+    assert_non_null(strstr(err.msg, "limit=33554432"));
+    assert_non_null(strstr(err.msg, "evictable="));
+    assert_int_equal(cd_store_stats(st_, ns1, &s), ST_OK);
+    assert_true(s.memory_used <= s.memory_limit);
+    assert_true(s.exhausted > 0);
+    (void)used_before;
+    /* Release the lease: chain 10 becomes evictable; unpin of an unpinned
+     * block is refused. */
+    assert_int_equal(cd_store_release(st_, ns1, lease), ST_OK);
+    assert_int_equal(cd_store_release(st_, ns1, lease), ST_ERR_NOT_FOUND);
+    st_hash_t h0 = t_hash(10, 0);
+    assert_int_equal(cd_store_unpin(st_, ns1, &h0), ST_ERR_INVALID);
+    big.hash = t_hash(998, 0);
+    big.layer = 0;
+    assert_int_equal(cd_store_put(st_, ns1, &big, NULL, data, 60000, &err), ST_OK);
+}
+
+static void test_lease_expiry(void **state)
+{
+    st_hash_t h = t_hash(20, 0);
+    cd_key_t k = t_key(20, 0, CD_KIND_KV, 0);
+    cd_located_t loc;
+    uint64_t lease = 0;
+    cd_err_t err;
+    cd_stats_t s;
+    cd_reaped_t r;
+
+    put_block(ns1, 20, 0, CD_KIND_KV, 0, 1000);
+    assert_int_equal(cd_store_locate(st_, ns1, &k, 1, 1, &loc, &lease, NULL, &err), ST_OK);
+    assert_int_equal(loc.status, ST_OK);
+    assert_int_equal(loc.where.length, 1000);
+    assert_true(lease != 0);
+    assert_int_equal(cd_store_delete(st_, ns1, &k, &err), ST_ERR_BUSY);
+    t_now += 4999;
+    cd_store_reap(st_, t_now, &r);
+    assert_int_equal(r.leases, 0);
+    t_now += 1;
+    cd_store_reap(st_, t_now, &r);
+    assert_int_equal(r.leases, 1);
+    assert_int_equal(cd_store_release(st_, ns1, lease), ST_ERR_NOT_FOUND);
+    assert_int_equal(cd_store_stats(st_, ns1, &s), ST_OK);
+    assert_int_equal(s.leases_expired, 1);
+    assert_int_equal(s.leases_active, 0);
+    assert_int_equal(cd_store_delete(st_, ns1, &k, &err), ST_OK);
+    assert_null(cd_radix_find(&st_->ss_ns[0]->ns_radix, &h)); /* the empty leaf left */
+    /* Locate of a missing key: not found, no lease. */
+    assert_int_equal(cd_store_locate(st_, ns1, &k, 1, 1, &loc, &lease, NULL, &err), ST_OK);
+    assert_int_equal(loc.status, ST_ERR_NOT_FOUND);
+    assert_int_equal(lease, 0);
+}
+
+static void test_lookup_limits_and_stats(void **state)
+{
+    static st_hash_t hs[70000];
+    cd_segment_t seg = {0, 70000, hs};
+    cd_seg_answer_t ans[2];
+    size_t kn;
+    cd_err_t err;
+    cd_stats_t s;
+
+    assert_int_equal(
+        cd_store_lookup(st_, ns1, &seg, 1, NULL, 0, ans, NULL, 0, &kn, NULL, NULL, &err),
+        ST_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "max_hashes"));
+    assert_int_equal(
+        cd_store_lookup(st_, ns1, &seg, 0, NULL, 0, ans, NULL, 0, &kn, NULL, NULL, &err),
+        ST_ERR_INVALID);
+    cd_require_t bad = {1u << CD_KIND_SESSION, {0, 0}};
+    seg.n = 4;
+    assert_int_equal(
+        cd_store_lookup(st_, ns1, &seg, 1, &bad, 0, ans, NULL, 0, &kn, NULL, NULL, &err),
+        ST_ERR_INVALID);
+    /* 3 of 4 blocks with KV and IDX layer 0; block 2 lacks IDX. */
+    for (uint32_t i = 0; i < 4; i++) {
+        hs[i] = t_hash(30, i);
+        put_block(ns1, 30, i, CD_KIND_KV, 0, 100);
+        if (i != 2) {
+            put_block(ns1, 30, i, CD_KIND_IDX, 0, 100);
+        }
+    }
+    cd_require_t both = {(1u << CD_KIND_KV) | (1u << CD_KIND_IDX), {1, 0}};
+    assert_int_equal(
+        cd_store_lookup(st_, ns1, &seg, 1, &both, 0, ans, NULL, 0, &kn, NULL, NULL, &err), ST_OK);
+    assert_int_equal(ans[0].matched, 2);
+    cd_require_t kv = {1u << CD_KIND_KV, {1, 0}};
+    assert_int_equal(
+        cd_store_lookup(st_, ns1, &seg, 1, &kv, 0, ans, NULL, 0, &kn, NULL, NULL, &err), ST_OK);
+    assert_int_equal(ans[0].matched, 4);
+    assert_int_equal(cd_store_stats(st_, ns1, &s), ST_OK);
+    assert_int_equal(s.lookups, 2);
+    assert_int_equal(s.lookup_hits, 2);
+    assert_int_equal(s.lookup_tokens, 8 * 64);
+    assert_int_equal(s.hit_tokens, 6 * 64); /* token hit rate 6/8 */
+    assert_int_equal(s.objects[CD_KIND_KV], 4);
+    assert_int_equal(s.objects[CD_KIND_IDX], 3);
+    assert_int_equal(s.bytes[CD_KIND_KV], 400);
+    assert_int_equal(s.blocks, 4);
+}
+
+/* The accounting never passes the limit under churn, and the arena's
+ * resident pages (mincore) never pass its committed bytes. */
+static void test_memory_limit_and_resident(void **state)
+{
+    cd_stats_t s;
+    uint64_t resident = 0;
+
+    for (int n = 0; n < 3000; n++) {
+        put_block(ns1, 40 + (uint32_t)n / 16, (uint32_t)n % 16, CD_KIND_KV, (uint32_t)n % 3,
+                  1000 + (size_t)(n * 7919) % 120000);
+        if (n % 100 == 0) {
+            assert_int_equal(cd_store_stats(st_, 0, &s), ST_OK);
+            assert_true(s.memory_used <= s.memory_limit);
+        }
+    }
+    assert_int_equal(cd_store_stats(st_, 0, &s), ST_OK);
+    assert_true(s.evicted_blocks > 0);
+    assert_true(s.memory_used <= s.memory_limit);
+    for (uint32_t i = 0; i < st_->ss_n_ns; i++) {
+        resident += cd_arena_resident(&st_->ss_ns[i]->ns_slab.sl_arena);
+    }
+    print_message("memory used=%llu limit=%llu arena committed=%llu resident=%llu\n",
+                  (unsigned long long)s.memory_used, (unsigned long long)s.memory_limit,
+                  (unsigned long long)s.arena_committed, (unsigned long long)resident);
+    assert_true(resident > 0);
+    assert_true(resident <= s.arena_committed);
+    assert_true(s.arena_committed <= s.memory_limit);
+}
+
+/* 16,384 blocks (1M tokens) x 2 layers of small objects, with a KDA
+ * checkpoint every 16 blocks, looked up in 1,024 segments. */
+static void test_million_token_chain(void **state)
+{
+    enum { NB = 16384, SEG = 16 };
+    cd_store_config_t c;
+    cd_store_t *big;
+    cd_err_t err;
+    uint32_t ns;
+    st_hash_t *hs = malloc(NB * sizeof(*hs));
+    cd_segment_t *segs = malloc((NB / SEG) * sizeof(*segs));
+    cd_seg_answer_t *ans = malloc((NB / SEG) * sizeof(*ans));
+    uint64_t *kda = malloc(NB * sizeof(*kda));
+    uint8_t obj[128];
+    size_t kn = 0;
+    uint64_t lease = 0;
+
+    t_config(&c, 256 * MiB);
+    assert_int_equal(cd_store_create(&c, &big, &err), ST_OK);
+    assert_int_equal(cd_store_ns_create(big, "t", "m", 64, &ns, &err), ST_OK);
+    for (uint32_t i = 0; i < NB; i++) {
+        hs[i] = t_hash(7, i);
+        for (uint32_t layer = 0; layer < 2; layer++) {
+            cd_key_t k = t_key(7, i, CD_KIND_KV, layer);
+
+            t_fill(obj, sizeof(obj), &k);
+            assert_int_equal(
+                cd_store_put(big, ns, &k, i > 0 ? &hs[i - 1] : NULL, obj, sizeof(obj), &err),
+                ST_OK);
+        }
+        if (i % 16 == 15) {
+            cd_key_t k = t_key(7, i, CD_KIND_KDA, 0);
+
+            assert_int_equal(cd_store_put(big, ns, &k, i > 0 ? &hs[i - 1] : NULL, obj, 64, &err),
+                             ST_OK);
+        }
+    }
+    for (uint32_t s = 0; s < NB / SEG; s++) {
+        segs[s].first_block = (uint64_t)s * SEG;
+        segs[s].n = SEG;
+        segs[s].hashes = &hs[s * SEG];
+    }
+    cd_require_t req = {1u << CD_KIND_KV, {3, 0}};
+    assert_int_equal(
+        cd_store_lookup(big, ns, segs, NB / SEG, &req, 1, ans, kda, NB, &kn, &lease, NULL, &err),
+        ST_OK);
+    for (uint32_t s = 0; s < NB / SEG; s++) {
+        assert_int_equal(ans[s].matched, SEG);
+        assert_int_equal(ans[s].kda_count, 1);
+        assert_int_equal(kda[ans[s].kda_first], (uint64_t)s * SEG + 15);
+    }
+    assert_int_equal(kn, NB / 16);
+    assert_int_equal(cd_store_release(big, ns, lease), ST_OK);
+    cd_stats_t s;
+    assert_int_equal(cd_store_stats(big, ns, &s), ST_OK);
+    assert_int_equal(s.objects[CD_KIND_KV], 2 * NB);
+    assert_int_equal(s.blocks, NB);
+    assert_int_equal(s.nodes, 1); /* one compressed run */
+    assert_int_equal(s.evicted_blocks, 0);
+    print_message("1M-token chain: blocks=%llu nodes=%llu memory used=%llu\n",
+                  (unsigned long long)s.blocks, (unsigned long long)s.nodes,
+                  (unsigned long long)s.memory_used);
+    cd_store_destroy(big);
+    free(hs);
+    free(segs);
+    free(ans);
+    free(kda);
+}
+
+/* Threads on two namespaces: puts, gets, lookups with leases, releases. */
+struct worker {
+    uint32_t ns;
+    uint32_t id;
+    int errors;
+};
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    uint8_t buf[4096], out[4096];
+    cd_err_t err;
+
+    for (uint32_t n = 0; n < 2000; n++) {
+        uint32_t chain = 500 + w->id * 100 + n / 20, i = n % 20;
+        cd_key_t k = t_key(chain, i, CD_KIND_KV, 0);
+        st_hash_t p = t_hash(chain, i - 1), hs[20];
+        uint64_t len, lease = 0;
+        size_t kn;
+        cd_segment_t seg = {0, 20, hs};
+        cd_seg_answer_t ans;
+
+        t_fill(buf, sizeof(buf), &k);
+        if (cd_store_put(st_, w->ns, &k, i ? &p : NULL, buf, 1000 + n % 3000, &err) != ST_OK) {
+            w->errors++;
+        }
+        st_status_t rc = cd_store_get(st_, w->ns, &k, out, sizeof(out), &len, NULL, &err);
+        if (rc == ST_OK && memcmp(out, buf, len) != 0) {
+            w->errors++;
+        }
+        for (uint32_t j = 0; j < 20; j++) {
+            hs[j] = t_hash(chain, j);
+        }
+        if (cd_store_lookup(st_, w->ns, &seg, 1, NULL, 1, &ans, NULL, 0, &kn, &lease, NULL, &err) !=
+                ST_OK ||
+            ans.matched > i + 1) {
+            w->errors++;
+        }
+        if (lease != 0 && cd_store_release(st_, w->ns, lease) != ST_OK) {
+            w->errors++;
+        }
+    }
+    return NULL;
+}
+
+static void test_threads(void **state)
+{
+    pthread_t th[4];
+    struct worker w[4];
+    uint32_t ns2;
+    cd_err_t err;
+    cd_stats_t s;
+
+    assert_int_equal(cd_store_ns_create(st_, "acme", "second", 64, &ns2, &err), ST_OK);
+    for (uint32_t i = 0; i < 4; i++) {
+        w[i] = (struct worker){i % 2 ? ns2 : ns1, i, 0};
+        assert_int_equal(pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(w[i].errors, 0);
+    }
+    assert_int_equal(cd_store_stats(st_, 0, &s), ST_OK);
+    assert_int_equal(s.namespaces, 2);
+    assert_int_equal(s.puts, 8000);
+    assert_int_equal(s.leases_active, 0);
+    assert_true(s.memory_used <= s.memory_limit);
+}
+
+static void test_bad_config(void **state)
+{
+    cd_store_config_t c;
+    cd_store_t *s;
+    cd_err_t err;
+
+    t_config(&c, 32 * MiB);
+    c.cluster_secret_len = 8;
+    assert_int_equal(cd_store_create(&c, &s, &err), ST_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "secret"));
+    t_config(&c, 32 * MiB);
+    c.limits.max_object_bytes = 4 * MiB;
+    assert_int_equal(cd_store_create(&c, &s, &err), ST_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "max_object_bytes"));
+    t_config(&c, 3 * MiB);
+    assert_int_equal(cd_store_create(&c, &s, &err), ST_ERR_INVALID);
+    t_config(&c, 32 * MiB);
+    c.limits.max_layers = 129;
+    assert_int_equal(cd_store_create(&c, &s, &err), ST_ERR_INVALID);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_namespaces_and_seeds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_put_get_immutable, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reserve_commit_abort_expire, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_leases_and_pins_block_eviction, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lease_expiry, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lookup_limits_and_stats, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_memory_limit_and_resident, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_million_token_chain, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
+        cmocka_unit_test(test_bad_config),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
