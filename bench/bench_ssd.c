@@ -1,0 +1,444 @@
+/*
+ * bench_ssd.c - the SSD tier against the disk it sits on.
+ *
+ * 1. Restart: an environment with --blocks blocks indexed (one KV object per
+ *    block, a KDA checkpoint every 16 blocks) is created once; then
+ *    open + recovery iteration (st_ssd_iterate over every object) is timed
+ *    --opens times, warm (file in the page cache) and cold (the file's pages
+ *    dropped with posix_fadvise first).
+ * 2. Throughput: --total-mb of 42 KB KV values are spilled (queued, batched,
+ *    then a durable flush) and promoted back, against a plain sequential
+ *    write of the same bytes to a file (write(2), fsync at the end) and a
+ *    sequential read of it, in the same round. Reads are timed warm and cold.
+ *    Reported as GB/s and as the ratio tier / plain file, median and MAD
+ *    over --rounds rounds.
+ *
+ * usage: bench_ssd [--dir DIR] [--blocks N] [--opens N] [--total-mb N]
+ *                  [--rounds N] [--batch-mb N] [--sync-none] [--skip-restart] [--skip-throughput]
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include <xxhash.h>
+
+#include "bench_util.h"
+#include "st_log.h"
+#include "st_ssd.h"
+
+#define VALUE_BYTES 43008 /* one 64-token block of one DSA layer: 42 KB */
+#define SMALL_BYTES 128
+
+static uint64_t batch_mb = 64;
+static st_ssd_sync_t sync_mode = ST_SSD_SYNC_DURABLE;
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    return remove(path);
+}
+
+static void rm_tree(const char *dir)
+{
+    nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+static void die(const char *what, st_status_t status)
+{
+    fprintf(stderr, "bench_ssd: %s: %s\n", what, st_strerror(status));
+    exit(1);
+}
+
+/* Drops the page cache of every file in dir (and of path when a file). */
+static void drop_cache(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+
+    if (fd < 0) {
+        return;
+    }
+    fdatasync(fd);
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    close(fd);
+}
+
+static void drop_env_cache(const char *dir)
+{
+    char path[1024];
+
+    if (snprintf(path, sizeof(path), "%s/data.mdb", dir) >= (int)sizeof(path)) {
+
+        fprintf(stderr, "bench_ssd: path too long\n");
+
+        exit(2);
+    }
+    drop_cache(path);
+}
+
+static st_ssd_key_t bkey(uint64_t ns, uint64_t n, unsigned kind, uint16_t layer)
+{
+    st_ssd_key_t k;
+    uint64_t h1 = XXH3_64bits(&n, sizeof(n)), h2 = XXH3_64bits_withSeed(&n, sizeof(n), ns);
+
+    memset(&k, 0, sizeof(k));
+    k.ns = ns;
+    memcpy(k.id.b, &h1, 8);
+    memcpy(k.id.b + 8, &h2, 8);
+    k.kind = (uint8_t)kind;
+    k.layer = layer;
+    return k;
+}
+
+static st_ssd_t *open_env(const char *dir, uint64_t map_size, uint64_t budget)
+{
+    st_ssd_params_t p = {0};
+    st_ssd_t *ssd = NULL;
+    st_status_t status;
+
+    p.dir = dir;
+    p.map_size = map_size;
+    p.spill_budget = budget;
+    p.batch_bytes = batch_mb << 20;
+    p.sync = sync_mode;
+    p.queue_bytes = 2 * p.batch_bytes;
+    status = st_ssd_open(&p, &ssd);
+    if (status != ST_OK) {
+        die("open", status);
+    }
+    return ssd;
+}
+
+typedef struct recov {
+    uint64_t n;
+    uint64_t sum;
+    uint64_t bytes;
+} recov_t;
+
+static int recov_cb(void *arg, const st_ssd_key_t *key, const st_ssd_meta_t *meta)
+{
+    recov_t *r = arg;
+
+    /* What an index rebuild needs per object: key, kind, layer, length, checksum. */
+    r->n++;
+    r->sum += meta->checksum ^ key->id.b[0] ^ key->layer;
+    r->bytes += meta->length;
+    return 0;
+}
+
+static void print_stats(const char *name, double *s, size_t n, const char *unit)
+{
+    bench_stats_t st;
+
+    bench_stats(s, n, &st);
+    printf("  %-34s median %8.3f %s  min %8.3f  max %8.3f  MAD %6.3f\n", name, st.median, unit,
+           st.min, st.max, st.mad);
+}
+
+static void bench_restart(const char *top, uint64_t blocks, int opens)
+{
+    char dir[1024];
+    uint8_t payload[SMALL_BYTES];
+    st_ssd_t *ssd;
+    double *warm = calloc((size_t)opens, sizeof(double));
+    double *cold = calloc((size_t)opens, sizeof(double));
+    double *openonly = calloc((size_t)opens, sizeof(double));
+    uint64_t t0, expect = blocks + (blocks + 15) / 16;
+    st_ssd_stats_t st;
+    st_status_t status;
+
+    if (snprintf(dir, sizeof(dir), "%s/restart", top) >= (int)sizeof(dir)) {
+
+        fprintf(stderr, "bench_ssd: path too long\n");
+
+        exit(2);
+    }
+    ssd = open_env(dir, 8ull << 30, 4ull << 30);
+    t0 = bench_now_ns();
+    for (uint64_t i = 0; i < blocks; i++) {
+        st_ssd_key_t k = bkey(1 + i / 65536, i, ST_SSD_KV, 0);
+
+        memset(payload, (int)(i & 0xff), sizeof(payload));
+        memcpy(payload, &i, sizeof(i));
+        status = st_ssd_spill(ssd, &k, payload, sizeof(payload), 0, NULL, NULL);
+        if (status != ST_OK) {
+            die("spill", status);
+        }
+        if (i % 16 == 0) {
+            k.kind = ST_SSD_KDA;
+            status = st_ssd_put(ssd, &k, payload, sizeof(payload), 0, NULL, NULL);
+            if (status != ST_OK) {
+                die("put", status);
+            }
+        }
+    }
+    status = st_ssd_flush(ssd, 1);
+    if (status != ST_OK) {
+        die("flush", status);
+    }
+    st_ssd_stats(ssd, &st);
+    printf("restart: %llu blocks, %llu objects, data file %.1f MB, built in %.1f s\n",
+           (unsigned long long)blocks, (unsigned long long)expect, (double)st.map_used / 1e6,
+           (double)(bench_now_ns() - t0) / 1e9);
+    st_ssd_close(ssd);
+
+    for (int cold_run = 0; cold_run < 2; cold_run++) {
+        for (int r = 0; r < opens; r++) {
+            recov_t rc = {0};
+            uint64_t t1;
+
+            if (cold_run) {
+                drop_env_cache(dir);
+            }
+            t0 = bench_now_ns();
+            ssd = open_env(dir, 8ull << 30, 4ull << 30);
+            t1 = bench_now_ns();
+            status = st_ssd_iterate(ssd, recov_cb, &rc, NULL);
+            if (status != ST_OK) {
+                die("iterate", status);
+            }
+            (cold_run ? cold : warm)[r] = (double)(bench_now_ns() - t0) / 1e9;
+            if (!cold_run) {
+                openonly[r] = (double)(t1 - t0) / 1e3;
+            }
+            if (rc.n != expect) {
+                fprintf(stderr, "bench_ssd: recovery saw %llu objects, expected %llu\n",
+                        (unsigned long long)rc.n, (unsigned long long)expect);
+                exit(1);
+            }
+            st_ssd_close(ssd);
+        }
+    }
+    printf("restart (open + recovery iteration of %llu objects), %d opens each:\n",
+           (unsigned long long)expect, opens);
+    print_stats("warm page cache", warm, (size_t)opens, "s");
+    print_stats("cold (data.mdb dropped from cache)", cold, (size_t)opens, "s");
+    print_stats("st_ssd_open alone (warm)", openonly, (size_t)opens, "us");
+    rm_tree(dir);
+    free(warm);
+    free(cold);
+    free(openonly);
+}
+
+typedef struct rbuf {
+    uint8_t *buf;
+} rbuf_t;
+
+static void *rbuf_alloc(void *arg, size_t length, const st_ssd_meta_t *meta)
+{
+    return length <= VALUE_BYTES ? ((rbuf_t *)arg)->buf : NULL;
+}
+
+/* One round; fills the four rates (GB/s). */
+static void bench_round(const char *top, uint64_t n, const uint8_t *src, int round, double *spill,
+                        double *file_w, double *prom_warm, double *file_r_warm, double *prom_cold,
+                        double *file_r_cold)
+{
+    char dir[1024], path[1024];
+    double gb = (double)n * VALUE_BYTES / 1e9;
+    uint8_t *buf = malloc(VALUE_BYTES);
+    rbuf_t rb = {buf};
+    st_ssd_t *ssd;
+    uint64_t t0;
+    int fd;
+    st_status_t status;
+
+    if (snprintf(dir, sizeof(dir), "%s/tp%d", top, round) >= (int)sizeof(dir)) {
+
+        fprintf(stderr, "bench_ssd: path too long\n");
+
+        exit(2);
+    }
+    if (snprintf(path, sizeof(path), "%s/plain%d.bin", top, round) >= (int)sizeof(path)) {
+        fprintf(stderr, "bench_ssd: path too long\n");
+        exit(2);
+    }
+
+    /* Plain file: sequential write of the same bytes, fsync at the end. */
+    t0 = bench_now_ns();
+    fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+    if (fd < 0) {
+        perror(path);
+        exit(1);
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        const uint8_t *p = src + (i % 64) * 4096;
+
+        if (write(fd, p, VALUE_BYTES) != VALUE_BYTES) {
+            perror("write");
+            exit(1);
+        }
+    }
+    fsync(fd);
+    close(fd);
+    *file_w = gb / ((double)(bench_now_ns() - t0) / 1e9);
+
+    /* The tier: spill everything, then a durable flush. */
+    ssd = open_env(dir, 16ull << 30, 12ull << 30);
+    t0 = bench_now_ns();
+    for (uint64_t i = 0; i < n; i++) {
+        st_ssd_key_t k = bkey(9, i, ST_SSD_KV, (uint16_t)(i % 24));
+
+        status = st_ssd_spill(ssd, &k, src + (i % 64) * 4096, VALUE_BYTES, 0, NULL, NULL);
+        if (status != ST_OK) {
+            die("spill", status);
+        }
+    }
+    status = st_ssd_flush(ssd, 1);
+    if (status != ST_OK) {
+        die("flush", status);
+    }
+    *spill = gb / ((double)(bench_now_ns() - t0) / 1e9);
+    st_ssd_close(ssd);
+
+    for (int cold = 0; cold < 2; cold++) {
+        if (cold) {
+            drop_cache(path);
+            drop_env_cache(dir);
+        }
+        t0 = bench_now_ns();
+        fd = open(path, O_RDONLY);
+        for (uint64_t i = 0; i < n; i++) {
+            if (read(fd, buf, VALUE_BYTES) != VALUE_BYTES) {
+                perror("read");
+                exit(1);
+            }
+        }
+        close(fd);
+        *(cold ? file_r_cold : file_r_warm) = gb / ((double)(bench_now_ns() - t0) / 1e9);
+
+        /* Promote the first pass only reads (get); the second promotes
+         * (get + queued delete), timed up to the flush of those deletes. */
+        ssd = open_env(dir, 16ull << 30, 12ull << 30);
+        t0 = bench_now_ns();
+        for (uint64_t i = 0; i < n; i++) {
+            st_ssd_key_t k = bkey(9, i, ST_SSD_KV, (uint16_t)(i % 24));
+
+            status = cold ? st_ssd_promote(ssd, &k, rbuf_alloc, &rb, NULL)
+                          : st_ssd_get(ssd, &k, rbuf_alloc, &rb, NULL);
+            if (status != ST_OK) {
+                die("promote", status);
+            }
+        }
+        st_ssd_flush(ssd, 0);
+        *(cold ? prom_cold : prom_warm) = gb / ((double)(bench_now_ns() - t0) / 1e9);
+        st_ssd_close(ssd);
+    }
+    unlink(path);
+    rm_tree(dir);
+    free(buf);
+}
+
+static void bench_throughput(const char *top, uint64_t total_mb, int rounds)
+{
+    uint64_t n = total_mb * 1000000ull / VALUE_BYTES;
+    uint8_t *src = malloc(64 * 4096 + VALUE_BYTES);
+    double *v[8];
+    const char *names[8] = {"tier spill (+ durable flush)",
+                            "plain write + fsync",
+                            "tier get, warm",
+                            "plain read, warm",
+                            "tier promote, cold",
+                            "plain read, cold",
+                            "",
+                            ""};
+
+    for (int i = 0; i < 8; i++) {
+        v[i] = calloc((size_t)rounds, sizeof(double));
+    }
+    /* Incompressible bytes; each value starts at a different offset. */
+    for (size_t i = 0; i < 64 * 4096 + VALUE_BYTES; i++) {
+        src[i] = (uint8_t)(XXH3_64bits(&i, sizeof(i)) >> 7);
+    }
+    printf("throughput: %llu values of %d B = %.2f GB per round, %d rounds\n",
+           (unsigned long long)n, VALUE_BYTES, (double)n * VALUE_BYTES / 1e9, rounds);
+    for (int r = 0; r < rounds; r++) {
+        bench_round(top, n, src, r, &v[0][r], &v[1][r], &v[2][r], &v[3][r], &v[4][r], &v[5][r]);
+        printf("  round %d: spill %.3f / write %.3f GB/s; get warm %.3f / read warm %.3f; "
+               "promote cold %.3f / read cold %.3f\n",
+               r, v[0][r], v[1][r], v[2][r], v[3][r], v[4][r], v[5][r]);
+    }
+    for (int i = 0; i < 6; i++) {
+        double *copy = calloc((size_t)rounds, sizeof(double));
+
+        memcpy(copy, v[i], (size_t)rounds * sizeof(double));
+        print_stats(names[i], copy, (size_t)rounds, "GB/s");
+        free(copy);
+    }
+    for (int i = 0; i < 3; i++) {
+        double *ratio = calloc((size_t)rounds, sizeof(double));
+        static const char *rn[3] = {"ratio spill / plain write", "ratio get / plain read, warm",
+                                    "ratio promote / plain read, cold"};
+
+        for (int r = 0; r < rounds; r++) {
+            ratio[r] = v[2 * i][r] / v[2 * i + 1][r];
+        }
+        print_stats(rn[i], ratio, (size_t)rounds, "x");
+        free(ratio);
+    }
+    for (int i = 0; i < 8; i++) {
+        free(v[i]);
+    }
+    free(src);
+}
+
+int main(int argc, char **argv)
+{
+    const char *base = "/tmp";
+    uint64_t blocks = 1000000, total_mb = 2048;
+    int opens = 5, rounds = 3, skip_restart = 0, skip_tp = 0;
+    char top[1024];
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
+            base = argv[++i];
+        } else if (strcmp(argv[i], "--blocks") == 0 && i + 1 < argc) {
+            blocks = strtoull(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "--opens") == 0 && i + 1 < argc) {
+            opens = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--total-mb") == 0 && i + 1 < argc) {
+            total_mb = strtoull(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
+            rounds = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--batch-mb") == 0 && i + 1 < argc) {
+            batch_mb = strtoull(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "--sync-none") == 0) {
+            sync_mode = ST_SSD_SYNC_NONE;
+        } else if (strcmp(argv[i], "--skip-restart") == 0) {
+            skip_restart = 1;
+        } else if (strcmp(argv[i], "--skip-throughput") == 0) {
+            skip_tp = 1;
+        } else {
+            fprintf(
+                stderr,
+                "usage: %s [--dir DIR] [--blocks N] [--opens N] [--total-mb N] "
+                "[--rounds N] [--batch-mb N] [--sync-none] [--skip-restart] [--skip-throughput]\n",
+                argv[0]);
+            return 2;
+        }
+    }
+    if (opens < 1 || rounds < 1 || blocks < 1 || total_mb < 1) {
+        fprintf(stderr, "bench_ssd: counts must be at least 1\n");
+        return 2;
+    }
+    st_log_set_level(ST_LOG_WARN);
+    if (snprintf(top, sizeof(top), "%s/st_bench_ssd_XXXXXX", base) >= (int)sizeof(top)) {
+        fprintf(stderr, "bench_ssd: path too long\n");
+        exit(2);
+    }
+    if (mkdtemp(top) == NULL) {
+        perror(top);
+        return 1;
+    }
+    if (!skip_restart) {
+        bench_restart(top, blocks, opens);
+    }
+    if (!skip_tp) {
+        bench_throughput(top, total_mb, rounds);
+    }
+    rm_tree(top);
+    return 0;
+}
