@@ -86,9 +86,10 @@ static st_status_t ar_map(cd_arena_t *a, size_t len)
     size_t align = a->ar_huge == CD_HUGE_OFF ? (size_t)sysconf(_SC_PAGESIZE) : AR_HUGE_2M;
     uint8_t *p;
 
-    if (a->ar_huge == CD_HUGE_HUGETLB) {
-        p = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_HUGETLB,
-                 -1, 0);
+    if (a->ar_huge == CD_HUGE_HUGETLB && a->ar_chunk_bytes % AR_HUGE_2M == 0) {
+        /* No MAP_NORESERVE here: the kernel then reserves the huge pages
+         * now, and a later fault cannot die of SIGBUS for want of one. */
+        p = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
         if (p != MAP_FAILED) {
             a->ar_map = p;
             a->ar_map_len = len;
@@ -96,7 +97,11 @@ static st_status_t ar_map(cd_arena_t *a, size_t len)
             a->ar_hugetlb = 1;
             return ST_OK;
         }
-        st_warn("arena: no hugetlb pages, using transparent huge pages errno=%d", errno);
+    }
+    if (a->ar_huge == CD_HUGE_HUGETLB) {
+        st_warn("arena: no hugetlb pages for the reservation (or chunk not a multiple of 2 MiB), "
+                "using transparent huge pages bytes=%zu chunk_bytes=%zu errno=%d",
+                len, a->ar_chunk_bytes, errno);
         a->ar_huge = CD_HUGE_THP;
     }
     /* Over-reserve by one alignment unit so that chunk 0 starts on a huge
@@ -174,8 +179,15 @@ static void ar_chunk_release(cd_arena_t *a, uint32_t c)
     if (a->ar_region_removed != NULL) {
         a->ar_region_removed(a->ar_cb_ctx, c, base, a->ar_chunk_bytes);
     }
-    madvise(base, a->ar_chunk_bytes, MADV_DONTNEED);
-    mprotect(base, a->ar_chunk_bytes, PROT_NONE);
+    /* Mapping fresh PROT_NONE pages over the chunk frees its memory, huge
+     * pages included; madvise + mprotect is the fallback. */
+    if (mmap(base, a->ar_chunk_bytes, PROT_NONE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
+                 (a->ar_hugetlb ? MAP_HUGETLB : MAP_NORESERVE),
+             -1, 0) == MAP_FAILED) {
+        madvise(base, a->ar_chunk_bytes, MADV_DONTNEED);
+        mprotect(base, a->ar_chunk_bytes, PROT_NONE);
+    }
     memset(a->ar_page_free + (size_t)c * a->ar_pages_per_chunk, 0, a->ar_pages_per_chunk);
     a->ar_active[c] = 0;
     a->ar_free[c] = 0;
@@ -289,12 +301,13 @@ void cd_arena_pages_free(cd_arena_t *a, uint64_t page, uint32_t npages)
     a->ar_free[c] += npages;
 }
 
-size_t cd_arena_trim(cd_arena_t *a)
+size_t cd_arena_trim(cd_arena_t *a, uint32_t keep)
 {
     size_t bytes = 0;
+    uint32_t kept = 0;
 
     for (uint32_t c = 0; c < a->ar_n_chunks; c++) {
-        if (a->ar_active[c] && a->ar_free[c] == a->ar_pages_per_chunk) {
+        if (a->ar_active[c] && a->ar_free[c] == a->ar_pages_per_chunk && kept++ >= keep) {
             ar_chunk_release(a, c);
             bytes += a->ar_chunk_bytes;
         }

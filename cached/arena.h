@@ -22,8 +22,10 @@
  *
  * Huge pages: CD_HUGE_THP asks for transparent huge pages with
  * madvise(MADV_HUGEPAGE) on each chunk (the default); CD_HUGE_HUGETLB maps
- * the reservation with MAP_HUGETLB and falls back to THP with a warning when
- * the kernel has no huge pages to give.
+ * the reservation with MAP_HUGETLB (without MAP_NORESERVE, so the kernel
+ * reserves the huge pages up front and a fault can never SIGBUS) and falls
+ * back to THP with a warning when the kernel has too few huge pages or the
+ * chunk is not a multiple of 2 MiB.
  *
  * Thread safety: the budget functions may be called from any thread. An
  * arena is not thread-safe; its namespace's lock serialises every call.
@@ -134,9 +136,11 @@ st_status_t cd_arena_pages_alloc(cd_arena_t *a, uint32_t npages, uint64_t *page_
 /* Returns npages pages starting at page to the free pool. */
 void cd_arena_pages_free(cd_arena_t *a, uint64_t page, uint32_t npages);
 
-/* Gives back every committed chunk whose pages are all free (region_removed,
- * MADV_DONTNEED, PROT_NONE, budget released). Returns the bytes given back. */
-size_t cd_arena_trim(cd_arena_t *a);
+/* Gives back the committed chunks whose pages are all free, keeping `keep`
+ * of them committed (to avoid giving back and re-registering a chunk at
+ * every swing): region_removed, MADV_DONTNEED, PROT_NONE, budget released.
+ * Returns the bytes given back. */
+size_t cd_arena_trim(cd_arena_t *a, uint32_t keep);
 
 /* Committed bytes of this arena. */
 static inline uint64_t cd_arena_committed(const cd_arena_t *a)

@@ -578,12 +578,30 @@ void cd_store_reap(cd_store_t *s, uint64_t now_ms, cd_reaped_t *out)
             r.leases++;
         }
         r.sessions += do_reap_sessions(ns, now_ms);
-        r.trimmed_bytes += cd_arena_trim(&ns->ns_slab.sl_arena);
+        r.trimmed_bytes += cd_arena_trim(&ns->ns_slab.sl_arena, 1);
         pthread_mutex_unlock(&ns->ns_lock);
     }
     if (out != NULL) {
         *out = r;
     }
+}
+
+void cd_store_regions(cd_store_t *s, uint32_t ns_id, cd_store_region_fn fn, void *ctx)
+{
+    cd_ns_t *ns = cd_ns_get(s, ns_id);
+    cd_arena_t *a;
+
+    if (ns == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&ns->ns_lock);
+    a = &ns->ns_slab.sl_arena;
+    for (uint32_t c = 0; c < a->ar_n_chunks; c++) {
+        if (a->ar_active[c]) {
+            fn(ctx, ns_id, c, a->ar_base + (size_t)c * a->ar_chunk_bytes, a->ar_chunk_bytes);
+        }
+    }
+    pthread_mutex_unlock(&ns->ns_lock);
 }
 
 static void stats_add(cd_stats_t *to, const cd_stats_t *from)

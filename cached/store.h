@@ -321,10 +321,16 @@ typedef struct cd_reaped {
 /*
  * Expires reservations (freeing their extents), leases and sessions whose
  * time is at or before now_ms, and gives back arena chunks that are wholly
- * free, in every namespace. Call it periodically (every 100 ms or so) from
+ * free (keeping one free chunk per namespace), in every namespace. Call it periodically (every 100 ms or so) from
  * one thread. out may be NULL.
  */
 void cd_store_reap(cd_store_t *s, uint64_t now_ms, cd_reaped_t *out);
+
+/* Calls fn for every region (committed chunk) of namespace ns_id, in
+ * region order, with the namespace lock held (fn must not call the store):
+ * what a Hello answer lists. Regions added later are announced through
+ * region_added. Does nothing for an unknown namespace. */
+void cd_store_regions(cd_store_t *s, uint32_t ns_id, cd_store_region_fn fn, void *ctx);
 
 /* Snapshot of the counters of one namespace (ns_id != 0) or of all
  * (ns_id == 0). Returns ST_OK or ST_ERR_NOT_FOUND. */

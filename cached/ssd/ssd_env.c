@@ -387,7 +387,7 @@ st_status_t st_ssd_iterate(st_ssd_t *ssd, st_ssd_iter_fn fn, void *arg, uint64_t
     MDB_val k, v;
     uint8_t last[ST_SSD_KEY_BYTES];
     int have_last = 0, stop = 0, rc;
-    uint64_t count = 0;
+    uint64_t count = 0, t0 = st_log_now_ms();
     st_status_t status = ssd_check_pid(ssd);
 
     if (status != ST_OK) {
@@ -460,6 +460,11 @@ st_status_t st_ssd_iterate(st_ssd_t *ssd, st_ssd_iter_fn fn, void *arg, uint64_t
     }
     if (txn != NULL) {
         mdb_txn_abort(txn);
+    }
+    if (status == ST_OK) {
+        st_info("ssd recovery iteration done dir=%s objects=%llu ms=%llu stopped_early=%d",
+                ssd->dir, (unsigned long long)count,
+                (unsigned long long)(st_log_now_ms() - t0), stop);
     }
     if (count_p != NULL) {
         *count_p = count;

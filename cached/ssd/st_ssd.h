@@ -194,7 +194,8 @@ void st_ssd_close(st_ssd_t *ssd);
  * Returns (durable: the outcome; queued: whether it was queued) ST_OK;
  * ST_ERR_INVALID for another kind or a NULL key; ST_ERR_EXHAUSTED when the
  * map (or the disk) is full, with nothing written; ST_ERR_IO for a disk
- * error; ST_ERR_BUSY with ST_SSD_NOWAIT and a full queue; ST_ERR_NOMEM;
+ * error (when the final sync of a durable put fails, the commit happened
+ * but its durability is unknown); ST_ERR_BUSY with ST_SSD_NOWAIT and a full queue; ST_ERR_NOMEM;
  * ST_ERR_UNAVAILABLE while closing. A queued put's own outcome goes to done.
  */
 st_status_t st_ssd_put(st_ssd_t *ssd, const st_ssd_key_t *key, const void *data, size_t length,

@@ -138,7 +138,7 @@ static void test_chunks_regions_and_pages(void **state)
 
     /* A wholly free chunk goes back on trim; the others stay. */
     cd_arena_pages_free(&a, 32, 16);
-    assert_int_equal(cd_arena_trim(&a), 4 * MiB);
+    assert_int_equal(cd_arena_trim(&a, 0), 4 * MiB);
     assert_int_equal(r.removed, 1);
     cd_budget_read(&b, &arena, NULL, NULL);
     assert_int_equal(arena, 8 * MiB);
@@ -183,8 +183,39 @@ static void test_limit_and_resident(void **state)
     for (uint64_t i = 0; i < 64; i++) {
         cd_arena_pages_free(&a, i, 1);
     }
-    assert_int_equal(cd_arena_trim(&a), 16 * MiB);
+    assert_int_equal(cd_arena_trim(&a, 0), 16 * MiB);
     assert_int_equal(cd_arena_resident(&a), 0);
+    cd_arena_destroy(&a);
+    cd_budget_destroy(&b);
+}
+
+/* Trim keeps the number of free chunks asked for; hugetlb works or falls
+ * back to transparent huge pages, and the memory is usable either way. */
+static void test_trim_keep_and_hugetlb(void **state)
+{
+    cd_budget_t b;
+    cd_arena_config_t c;
+    cd_arena_t a;
+    struct regions r = {0};
+    uint64_t p;
+
+    cd_budget_init(&b, 64 * MiB, 0);
+    arena_config(&c, &b, &r);
+    c.huge = CD_HUGE_HUGETLB;
+    assert_int_equal(cd_arena_init(&a, &c), ST_OK);
+    assert_true(a.ar_huge == CD_HUGE_HUGETLB || a.ar_huge == CD_HUGE_THP);
+    for (int i = 0; i < 48; i++) {
+        assert_int_equal(cd_arena_pages_alloc(&a, 1, &p), ST_OK);
+        memset(cd_arena_ptr(&a, p * c.page_bytes), 1, c.page_bytes);
+    }
+    assert_int_equal(r.added, 3);
+    cd_arena_pages_free(&a, 16, 16);
+    cd_arena_pages_free(&a, 32, 16);
+    assert_int_equal(cd_arena_trim(&a, 1), 4 * MiB);
+    assert_int_equal(cd_arena_trim(&a, 1), 0);
+    assert_int_equal(cd_arena_committed(&a), 8 * MiB);
+    assert_int_equal(cd_arena_trim(&a, 0), 4 * MiB);
+    assert_int_equal(r.removed, 2);
     cd_arena_destroy(&a);
     cd_budget_destroy(&b);
 }
@@ -212,7 +243,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_budget_limit_and_reserve), cmocka_unit_test(test_bad_geometry),
         cmocka_unit_test(test_chunks_regions_and_pages), cmocka_unit_test(test_limit_and_resident),
-        cmocka_unit_test(test_page_tables_charged),
+        cmocka_unit_test(test_trim_keep_and_hugetlb),    cmocka_unit_test(test_page_tables_charged),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -568,6 +568,46 @@ static void test_threads(void **state)
     assert_true(s.memory_used <= s.memory_limit);
 }
 
+static void count_region(void *ctx, uint32_t ns, uint32_t region, void *base, size_t len)
+{
+    int *n = ctx;
+
+    assert_ptr_equal(t_region_base[ns][region], base);
+    assert_int_equal(len, 2 * MiB);
+    (*n)++;
+}
+
+/* Regions: announced on growth, listed on demand, given back by the reaper
+ * when wholly free (one free chunk is kept). */
+static void test_regions_and_trim(void **state)
+{
+    int listed = 0, added0 = t_regions_added, removed0 = t_regions_removed;
+    cd_err_t err;
+    cd_reaped_t r;
+
+    for (uint32_t i = 0; i < 64; i++) {
+        put_block(ns1, 50, i, CD_KIND_KV, 0, 100000); /* ~6.4 MB: 4 chunks */
+    }
+    assert_int_equal(t_regions_added - added0, 4);
+    cd_store_regions(st_, ns1, count_region, &listed);
+    assert_int_equal(listed, 4);
+    for (uint32_t i = 64; i-- > 0;) {
+        cd_key_t k = t_key(50, i, CD_KIND_KV, 0);
+
+        assert_int_equal(cd_store_delete(st_, ns1, &k, &err), ST_OK);
+    }
+    cd_store_reap(st_, t_now, &r);
+    assert_int_equal(r.trimmed_bytes, 3 * 2 * MiB);
+    assert_int_equal(t_regions_removed - removed0, 3);
+    listed = 0;
+    cd_store_regions(st_, ns1, count_region, &listed);
+    assert_int_equal(listed, 1);
+    cd_stats_t s;
+    assert_int_equal(cd_store_stats(st_, ns1, &s), ST_OK);
+    assert_int_equal(s.arena_committed, 2 * MiB);
+    assert_int_equal(s.blocks, 0);
+}
+
 static void test_bad_config(void **state)
 {
     cd_store_config_t c;
@@ -601,6 +641,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_memory_limit_and_resident, setup, teardown),
         cmocka_unit_test_setup_teardown(test_million_token_chain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_regions_and_trim, setup, teardown),
         cmocka_unit_test(test_bad_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
