@@ -604,6 +604,32 @@ void cd_store_regions(cd_store_t *s, uint32_t ns_id, cd_store_region_fn fn, void
     pthread_mutex_unlock(&ns->ns_lock);
 }
 
+size_t cd_store_class_stats(cd_store_t *s, uint32_t ns_id, cd_class_stats_t *out, size_t cap)
+{
+    cd_ns_t *ns = cd_ns_get(s, ns_id);
+    const cd_slab_t *sl;
+    size_t n;
+
+    if (ns == NULL) {
+        return 0;
+    }
+    pthread_mutex_lock(&ns->ns_lock);
+    sl = &ns->ns_slab;
+    n = sl->sl_n_classes + 1;
+    for (size_t i = 0; i < n && i < cap; i++) {
+        if (i < sl->sl_n_classes) {
+            const cd_slab_class_t *c = &sl->sl_classes[i];
+
+            out[i] =
+                (cd_class_stats_t){c->sc_size, c->sc_pages, c->sc_used, c->sc_allocs, c->sc_frees};
+        } else {
+            out[i] = (cd_class_stats_t){0, sl->sl_large_pages, sl->sl_large_extents, 0, 0};
+        }
+    }
+    pthread_mutex_unlock(&ns->ns_lock);
+    return n;
+}
+
 static void stats_add(cd_stats_t *to, const cd_stats_t *from)
 {
     const uint64_t *f = (const uint64_t *)((const char *)from + offsetof(cd_stats_t, objects));

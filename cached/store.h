@@ -332,6 +332,21 @@ void cd_store_reap(cd_store_t *s, uint64_t now_ms, cd_reaped_t *out);
  * region_added. Does nothing for an unknown namespace. */
 void cd_store_regions(cd_store_t *s, uint32_t ns_id, cd_store_region_fn fn, void *ctx);
 
+/* One size class of a namespace's slab allocator (size 0: large extents,
+ * counted in pages and extents). */
+typedef struct cd_class_stats {
+    uint32_t size;   /* bytes per extent; 0 for large extents */
+    uint64_t pages;  /* pages the class holds */
+    uint64_t used;   /* extents in use */
+    uint64_t allocs; /* over the namespace's life (large: not counted) */
+    uint64_t frees;
+} cd_class_stats_t;
+
+/* Copies up to cap class records of namespace ns_id into out (the classes in
+ * size order, then the large extents) and returns how many there are in all
+ * (call with cap 0 to size the array); 0 for an unknown namespace. */
+size_t cd_store_class_stats(cd_store_t *s, uint32_t ns_id, cd_class_stats_t *out, size_t cap);
+
 /* Snapshot of the counters of one namespace (ns_id != 0) or of all
  * (ns_id == 0). Returns ST_OK or ST_ERR_NOT_FOUND. */
 st_status_t cd_store_stats(cd_store_t *s, uint32_t ns_id, cd_stats_t *out);

@@ -117,6 +117,9 @@ static st_status_t ssd_params_fill(const st_ssd_params_t *in, st_ssd_params_t *o
     if (out->reader_check_ms == 0) {
         out->reader_check_ms = 10000;
     }
+    if (out->linger_ms == 0) {
+        out->linger_ms = 5;
+    }
     return ST_OK;
 }
 
@@ -247,6 +250,10 @@ st_status_t st_ssd_open(const st_ssd_params_t *params, st_ssd_t **ssd_p)
     mdb_env_stat(ssd->env, &mst);
     mdb_env_info(ssd->env, &info);
     ssd->page_size = mst.ms_psize;
+    ssd->map = info.me_mapaddr;
+    if (mdb_env_get_fd(ssd->env, &ssd->fd) != 0) {
+        ssd->fd = -1;
+    }
     ssd->params.map_size = info.me_mapsize;
 
     ssd->batch_ops = calloc(ssd->params.batch_max, sizeof(*ssd->batch_ops));
@@ -463,8 +470,8 @@ st_status_t st_ssd_iterate(st_ssd_t *ssd, st_ssd_iter_fn fn, void *arg, uint64_t
     }
     if (status == ST_OK) {
         st_info("ssd recovery iteration done dir=%s objects=%llu ms=%llu stopped_early=%d",
-                ssd->dir, (unsigned long long)count,
-                (unsigned long long)(st_log_now_ms() - t0), stop);
+                ssd->dir, (unsigned long long)count, (unsigned long long)(st_log_now_ms() - t0),
+                stop);
     }
     if (count_p != NULL) {
         *count_p = count;

@@ -97,6 +97,8 @@ struct st_ssd {
     st_ssd_params_t params;
     pid_t pid;
     uint32_t page_size;
+    int fd;             /* data.mdb, for pread of large payloads */
+    const uint8_t *map; /* LMDB's map of data.mdb */
 
     pthread_mutex_t lock;
     pthread_cond_t queue_cv; /* the writer waits for work */
@@ -105,7 +107,10 @@ struct st_ssd {
     ssd_op_t *head;
     ssd_op_t *tail;
     uint32_t queued;
-    uint64_t queued_bytes;
+    uint64_t queued_bytes;   /* copied payload bytes queued */
+    uint64_t queued_payload; /* all payload bytes queued */
+    uint32_t queued_urgent;  /* queued ops that a caller waits for, or durable */
+    uint64_t head_since_ms;  /* when the queue last became non-empty */
     int stopping;
     int paused;
     int writer_started;

@@ -6,11 +6,15 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <xxhash.h>
 
 #include "st_log.h"
 #include "ssd_internal.h"
+
+/* Payloads from this size on are read with pread (ssd_copy_payload). */
+#define SSD_PREAD_MIN (16 * 1024)
 
 /* Logs, counts and queues the removal of a corrupt value. */
 static void ssd_corrupt(st_ssd_t *ssd, const st_ssd_key_t *key, uint64_t seq, const char *why)
@@ -35,6 +39,36 @@ static void ssd_corrupt(st_ssd_t *ssd, const st_ssd_key_t *key, uint64_t seq, co
     if (ssd_submit(ssd, op) != ST_OK) {
         free(op); /* the next read finds it again and retries */
     }
+}
+
+/*
+ * Copies a payload out of the map. A large one is read with pread from the
+ * same file offset instead: the pages a read transaction sees are not
+ * reused while it lasts, and without MDB_WRITEMAP the file holds exactly
+ * what the map shows; pread takes the kernel's sequential readahead and
+ * no page faults, where a copy from the map faults page by page.
+ */
+static void ssd_copy_payload(const st_ssd_t *ssd, void *dst, const uint8_t *src, size_t len)
+{
+    if (len >= SSD_PREAD_MIN && ssd->fd >= 0 && src >= ssd->map &&
+        src + len <= ssd->map + ssd->params.map_size) {
+        off_t off = (off_t)(src - ssd->map);
+        size_t done = 0;
+
+        while (done < len) {
+            ssize_t n = pread(ssd->fd, (uint8_t *)dst + done, len - done, off + (off_t)done);
+
+            if (n <= 0) {
+                break; /* fall back to the map for the rest */
+            }
+            done += (size_t)n;
+        }
+        if (done < len) {
+            memcpy((uint8_t *)dst + done, src + done, len - done);
+        }
+        return;
+    }
+    memcpy(dst, src, len);
 }
 
 static st_status_t ssd_read(st_ssd_t *ssd, const st_ssd_key_t *key, st_ssd_alloc_fn alloc,
@@ -91,7 +125,7 @@ static st_status_t ssd_read(st_ssd_t *ssd, const st_ssd_key_t *key, st_ssd_alloc
         return ST_ERR_NOMEM;
     }
     if (hdr.length != 0) {
-        memcpy(dst, (const uint8_t *)v.mv_data + SSD_HDR_BYTES, (size_t)hdr.length);
+        ssd_copy_payload(ssd, dst, (const uint8_t *)v.mv_data + SSD_HDR_BYTES, (size_t)hdr.length);
     }
     mdb_txn_abort(txn);
 

@@ -493,6 +493,25 @@ static void w_periodic(st_ssd_t *ssd)
     }
 }
 
+/*
+ * Whether the writer should take a batch now (lock held): the queue holds
+ * something, the writer is not held, and either someone waits (a durable
+ * put, a flush), a batch is full, the linger window has passed, or the
+ * environment is closing. Also true when closing with an empty queue.
+ */
+static int w_ready(st_ssd_t *ssd)
+{
+    if (ssd->stopping) {
+        return 1;
+    }
+    if (ssd->head == NULL || ssd->paused) {
+        return 0;
+    }
+    return ssd->queued_urgent > 0 || ssd->queued >= ssd->params.batch_max ||
+           ssd->queued_payload >= ssd->params.batch_bytes ||
+           st_log_now_ms() - ssd->head_since_ms >= ssd->params.linger_ms;
+}
+
 void *ssd_writer_main(void *arg)
 {
     st_ssd_t *ssd = arg;
@@ -505,11 +524,22 @@ void *ssd_writer_main(void *arg)
         uint64_t bytes = 0;
         ssd_op_t *finished = NULL, **fin_tail = &finished;
 
-        while ((ssd->head == NULL || ssd->paused) && !ssd->stopping) {
+        while (!w_ready(ssd)) {
             struct timespec ts;
+            uint64_t wait_ms = 1000;
 
+            if (ssd->head != NULL && !ssd->paused) {
+                /* Lingering: wait for the rest of the window only. */
+                wait_ms = ssd->head_since_ms + ssd->params.linger_ms - st_log_now_ms();
+                wait_ms = wait_ms > ssd->params.linger_ms ? 1 : wait_ms;
+            }
             clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_sec += 1;
+            ts.tv_sec += (time_t)(wait_ms / 1000);
+            ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
             pthread_cond_timedwait(&ssd->queue_cv, &ssd->lock, &ts);
             pthread_mutex_unlock(&ssd->lock);
             w_periodic(ssd);
@@ -527,6 +557,8 @@ void *ssd_writer_main(void *arg)
         }
         if (ssd->head == NULL) {
             ssd->tail = NULL;
+        } else {
+            ssd->head_since_ms = 0; /* what is left has waited long enough */
         }
         pthread_mutex_unlock(&ssd->lock);
         w_run(ssd, ops, n, &ev);
@@ -541,6 +573,8 @@ void *ssd_writer_main(void *arg)
             ssd_op_t *op = ops[i];
 
             ssd->queued--;
+            ssd->queued_payload -= op->length;
+            ssd->queued_urgent -= op->waited || (op->flags & ST_SSD_DURABLE);
             if (op->copy != NULL) {
                 ssd->queued_bytes -= op->length;
             }
@@ -602,9 +636,12 @@ st_status_t ssd_submit(st_ssd_t *ssd, ssd_op_t *op)
             ssd->tail->next = op;
         } else {
             ssd->head = op;
+            ssd->head_since_ms = st_log_now_ms();
         }
         ssd->tail = op;
         ssd->queued++;
+        ssd->queued_payload += op->length;
+        ssd->queued_urgent += op->waited || (op->flags & ST_SSD_DURABLE);
         if (op->copy != NULL) {
             ssd->queued_bytes += op->length;
         }

@@ -124,6 +124,8 @@ typedef struct st_ssd_params {
     uint64_t batch_bytes;     /* payload bytes per write transaction at most; default 64 MiB */
     uint32_t batch_max;       /* operations per write transaction at most; default 4096 */
     uint32_t reader_check_ms; /* period of the stale-reader check; default 10000 */
+    uint32_t linger_ms;       /* a batch of only queued writes waits this long for more
+                                 (group commit); durable puts and flushes never wait; 5 */
     st_ssd_evict_fn on_evict; /* optional: told about each budget eviction */
     void *evict_arg;
 } st_ssd_params_t;

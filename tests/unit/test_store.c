@@ -399,6 +399,21 @@ static void test_lookup_limits_and_stats(void **state)
     assert_int_equal(s.objects[CD_KIND_IDX], 3);
     assert_int_equal(s.bytes[CD_KIND_KV], 400);
     assert_int_equal(s.blocks, 4);
+    /* Per-class accounting: 7 extents of 100 bytes, all in the 112 B class. */
+    cd_class_stats_t cls[CD_SLAB_MAX_CLASSES + 1];
+    size_t ncls = cd_store_class_stats(st_, ns1, cls, CD_SLAB_MAX_CLASSES + 1);
+    uint64_t used = 0;
+    assert_true(ncls > 2 && ncls <= CD_SLAB_MAX_CLASSES + 1);
+    assert_int_equal(cls[ncls - 1].size, 0);
+    for (size_t i = 0; i < ncls; i++) {
+        used += cls[i].used;
+        if (cls[i].used != 0) {
+            assert_true(cls[i].size >= 100 && cls[i].size < 125);
+            assert_int_equal(cls[i].pages, 1);
+        }
+    }
+    assert_int_equal(used, 7);
+    assert_int_equal(cd_store_class_stats(st_, 42, cls, 4), 0);
 }
 
 /* The accounting never passes the limit under churn, and the arena's
@@ -544,15 +559,28 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+static atomic_int reaper_stop;
+
+static void *reaper_main(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&reaper_stop)) {
+        cd_store_reap(st_, t_now, NULL);
+    }
+    return NULL;
+}
+
 static void test_threads(void **state)
 {
-    pthread_t th[4];
+    pthread_t th[4], reaper;
     struct worker w[4];
     uint32_t ns2;
     cd_err_t err;
     cd_stats_t s;
 
     assert_int_equal(cd_store_ns_create(st_, "acme", "second", 64, &ns2, &err), ST_OK);
+    atomic_store(&reaper_stop, 0);
+    assert_int_equal(pthread_create(&reaper, NULL, reaper_main, NULL), 0);
     for (uint32_t i = 0; i < 4; i++) {
         w[i] = (struct worker){i % 2 ? ns2 : ns1, i, 0};
         assert_int_equal(pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
@@ -561,6 +589,8 @@ static void test_threads(void **state)
         pthread_join(th[i], NULL);
         assert_int_equal(w[i].errors, 0);
     }
+    atomic_store(&reaper_stop, 1);
+    pthread_join(reaper, NULL);
     assert_int_equal(cd_store_stats(st_, 0, &s), ST_OK);
     assert_int_equal(s.namespaces, 2);
     assert_int_equal(s.puts, 8000);

@@ -2,6 +2,7 @@
 #ifndef STRATA_TEST_STORE_UTIL_H
 #define STRATA_TEST_STORE_UTIL_H
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,7 +11,7 @@
 #define KiB 1024ull
 #define MiB (1024ull * 1024ull)
 
-static uint64_t t_now = 1000;
+static _Atomic uint64_t t_now = 1000; /* the fake clock; threads read it */
 static void *t_region_base[8][256];
 static int t_regions_added, t_regions_removed;
 
