@@ -1,0 +1,413 @@
+/*
+ * client.c - channels, unary calls, fan-out and the health check helper.
+ *
+ * A unary call is one batch of six operations (send metadata, message and
+ * close; receive metadata, message and status) on a completion queue of its
+ * own, so calls from any number of threads never wait on each other. A
+ * fan-out puts every call of the batch on one queue and collects the
+ * completions as they come.
+ */
+#include "srpc_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <grpc/grpc_security.h>
+
+#include "health.pb-c.h"
+#include "st_log.h"
+
+#define SRPC_DEFAULT_MAX_RECEIVE (64u << 20)
+
+struct srpc_channel {
+    grpc_channel *channel;
+    char *target;
+    size_t n_md;
+    grpc_metadata md[1]; /* authorization, when a token is set */
+};
+
+/* One client call in flight. */
+typedef struct srpc_cop {
+    grpc_call *call;
+    grpc_byte_buffer *send_bb;
+    grpc_byte_buffer *recv_bb;
+    grpc_metadata_array init_md;
+    grpc_metadata_array trail_md;
+    grpc_status_code code;
+    grpc_slice details;
+} srpc_cop_t;
+
+st_status_t srpc_channel_open(const char *target, const srpc_channel_config_t *cfg,
+                              srpc_channel_t **ch_p)
+{
+    uint32_t max_recv =
+        cfg && cfg->max_receive_bytes ? cfg->max_receive_bytes : SRPC_DEFAULT_MAX_RECEIVE;
+    grpc_arg args[1];
+    grpc_channel_args chargs = {1, args};
+    grpc_channel_credentials *creds;
+    srpc_channel_t *ch;
+
+    if (target == NULL || target[0] == '\0' || ch_p == NULL) {
+        st_error("rpc channel: no target");
+        return ST_ERR_INVALID;
+    }
+    ch = calloc(1, sizeof(*ch));
+    if (ch == NULL || (ch->target = strdup(target)) == NULL) {
+        free(ch);
+        st_error("rpc channel: out of memory target=%s", target);
+        return ST_ERR_NOMEM;
+    }
+    if (cfg != NULL && cfg->token != NULL) {
+        size_t len = strlen(cfg->token);
+        char *value = malloc(len + 8);
+
+        if (value == NULL) {
+            free(ch->target);
+            free(ch);
+            st_error("rpc channel: out of memory target=%s", target);
+            return ST_ERR_NOMEM;
+        }
+        memcpy(value, "Bearer ", 7);
+        memcpy(value + 7, cfg->token, len + 1);
+        ch->md[0].key = grpc_slice_from_static_string("authorization");
+        ch->md[0].value = grpc_slice_from_copied_string(value);
+        free(value);
+        ch->n_md = 1;
+    }
+    srpc_grpc_ref();
+    args[0].type = GRPC_ARG_INTEGER;
+    args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+    args[0].value.integer = max_recv > INT32_MAX ? INT32_MAX : (int)max_recv;
+    creds = grpc_insecure_credentials_create();
+    ch->channel = grpc_channel_create(target, creds, &chargs);
+    grpc_channel_credentials_release(creds);
+    *ch_p = ch;
+    return ST_OK;
+}
+
+const char *srpc_channel_target(const srpc_channel_t *ch)
+{
+    return ch->target;
+}
+
+void srpc_channel_close(srpc_channel_t *ch)
+{
+    if (ch == NULL) {
+        return;
+    }
+    grpc_channel_destroy(ch->channel);
+    if (ch->n_md != 0) {
+        grpc_slice_unref(ch->md[0].value);
+    }
+    free(ch->target);
+    free(ch);
+    srpc_grpc_unref();
+}
+
+/* Creates the call and starts its one batch; takes send_bb in every case. */
+static st_status_t srpc_cop_start(srpc_cop_t *op, srpc_channel_t *ch, const char *path,
+                                  grpc_byte_buffer *send_bb, grpc_completion_queue *cq,
+                                  gpr_timespec deadline, void *tag)
+{
+    grpc_op ops[6];
+    grpc_call_error err;
+
+    memset(op, 0, sizeof(*op));
+    memset(ops, 0, sizeof(ops));
+    op->send_bb = send_bb;
+    op->details = grpc_empty_slice();
+    grpc_metadata_array_init(&op->init_md);
+    grpc_metadata_array_init(&op->trail_md);
+    op->call = grpc_channel_create_call(ch->channel, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
+                                        grpc_slice_from_static_string(path), NULL, deadline, NULL);
+    if (op->call == NULL) {
+        st_error("rpc call: gRPC could not create the call target=%s method=%s", ch->target, path);
+        return ST_ERR_INTERNAL;
+    }
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[0].data.send_initial_metadata.count = ch->n_md;
+    ops[0].data.send_initial_metadata.metadata = ch->n_md ? ch->md : NULL;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = send_bb;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &op->init_md;
+    ops[4].op = GRPC_OP_RECV_MESSAGE;
+    ops[4].data.recv_message.recv_message = &op->recv_bb;
+    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[5].data.recv_status_on_client.trailing_metadata = &op->trail_md;
+    ops[5].data.recv_status_on_client.status = &op->code;
+    ops[5].data.recv_status_on_client.status_details = &op->details;
+    err = grpc_call_start_batch(op->call, ops, 6, tag, NULL);
+    if (err != GRPC_CALL_OK) {
+        st_error("rpc call: gRPC refused the batch target=%s method=%s error=%d", ch->target, path,
+                 (int)err);
+        return ST_ERR_INTERNAL;
+    }
+    return ST_OK;
+}
+
+/* Frees what srpc_cop_start() set up (also after a failed start). */
+static void srpc_cop_cleanup(srpc_cop_t *op)
+{
+    if (op->call != NULL) {
+        grpc_call_unref(op->call);
+        op->call = NULL;
+    }
+    if (op->send_bb != NULL) {
+        grpc_byte_buffer_destroy(op->send_bb);
+        op->send_bb = NULL;
+    }
+    if (op->recv_bb != NULL) {
+        grpc_byte_buffer_destroy(op->recv_bb);
+        op->recv_bb = NULL;
+    }
+    grpc_metadata_array_destroy(&op->init_md);
+    grpc_metadata_array_destroy(&op->trail_md);
+    grpc_slice_unref(op->details);
+}
+
+/*
+ * Turns a completed call into a status: the response bytes in *data_p (malloc'd)
+ * on success, err filled on failure. Cleans op up.
+ */
+static st_status_t srpc_cop_finish(srpc_cop_t *op, const char *target, const char *path,
+                                   uint8_t **data_p, size_t *len_p, srpc_error_t *err)
+{
+    st_status_t st = ST_OK;
+    srpc_error_t local;
+
+    if (err == NULL) {
+        err = &local;
+    }
+    err->grpc_code = (int)op->code;
+    srpc_slice_to_str(op->details, err->message, sizeof(err->message));
+    if (op->code != GRPC_STATUS_OK) {
+        st = st_status_from_grpc((int)op->code);
+        st_debug("rpc call failed target=%s method=%s code=%d msg=\"%s\"", target, path,
+                 (int)op->code, err->message);
+    } else if (op->recv_bb == NULL) {
+        st = ST_ERR_PROTOCOL;
+        snprintf(err->message, sizeof(err->message), "%s answered OK without a message", path);
+        st_warn("rpc call: answer without a message target=%s method=%s", target, path);
+    } else {
+        st = srpc_bb_read(op->recv_bb, data_p, len_p);
+        if (st != ST_OK) {
+            snprintf(err->message, sizeof(err->message), "cannot read the answer: %s",
+                     st_strerror(st));
+        }
+    }
+    srpc_cop_cleanup(op);
+    return st;
+}
+
+/* Unpacks data into *resp_p. */
+static st_status_t srpc_unpack(const srpc_method_t *method, const char *target, uint8_t *data,
+                               size_t len, ProtobufCMessage **resp_p, srpc_error_t *err)
+{
+    ProtobufCMessage *resp = protobuf_c_message_unpack(method->resp_desc, NULL, len, data);
+
+    if (resp == NULL) {
+        if (err != NULL) {
+            snprintf(err->message, sizeof(err->message), "answer of %zu bytes does not parse as %s",
+                     len, method->resp_desc->name);
+        }
+        st_warn("rpc call: answer does not parse target=%s method=%s bytes=%zu", target,
+                method->path, len);
+        return ST_ERR_PROTOCOL;
+    }
+    *resp_p = resp;
+    return ST_OK;
+}
+
+/* One call on a private pluck queue. */
+static st_status_t srpc_call_bb(srpc_channel_t *ch, const char *path, grpc_byte_buffer *send_bb,
+                                int timeout_ms, uint8_t **data_p, size_t *len_p, srpc_error_t *err)
+{
+    grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+    srpc_cop_t op;
+    st_status_t st;
+
+    if (cq == NULL) {
+        grpc_byte_buffer_destroy(send_bb);
+        return ST_ERR_NOMEM;
+    }
+    st = srpc_cop_start(&op, ch, path, send_bb, cq, srpc_deadline_from_ms(timeout_ms), &op);
+    if (st == ST_OK) {
+        grpc_event ev =
+            grpc_completion_queue_pluck(cq, &op, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        if (ev.type != GRPC_OP_COMPLETE) { /* cannot happen with an infinite wait */
+            st_error("rpc call: completion queue failed target=%s method=%s", ch->target, path);
+        }
+        st = srpc_cop_finish(&op, ch->target, path, data_p, len_p, err);
+    } else {
+        srpc_cop_cleanup(&op);
+        if (err != NULL) {
+            err->grpc_code = st_status_to_grpc(st);
+            snprintf(err->message, sizeof(err->message), "could not start the call");
+        }
+    }
+    grpc_completion_queue_shutdown(cq);
+    grpc_completion_queue_destroy(cq);
+    return st;
+}
+
+st_status_t srpc_call_raw(srpc_channel_t *ch, const char *path, const void *req, size_t req_len,
+                          int timeout_ms, void **resp_p, size_t *resp_len_p, srpc_error_t *err)
+{
+    grpc_slice slice;
+    grpc_byte_buffer *bb;
+    uint8_t *data = NULL;
+    size_t len = 0;
+    st_status_t st;
+
+    if (ch == NULL || path == NULL || (req == NULL && req_len != 0) || resp_p == NULL ||
+        resp_len_p == NULL) {
+        return ST_ERR_INVALID;
+    }
+    slice = grpc_slice_from_copied_buffer(req, req_len);
+    bb = grpc_raw_byte_buffer_create(&slice, 1);
+    grpc_slice_unref(slice);
+    st = srpc_call_bb(ch, path, bb, timeout_ms, &data, &len, err);
+    if (st == ST_OK) {
+        *resp_p = data;
+        *resp_len_p = len;
+    }
+    return st;
+}
+
+st_status_t srpc_call(srpc_channel_t *ch, const srpc_method_t *method, const ProtobufCMessage *req,
+                      int timeout_ms, ProtobufCMessage **resp_p, srpc_error_t *err)
+{
+    grpc_byte_buffer *bb;
+    uint8_t *data = NULL;
+    size_t len = 0;
+    st_status_t st;
+
+    if (ch == NULL || method == NULL || req == NULL || resp_p == NULL ||
+        req->descriptor != method->req_desc) {
+        st_error("rpc call: NULL argument or request of the wrong type method=%s",
+                 method && method->path ? method->path : "?");
+        return ST_ERR_INVALID;
+    }
+    st = srpc_bb_pack(req, &bb);
+    if (st != ST_OK) {
+        return st;
+    }
+    st = srpc_call_bb(ch, method->path, bb, timeout_ms, &data, &len, err);
+    if (st == ST_OK) {
+        st = srpc_unpack(method, ch->target, data, len, resp_p, err);
+    }
+    free(data);
+    return st;
+}
+
+st_status_t srpc_fanout(const srpc_method_t *method, srpc_fanout_item_t *items, size_t n,
+                        int timeout_ms)
+{
+    gpr_timespec deadline = srpc_deadline_from_ms(timeout_ms);
+    grpc_completion_queue *cq;
+    srpc_cop_t *ops;
+    size_t started = 0, done = 0;
+
+    if (method == NULL || (items == NULL && n != 0)) {
+        return ST_ERR_INVALID;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (items[i].ch == NULL || items[i].req == NULL ||
+            items[i].req->descriptor != method->req_desc) {
+            st_error("rpc fan-out: item without channel or request of the wrong type "
+                     "method=%s item=%zu",
+                     method->path, i);
+            return ST_ERR_INVALID;
+        }
+    }
+    ops = calloc(n ? n : 1, sizeof(*ops));
+    cq = grpc_completion_queue_create_for_next(NULL);
+    if (ops == NULL || cq == NULL) {
+        free(ops);
+        if (cq != NULL) {
+            grpc_completion_queue_shutdown(cq);
+            grpc_completion_queue_destroy(cq);
+        }
+        return ST_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        srpc_fanout_item_t *it = &items[i];
+        grpc_byte_buffer *bb;
+
+        it->resp = NULL;
+        memset(&it->err, 0, sizeof(it->err));
+        it->status = srpc_bb_pack(it->req, &bb);
+        if (it->status == ST_OK) {
+            it->status = srpc_cop_start(&ops[i], it->ch, method->path, bb, cq, deadline, &ops[i]);
+            if (it->status != ST_OK) {
+                srpc_cop_cleanup(&ops[i]);
+            }
+        }
+        if (it->status != ST_OK) {
+            it->err.grpc_code = st_status_to_grpc(it->status);
+            snprintf(it->err.message, sizeof(it->err.message), "could not start the call");
+            continue;
+        }
+        started++;
+    }
+    while (done < started) {
+        grpc_event ev = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+
+        if (ev.type != GRPC_OP_COMPLETE) {
+            continue;
+        }
+        srpc_cop_t *op = ev.tag;
+        srpc_fanout_item_t *it = &items[op - ops];
+        uint8_t *data = NULL;
+        size_t len = 0;
+
+        it->status = srpc_cop_finish(op, it->ch->target, method->path, &data, &len, &it->err);
+        if (it->status == ST_OK) {
+            it->status = srpc_unpack(method, it->ch->target, data, len, &it->resp, &it->err);
+        }
+        free(data);
+        done++;
+    }
+    grpc_completion_queue_shutdown(cq);
+    for (;;) {
+        grpc_event ev = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        if (ev.type == GRPC_QUEUE_SHUTDOWN) {
+            break;
+        }
+    }
+    grpc_completion_queue_destroy(cq);
+    free(ops);
+    return ST_OK;
+}
+
+void srpc_fanout_free(srpc_fanout_item_t *items, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (items[i].resp != NULL) {
+            protobuf_c_message_free_unpacked(items[i].resp, NULL);
+            items[i].resp = NULL;
+        }
+    }
+}
+
+st_status_t srpc_health_check(srpc_channel_t *ch, const char *service, int timeout_ms,
+                              int *status_p, srpc_error_t *err)
+{
+    Grpc__Health__V1__HealthCheckRequest req = GRPC__HEALTH__V1__HEALTH_CHECK_REQUEST__INIT;
+    ProtobufCMessage *resp = NULL;
+    st_status_t st;
+
+    if (status_p == NULL) {
+        return ST_ERR_INVALID;
+    }
+    req.service = (char *)(service ? service : "");
+    st = srpc_call(ch, &srpc_health_check_method, &req.base, timeout_ms, &resp, err);
+    if (st == ST_OK) {
+        *status_p = (int)((Grpc__Health__V1__HealthCheckResponse *)resp)->status;
+        protobuf_c_message_free_unpacked(resp, NULL);
+    }
+    return st;
+}

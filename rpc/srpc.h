@@ -1,0 +1,344 @@
+/*
+ * srpc.h - strata's control-plane RPC framework on the gRPC C core.
+ *
+ * The daemon serves strata.v1.Cache (and grpc.health.v1.Health) with an
+ * srpc_server_t; the client library, the CLI and the daemon's peer fan-out
+ * call it through srpc_channel_t. Messages are protobuf-c messages; a method
+ * is named by its gRPC path and its two message descriptors (srpc_method_t).
+ *
+ * Server model. srpc_server_start() binds one address, registers every method
+ * of a table with gRPC and starts n_threads worker threads that poll n_cqs
+ * completion queues (threads are spread over the queues). For every method
+ * each queue keeps several calls requested from gRPC at all times, so calls
+ * are served concurrently, up to one per worker thread. A worker that takes a
+ * call reads and unpacks the request, runs the handler synchronously, packs
+ * the response and sends it with the status; a handler may block (a peer
+ * fan-out, a durable write) without stalling the other workers.
+ *
+ * Lifetime of memory in a handler: the request is valid until the handler
+ * returns AND the response has been packed, so a response may point into the
+ * request. The response message is allocated and initialised by the
+ * framework; anything the handler hangs off it should come from
+ * srpc_ctx_alloc(), which is freed once the response has been packed.
+ *
+ * Status: a handler returns an st_status_t; ST_OK sends the response, any
+ * other code sends st_status_to_grpc(code) with the message set by
+ * srpc_ctx_set_error() (or st_strerror(code)) and no response.
+ * The framework itself answers INVALID_ARGUMENT for bytes that do not unpack,
+ * RESOURCE_EXHAUSTED for a request over the method's size limit,
+ * DEADLINE_EXCEEDED for a call whose deadline passed before its handler ran,
+ * UNIMPLEMENTED for a method that is not in the table, and gRPC answers
+ * UNAVAILABLE once the server is stopping.
+ *
+ * Thread safety: srpc_server_* functions may be called from any thread, except
+ * that srpc_server_stop()/destroy() must not be called from a handler.
+ * srpc_channel_t is thread-safe: any number of threads may call through one
+ * channel at once. Every function that creates something calls grpc_init()
+ * and the matching destroy calls grpc_shutdown(), so no global set-up is
+ * needed; the first one also takes a reference for the life of the process
+ * (see srpc_library_shutdown()).
+ */
+#ifndef STRATA_SRPC_H
+#define STRATA_SRPC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "strata/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * Drops the process-wide gRPC reference that the first server or channel
+ * took, so that gRPC cleans up once the last server and channel are gone.
+ * For programs that want a clean exit under leak checkers; optional, and
+ * the clean-up may block for seconds. Call it once, at the end of main().
+ */
+void srpc_library_shutdown(void);
+
+/* ------------------------------------------------------------- methods -- */
+
+/* One unary RPC method: its gRPC path and its message types. */
+typedef struct srpc_method {
+    const char *path; /* "/strata.v1.Cache/Lookup" */
+    const ProtobufCMessageDescriptor *req_desc;
+    const ProtobufCMessageDescriptor *resp_desc;
+} srpc_method_t;
+
+/* The methods of strata.v1.Cache, in the order of the service in strata.proto. */
+typedef enum srpc_cache_method_id {
+    SRPC_CACHE_HELLO,
+    SRPC_CACHE_LOOKUP,
+    SRPC_CACHE_LOCATE,
+    SRPC_CACHE_RESERVE,
+    SRPC_CACHE_COMMIT,
+    SRPC_CACHE_ABORT,
+    SRPC_CACHE_RELEASE,
+    SRPC_CACHE_PUT,
+    SRPC_CACHE_GET,
+    SRPC_CACHE_DELETE,
+    SRPC_CACHE_PIN,
+    SRPC_CACHE_UNPIN,
+    SRPC_CACHE_OPEN_SESSION,
+    SRPC_CACHE_APPEND_SESSION,
+    SRPC_CACHE_GET_SESSION,
+    SRPC_CACHE_CLOSE_SESSION,
+    SRPC_CACHE_STATS,
+    SRPC_CACHE_CLUSTER_LOOKUP,
+    SRPC_CACHE_N_METHODS
+} srpc_cache_method_id_t;
+
+/* srpc_cache_methods[id] describes method id of strata.v1.Cache. */
+extern const srpc_method_t srpc_cache_methods[SRPC_CACHE_N_METHODS];
+
+/* grpc.health.v1.Health/Check. */
+extern const srpc_method_t srpc_health_check_method;
+
+/* The service names known to the health service. */
+#define SRPC_CACHE_SERVICE  "strata.v1.Cache"
+#define SRPC_HEALTH_SERVICE "grpc.health.v1.Health"
+
+/* ------------------------------------------------------- server: calls -- */
+
+typedef struct srpc_server srpc_server_t;
+
+/* The context of one call, valid during the handler only. */
+typedef struct srpc_ctx srpc_ctx_t;
+
+/*
+ * A method handler. req is the unpacked request (read-only); resp is an
+ * initialised response message of the method's resp_desc to fill. arg is the
+ * method's handler_arg. Returns ST_OK to send resp, or an error status (see
+ * the file comment). Runs on a worker thread; may block.
+ */
+typedef st_status_t (*srpc_handler_fn)(srpc_ctx_t *ctx, const ProtobufCMessage *req,
+                                       ProtobufCMessage *resp, void *arg);
+
+/* One entry of a server's method table. */
+typedef struct srpc_method_def {
+    const srpc_method_t *method;
+    srpc_handler_fn handler;
+    void *handler_arg;
+    uint32_t max_request_bytes; /* 0: the server's max_message_bytes */
+} srpc_method_def_t;
+
+/*
+ * Returns the bearer token of the call (the value of the metadata
+ * "authorization: Bearer <token>"), NUL-terminated, or NULL when the call
+ * carried none. A token longer than SRPC_MAX_TOKEN bytes counts as none.
+ * Valid until the handler returns. Checking it is the handler's job.
+ */
+#define SRPC_MAX_TOKEN 1024
+const char *srpc_ctx_token(const srpc_ctx_t *ctx);
+
+/* Returns the call's method path ("/strata.v1.Cache/Lookup"). */
+const char *srpc_ctx_method(const srpc_ctx_t *ctx);
+
+/* Returns the peer address as gRPC reports it ("ipv4:127.0.0.1:52344"). Never NULL. */
+const char *srpc_ctx_peer(srpc_ctx_t *ctx);
+
+/*
+ * Returns the milliseconds left before the call's deadline: 0 once it has
+ * passed, INT64_MAX when the client set none. A handler that waits passes
+ * this on (for example as a fan-out timeout).
+ */
+int64_t srpc_ctx_remaining_ms(const srpc_ctx_t *ctx);
+
+/* Returns the server's user_arg (srpc_server_config_t.user_arg). */
+void *srpc_ctx_server_arg(const srpc_ctx_t *ctx);
+
+/*
+ * Allocates size bytes (16-byte aligned, zeroed) that live until the
+ * response has been packed. Returns NULL on allocation failure (return ST_ERR_NOMEM then).
+ * Not thread-safe: call it from the handler's thread only.
+ */
+void *srpc_ctx_alloc(srpc_ctx_t *ctx, size_t size);
+
+/*
+ * Sets the error message sent with a non-OK status (printf format; truncated
+ * to 255 bytes). The message goes to the client: name what was wrong and the
+ * limit or value, never a secret.
+ */
+void srpc_ctx_set_error(srpc_ctx_t *ctx, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ------------------------------------------------------ server: config -- */
+
+typedef struct srpc_server_config {
+    const char *address;        /* "127.0.0.1:0" (port 0: any free port) */
+    unsigned n_threads;         /* worker threads; 0: 4 */
+    unsigned n_cqs;             /* completion queues; 0: 1; at most n_threads */
+    uint32_t max_message_bytes; /* largest request accepted; 0: 16 MiB */
+    void *user_arg;             /* returned by srpc_ctx_server_arg() */
+    /*
+     * TLS hook: PEM strings. NULL: plaintext (insecure credentials). TLS is
+     * not wired yet; a non-NULL value gets ST_ERR_UNSUPPORTED.
+     */
+    const char *tls_cert_pem;
+    const char *tls_key_pem;
+} srpc_server_config_t;
+
+/*
+ * Creates a server for the n methods of table, binds cfg->address and starts
+ * serving. The table (and the srpc_method_t it points to) must outlive the
+ * server. The health service is always served; every service starts
+ * SERVING ("" and the service of every method path). On success *server_p
+ * is set.
+ * Returns ST_OK; ST_ERR_INVALID for a NULL or malformed config or table (the
+ * log names the field); ST_ERR_UNSUPPORTED for TLS; ST_ERR_NOMEM;
+ * ST_ERR_IO when the address cannot be bound (in use, bad host);
+ * ST_ERR_INTERNAL when gRPC refuses a method or a thread cannot start.
+ */
+st_status_t srpc_server_start(const srpc_server_config_t *cfg, const srpc_method_def_t *table,
+                              size_t n, srpc_server_t **server_p);
+
+/* Returns the bound TCP port (the real one when the address asked for 0). */
+int srpc_server_port(const srpc_server_t *server);
+
+/*
+ * Sets the health status of service ("" is the server as a whole) to SERVING
+ * or NOT_SERVING; an unknown name is added. Returns ST_OK, ST_ERR_INVALID for
+ * a NULL or over-long (> 127 bytes) name, ST_ERR_EXHAUSTED past 32 names.
+ */
+st_status_t srpc_server_set_serving(srpc_server_t *server, const char *service, bool serving);
+
+/* Returns true once srpc_server_stop() has started gRPC's shutdown. */
+bool srpc_server_stopping(const srpc_server_t *server);
+
+/*
+ * Stops the server gracefully: health turns NOT_SERVING, the listener
+ * closes, new calls get UNAVAILABLE, and the calls in flight run to their end.
+ * After grace_ms (< 0: wait for ever) calls still running are cancelled (their
+ * clients see UNAVAILABLE) and the function waits for their handlers to return
+ * (a handler that may run long should watch srpc_ctx_remaining_ms() or
+ * srpc_server_stopping()).
+ * Then the queues are drained and the threads joined. Idempotent. Must not be
+ * called from a handler.
+ */
+void srpc_server_stop(srpc_server_t *server, int grace_ms);
+
+/* Stops the server (grace 0 if still running) and frees it. NULL is a no-op. */
+void srpc_server_destroy(srpc_server_t *server);
+
+/* ------------------------------------------------------- server: stats -- */
+
+/* Latency bucket upper bounds in microseconds; the last bucket is +Inf. */
+#define SRPC_LATENCY_BUCKETS 19
+extern const uint64_t srpc_latency_bounds_us[SRPC_LATENCY_BUCKETS - 1];
+
+#define SRPC_GRPC_CODES 17
+
+/* A snapshot of one method's counters. */
+typedef struct srpc_method_stats {
+    const char *path;
+    uint64_t calls;                         /* calls answered (counted before sending) */
+    uint64_t by_code[SRPC_GRPC_CODES];      /* calls per gRPC status code sent */
+    uint64_t latency[SRPC_LATENCY_BUCKETS]; /* call taken to answer handed to gRPC */
+    uint64_t latency_sum_us;
+} srpc_method_stats_t;
+
+/*
+ * Copies the counters of every served method (the table, then the health
+ * check) into out[0..max), returns how many methods there are (may exceed
+ * max). Counters are updated with atomics; a snapshot is consistent per
+ * counter, not across counters. Thread-safe.
+ */
+size_t srpc_server_stats(const srpc_server_t *server, srpc_method_stats_t *out, size_t max);
+
+/* ------------------------------------------------------------- client -- */
+
+typedef struct srpc_channel srpc_channel_t;
+
+typedef struct srpc_channel_config {
+    const char *token;          /* sent as "authorization: Bearer <token>"; NULL: none */
+    uint32_t max_receive_bytes; /* largest response accepted; 0: 64 MiB */
+} srpc_channel_config_t;
+
+/* The error of a failed call, as the server (or gRPC) reported it. */
+typedef struct srpc_error {
+    int grpc_code;     /* gRPC status code; 0 on success */
+    char message[256]; /* the status details, NUL-terminated; "" on success */
+} srpc_error_t;
+
+/*
+ * Opens a channel to target ("host:port", any gRPC target string). cfg may be
+ * NULL. Connecting is lazy: the first call connects, and a call to a peer
+ * that is down fails with ST_ERR_UNAVAILABLE (no waiting for it to come up).
+ * Returns ST_OK and sets *ch_p; ST_ERR_INVALID for a NULL target; ST_ERR_NOMEM.
+ */
+st_status_t srpc_channel_open(const char *target, const srpc_channel_config_t *cfg,
+                              srpc_channel_t **ch_p);
+
+/* Returns the target the channel was opened with. */
+const char *srpc_channel_target(const srpc_channel_t *ch);
+
+/* Closes the channel. No call may be running on it. NULL: no-op. */
+void srpc_channel_close(srpc_channel_t *ch);
+
+/*
+ * Calls method on ch with req and waits for the answer, at most timeout_ms
+ * (<= 0: no deadline). On ST_OK *resp_p is the unpacked response, to free with
+ * protobuf_c_message_free_unpacked(*resp_p, NULL). On failure *resp_p is
+ * untouched and err (if not NULL) holds the gRPC code and the server's message.
+ * Returns ST_OK or st_status_from_grpc() of the call's status (for example
+ * ST_ERR_UNAVAILABLE: server down or stopping; ST_ERR_TIMEOUT: deadline;
+ * ST_ERR_INVALID: the server rejected the request); ST_ERR_PROTOCOL when the
+ * response does not unpack; ST_ERR_NOMEM. Thread-safe.
+ */
+st_status_t srpc_call(srpc_channel_t *ch, const srpc_method_t *method, const ProtobufCMessage *req,
+                      int timeout_ms, ProtobufCMessage **resp_p, srpc_error_t *err);
+
+/*
+ * Like srpc_call() with raw bytes: sends req[0..req_len) as the request
+ * message and returns the response bytes in *resp_p (malloc'd, free() them)
+ * and *resp_len_p. For tools and tests. Thread-safe.
+ */
+st_status_t srpc_call_raw(srpc_channel_t *ch, const char *path, const void *req, size_t req_len,
+                          int timeout_ms, void **resp_p, size_t *resp_len_p, srpc_error_t *err);
+
+/* One call of a fan-out. */
+typedef struct srpc_fanout_item {
+    srpc_channel_t *ch;          /* in */
+    const ProtobufCMessage *req; /* in */
+    ProtobufCMessage *resp;      /* out on ST_OK: free with protobuf_c_message_free_unpacked */
+    st_status_t status;          /* out: as srpc_call() returns */
+    srpc_error_t err;            /* out */
+} srpc_fanout_item_t;
+
+/*
+ * Issues method to every item at once and waits until all have answered or
+ * failed, at most timeout_ms (<= 0: no deadline) in total. Each item gets its
+ * own status; one down peer fails its item with ST_ERR_UNAVAILABLE and does
+ * not delay the others beyond their own answers.
+ * Returns ST_OK when every item has its outcome (look at the items);
+ * ST_ERR_INVALID for NULL arguments; ST_ERR_NOMEM (no item was issued then).
+ * Thread-safe (each fan-out uses its own completion queue).
+ */
+st_status_t srpc_fanout(const srpc_method_t *method, srpc_fanout_item_t *items, size_t n,
+                        int timeout_ms);
+
+/* Frees the responses of items (sets them NULL). */
+void srpc_fanout_free(srpc_fanout_item_t *items, size_t n);
+
+/* Health status values, as in grpc.health.v1.HealthCheckResponse. */
+#define SRPC_HEALTH_UNKNOWN     0
+#define SRPC_HEALTH_SERVING     1
+#define SRPC_HEALTH_NOT_SERVING 2
+
+/*
+ * Calls grpc.health.v1.Health/Check for service ("" for the server) and sets
+ * *status_p to SRPC_HEALTH_*. Returns as srpc_call(); ST_ERR_NOT_FOUND for a
+ * service the server does not know.
+ */
+st_status_t srpc_health_check(srpc_channel_t *ch, const char *service, int timeout_ms,
+                              int *status_p, srpc_error_t *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* STRATA_SRPC_H */
