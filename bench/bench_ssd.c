@@ -292,6 +292,13 @@ static void bench_round(const char *top, uint64_t n, const uint8_t *src, int rou
         die("flush", status);
     }
     *spill = gb / ((double)(bench_now_ns() - t0) / 1e9);
+    {
+        st_ssd_stats_t st;
+
+        st_ssd_stats(ssd, &st);
+        printf("  round %d: spill committed %llu values in %llu write transactions\n", round,
+               (unsigned long long)st.spills, (unsigned long long)st.txns);
+    }
     st_ssd_close(ssd);
 
     for (int cold = 0; cold < 2; cold++) {
