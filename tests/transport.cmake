@@ -13,5 +13,8 @@ function(strata_transport_test name)
 endfunction()
 
 strata_transport_test(test_transport_ucx_tcp ucx "tcp,self")
+# Peer failure detection is off by default on one host; force it on here so
+# that UCX's error-handling path is exercised too.
+strata_transport_test(test_transport_ucx_tcp_peerfail ucx "tcp,self" peer-failure)
 strata_transport_test(test_transport_fabric_tcp libfabric "tcp;ofi_rxm" lo)
 strata_transport_test(test_transport_fabric_shm libfabric shm)

@@ -7,6 +7,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -38,17 +39,31 @@ typedef struct stt_fi {
     bool has_wait_fd;
     bool delivery_complete;
     stt_link_t pending; /* ops refused with FI_EAGAIN, in order */
+    stt_link_t peers;   /* stt_fi_peer_t, the AV's entries */
 } stt_fi_t;
 
 typedef struct stt_fi_mem {
     st_transport_mem_t base;
     struct fid_mr *mr;
     void *desc;
+    void *allocated; /* mmap'd here: unmapped on deregister */
+    size_t allocated_len;
 } stt_fi_mem_t;
+
+/* One AV entry per peer, shared by its endpoints: some providers (shm in
+ * 1.17) break the other entries of a peer when one of them is removed. */
+typedef struct stt_fi_peer {
+    stt_link_t link;
+    fi_addr_t addr;
+    size_t refs;
+    size_t name_len;
+    uint8_t name[];
+} stt_fi_peer_t;
 
 typedef struct stt_fi_ep {
     st_transport_ep_t base;
     fi_addr_t addr;
+    stt_fi_peer_t *peer;
 } stt_fi_ep_t;
 
 typedef struct stt_fi_rkey {
@@ -166,6 +181,7 @@ static st_status_t stt_fi_create(const st_transport_config_t *cfg, st_transport_
         return ST_ERR_NOMEM;
     }
     stt_list_init(&f->pending);
+    stt_list_init(&f->peers);
     f->next_key = 1;
 
     int ret = 0;
@@ -264,10 +280,16 @@ err:
 
 static void stt_fi_destroy(st_transport_t *tp)
 {
-    stt_fi_teardown((stt_fi_t *)tp);
+    stt_fi_t *f = (stt_fi_t *)tp;
+    while (!stt_list_empty(&f->peers)) {
+        stt_fi_peer_t *peer = stt_container_of(f->peers.next, stt_fi_peer_t, link);
+        stt_list_del(&peer->link);
+        free(peer);
+    }
+    stt_fi_teardown(f);
 }
 
-static st_status_t stt_fi_mem_register(st_transport_t *tp, void *addr, size_t len,
+static st_status_t stt_fi_mem_register(st_transport_t *tp, void **addr_p, size_t len,
                                        st_transport_mem_t **mem_p, void **key_p, size_t *key_len_p)
 {
     stt_fi_t *f = (stt_fi_t *)tp;
@@ -275,16 +297,32 @@ static st_status_t stt_fi_mem_register(st_transport_t *tp, void *addr, size_t le
     if (m == NULL) {
         return ST_ERR_NOMEM;
     }
+    void *addr = *addr_p;
+    if (addr == NULL) {
+        addr = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (addr == MAP_FAILED) {
+            free(m);
+            st_error("transport allocation failed backend=libfabric call=mmap len=%zu", len);
+            return ST_ERR_NOMEM;
+        }
+        (void)madvise(addr, len, MADV_HUGEPAGE);
+        m->allocated = addr;
+        m->allocated_len = len;
+    }
     uint64_t access = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
     uint64_t requested = (f->mr_mode & FI_MR_PROV_KEY) ? 0 : f->next_key++;
     int ret = fi_mr_reg(f->domain, addr, len, access, 0, requested, 0, &m->mr, NULL);
     if (ret != 0) {
+        if (m->allocated != NULL) {
+            munmap(m->allocated, m->allocated_len);
+        }
         free(m);
         st_error("transport call failed backend=libfabric call=fi_mr_reg addr=%p len=%zu "
                  "error=%s",
                  addr, len, fi_strerror(-ret));
         return ST_ERR_TRANSPORT;
     }
+    *addr_p = addr;
     st_status_t st;
     if (f->mr_mode & FI_MR_ENDPOINT) {
         if ((ret = fi_mr_bind(m->mr, &f->ep->fid, 0)) != 0) {
@@ -336,6 +374,9 @@ static st_status_t stt_fi_mem_register(st_transport_t *tp, void *addr, size_t le
 
 err:
     stt_fi_close(&m->mr->fid, "mr");
+    if (m->allocated != NULL) {
+        munmap(m->allocated, m->allocated_len);
+    }
     free(m);
     return st;
 }
@@ -344,6 +385,9 @@ static void stt_fi_mem_deregister(st_transport_t *tp, st_transport_mem_t *mem)
 {
     stt_fi_mem_t *m = (stt_fi_mem_t *)mem;
     stt_fi_close(&m->mr->fid, "mr");
+    if (m->allocated != NULL) {
+        munmap(m->allocated, m->allocated_len);
+    }
     free(m);
 }
 
@@ -370,17 +414,40 @@ static st_status_t stt_fi_connect(st_transport_t *tp, const void *addr_v, size_t
                  prov, (unsigned)f->info->addr_format);
         return ST_ERR_INVALID;
     }
+    const uint8_t *name = addr + 6 + prov_len;
+    size_t name_len = len - 6 - prov_len;
     stt_fi_ep_t *e = calloc(1, sizeof(*e));
     if (e == NULL) {
         return ST_ERR_NOMEM;
     }
-    int ret = fi_av_insert(f->av, addr + 6 + prov_len, 1, &e->addr, 0, NULL);
-    if (ret != 1) {
-        free(e);
-        st_error("transport call failed backend=libfabric call=fi_av_insert ret=%d error=%s", ret,
-                 ret < 0 ? fi_strerror(-ret) : "address not inserted");
-        return ST_ERR_TRANSPORT;
+    for (stt_link_t *n = f->peers.next; n != &f->peers; n = n->next) {
+        stt_fi_peer_t *peer = stt_container_of(n, stt_fi_peer_t, link);
+        if (peer->name_len == name_len && memcmp(peer->name, name, name_len) == 0) {
+            e->peer = peer;
+            break;
+        }
     }
+    if (e->peer == NULL) {
+        stt_fi_peer_t *peer = calloc(1, sizeof(*peer) + name_len);
+        if (peer == NULL) {
+            free(e);
+            return ST_ERR_NOMEM;
+        }
+        int ret = fi_av_insert(f->av, name, 1, &peer->addr, 0, NULL);
+        if (ret != 1) {
+            free(peer);
+            free(e);
+            st_error("transport call failed backend=libfabric call=fi_av_insert ret=%d error=%s",
+                     ret, ret < 0 ? fi_strerror(-ret) : "address not inserted");
+            return ST_ERR_TRANSPORT;
+        }
+        peer->name_len = name_len;
+        memcpy(peer->name, name, name_len);
+        stt_list_push(&f->peers, &peer->link);
+        e->peer = peer;
+    }
+    e->peer->refs++;
+    e->addr = e->peer->addr;
     *ep_p = &e->base;
     return ST_OK;
 }
@@ -405,11 +472,16 @@ static void stt_fi_ep_close(st_transport_ep_t *ep, bool force)
             stt_op_complete(op, ST_ERR_CANCELLED);
         }
     }
-    int ret = fi_av_remove(f->av, &e->addr, 1, 0);
+    if (--e->peer->refs > 0) {
+        return;
+    }
+    int ret = fi_av_remove(f->av, &e->peer->addr, 1, 0);
     if (ret != 0) {
         st_warn("transport call failed backend=libfabric call=fi_av_remove error=%s",
                 fi_strerror(-ret));
     }
+    stt_list_del(&e->peer->link);
+    free(e->peer);
 }
 
 static st_status_t stt_fi_rkey_unpack(st_transport_ep_t *ep, const void *key_v, size_t len,

@@ -59,6 +59,16 @@ typedef enum st_transport_backend {
  * NULL strings mean the library's own default. The strings are copied by
  * st_transport_create().
  */
+/* UCX peer failure detection (ucp error handling mode) of new endpoints. */
+typedef enum st_transport_peer_failure {
+    /* On for peers on other hosts; off for peers on this host, because
+     * UCX 1.13's shared-memory transports cannot detect a failed peer and
+     * asking for it would send same-host traffic over TCP. */
+    ST_TRANSPORT_PEER_FAILURE_AUTO = 0,
+    ST_TRANSPORT_PEER_FAILURE_ON = 1, /* always (falls back to off where unsupported) */
+    ST_TRANSPORT_PEER_FAILURE_OFF = 2 /* never */
+} st_transport_peer_failure_t;
+
 typedef struct st_transport_config {
     st_transport_backend_t backend;
     /* UCX: the transports to use ("sm,self", "tcp,self", "rc,sm,self");
@@ -66,6 +76,8 @@ typedef struct st_transport_config {
     const char *ucx_tls;
     /* UCX: the network devices ("mlx5_0:1", "lo"); NULL keeps the default. */
     const char *ucx_devices;
+    /* UCX: peer failure detection; zero (AUTO) is the default. */
+    st_transport_peer_failure_t ucx_peer_failure;
     /* libfabric: the provider ("tcp;ofi_rxm", "shm", "verbs;ofi_rxm", "efa");
      * NULL takes the first provider that offers FI_RMA on an RDM endpoint. */
     const char *fabric_provider;
@@ -132,7 +144,29 @@ st_status_t st_transport_address(st_transport_t *tp, const void **addr_p, size_t
 st_status_t st_transport_mem_register(st_transport_t *tp, void *addr, size_t len,
                                       st_transport_mem_t **mem_p);
 
-/* Deregisters mem. No operation on it may be in flight. NULL is ignored. */
+/*
+ * Allocates len bytes of registered memory and writes the handle to *mem_p;
+ * st_transport_mem_addr() gives its address. Prefer this for a region that
+ * peers read (the daemon's arenas): UCX then places it in shared memory that
+ * processes on the same host map and read directly, without the target's
+ * CPU (registered user memory falls back to software emulation over shared
+ * memory in UCX 1.13); libfabric gets anonymous memory (transparent huge
+ * pages advised). Its contents are unspecified; it is freed by
+ * st_transport_mem_deregister(). Returns ST_OK, ST_ERR_INVALID (len 0),
+ * ST_ERR_NOMEM or ST_ERR_TRANSPORT.
+ */
+st_status_t st_transport_mem_alloc(st_transport_t *tp, size_t len, st_transport_mem_t **mem_p);
+
+/* Returns the address of mem's region. */
+void *st_transport_mem_addr(const st_transport_mem_t *mem);
+
+/* Returns the length of mem's region. */
+size_t st_transport_mem_len(const st_transport_mem_t *mem);
+
+/*
+ * Deregisters mem (and frees it if st_transport_mem_alloc() made it). No
+ * operation on it may be in flight. NULL is ignored.
+ */
 void st_transport_mem_deregister(st_transport_t *tp, st_transport_mem_t *mem);
 
 /*

@@ -121,8 +121,10 @@ typedef struct stt_ops {
     st_status_t (*create)(const st_transport_config_t *cfg, st_transport_t **tp_p, void **addr_p,
                           size_t *addr_len_p);
     void (*destroy)(st_transport_t *tp);
-    /* Registers a region; writes its raw packed key (malloc'd) to *key_p. */
-    st_status_t (*mem_register)(st_transport_t *tp, void *addr, size_t len,
+    /* Registers [*addr_p, +len), or, when *addr_p is NULL, allocates len
+     * bytes of registered memory and writes their address to *addr_p;
+     * writes the region's raw packed key (malloc'd) to *key_p. */
+    st_status_t (*mem_register)(st_transport_t *tp, void **addr_p, size_t len,
                                 st_transport_mem_t **mem_p, void **key_p, size_t *key_len_p);
     void (*mem_deregister)(st_transport_t *tp, st_transport_mem_t *mem);
     st_status_t (*connect)(st_transport_t *tp, const void *addr, size_t len,

@@ -348,17 +348,13 @@ st_status_t st_transport_address(st_transport_t *tp, const void **addr_p, size_t
 
 /* --- memory ------------------------------------------------------------- */
 
-st_status_t st_transport_mem_register(st_transport_t *tp, void *addr, size_t len,
-                                      st_transport_mem_t **mem_p)
+static st_status_t stt_mem_register(st_transport_t *tp, void *addr, size_t len,
+                                    st_transport_mem_t **mem_p)
 {
-    if (addr == NULL || len == 0) {
-        st_error("transport register refused: empty region addr=%p len=%zu", addr, len);
-        return ST_ERR_INVALID;
-    }
     st_transport_mem_t *mem = NULL;
     void *key = NULL;
     size_t key_len = 0;
-    st_status_t st = tp->ops->mem_register(tp, addr, len, &mem, &key, &key_len);
+    st_status_t st = tp->ops->mem_register(tp, &addr, len, &mem, &key, &key_len);
     if (st != ST_OK) {
         return st;
     }
@@ -375,6 +371,35 @@ st_status_t st_transport_mem_register(st_transport_t *tp, void *addr, size_t len
     stt_list_push(&tp->mems, &mem->link);
     *mem_p = mem;
     return ST_OK;
+}
+
+st_status_t st_transport_mem_register(st_transport_t *tp, void *addr, size_t len,
+                                      st_transport_mem_t **mem_p)
+{
+    if (addr == NULL || len == 0) {
+        st_error("transport register refused: empty region addr=%p len=%zu", addr, len);
+        return ST_ERR_INVALID;
+    }
+    return stt_mem_register(tp, addr, len, mem_p);
+}
+
+st_status_t st_transport_mem_alloc(st_transport_t *tp, size_t len, st_transport_mem_t **mem_p)
+{
+    if (len == 0) {
+        st_error("transport allocation refused: len=0");
+        return ST_ERR_INVALID;
+    }
+    return stt_mem_register(tp, NULL, len, mem_p);
+}
+
+void *st_transport_mem_addr(const st_transport_mem_t *mem)
+{
+    return mem->addr;
+}
+
+size_t st_transport_mem_len(const st_transport_mem_t *mem)
+{
+    return mem->len;
 }
 
 void st_transport_mem_deregister(st_transport_t *tp, st_transport_mem_t *mem)

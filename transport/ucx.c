@@ -7,14 +7,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <ucp/api/ucp.h>
+#include <xxhash.h>
 
 #include "stt_internal.h"
 
 #define STT_UCX_CLOSE_MS 10000
 
+/* The UCX address payload: a host id, then the worker address. Peers with
+ * the same host id share a kernel (hostname and boot id). */
+#define STT_UCX_HOST_ID_LEN 8
+
 typedef struct stt_ucx {
     st_transport_t base;
+    uint8_t host_id[STT_UCX_HOST_ID_LEN];
+    st_transport_peer_failure_t peer_failure;
     ucp_context_h context;
     ucp_worker_h worker;
     int efd; /* -1: not asked yet or not available */
@@ -56,6 +66,22 @@ static st_status_t stt_ucx_status(ucs_status_t status)
     }
 }
 
+/* XXH3-64 of the hostname and the kernel's boot id. */
+static void stt_ucx_host_id(uint8_t *id)
+{
+    char buf[256 + 64] = {0};
+    (void)gethostname(buf, 255);
+    size_t n = strlen(buf);
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t r = read(fd, buf + n, sizeof(buf) - n - 1);
+        n += r > 0 ? (size_t)r : 0;
+        close(fd);
+    }
+    uint64_t h = XXH3_64bits(buf, n);
+    memcpy(id, &h, STT_UCX_HOST_ID_LEN);
+}
+
 static st_status_t stt_ucx_create(const st_transport_config_t *cfg, st_transport_t **tp_p,
                                   void **addr_p, size_t *addr_len_p)
 {
@@ -84,10 +110,12 @@ static st_status_t stt_ucx_create(const st_transport_config_t *cfg, st_transport
         return ST_ERR_NOMEM;
     }
     u->efd = -1;
+    u->peer_failure = cfg->ucx_peer_failure;
+    stt_ucx_host_id(u->host_id);
 
     ucp_params_t params = {
         .field_mask = UCP_PARAM_FIELD_FEATURES,
-        .features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP,
+        .features = UCP_FEATURE_RMA | (getenv("STT_NOWAKE") ? 0 : UCP_FEATURE_WAKEUP),
     };
     us = ucp_init(&params, config, &u->context);
     ucp_config_release(config);
@@ -125,7 +153,7 @@ static st_status_t stt_ucx_create(const st_transport_config_t *cfg, st_transport
         free(u);
         return st;
     }
-    void *copy = malloc(addr_len);
+    uint8_t *copy = malloc(STT_UCX_HOST_ID_LEN + addr_len);
     if (copy == NULL) {
         ucp_worker_release_address(u->worker, addr);
         ucp_worker_destroy(u->worker);
@@ -133,12 +161,13 @@ static st_status_t stt_ucx_create(const st_transport_config_t *cfg, st_transport
         free(u);
         return ST_ERR_NOMEM;
     }
-    memcpy(copy, addr, addr_len);
+    memcpy(copy, u->host_id, STT_UCX_HOST_ID_LEN);
+    memcpy(copy + STT_UCX_HOST_ID_LEN, addr, addr_len);
     ucp_worker_release_address(u->worker, addr);
 
     *tp_p = &u->base;
     *addr_p = copy;
-    *addr_len_p = addr_len;
+    *addr_len_p = STT_UCX_HOST_ID_LEN + addr_len;
     return ST_OK;
 }
 
@@ -150,7 +179,7 @@ static void stt_ucx_destroy(st_transport_t *tp)
     free(u);
 }
 
-static st_status_t stt_ucx_mem_register(st_transport_t *tp, void *addr, size_t len,
+static st_status_t stt_ucx_mem_register(st_transport_t *tp, void **addr_p, size_t len,
                                         st_transport_mem_t **mem_p, void **key_p, size_t *key_len_p)
 {
     stt_ucx_t *u = (stt_ucx_t *)tp;
@@ -158,17 +187,33 @@ static st_status_t stt_ucx_mem_register(st_transport_t *tp, void *addr, size_t l
     if (m == NULL) {
         return ST_ERR_NOMEM;
     }
+    /* Allocated by UCX, the region lives in memory that peers on the same
+     * host map directly (posix/sysv), so their gets need no CPU here. */
     ucp_mem_map_params_t mp = {
-        .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
-        .address = addr,
+        .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                      UCP_MEM_MAP_PARAM_FIELD_FLAGS,
+        .address = *addr_p,
         .length = len,
+        .flags = *addr_p == NULL ? UCP_MEM_MAP_ALLOCATE : 0,
     };
     ucs_status_t us = ucp_mem_map(u->context, &mp, &m->memh);
     if (us != UCS_OK) {
         free(m);
-        st_error("transport call failed backend=ucx call=ucp_mem_map addr=%p len=%zu status=%s",
-                 addr, len, ucs_status_string(us));
-        return ST_ERR_TRANSPORT;
+        st_error("transport call failed backend=ucx call=ucp_mem_map addr=%p len=%zu "
+                 "allocate=%d status=%s",
+                 *addr_p, len, *addr_p == NULL, ucs_status_string(us));
+        return us == UCS_ERR_NO_MEMORY ? ST_ERR_NOMEM : ST_ERR_TRANSPORT;
+    }
+    if (*addr_p == NULL) {
+        ucp_mem_attr_t attr = {.field_mask =
+                                   UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH};
+        us = ucp_mem_query(m->memh, &attr);
+        if (us != UCS_OK || attr.length < len) {
+            ucp_mem_unmap(u->context, m->memh);
+            free(m);
+            return stt_ucx_fail("ucp_mem_query", us != UCS_OK ? us : UCS_ERR_NO_MEMORY);
+        }
+        *addr_p = attr.address;
     }
     void *packed;
     size_t packed_len;
@@ -216,6 +261,13 @@ static st_status_t stt_ucx_connect(st_transport_t *tp, const void *addr, size_t 
                                    st_transport_ep_t **ep_p)
 {
     stt_ucx_t *u = (stt_ucx_t *)tp;
+    if (len <= STT_UCX_HOST_ID_LEN) {
+        st_error("transport peer address refused backend=ucx: too short len=%zu", len);
+        return ST_ERR_INVALID;
+    }
+    bool same_host = memcmp(addr, u->host_id, STT_UCX_HOST_ID_LEN) == 0;
+    bool detect = u->peer_failure == ST_TRANSPORT_PEER_FAILURE_ON ||
+                  (u->peer_failure == ST_TRANSPORT_PEER_FAILURE_AUTO && !same_host);
     stt_ucx_ep_t *e = calloc(1, sizeof(*e));
     if (e == NULL) {
         return ST_ERR_NOMEM;
@@ -223,14 +275,14 @@ static st_status_t stt_ucx_connect(st_transport_t *tp, const void *addr, size_t 
     ucp_ep_params_t ep_params = {
         .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER,
-        .address = addr,
-        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+        .address = (const ucp_address_t *)((const uint8_t *)addr + STT_UCX_HOST_ID_LEN),
+        .err_mode = detect ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE,
         .err_handler = {.cb = stt_ucx_ep_error, .arg = e},
     };
     ucs_status_t us = ucp_ep_create(u->worker, &ep_params, &e->ep);
-    if (us == UCS_ERR_UNREACHABLE) {
-        /* UCX 1.13's shared-memory transports cannot detect a failed peer;
-         * without peer error handling they are usable. */
+    if (us == UCS_ERR_UNREACHABLE && detect) {
+        /* No transport to this peer detects failures (UCX 1.13's shared
+         * memory does not); connect without. */
         ep_params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
         us = ucp_ep_create(u->worker, &ep_params, &e->ep);
         if (us == UCS_OK) {
@@ -245,6 +297,8 @@ static st_status_t stt_ucx_connect(st_transport_t *tp, const void *addr, size_t 
                  ucs_status_string(us), len);
         return us == UCS_ERR_UNREACHABLE ? ST_ERR_UNAVAILABLE : ST_ERR_TRANSPORT;
     }
+    st_debug("transport endpoint created backend=ucx same_host=%d peer_failure_detection=%d",
+             same_host, ep_params.err_mode == UCP_ERR_HANDLING_MODE_PEER);
     *ep_p = &e->base;
     return ST_OK;
 }
