@@ -1,6 +1,7 @@
 # The SSD tier (cached/ssd): real LMDB files in temporary directories.
 strata_add_test(test_ssd SOURCES unit/test_ssd.c
-                LIBS strata_ssd PkgConfig::CMOCKA PkgConfig::XXHASH LABELS unit ssd
+                LIBS strata_ssd PkgConfig::CMOCKA PkgConfig::XXHASH PkgConfig::LMDB
+                LABELS unit ssd
                 TIMEOUT 120)
 
 # kill -9 at random points in a stream of durable writes, twenty times.

@@ -55,8 +55,11 @@ st_status_t ssd_mdb_status(st_ssd_t *ssd, int rc, const char *what)
         return ST_ERR_EXHAUSTED;
     case ENOSPC:
     case EDQUOT:
-        st_log_ratelimited(ST_LOG_ERROR, "ssd disk full, write refused op=%s dir=%s err=\"%s\"",
-                           what, dir, mdb_strerror(rc));
+    case EFBIG:
+        st_log_ratelimited(
+            ST_LOG_ERROR,
+            "ssd no space, write refused (disk full or file size limit) op=%s dir=%s err=\"%s\"",
+            what, dir, mdb_strerror(rc));
         return ST_ERR_EXHAUSTED;
     case MDB_TXN_FULL:
     case MDB_READERS_FULL:

@@ -12,6 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <xxhash.h>
 
@@ -441,6 +444,35 @@ static const char *op_name(const ssd_op_t *op)
     }
 }
 
+/*
+ * LMDB reports a short write as EIO, and a full disk or a file size limit
+ * usually shows up as a short write. When a write of need bytes failed with
+ * EIO, this tells the two apart from a real I/O error: it returns ENOSPC
+ * when the file system has less than need plus 1 MiB free, EFBIG when the
+ * file size limit leaves less than that, and rc otherwise.
+ */
+static int w_diagnose(st_ssd_t *ssd, int rc, uint64_t need)
+{
+    struct statvfs vfs;
+    struct rlimit lim;
+    struct stat sb;
+    char path[4096];
+
+    if (rc != EIO) {
+        return rc;
+    }
+    need += 1u << 20;
+    if (statvfs(ssd->dir, &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < need) {
+        return ENOSPC;
+    }
+    if (getrlimit(RLIMIT_FSIZE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY &&
+        snprintf(path, sizeof(path), "%s/data.mdb", ssd->dir) < (int)sizeof(path) &&
+        stat(path, &sb) == 0 && (uint64_t)sb.st_size + need > (uint64_t)lim.rlim_cur) {
+        return EFBIG;
+    }
+    return rc;
+}
+
 /* Runs a batch; on failure runs its operations one per transaction. */
 static void w_run(st_ssd_t *ssd, ssd_op_t **ops, size_t n, ssd_evicted_t *ev)
 {
@@ -465,6 +497,7 @@ static void w_run(st_ssd_t *ssd, ssd_op_t **ops, size_t n, ssd_evicted_t *ev)
             }
         }
     }
+    rc = w_diagnose(ssd, rc, ops[0]->length + SSD_HDR_BYTES);
     ssd_count_error(ssd, rc, ops[0]);
     if (rc != MDB_MAP_FULL) {
         ops[0]->status = ssd_mdb_status(ssd, rc, op_name(ops[0]));

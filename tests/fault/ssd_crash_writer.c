@@ -4,8 +4,10 @@
  *
  *   ssd_crash_writer write DIR RUN
  *     Opens the environment in DIR and writes until killed: durable session
- *     appends (a few session records, each rewritten longer every time) and
- *     durable KDA puts (new keys). Before each put it prints
+ *     appends (a few session records, each rewritten longer every time),
+ *     durable KDA puts (new keys), and every fifth write a queued KDA put
+ *     (printed "Q <kind> <n> <version> <length>" before it is queued: it
+ *     may be lost, but must never be wrong). Before each durable put it prints
  *       I <kind> <n> <version> <length>
  *     and after the put returned ST_OK
  *       A <kind> <n> <version> <length> <checksum>
@@ -115,6 +117,23 @@ static int do_write(const char *dir, uint64_t run)
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
+        if (i % 5 == 4) {
+            /* A queued (not durable) KDA put: it may be lost at the kill,
+             * but if it is there its bytes must be right. */
+            n = (run << 20) | i;
+            len = 16 + (size_t)(x % (MAX_LEN - 16));
+            gen(buf, len, version);
+            snprintf(line, sizeof(line), "Q %u %" PRIu64 " %" PRIu64 " %zu\n", ST_SSD_KDA, n,
+                     version, len);
+            say(line);
+            st_ssd_key_t qkey = crash_key(ST_SSD_KDA, n);
+            status = st_ssd_put(ssd, &qkey, buf, len, 0, NULL, NULL); /* copied */
+            if (status != ST_OK) {
+                fprintf(stderr, "queued put failed: %s\n", st_strerror(status));
+                return 1;
+            }
+            continue;
+        }
         if (i % 3 == 0) {
             /* A session append: the record of one of a few sessions grows. */
             kind = ST_SSD_SESSION;
@@ -172,7 +191,7 @@ static int do_verify(const char *dir, const char *log)
     FILE *f = fopen(log, "r");
     expect_t *tab = calloc(MAX_KEYS, sizeof(*tab));
     uint8_t *want = malloc(MAX_LEN), *got = malloc(MAX_LEN);
-    size_t count = 0, acked = 0, pending_seen = 0, bad = 0;
+    size_t count = 0, acked = 0, pending_seen = 0, bad = 0, queued = 0;
     char line[200];
     st_ssd_t *ssd;
     st_ssd_stats_t st;
@@ -197,7 +216,12 @@ static int do_verify(const char *dir, const char *log)
             fprintf(stderr, "too many keys\n");
             return 2;
         }
-        if (type == 'I') {
+        if (type == 'Q') {
+            e->pending = 1;
+            e->pending_version = version;
+            e->pending_len = len;
+            queued++;
+        } else if (type == 'I') {
             e->pending = 1;
             e->pending_version = version;
             e->pending_len = len;
@@ -239,8 +263,8 @@ static int do_verify(const char *dir, const char *log)
         }
     }
     st_ssd_stats(ssd, &st);
-    printf("verify keys=%zu acks=%zu inflight_found=%zu bad=%zu corrupt=%" PRIu64 "\n", count,
-           acked, pending_seen, bad, st.corrupt);
+    printf("verify keys=%zu acks=%zu queued=%zu unacked_found=%zu bad=%zu corrupt=%" PRIu64 "\n",
+           count, acked, queued, pending_seen, bad, st.corrupt);
     st_ssd_close(ssd);
     free(tab);
     free(want);

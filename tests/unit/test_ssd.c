@@ -8,10 +8,14 @@
 #include <string.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <signal.h>
 #include <unistd.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <cmocka.h>
 
+#include <lmdb.h>
 #include <xxhash.h>
 
 #include "st_log.h"
@@ -727,7 +731,149 @@ static void test_invalid(void **state)
     remove_dir(dir);
 }
 
-int main(void)
+/* The disk refuses more bytes (a file size limit stands in for a full disk). */
+static void test_disk_full(void **state)
+{
+    enum { LEN = 65536 };
+    char *dir = make_dir();
+    st_ssd_t *ssd = open_env(dir, 256ull << 20, 0);
+    char path[512];
+    struct stat sb;
+    struct rlimit old, lim;
+    st_status_t status = ST_OK;
+    st_ssd_stats_t st;
+    uint8_t *buf = malloc(LEN);
+    int n;
+
+    assert_non_null(buf);
+    for (n = 0; n < 4; n++) {
+        st_ssd_key_t k = mkkey(11, (uint64_t)n, ST_SSD_KDA, 0);
+
+        put_durable(ssd, &k, LEN, (uint64_t)n);
+    }
+    snprintf(path, sizeof(path), "%s/data.mdb", dir);
+    assert_int_equal(stat(path, &sb), 0);
+    signal(SIGXFSZ, SIG_IGN);
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = (rlim_t)sb.st_size + 512 * 1024;
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    for (; n < 64; n++) {
+        st_ssd_key_t k = mkkey(11, (uint64_t)n, ST_SSD_KDA, 0);
+
+        fill(buf, LEN, (uint64_t)n);
+        status = st_ssd_put(ssd, &k, buf, LEN, ST_SSD_DURABLE, NULL, NULL);
+        if (status != ST_OK) {
+            break;
+        }
+    }
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, SIG_DFL);
+    assert_int_equal(status, ST_ERR_EXHAUSTED);
+    st_ssd_stats(ssd, &st);
+    assert_true(st.write_errors >= 1);
+    assert_int_equal(st.objects[ST_SSD_KDA], (uint64_t)n);
+    /* Reads keep working; the refused write left nothing. */
+    for (int i = 0; i < n; i++) {
+        st_ssd_key_t k = mkkey(11, (uint64_t)i, ST_SSD_KDA, 0);
+
+        check_value(ssd, &k, LEN, (uint64_t)i);
+    }
+    st_ssd_key_t failed = mkkey(11, (uint64_t)n, ST_SSD_KDA, 0);
+    size_t len;
+    assert_int_equal(st_ssd_get_buf(ssd, &failed, buf, LEN, &len, NULL), ST_ERR_NOT_FOUND);
+    /* With room again, writes succeed, and everything survives a reopen. */
+    put_durable(ssd, &failed, LEN, 4321);
+    st_ssd_close(ssd);
+    ssd = open_env(dir, 256ull << 20, 0);
+    check_value(ssd, &failed, LEN, 4321);
+    st_ssd_key_t first = mkkey(11, 0, ST_SSD_KDA, 0);
+    check_value(ssd, &first, LEN, 0);
+    st_ssd_close(ssd);
+    free(buf);
+    remove_dir(dir);
+}
+
+/*
+ * A process that died inside a read transaction leaves a reader slot with
+ * its pid, which a live environment must clear. The helper is this binary
+ * run again (fork + exec, so it inherits no environment): it opens the
+ * environment with raw LMDB, begins a read transaction and exits.
+ */
+static int hold_reader_main(const char *dir)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+
+    if (mdb_env_create(&env) != 0 || mdb_env_set_maxdbs(env, 8) != 0 ||
+        mdb_env_open(env, dir, MDB_NOTLS, 0640) != 0 ||
+        mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) != 0) {
+        return 1;
+    }
+    _exit(0); /* dies holding the read transaction */
+}
+
+static void test_stale_reader(void **state)
+{
+    char *dir = make_dir();
+    st_ssd_t *ssd = open_env(dir, 16ull << 20, 0);
+    char *argv[] = {"/proc/self/exe", "--hold-reader", dir, NULL};
+    int wstatus, cleared = -1;
+    st_ssd_stats_t st;
+    pid_t pid;
+
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        execv("/proc/self/exe", argv);
+        _exit(127);
+    }
+    assert_int_equal(waitpid(pid, &wstatus, 0), pid);
+    assert_true(WIFEXITED(wstatus));
+    assert_int_equal(WEXITSTATUS(wstatus), 0);
+    assert_int_equal(st_ssd_reader_check(ssd, &cleared), ST_OK);
+    assert_int_equal(cleared, 1);
+    st_ssd_stats(ssd, &st);
+    assert_int_equal(st.stale_readers, 1);
+    assert_int_equal(st_ssd_reader_check(ssd, &cleared), ST_OK);
+    assert_int_equal(cleared, 0);
+    st_ssd_close(ssd);
+    remove_dir(dir);
+}
+
+/* A child that inherited an open environment is refused, and touches nothing. */
+static void test_fork_guard(void **state)
+{
+    char *dir = make_dir();
+    st_ssd_t *ssd = open_env(dir, 16ull << 20, 0);
+    st_ssd_key_t k = mkkey(12, 1, ST_SSD_KDA, 0);
+    int wstatus;
+    pid_t pid;
+
+    put_durable(ssd, &k, 100, 1);
+    st_ssd_flush(ssd, 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        uint8_t b[128];
+        size_t len;
+        int log_fd = open("/dev/null", O_WRONLY);
+
+        st_log_set_fd(log_fd);
+        _exit(st_ssd_get_buf(ssd, &k, b, sizeof(b), &len, NULL) == ST_ERR_INVALID &&
+                      st_ssd_put(ssd, &k, b, 10, 0, NULL, NULL) == ST_ERR_INVALID
+                  ? 0
+                  : 1);
+    }
+    assert_int_equal(waitpid(pid, &wstatus, 0), pid);
+    assert_true(WIFEXITED(wstatus));
+    assert_int_equal(WEXITSTATUS(wstatus), 0);
+    check_value(ssd, &k, 100, 1);
+    st_ssd_close(ssd);
+    remove_dir(dir);
+}
+
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_key_layout),    cmocka_unit_test(test_roundtrip_kinds),
@@ -735,8 +881,13 @@ int main(void)
         cmocka_unit_test(test_corrupt_value), cmocka_unit_test(test_map_full),
         cmocka_unit_test(test_reopen),        cmocka_unit_test(test_async_batching),
         cmocka_unit_test(test_iterate),       cmocka_unit_test(test_invalid),
+        cmocka_unit_test(test_disk_full),     cmocka_unit_test(test_stale_reader),
+        cmocka_unit_test(test_fork_guard),
     };
 
+    if (argc == 3 && strcmp(argv[1], "--hold-reader") == 0) {
+        return hold_reader_main(argv[2]);
+    }
     st_log_set_level(ST_LOG_WARN);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
