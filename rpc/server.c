@@ -747,9 +747,14 @@ void srpc_server_stop(srpc_server_t *srv, int grace_ms)
                           : pthread_cond_timedwait(&srv->cond, &srv->lock, &until);
     }
     if (!srv->shutdown_done || srv->live != 0) {
+        size_t live = srv->live;
+
         pthread_mutex_unlock(&srv->lock);
-        st_warn("rpc server: grace period over, cancelling calls in flight port=%d grace_ms=%d",
-                srv->port, grace_ms);
+        if (live != 0) {
+            st_warn("rpc server: grace period over, cancelling calls in flight port=%d "
+                    "grace_ms=%d calls=%zu",
+                    srv->port, grace_ms, live);
+        }
         grpc_server_cancel_all_calls(srv->server);
         pthread_mutex_lock(&srv->lock);
         while (!srv->shutdown_done || srv->live != 0) {
