@@ -191,6 +191,7 @@ static void ar_chunk_release(cd_arena_t *a, uint32_t c)
     memset(a->ar_page_free + (size_t)c * a->ar_pages_per_chunk, 0, a->ar_pages_per_chunk);
     a->ar_active[c] = 0;
     a->ar_free[c] = 0;
+    a->ar_n_empty--;
     a->ar_n_active--;
     a->ar_trims++;
     cd_budget_release_arena(a->ar_budget, a->ar_chunk_bytes);
@@ -234,6 +235,7 @@ static st_status_t ar_chunk_commit(cd_arena_t *a, uint32_t c)
     memset(a->ar_page_free + (size_t)c * a->ar_pages_per_chunk, 1, a->ar_pages_per_chunk);
     a->ar_active[c] = 1;
     a->ar_free[c] = a->ar_pages_per_chunk;
+    a->ar_n_empty++;
     a->ar_n_active++;
     a->ar_grows++;
     if (a->ar_region_added != NULL) {
@@ -288,6 +290,9 @@ st_status_t cd_arena_pages_alloc(cd_arena_t *a, uint32_t npages, uint64_t *page_
         at = 0;
     }
     memset(a->ar_page_free + (size_t)c * a->ar_pages_per_chunk + at, 0, npages);
+    if (a->ar_free[c] == a->ar_pages_per_chunk) {
+        a->ar_n_empty--;
+    }
     a->ar_free[c] -= npages;
     *page_p = (uint64_t)c * a->ar_pages_per_chunk + (uint64_t)at;
     return ST_OK;
@@ -299,6 +304,9 @@ void cd_arena_pages_free(cd_arena_t *a, uint64_t page, uint32_t npages)
 
     memset(a->ar_page_free + page, 1, npages);
     a->ar_free[c] += npages;
+    if (a->ar_free[c] == a->ar_pages_per_chunk) {
+        a->ar_n_empty++;
+    }
 }
 
 size_t cd_arena_trim(cd_arena_t *a, uint32_t keep)

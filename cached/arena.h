@@ -97,6 +97,7 @@ typedef struct cd_arena {
     uint32_t ar_pages_per_chunk;
     uint32_t ar_n_chunks; /* chunk slots in the reservation */
     uint32_t ar_n_active;
+    uint32_t ar_n_empty;    /* committed chunks whose pages are all free */
     uint8_t *ar_active;     /* per chunk: 1 committed, 0 not */
     uint32_t *ar_free;      /* per chunk: free pages */
     uint8_t *ar_page_free;  /* per page: 1 free (in an active chunk), 0 otherwise */

@@ -40,7 +40,8 @@ int main(int argc, char **argv)
     memset(&cfg, 0, sizeof(cfg));
     st_log_set_ident("stratad");
     if (st_config_defaults(&cd_config_table, &cfg) != ST_OK) {
-        fprintf(stderr, "stratad: out of memory\n");
+        fprintf(stderr, "stratad: a default of the config table does not parse (a bug), or "
+                        "out of memory\n");
         return 1;
     }
     status =

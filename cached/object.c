@@ -53,6 +53,26 @@ static void fill_location(const cd_ns_t *ns, const cd_obj_t *o, cd_location_t *w
     w->generation = o->ob_ext.gen;
 }
 
+static void do_hold_blocks(cd_ns_t *ns, cd_block_t *held[2])
+{
+    for (int i = 0; i < 2; i++) {
+        if (held[i] != NULL) {
+            cd_radix_hold(&ns->ns_radix, held[i], 0);
+        }
+    }
+}
+
+/* Drops the holds do_hold_blocks() took and forgets them. */
+static void do_unhold_blocks(cd_ns_t *ns, cd_block_t *held[2])
+{
+    for (int i = 0; i < 2; i++) {
+        if (held[i] != NULL) {
+            cd_radix_unhold(&ns->ns_radix, held[i], 0);
+            held[i] = NULL;
+        }
+    }
+}
+
 /* Allocates an object record and its extent, evicting when memory is short.
  * Makes room in the object table and the tree for one insert too. */
 static st_status_t do_obj_new(cd_ns_t *ns, const cd_key_t *key, const st_hash_t *parent,
@@ -60,23 +80,36 @@ static st_status_t do_obj_new(cd_ns_t *ns, const cd_key_t *key, const st_hash_t 
 {
     cd_budget_t *b = &ns->ns_store->ss_budget;
     char msg[CD_SLAB_MSG_LEN];
+    cd_block_t *held[2];
     cd_obj_t *o;
     st_status_t st;
 
+    /* Hold the parent block and the object's own block (when present) while
+     * this object is being written, so that the evictions its allocation
+     * may cause never take them: a child must not outlive its parent, and
+     * the block must not lose its other objects to make room for this one. */
+    held[0] = parent != NULL ? cd_radix_find(&ns->ns_radix, parent) : NULL;
+    held[1] = cd_radix_find(&ns->ns_radix, &key->hash);
+    do_hold_blocks(ns, held);
     CD_WITH_EVICTION(ns, st, cd_budget_charge_meta(b, sizeof(cd_obj_t)));
     if (st != ST_OK) {
+        do_unhold_blocks(ns, held);
         return do_exhausted(ns, err, "an object record", sizeof(cd_obj_t));
     }
     o = calloc(1, sizeof(*o));
     if (o == NULL) {
+        do_unhold_blocks(ns, held);
         cd_budget_release_meta(b, sizeof(cd_obj_t));
         return cd_errf(err, ST_ERR_NOMEM, "out of memory for an object record");
     }
+    o->ob_held[0] = held[0];
+    o->ob_held[1] = held[1];
     CD_WITH_EVICTION(ns, st, cd_htab_reserve(&ns->ns_objs, 1));
     if (st == ST_OK) {
         CD_WITH_EVICTION(ns, st, cd_radix_prepare(&ns->ns_radix, parent));
     }
     if (st != ST_OK) {
+        do_unhold_blocks(ns, o->ob_held);
         free(o);
         cd_budget_release_meta(b, sizeof(cd_obj_t));
         return st == ST_ERR_EXHAUSTED ? do_exhausted(ns, err, "the index", 0)
@@ -84,6 +117,7 @@ static st_status_t do_obj_new(cd_ns_t *ns, const cd_key_t *key, const st_hash_t 
     }
     st = cd_slab_alloc(&ns->ns_slab, len, &o->ob_ext, msg);
     if (st != ST_OK) {
+        do_unhold_blocks(ns, o->ob_held);
         free(o);
         cd_budget_release_meta(b, sizeof(cd_obj_t));
         if (st == ST_ERR_EXHAUSTED) {
@@ -184,6 +218,7 @@ static st_status_t do_put(cd_ns_t *ns, const cd_key_t *key, const st_hash_t *par
     memcpy(cd_extent_ptr(&ns->ns_slab, &o->ob_ext), data, len);
     o->ob_checksum = cd_checksum(data, len);
     do_obj_attach(ns, o, now);
+    do_unhold_blocks(ns, o->ob_held);
     return ST_OK;
 }
 
@@ -294,6 +329,7 @@ static void resv_unlink(cd_ns_t *ns, cd_obj_t *o)
 static void resv_drop(cd_ns_t *ns, cd_obj_t *o)
 {
     resv_unlink(ns, o);
+    do_unhold_blocks(ns, o->ob_held);
     do_obj_free(ns, o);
 }
 
@@ -320,6 +356,7 @@ static st_status_t do_reserve(cd_ns_t *ns, const cd_resv_req_t *reqs, size_t n, 
         if (st == ST_OK) {
             CD_WITH_EVICTION(ns, st, cd_htab_reserve(&ns->ns_ids, 1));
             if (st != ST_OK) {
+                do_unhold_blocks(ns, o->ob_held);
                 do_obj_free(ns, o);
                 st = st == ST_ERR_EXHAUSTED ? do_exhausted(ns, err, "a reservation", 0)
                                             : cd_errf(err, st, "out of memory for a reservation");
@@ -448,6 +485,7 @@ static st_status_t do_commit(cd_ns_t *ns, uint64_t resv_id, uint64_t claimed, cd
     resv_unlink(ns, o);
     o->ob_checksum = actual;
     do_obj_attach(ns, o, cd_store_now(ns->ns_store));
+    do_unhold_blocks(ns, o->ob_held);
     ns->ns_st.reservations_committed++;
     return ST_OK;
 }

@@ -5,18 +5,14 @@
 
 #include "store_internal.h"
 
-static cd_sess_t *sess_find(cd_ns_t *ns, uint64_t id)
+static cd_sess_t *sess_find(cd_ns_t *ns, const st_hash_t *id)
 {
-    st_hash_t key = cd_htab_id_key(id);
-
-    return cd_htab_find(&ns->ns_ids, &key, ID_SESSION);
+    return cd_htab_find(&ns->ns_ids, id, ID_SESSION);
 }
 
 static void sess_drop(cd_ns_t *ns, cd_sess_t *se)
 {
-    st_hash_t key = cd_htab_id_key(se->se_rec.id);
-
-    cd_htab_remove(&ns->ns_ids, &key, ID_SESSION);
+    cd_htab_remove(&ns->ns_ids, &se->se_rec.id, ID_SESSION);
     if (se->se_prev != NULL) {
         se->se_prev->se_next = se->se_next;
     } else {
@@ -32,14 +28,23 @@ static void sess_drop(cd_ns_t *ns, cd_sess_t *se)
     free(se);
 }
 
-static st_status_t do_session_open(cd_ns_t *ns, const st_hash_t *head, uint64_t length,
-                                   uint64_t ttl_ms, uint64_t *id_p, cd_err_t *err)
+static st_status_t do_session_open(cd_ns_t *ns, const st_hash_t *id, uint64_t ttl_ms,
+                                   cd_session_t *out, cd_err_t *err)
 {
     const cd_limits_t *l = &ns->ns_store->ss_cfg.limits;
     uint64_t now = cd_store_now(ns->ns_store);
-    cd_sess_t *se;
-    st_hash_t key;
+    cd_sess_t *se = id != NULL ? sess_find(ns, id) : NULL;
     st_status_t st;
+
+    if (se != NULL) {
+        /* Reopen: the record stays, its TTL starts again. */
+        se->se_rec.updated_ms = now;
+        if (ttl_ms != 0) {
+            se->se_rec.ttl_ms = ttl_ms;
+        }
+        *out = se->se_rec;
+        return ST_OK;
+    }
 
     if (ns->ns_st.sessions_active >= l->max_sessions) {
         return cd_errf(err, ST_ERR_EXHAUSTED, "limit max_sessions=%llu reached in namespace %u",
@@ -60,17 +65,18 @@ static st_status_t do_session_open(cd_ns_t *ns, const st_hash_t *head, uint64_t 
         cd_budget_release_meta(&ns->ns_store->ss_budget, sizeof(*se));
         return cd_errf(err, ST_ERR_NOMEM, "out of memory for a session");
     }
-    do {
-        se->se_rec.id = do_next_id(ns);
-    } while (sess_find(ns, se->se_rec.id) != NULL);
+    if (id != NULL) {
+        se->se_rec.id = *id;
+    } else {
+        do {
+            se->se_rec.id = cd_htab_id_key(do_next_id(ns));
+        } while (sess_find(ns, &se->se_rec.id) != NULL);
+    }
     se->se_rec.ns_id = ns->ns_id;
-    se->se_rec.head = *head;
-    se->se_rec.length = length;
     se->se_rec.created_ms = now;
     se->se_rec.updated_ms = now;
     se->se_rec.ttl_ms = ttl_ms != 0 ? ttl_ms : l->session_ttl_ms;
-    key = cd_htab_id_key(se->se_rec.id);
-    (void)cd_htab_insert(&ns->ns_ids, &key, ID_SESSION, se);
+    (void)cd_htab_insert(&ns->ns_ids, &se->se_rec.id, ID_SESSION, se);
     se->se_next = ns->ns_sess;
     if (ns->ns_sess != NULL) {
         ns->ns_sess->se_prev = se;
@@ -79,12 +85,12 @@ static st_status_t do_session_open(cd_ns_t *ns, const st_hash_t *head, uint64_t 
     ns->ns_st.sessions_active++;
     ns->ns_st.objects[CD_KIND_SESSION]++;
     ns->ns_st.bytes[CD_KIND_SESSION] += sizeof(cd_sess_t);
-    *id_p = se->se_rec.id;
+    *out = se->se_rec;
     return ST_OK;
 }
 
-st_status_t cd_store_session_open(cd_store_t *s, uint32_t ns_id, const st_hash_t *head,
-                                  uint64_t length, uint64_t ttl_ms, uint64_t *id_p, cd_err_t *err)
+st_status_t cd_store_session_open(cd_store_t *s, uint32_t ns_id, const st_hash_t *id,
+                                  uint64_t ttl_ms, cd_session_t *out, cd_err_t *err)
 {
     cd_ns_t *ns = cd_ns_get(s, ns_id);
     st_status_t st;
@@ -92,8 +98,8 @@ st_status_t cd_store_session_open(cd_store_t *s, uint32_t ns_id, const st_hash_t
     if (ns == NULL) {
         return cd_errf(err, ST_ERR_NOT_FOUND, "no namespace %u", ns_id);
     }
-    if (head == NULL || id_p == NULL) {
-        return cd_errf(err, ST_ERR_INVALID, "no head hash given");
+    if (out == NULL) {
+        return cd_errf(err, ST_ERR_INVALID, "no record to fill");
     }
     if (ttl_ms > s->ss_cfg.limits.session_ttl_max_ms) {
         return cd_errf(err, ST_ERR_INVALID,
@@ -103,13 +109,15 @@ st_status_t cd_store_session_open(cd_store_t *s, uint32_t ns_id, const st_hash_t
                        (unsigned long long)s->ss_cfg.limits.session_ttl_max_ms);
     }
     pthread_mutex_lock(&ns->ns_lock);
-    st = do_session_open(ns, head, length, ttl_ms, id_p, err);
+    st = do_session_open(ns, id, ttl_ms, out, err);
     pthread_mutex_unlock(&ns->ns_lock);
     return st;
 }
 
-st_status_t cd_store_session_append(cd_store_t *s, uint32_t ns_id, uint64_t id,
-                                    const st_hash_t *head, uint64_t length, cd_err_t *err)
+st_status_t cd_store_session_append(cd_store_t *s, uint32_t ns_id, const st_hash_t *id,
+                                    const st_hash_t *head, uint64_t length,
+                                    uint64_t expected_version, cd_session_t *out,
+                                    cd_err_t *err)
 {
     cd_ns_t *ns = cd_ns_get(s, ns_id);
     cd_sess_t *se;
@@ -118,33 +126,41 @@ st_status_t cd_store_session_append(cd_store_t *s, uint32_t ns_id, uint64_t id,
     if (ns == NULL) {
         return cd_errf(err, ST_ERR_NOT_FOUND, "no namespace %u", ns_id);
     }
-    if (head == NULL) {
-        return cd_errf(err, ST_ERR_INVALID, "no head hash given");
+    if (id == NULL || head == NULL) {
+        return cd_errf(err, ST_ERR_INVALID, "no session id or head hash given");
     }
     pthread_mutex_lock(&ns->ns_lock);
     se = sess_find(ns, id);
     if (se == NULL) {
-        st = cd_errf(err, ST_ERR_NOT_FOUND, "no session %llu (closed or expired)",
-                     (unsigned long long)id);
+        st = cd_errf(err, ST_ERR_NOT_FOUND, "no such session (never opened, closed or "
+                                            "expired)");
     } else if (length < se->se_rec.length) {
-        st = cd_errf(err, ST_ERR_INVALID, "session %llu cannot shrink from %llu to %llu tokens",
-                     (unsigned long long)id, (unsigned long long)se->se_rec.length,
-                     (unsigned long long)length);
+        st = cd_errf(err, ST_ERR_INVALID, "a session cannot shrink from %llu to %llu tokens",
+                     (unsigned long long)se->se_rec.length, (unsigned long long)length);
+    } else if (expected_version != 0 && expected_version != se->se_rec.version) {
+        st = cd_errf(err, ST_ERR_BUSY, "session is at version %llu, not %llu",
+                     (unsigned long long)se->se_rec.version,
+                     (unsigned long long)expected_version);
     } else {
         se->se_rec.head = *head;
         se->se_rec.length = length;
+        se->se_rec.version++;
         se->se_rec.updated_ms = cd_store_now(s);
+        if (out != NULL) {
+            *out = se->se_rec;
+        }
     }
     pthread_mutex_unlock(&ns->ns_lock);
     return st;
 }
 
-st_status_t cd_store_session_get(cd_store_t *s, uint32_t ns_id, uint64_t id, cd_session_t *out)
+st_status_t cd_store_session_get(cd_store_t *s, uint32_t ns_id, const st_hash_t *id,
+                                 cd_session_t *out)
 {
     cd_ns_t *ns = cd_ns_get(s, ns_id);
     cd_sess_t *se;
 
-    if (ns == NULL) {
+    if (ns == NULL || id == NULL) {
         return ST_ERR_NOT_FOUND;
     }
     pthread_mutex_lock(&ns->ns_lock);
@@ -156,12 +172,12 @@ st_status_t cd_store_session_get(cd_store_t *s, uint32_t ns_id, uint64_t id, cd_
     return se != NULL ? ST_OK : ST_ERR_NOT_FOUND;
 }
 
-st_status_t cd_store_session_close(cd_store_t *s, uint32_t ns_id, uint64_t id)
+st_status_t cd_store_session_close(cd_store_t *s, uint32_t ns_id, const st_hash_t *id)
 {
     cd_ns_t *ns = cd_ns_get(s, ns_id);
     cd_sess_t *se;
 
-    if (ns == NULL) {
+    if (ns == NULL || id == NULL) {
         return ST_ERR_NOT_FOUND;
     }
     pthread_mutex_lock(&ns->ns_lock);

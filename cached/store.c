@@ -377,7 +377,8 @@ st_status_t do_exhausted(cd_ns_t *ns, cd_err_t *err, const char *what, uint64_t 
 
 /* --- eviction ---------------------------------------------------------------- */
 
-int do_evict_one(cd_ns_t *ns)
+/* Evicts ns's least recently used evictable block. */
+static int do_evict_local(cd_ns_t *ns)
 {
     cd_block_t *b = cd_radix_victim(&ns->ns_radix);
 
@@ -396,6 +397,78 @@ int do_evict_one(cd_ns_t *ns)
     cd_radix_remove(&ns->ns_radix, b);
     ns->ns_st.evicted_blocks++;
     return 1;
+}
+
+/*
+ * Called with ns locked (see do_evict_one for when): frees budget in
+ * another namespace. Each other namespace is tried with trylock (never
+ * waiting while holding ns's lock, so two namespaces reclaiming from each
+ * other cannot deadlock; they fail instead). In the first one taken, blocks
+ * are evicted in its LRU order until one of its chunks is wholly free, and
+ * its free chunks are given back to the budget. Returns 1 if budget was
+ * freed.
+ */
+/* The arena bytes each of the n namespaces may hold when all want more. */
+static uint64_t ns_fair_share(const cd_store_t *s, uint32_t n)
+{
+    const cd_budget_t *b = &s->ss_budget;
+
+    return n > 0 ? (b->bg_limit - b->bg_meta_reserve) / n : 0;
+}
+
+static int do_reclaim_other(cd_ns_t *ns)
+{
+    cd_store_t *s = ns->ns_store;
+    uint32_t n = atomic_load_explicit(&s->ss_n_ns, memory_order_acquire);
+    uint64_t share = ns_fair_share(s, n);
+
+    for (uint32_t k = 1; k < n; k++) {
+        cd_ns_t *o = s->ss_ns[(ns->ns_id - 1 + k) % n];
+        uint64_t evicted0, freed;
+
+        if (pthread_mutex_trylock(&o->ns_lock) != 0) {
+            continue;
+        }
+        if (cd_arena_committed(&o->ns_slab.sl_arena) <= share) {
+            pthread_mutex_unlock(&o->ns_lock); /* not above its share: leave it be */
+            continue;
+        }
+        evicted0 = o->ns_st.evicted_blocks;
+        while (o->ns_slab.sl_arena.ar_n_empty == 0 && do_evict_local(o)) {
+        }
+        freed = cd_arena_trim(&o->ns_slab.sl_arena, 0);
+        if (freed > 0 || o->ns_st.evicted_blocks != evicted0) {
+            st_debug("memory reclaimed for ns=%u from ns=%u blocks=%llu bytes=%llu", ns->ns_id,
+                     o->ns_id, (unsigned long long)(o->ns_st.evicted_blocks - evicted0),
+                     (unsigned long long)freed);
+        }
+        pthread_mutex_unlock(&o->ns_lock);
+        if (freed > 0) {
+            ns->ns_st.reclaims++;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/*
+ * Whom to take from: a namespace below its fair share of the arena budget
+ * (limit less the metadata reserve, divided by the number of namespaces)
+ * first takes back from namespaces above theirs, then evicts its own blocks;
+ * one at or above its share evicts its own first. Either way it reclaims
+ * from others only when it has nothing left to evict itself or is below its
+ * share, and only from namespaces above theirs.
+ */
+int do_evict_one(cd_ns_t *ns)
+{
+    cd_store_t *s = ns->ns_store;
+    uint32_t n = atomic_load_explicit(&s->ss_n_ns, memory_order_acquire);
+
+    if (n > 1 && cd_arena_committed(&ns->ns_slab.sl_arena) < ns_fair_share(s, n) &&
+        do_reclaim_other(ns)) {
+        return 1;
+    }
+    return do_evict_local(ns) || (n > 1 && do_reclaim_other(ns));
 }
 
 void do_obj_free(cd_ns_t *ns, cd_obj_t *o)

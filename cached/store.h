@@ -129,10 +129,11 @@ typedef struct cd_located {
 } cd_located_t;
 
 typedef struct cd_session {
-    uint64_t id;
+    st_hash_t id;    /* 16 bytes, chosen by the client (or by Open) */
     uint32_t ns_id;
-    st_hash_t head;  /* hash of the chain's last block h[n] */
+    st_hash_t head;  /* hash of the chain's last block h[n]; zero before the first append */
     uint64_t length; /* tokens */
+    uint64_t version; /* 0 at open, +1 per append */
     uint64_t created_ms, updated_ms, ttl_ms;
 } cd_session_t;
 
@@ -160,6 +161,7 @@ typedef struct cd_stats {
         reservations_aborted, reservations_expired, reserved_bytes;
     uint64_t sessions_active, sessions_expired;
     uint64_t exhausted;       /* allocations refused for memory */
+    uint64_t reclaims;        /* chunks of budget taken back from other namespaces */
     uint64_t arena_committed; /* bytes of committed chunks */
     uint64_t arena_used;      /* bytes of live extents */
     uint64_t memory_used;     /* process: arenas + index (global) */
@@ -231,7 +233,10 @@ st_status_t cd_store_get(cd_store_t *s, uint32_t ns_id, const cd_key_t *key, voi
  * writes. Items already committed get status ST_ERR_EXISTS and no
  * reservation. Otherwise all-or-nothing: on error nothing stays reserved.
  * Reserved objects are invisible until committed and expire after
- * reservation_ms. Returns ST_OK; ST_ERR_INVALID (n above max_batch, a bad
+ * reservation_ms. While a reservation is outstanding, the parent block and
+ * the object's own block (when present) are held like a lease, so the write
+ * never loses its parent to eviction (a put holds them the same way while it
+ * allocates). Returns ST_OK; ST_ERR_INVALID (n above max_batch, a bad
  * key or length); ST_ERR_EXHAUSTED; ST_ERR_NOMEM; ST_ERR_NOT_FOUND (ns).
  */
 st_status_t cd_store_reserve(cd_store_t *s, uint32_t ns_id, const cd_resv_req_t *reqs, size_t n,
@@ -299,19 +304,27 @@ st_status_t cd_store_pin(cd_store_t *s, uint32_t ns_id, const st_hash_t *hash);
 st_status_t cd_store_unpin(cd_store_t *s, uint32_t ns_id, const st_hash_t *hash);
 
 /*
- * Sessions. Open records (head, length) with a TTL (0: the default; above
- * session_ttl_max_ms: ST_ERR_INVALID) and returns a new id. Append moves the
- * head and length (length may not shrink: ST_ERR_INVALID) and restarts the
- * TTL. Get copies the record. Close deletes it. The reaper deletes records
- * not updated for their TTL. Returns ST_OK, ST_ERR_NOT_FOUND (ns or id),
- * ST_ERR_INVALID, ST_ERR_EXHAUSTED (max_sessions or memory), ST_ERR_NOMEM.
+ * Sessions, named by a 16-byte id. Open creates the record (id NULL: the
+ * store picks an id) with length 0, or reopens an existing one, restarting
+ * its TTL (and setting it, when ttl_ms is not 0); *out gets the record.
+ * A TTL of 0 means the default; above session_ttl_max_ms is ST_ERR_INVALID.
+ * Append moves the head and the length (which may not shrink:
+ * ST_ERR_INVALID), bumps the version and restarts the TTL; with
+ * expected_version != 0 it first checks the version (ST_ERR_BUSY on a
+ * mismatch, so two writers cannot both extend the same turn). Get copies the
+ * record; Close deletes it. The reaper deletes records not updated for their
+ * TTL. Returns ST_OK, ST_ERR_NOT_FOUND (ns or id), ST_ERR_INVALID,
+ * ST_ERR_BUSY, ST_ERR_EXHAUSTED (max_sessions or memory), ST_ERR_NOMEM.
  */
-st_status_t cd_store_session_open(cd_store_t *s, uint32_t ns_id, const st_hash_t *head,
-                                  uint64_t length, uint64_t ttl_ms, uint64_t *id_p, cd_err_t *err);
-st_status_t cd_store_session_append(cd_store_t *s, uint32_t ns_id, uint64_t id,
-                                    const st_hash_t *head, uint64_t length, cd_err_t *err);
-st_status_t cd_store_session_get(cd_store_t *s, uint32_t ns_id, uint64_t id, cd_session_t *out);
-st_status_t cd_store_session_close(cd_store_t *s, uint32_t ns_id, uint64_t id);
+st_status_t cd_store_session_open(cd_store_t *s, uint32_t ns_id, const st_hash_t *id,
+                                  uint64_t ttl_ms, cd_session_t *out, cd_err_t *err);
+st_status_t cd_store_session_append(cd_store_t *s, uint32_t ns_id, const st_hash_t *id,
+                                    const st_hash_t *head, uint64_t length,
+                                    uint64_t expected_version, cd_session_t *out,
+                                    cd_err_t *err);
+st_status_t cd_store_session_get(cd_store_t *s, uint32_t ns_id, const st_hash_t *id,
+                                 cd_session_t *out);
+st_status_t cd_store_session_close(cd_store_t *s, uint32_t ns_id, const st_hash_t *id);
 
 /* What one cd_store_reap() pass did. */
 typedef struct cd_reaped {

@@ -35,6 +35,8 @@ typedef struct cd_obj {
     uint64_t ob_expires;
     int ob_has_parent;
     st_hash_t ob_parent;
+    cd_block_t *ob_held[2]; /* while being written: its parent block and its own block,
+                               held so that eviction cannot take them meanwhile */
 } cd_obj_t;
 
 typedef struct cd_lease {
@@ -87,8 +89,9 @@ cd_ns_t *cd_ns_get(cd_store_t *s, uint32_t ns_id);
 st_status_t cd_errf(cd_err_t *err, st_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Evicts the least recently used evictable block. Returns 1, or 0 when
- * nothing is evictable. */
+/* Makes room for ns: evicts its least recently used evictable block, or,
+ * when it has none, reclaims a chunk's worth of budget from another
+ * namespace (do_reclaim_other). Returns 1 if anything was freed, else 0. */
 int do_evict_one(cd_ns_t *ns);
 
 /* Retries expr while it fails for memory and eviction frees something. */

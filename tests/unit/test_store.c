@@ -638,6 +638,34 @@ static void test_regions_and_trim(void **state)
     assert_int_equal(s.blocks, 0);
 }
 
+/* A namespace full of cold data does not starve another one: the second
+ * namespace's allocations reclaim chunks from the first. */
+static void test_reclaim_from_another_namespace(void **state)
+{
+    uint32_t ns2;
+    cd_err_t err;
+    cd_stats_t s1, s2, all;
+
+    assert_int_equal(cd_store_ns_create(st_, "acme", "second", 64, &ns2, &err), ST_OK);
+    for (uint32_t n = 0; n < 600; n++) { /* ~36 MB into a 32 MiB store */
+        put_block(ns1, 60 + n / 16, n % 16, CD_KIND_KV, 0, 60000);
+    }
+    assert_int_equal(cd_store_stats(st_, ns1, &s1), ST_OK);
+    assert_true(s1.evicted_blocks > 0);
+    for (uint32_t n = 0; n < 150; n++) { /* ~9 MB into the second namespace */
+        put_block(ns2, 200 + n / 16, n % 16, CD_KIND_IDX, 1, 60000);
+    }
+    assert_int_equal(cd_store_stats(st_, ns2, &s2), ST_OK);
+    assert_int_equal(s2.objects[CD_KIND_IDX], 150);
+    assert_true(s2.reclaims > 0);
+    assert_int_equal(s2.evicted_blocks, 0);
+    assert_int_equal(cd_store_stats(st_, ns1, &s1), ST_OK);
+    assert_true(s1.objects[CD_KIND_KV] < 600);
+    assert_int_equal(cd_store_stats(st_, 0, &all), ST_OK);
+    assert_true(all.memory_used <= all.memory_limit);
+    assert_int_equal(all.arena_committed, s1.arena_committed + s2.arena_committed);
+}
+
 static void test_bad_config(void **state)
 {
     cd_store_config_t c;
@@ -672,6 +700,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_million_token_chain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_regions_and_trim, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reclaim_from_another_namespace, setup, teardown),
         cmocka_unit_test(test_bad_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
