@@ -72,9 +72,22 @@ static st_status_t echo_handler(srpc_ctx_t *ctx, const ProtobufCMessage *req,
     Strata__V1__HelloRequest *rs = (void *)resp;
     const char *token = srpc_ctx_token(ctx);
 
+    const char *peer = srpc_ctx_peer(ctx);
+    int64_t left = srpc_ctx_remaining_ms(ctx);
+
     /* The response may point into the request (documented in srpc.h). */
     *rs = *rq;
     rs->auth_token = (char *)"";
+    /* What the handler sees of its call: peer, method, time left. */
+    rs->client_name = srpc_ctx_alloc(ctx, strlen(peer) + 1);
+    if (rs->client_name == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    strcpy(rs->client_name, peer);
+    rs->protocol_version = strcmp(srpc_ctx_method(ctx), echo_method.path) != 0 ? 0
+                           : left == INT64_MAX                                 ? 2
+                           : left > 0 && left <= 11000                         ? 1
+                                                                               : 3;
     if (token != NULL) {
         rs->auth_token = srpc_ctx_alloc(ctx, strlen(token) + 1);
         if (rs->auth_token == NULL) {
@@ -306,12 +319,24 @@ static void test_echo_roundtrip(void **state)
         assert_string_equal(rs->auth_token, "secret-token-1");
         assert_int_equal(rs->block_tokens, 64);
         assert_int_equal(rs->client_address.len, sizes[k]);
+        assert_int_equal(rs->protocol_version, 1); /* a deadline within 10 s */
+        assert_non_null(strstr(rs->client_name, "127.0.0.1"));
         for (size_t i = 0; i < sizes[k]; i++) {
             if (rs->client_address.data[i] != (uint8_t)(i * 131 + 7)) {
                 fail_msg("byte %zu of %zu differs", i, sizes[k]);
             }
         }
         protobuf_c_message_free_unpacked(&rs->base, NULL);
+    }
+
+    /* No deadline: the handler sees INT64_MAX milliseconds left. */
+    {
+        Strata__V1__HelloRequest rq = STRATA__V1__HELLO_REQUEST__INIT;
+        ProtobufCMessage *resp = NULL;
+
+        assert_int_equal(srpc_call(f->ch, &echo_method, &rq.base, 0, &resp, NULL), ST_OK);
+        assert_int_equal(((Strata__V1__HelloRequest *)resp)->protocol_version, 2);
+        protobuf_c_message_free_unpacked(resp, NULL);
     }
 
     /* A channel without a token: the handler sees none. */
