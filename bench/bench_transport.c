@@ -8,8 +8,10 @@
  *   bench_transport [--backend ucx|libfabric] [--tls T] [--provider P]
  *                   [--domain D] [--region-mb 512] [--round-mb 1024]
  *                   [--inflight 16] [--rounds 11] [--sizes-kb 64,256,1024]
+ *                   [--target-busy]
  */
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,7 @@ typedef struct opts {
     size_t round_bytes;
     unsigned inflight;
     unsigned rounds;
+    bool target_busy;
     size_t sizes[MAX_SIZES];
     unsigned n_sizes;
 } opts_t;
@@ -35,23 +38,19 @@ static void usage(const char *prog)
     fprintf(stderr,
             "usage: %s [--backend ucx|libfabric] [--tls T] [--provider P] [--domain D]\n"
             "          [--region-mb N] [--round-mb N] [--inflight N] [--rounds N]\n"
-            "          [--sizes-kb a,b,c]\n",
+            "          [--sizes-kb a,b,c] [--target-busy]\n",
             prog);
 }
 
 static int parse_opts(int argc, char **argv, opts_t *o)
 {
-    static const struct option longopts[] = {{"backend", required_argument, NULL, 'b'},
-                                             {"tls", required_argument, NULL, 't'},
-                                             {"provider", required_argument, NULL, 'p'},
-                                             {"domain", required_argument, NULL, 'd'},
-                                             {"region-mb", required_argument, NULL, 'r'},
-                                             {"round-mb", required_argument, NULL, 'R'},
-                                             {"inflight", required_argument, NULL, 'i'},
-                                             {"rounds", required_argument, NULL, 'n'},
-                                             {"sizes-kb", required_argument, NULL, 's'},
-                                             {"help", no_argument, NULL, 'h'},
-                                             {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {
+        {"backend", required_argument, NULL, 'b'},   {"tls", required_argument, NULL, 't'},
+        {"provider", required_argument, NULL, 'p'},  {"domain", required_argument, NULL, 'd'},
+        {"region-mb", required_argument, NULL, 'r'}, {"round-mb", required_argument, NULL, 'R'},
+        {"inflight", required_argument, NULL, 'i'},  {"rounds", required_argument, NULL, 'n'},
+        {"sizes-kb", required_argument, NULL, 's'},  {"help", no_argument, NULL, 'h'},
+        {"target-busy", no_argument, NULL, 'B'},     {NULL, 0, NULL, 0}};
     memset(o, 0, sizeof(*o));
     o->cfg.backend = ST_TRANSPORT_UCX;
     o->region_bytes = (size_t)512 << 20;
@@ -77,6 +76,7 @@ static int parse_opts(int argc, char **argv, opts_t *o)
         case 'R': o->round_bytes = strtoull(optarg, NULL, 10) << 20; break;
         case 'i': o->inflight = (unsigned)strtoul(optarg, NULL, 10); break;
         case 'n': o->rounds = (unsigned)strtoul(optarg, NULL, 10); break;
+        case 'B': o->target_busy = true; break;
         case 's': {
             o->n_sizes = 0;
             char *save = NULL;
@@ -110,7 +110,7 @@ int main(int argc, char **argv)
         return 2;
     }
     bench_tp_peer_t peer;
-    st_status_t st = bench_tp_spawn_target(&o.cfg, o.region_bytes, &peer);
+    st_status_t st = bench_tp_spawn_target(&o.cfg, o.region_bytes, o.target_busy, &peer);
     if (st != ST_OK) {
         fprintf(stderr, "target did not start: %s\n", st_strerror(st));
         return 1;
@@ -148,9 +148,10 @@ int main(int argc, char **argv)
                            ? (o.cfg.ucx_tls ? o.cfg.ucx_tls : "default TLS")
                            : (o.cfg.fabric_provider ? o.cfg.fabric_provider : "first provider");
     printf("transport limit: %s (%s), region %zu MB, %zu MB per round, %u in flight, "
-           "%u rounds\n",
+           "%u rounds, target %s\n",
            st_transport_backend_name(o.cfg.backend), path, o.region_bytes >> 20,
-           o.round_bytes >> 20, o.inflight, o.rounds);
+           o.round_bytes >> 20, o.inflight, o.rounds,
+           o.target_busy ? "busy-polls" : "sleeps on its event fd");
     printf("%-8s | %-28s | %-28s | %s\n", "size", "memcpy GB/s median (MAD)",
            "get GB/s median (MAD) [min-max]", "get/memcpy");
 

@@ -58,7 +58,8 @@ static int bench_tp_read(int fd, void *buf, size_t len)
 }
 
 /* The target: register, announce, then progress until the socket closes. */
-static int bench_tp_target(const st_transport_config_t *cfg, size_t region_bytes, int sock)
+static int bench_tp_target(const st_transport_config_t *cfg, size_t region_bytes, bool busy,
+                           int sock)
 {
     st_transport_t *tp;
     if (st_transport_create(cfg, &tp) != ST_OK) {
@@ -91,9 +92,7 @@ static int bench_tp_target(const st_transport_config_t *cfg, size_t region_bytes
         int timeout = 0;
         if (efd >= 0 && st_transport_arm(tp) == ST_OK) {
             nfds = 2;
-            timeout = getenv("BENCH_TP_BUSY") ? 0 : 1;
-        } else if (getenv("BENCH_TP_SLEEP")) {
-            timeout = 1;
+            timeout = busy ? 0 : 1; /* bounded: some providers need polling */
         }
         if (poll(pfd, nfds, timeout) > 0 && (pfd[0].revents & (POLLIN | POLLHUP))) {
             break; /* the initiator closed the socket */
@@ -103,7 +102,7 @@ static int bench_tp_target(const st_transport_config_t *cfg, size_t region_bytes
     return 0;
 }
 
-st_status_t bench_tp_spawn_target(const st_transport_config_t *cfg, size_t region_bytes,
+st_status_t bench_tp_spawn_target(const st_transport_config_t *cfg, size_t region_bytes, bool busy,
                                   bench_tp_peer_t *peer)
 {
     int sv[2];
@@ -120,7 +119,7 @@ st_status_t bench_tp_spawn_target(const st_transport_config_t *cfg, size_t regio
     }
     if (pid == 0) {
         close(sv[0]);
-        _exit(bench_tp_target(cfg, region_bytes, sv[1]));
+        _exit(bench_tp_target(cfg, region_bytes, busy, sv[1]));
     }
     close(sv[1]);
     peer->pid = pid;

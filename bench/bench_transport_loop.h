@@ -10,6 +10,7 @@
 #ifndef STRATA_BENCH_TRANSPORT_LOOP_H
 #define STRATA_BENCH_TRANSPORT_LOOP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -30,11 +31,14 @@ typedef struct bench_tp_peer {
 
 /*
  * Forks a target process (call before creating any transport in this one):
- * it creates a transport from cfg, registers region_bytes of touched memory,
- * and progresses until bench_tp_stop_target(). Fills *peer. Returns ST_OK or
- * the status of what failed (the target's failure shows as ST_ERR_IO).
+ * it creates a transport from cfg, allocates region_bytes of registered
+ * memory (st_transport_mem_alloc(), as the daemon's arenas), touches it, and
+ * progresses until bench_tp_stop_target(): busy, never sleeping, or like a
+ * daemon's progress thread, sleeping on the event fd (at most 1 ms) when
+ * there is one. Fills *peer. Returns ST_OK or the status of what failed
+ * (the target's failure shows as ST_ERR_IO).
  */
-st_status_t bench_tp_spawn_target(const st_transport_config_t *cfg, size_t region_bytes,
+st_status_t bench_tp_spawn_target(const st_transport_config_t *cfg, size_t region_bytes, bool busy,
                                   bench_tp_peer_t *peer);
 
 /* Stops the target and frees peer's buffers. */

@@ -33,9 +33,15 @@
  * Thread safety: a transport and every object made from it (regions,
  * endpoints, remote keys) belong to one thread at a time; the caller
  * serialises. Different transports are independent. Callbacks run only from
- * inside st_transport_progress() (and the calls that progress internally:
- * st_transport_ep_flush(), st_transport_ep_close(), st_transport_wait()
- * never runs callbacks), never from inside st_transport_get()/put().
+ * inside st_transport_progress() and the calls that progress internally
+ * (st_transport_ep_flush(), st_transport_ep_close(), st_transport_destroy());
+ * never from inside st_transport_get()/put() or st_transport_wait().
+ *
+ * Completion: a get's callback means the data is in the local buffer. A
+ * put's callback means the local buffer may be reused; the data is in the
+ * target's memory once st_transport_ep_flush() has returned ST_OK (UCX puts
+ * complete locally; libfabric puts use FI_DELIVERY_COMPLETE where the
+ * provider offers it). Flush before telling the target (commit).
  *
  * Errors: every function returns st_status_t; backend failures are
  * ST_ERR_TRANSPORT, logged once with the backend and the library call that
@@ -93,11 +99,12 @@ typedef struct st_transport_rkey st_transport_rkey_t; /* a peer's region, unpack
 
 /*
  * Completion callback of st_transport_get()/put(): status is ST_OK when the
- * data has arrived (get) or has been placed in the remote region (put), or
- * the error (ST_ERR_TRANSPORT, ST_ERR_UNAVAILABLE when the peer is gone,
- * ST_ERR_CANCELLED when the endpoint was closed first). Called exactly once
- * per accepted operation, from st_transport_progress(). It may post new
- * operations; it must not destroy the transport or close the endpoint.
+ * data has arrived (get) or the local buffer may be reused (put; see
+ * "Completion" above), or the error (ST_ERR_TRANSPORT, ST_ERR_UNAVAILABLE
+ * when the peer is gone, ST_ERR_CANCELLED when the endpoint was closed
+ * first). Called exactly once per accepted operation, from the calls that
+ * progress. It may post new operations; it must not destroy the transport,
+ * close an endpoint or call st_transport_ep_flush().
  */
 typedef void (*st_transport_cb_t)(void *user, st_status_t status);
 

@@ -115,7 +115,7 @@ static st_status_t stt_ucx_create(const st_transport_config_t *cfg, st_transport
 
     ucp_params_t params = {
         .field_mask = UCP_PARAM_FIELD_FEATURES,
-        .features = UCP_FEATURE_RMA | (getenv("STT_NOWAKE") ? 0 : UCP_FEATURE_WAKEUP),
+        .features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP,
     };
     us = ucp_init(&params, config, &u->context);
     ucp_config_release(config);
