@@ -142,14 +142,31 @@ static st_status_t stt_fi_getinfo(const st_transport_config_t *cfg, bool deliver
         fi_freeinfo(hints);
         return ST_ERR_NOMEM;
     }
-    if (cfg->fabric_domain != NULL &&
-        (hints->domain_attr->name = strdup(cfg->fabric_domain)) == NULL) {
-        fi_freeinfo(hints);
-        return ST_ERR_NOMEM;
-    }
-    *ret_p = fi_getinfo(STT_FI_VERSION, NULL, NULL, 0, hints, info_p);
+    /* The domain is picked from the answers below: layered providers
+     * (tcp;ofi_rxm) do not filter on the domain name of the hints. */
+    struct fi_info *list = NULL;
+    *ret_p = fi_getinfo(STT_FI_VERSION, NULL, NULL, 0, hints, &list);
     fi_freeinfo(hints);
-    return ST_OK;
+    if (*ret_p != 0) {
+        return ST_OK;
+    }
+    struct fi_info *pick = list;
+    if (cfg->fabric_domain != NULL) {
+        for (pick = list; pick != NULL; pick = pick->next) {
+            if (pick->domain_attr->name != NULL &&
+                strcmp(pick->domain_attr->name, cfg->fabric_domain) == 0) {
+                break;
+            }
+        }
+    }
+    if (pick == NULL) {
+        fi_freeinfo(list);
+        *ret_p = -FI_ENODATA;
+        return ST_OK;
+    }
+    *info_p = fi_dupinfo(pick);
+    fi_freeinfo(list);
+    return *info_p == NULL ? ST_ERR_NOMEM : ST_OK;
 }
 
 static st_status_t stt_fi_open_cq(stt_fi_t *f)
