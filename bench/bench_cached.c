@@ -132,14 +132,16 @@ int main(int argc, char **argv)
         uint64_t t0, lease = 0;
 
         t0 = bench_now_ns();
-        cd_store_lookup(s, ns, segs, NB / SEG, &req, 0, ans, kda, NB, &kn, NULL, NULL, &err);
+        cd_store_lookup(s, ns, segs, NB / SEG, &req, CD_LEASE_NONE, ans, kda, NB, &kn, NULL, NULL,
+                        &err);
         t_lk[r] = (double)(bench_now_ns() - t0) / 1e3;
         if (ans[NB / SEG - 1].matched != SEG) {
             fprintf(stderr, "bench_cached: lookup did not match\n");
             return 1;
         }
         t0 = bench_now_ns();
-        cd_store_lookup(s, ns, segs, NB / SEG, &req, 1, ans, kda, NB, &kn, &lease, NULL, &err);
+        cd_store_lookup(s, ns, segs, NB / SEG, &req, CD_LEASE_DEFAULT, ans, kda, NB, &kn, &lease,
+                        NULL, &err);
         cd_store_release(s, ns, lease);
         t_lkl[r] = (double)(bench_now_ns() - t0) / 1e3;
         t0 = bench_now_ns();

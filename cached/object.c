@@ -44,6 +44,18 @@ static st_status_t check_len(const cd_ns_t *ns, uint64_t len, cd_err_t *err)
     return ST_OK;
 }
 
+static st_status_t check_lease(const cd_store_t *s, uint64_t lease_ms, cd_err_t *err)
+{
+    uint64_t max = s->ss_cfg.limits.max_lease_ms;
+
+    if (lease_ms != CD_LEASE_DEFAULT && lease_ms > max) {
+        return cd_errf(err, ST_ERR_INVALID,
+                       "lease of %llu ms refused: the limit max_lease_ms is %llu",
+                       (unsigned long long)lease_ms, (unsigned long long)max);
+    }
+    return ST_OK;
+}
+
 static void fill_location(const cd_ns_t *ns, const cd_obj_t *o, cd_location_t *w)
 {
     w->region = o->ob_ext.region;
@@ -574,7 +586,7 @@ st_status_t cd_store_delete(cd_store_t *s, uint32_t ns_id, const cd_key_t *key, 
 
 /* --- locate and lookup --------------------------------------------------------------------- */
 
-static st_status_t do_locate(cd_ns_t *ns, const cd_key_t *keys, size_t n, int lease,
+static st_status_t do_locate(cd_ns_t *ns, const cd_key_t *keys, size_t n, uint64_t lease_ms,
                              cd_located_t *out, uint64_t *lease_id_p, uint64_t *expires_p,
                              cd_err_t *err)
 {
@@ -582,7 +594,7 @@ static st_status_t do_locate(cd_ns_t *ns, const cd_key_t *keys, size_t n, int le
     cd_lease_t *l = NULL;
     st_status_t st;
 
-    if (lease) {
+    if (lease_ms != CD_LEASE_NONE) {
         st = do_lease_alloc(ns, n, &l, err);
         if (st != ST_OK) {
             return st;
@@ -612,7 +624,7 @@ static st_status_t do_locate(cd_ns_t *ns, const cd_key_t *keys, size_t n, int le
     if (l != NULL && l->ls_n == 0) {
         do_lease_free(ns, l);
     } else if (l != NULL) {
-        do_lease_grant(ns, l, now);
+        do_lease_grant(ns, l, now, lease_ms);
         if (lease_id_p != NULL) {
             *lease_id_p = l->ls_id;
         }
@@ -624,7 +636,7 @@ static st_status_t do_locate(cd_ns_t *ns, const cd_key_t *keys, size_t n, int le
 }
 
 st_status_t cd_store_locate(cd_store_t *s, uint32_t ns_id, const cd_key_t *keys, size_t n,
-                            int lease, cd_located_t *out, uint64_t *lease_id_p,
+                            uint64_t lease_ms, cd_located_t *out, uint64_t *lease_id_p,
                             uint64_t *lease_expires_p, cd_err_t *err)
 {
     cd_ns_t *ns;
@@ -645,14 +657,18 @@ st_status_t cd_store_locate(cd_store_t *s, uint32_t ns_id, const cd_key_t *keys,
             return st;
         }
     }
+    st = check_lease(s, lease_ms, err);
+    if (st != ST_OK) {
+        return st;
+    }
     pthread_mutex_lock(&ns->ns_lock);
-    st = do_locate(ns, keys, n, lease, out, lease_id_p, lease_expires_p, err);
+    st = do_locate(ns, keys, n, lease_ms, out, lease_id_p, lease_expires_p, err);
     pthread_mutex_unlock(&ns->ns_lock);
     return st;
 }
 
 static st_status_t do_lookup(cd_ns_t *ns, const cd_segment_t *segs, size_t nseg,
-                             const cd_require_t *req, int lease, size_t total,
+                             const cd_require_t *req, uint64_t lease_ms, size_t total,
                              cd_seg_answer_t *answers, uint64_t *kda, size_t kda_cap, size_t *kda_n,
                              uint64_t *lease_id_p, uint64_t *expires_p, cd_err_t *err)
 {
@@ -661,7 +677,7 @@ static st_status_t do_lookup(cd_ns_t *ns, const cd_segment_t *segs, size_t nseg,
     uint64_t matched = 0;
     st_status_t st;
 
-    if (lease) {
+    if (lease_ms != CD_LEASE_NONE) {
         st = do_lease_alloc(ns, total, &l, err);
         if (st != ST_OK) {
             return st;
@@ -683,7 +699,7 @@ static st_status_t do_lookup(cd_ns_t *ns, const cd_segment_t *segs, size_t nseg,
     if (l != NULL && l->ls_n == 0) {
         do_lease_free(ns, l);
     } else if (l != NULL) {
-        do_lease_grant(ns, l, now);
+        do_lease_grant(ns, l, now, lease_ms);
         if (lease_id_p != NULL) {
             *lease_id_p = l->ls_id;
         }
@@ -695,7 +711,7 @@ static st_status_t do_lookup(cd_ns_t *ns, const cd_segment_t *segs, size_t nseg,
 }
 
 st_status_t cd_store_lookup(cd_store_t *s, uint32_t ns_id, const cd_segment_t *segs, size_t nseg,
-                            const cd_require_t *req, int lease, cd_seg_answer_t *answers,
+                            const cd_require_t *req, uint64_t lease_ms, cd_seg_answer_t *answers,
                             uint64_t *kda, size_t kda_cap, size_t *kda_n, uint64_t *lease_id_p,
                             uint64_t *lease_expires_p, cd_err_t *err)
 {
@@ -728,12 +744,16 @@ st_status_t cd_store_lookup(cd_store_t *s, uint32_t ns_id, const cd_segment_t *s
     if (req == NULL) {
         req = &none;
     }
+    st = check_lease(s, lease_ms, err);
+    if (st != ST_OK) {
+        return st;
+    }
     if (req->kinds >= (1u << CD_KIND_COUNT) || (req->kinds & (1u << CD_KIND_SESSION))) {
         return cd_errf(err, ST_ERR_INVALID, "required kinds mask 0x%x names unknown kinds",
                        req->kinds);
     }
     pthread_mutex_lock(&ns->ns_lock);
-    st = do_lookup(ns, segs, nseg, req, lease, total, answers, kda, kda_cap, kda_n, lease_id_p,
+    st = do_lookup(ns, segs, nseg, req, lease_ms, total, answers, kda, kda_cap, kda_n, lease_id_p,
                    lease_expires_p, err);
     pthread_mutex_unlock(&ns->ns_lock);
     return st;

@@ -116,8 +116,7 @@ st_status_t cd_store_session_open(cd_store_t *s, uint32_t ns_id, const st_hash_t
 
 st_status_t cd_store_session_append(cd_store_t *s, uint32_t ns_id, const st_hash_t *id,
                                     const st_hash_t *head, uint64_t length,
-                                    uint64_t expected_version, cd_session_t *out,
-                                    cd_err_t *err)
+                                    uint64_t expected_version, cd_session_t *out, cd_err_t *err)
 {
     cd_ns_t *ns = cd_ns_get(s, ns_id);
     cd_sess_t *se;
@@ -132,15 +131,15 @@ st_status_t cd_store_session_append(cd_store_t *s, uint32_t ns_id, const st_hash
     pthread_mutex_lock(&ns->ns_lock);
     se = sess_find(ns, id);
     if (se == NULL) {
-        st = cd_errf(err, ST_ERR_NOT_FOUND, "no such session (never opened, closed or "
-                                            "expired)");
+        st = cd_errf(err, ST_ERR_NOT_FOUND,
+                     "no such session (never opened, closed or "
+                     "expired)");
     } else if (length < se->se_rec.length) {
         st = cd_errf(err, ST_ERR_INVALID, "a session cannot shrink from %llu to %llu tokens",
                      (unsigned long long)se->se_rec.length, (unsigned long long)length);
     } else if (expected_version != 0 && expected_version != se->se_rec.version) {
         st = cd_errf(err, ST_ERR_BUSY, "session is at version %llu, not %llu",
-                     (unsigned long long)se->se_rec.version,
-                     (unsigned long long)expected_version);
+                     (unsigned long long)se->se_rec.version, (unsigned long long)expected_version);
     } else {
         se->se_rec.head = *head;
         se->se_rec.length = length;

@@ -56,6 +56,7 @@ void cd_store_config_defaults(cd_store_config_t *cfg)
     cfg->limits.max_namespaces = 64;
     cfg->limits.max_sessions = 1000000;
     cfg->limits.lease_ms = 5000;
+    cfg->limits.max_lease_ms = 60000;
     cfg->limits.reservation_ms = 30000;
     cfg->limits.session_ttl_ms = 86400000ull;
     cfg->limits.session_ttl_max_ms = 30ull * 86400000ull;
@@ -131,8 +132,9 @@ st_status_t cd_store_create(const cd_store_config_t *cfg, cd_store_t **store_p, 
                        (unsigned long long)l->max_object_bytes, cfg->chunk_bytes);
     }
     if (l->max_layers == 0 || l->max_layers > CD_LAYERS_MAX || l->max_hashes == 0 ||
-        l->max_batch == 0 || l->max_namespaces == 0 || l->lease_ms == 0 || l->reservation_ms == 0 ||
-        l->session_ttl_ms == 0 || l->session_ttl_max_ms < l->session_ttl_ms) {
+        l->max_batch == 0 || l->max_namespaces == 0 || l->lease_ms == 0 ||
+        l->max_lease_ms < l->lease_ms || l->reservation_ms == 0 || l->session_ttl_ms == 0 ||
+        l->session_ttl_max_ms < l->session_ttl_ms) {
         return cd_errf(err, ST_ERR_INVALID,
                        "limits out of range: max_layers=%u (1..%d), max_hashes=%u, max_batch=%u, "
                        "max_namespaces=%u, lease_ms=%llu, reservation_ms=%llu, session ttl "
@@ -532,23 +534,35 @@ void do_lease_free(cd_ns_t *ns, cd_lease_t *l)
     free(l);
 }
 
-void do_lease_grant(cd_ns_t *ns, cd_lease_t *l, uint64_t now)
+void do_lease_grant(cd_ns_t *ns, cd_lease_t *l, uint64_t now, uint64_t lease_ms)
 {
+    cd_lease_t *after;
     st_hash_t key;
 
     for (size_t i = 0; i < l->ls_n; i++) {
         cd_radix_hold(&ns->ns_radix, l->ls_blocks[i], 0);
     }
     l->ls_id = do_next_id(ns);
-    l->ls_expires = now + ns->ns_store->ss_cfg.limits.lease_ms;
-    l->ls_next = NULL;
-    l->ls_prev = ns->ns_lease_tail;
-    if (ns->ns_lease_tail != NULL) {
-        ns->ns_lease_tail->ls_next = l;
+    l->ls_expires =
+        now + (lease_ms == CD_LEASE_DEFAULT ? ns->ns_store->ss_cfg.limits.lease_ms : lease_ms);
+    /* The list is kept in expiry order; with one usual duration the place
+     * is at the tail, so walking back from it is O(1) in practice. */
+    after = ns->ns_lease_tail;
+    while (after != NULL && after->ls_expires > l->ls_expires) {
+        after = after->ls_prev;
+    }
+    l->ls_prev = after;
+    l->ls_next = after != NULL ? after->ls_next : ns->ns_lease_head;
+    if (l->ls_next != NULL) {
+        l->ls_next->ls_prev = l;
+    } else {
+        ns->ns_lease_tail = l;
+    }
+    if (after != NULL) {
+        after->ls_next = l;
     } else {
         ns->ns_lease_head = l;
     }
-    ns->ns_lease_tail = l;
     key = cd_htab_id_key(l->ls_id);
     (void)cd_htab_insert(&ns->ns_ids, &key, ID_LEASE, l); /* reserved by do_lease_alloc */
     ns->ns_st.leases_granted++;

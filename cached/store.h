@@ -47,8 +47,10 @@
 #include "strata/hash.h"
 #include "strata/status.h"
 
-#define CD_ERR_LEN  256
-#define CD_NAME_MAX 128 /* tenant and model names, bytes */
+#define CD_ERR_LEN       256
+#define CD_LEASE_NONE    0   /* lease_ms argument: take no lease */
+#define CD_LEASE_DEFAULT 1   /* lease_ms argument: the default duration (so a flag works) */
+#define CD_NAME_MAX      128 /* tenant and model names, bytes */
 
 typedef struct cd_err {
     char msg[CD_ERR_LEN];
@@ -63,6 +65,7 @@ typedef struct cd_limits {
     uint32_t max_namespaces;     /* default 64 */
     uint64_t max_sessions;       /* per namespace, default 1,000,000 */
     uint64_t lease_ms;           /* read lease, default 5000 */
+    uint64_t max_lease_ms;       /* longest lease a caller may ask for, default 60000 */
     uint64_t reservation_ms;     /* reserve -> commit deadline, default 30000 */
     uint64_t session_ttl_ms;     /* default when Open gives 0: 86,400,000 (a day) */
     uint64_t session_ttl_max_ms; /* default 30 days */
@@ -129,10 +132,10 @@ typedef struct cd_located {
 } cd_located_t;
 
 typedef struct cd_session {
-    st_hash_t id;    /* 16 bytes, chosen by the client (or by Open) */
+    st_hash_t id; /* 16 bytes, chosen by the client (or by Open) */
     uint32_t ns_id;
-    st_hash_t head;  /* hash of the chain's last block h[n]; zero before the first append */
-    uint64_t length; /* tokens */
+    st_hash_t head;   /* hash of the chain's last block h[n]; zero before the first append */
+    uint64_t length;  /* tokens */
     uint64_t version; /* 0 at open, +1 per append */
     uint64_t created_ms, updated_ms, ttl_ms;
 } cd_session_t;
@@ -270,27 +273,30 @@ st_status_t cd_store_delete(cd_store_t *s, uint32_t ns_id, const cd_key_t *key, 
  * Answers a chain lookup, segment by segment: for each, how many leading
  * blocks are present with everything req asks for, and the chain indices of
  * the KDA checkpoints among them (kda, room for kda_cap; *kda_n is set).
- * Matched blocks are touched. With lease != 0, one lease holding every
- * matched block is granted; *lease_id_p receives its id (0 when nothing
- * matched) and *lease_expires_p (may be NULL) its expiry.
+ * Matched blocks are touched. With lease_ms != CD_LEASE_NONE, one lease
+ * holding every matched block is granted for lease_ms (CD_LEASE_DEFAULT, 1,
+ * asks for the configured lease_ms: a 1 ms lease is of no use, and this
+ * way a boolean "lease or not" passes as is); *lease_id_p receives its id (0 when nothing matched)
+ * and *lease_expires_p (may be NULL) its expiry.
  * Returns ST_OK; ST_ERR_INVALID (no segments, more than max_batch segments,
- * more than max_hashes hashes, NULL hashes); ST_ERR_EXHAUSTED/NOMEM (the
- * lease record); ST_ERR_NOT_FOUND (ns).
+ * more than max_hashes hashes, NULL hashes, lease_ms above max_lease_ms);
+ * ST_ERR_EXHAUSTED/NOMEM (the lease record); ST_ERR_NOT_FOUND (ns).
  */
 st_status_t cd_store_lookup(cd_store_t *s, uint32_t ns_id, const cd_segment_t *segs, size_t nseg,
-                            const cd_require_t *req, int lease, cd_seg_answer_t *answers,
+                            const cd_require_t *req, uint64_t lease_ms, cd_seg_answer_t *answers,
                             uint64_t *kda, size_t kda_cap, size_t *kda_n, uint64_t *lease_id_p,
                             uint64_t *lease_expires_p, cd_err_t *err);
 
 /*
  * Locates n objects for one-sided reads: out[i] gets ST_OK and the location,
- * or ST_ERR_NOT_FOUND. With lease != 0 the blocks of the found objects are
- * leased under one id (*lease_id_p; 0 if none found).
- * Returns ST_OK; ST_ERR_INVALID (n is 0 or above max_batch);
- * ST_ERR_EXHAUSTED/NOMEM (the lease); ST_ERR_NOT_FOUND (ns).
+ * or ST_ERR_NOT_FOUND. With lease_ms != CD_LEASE_NONE the blocks of the
+ * found objects are leased under one id (*lease_id_p; 0 if none found), as
+ * for cd_store_lookup().
+ * Returns ST_OK; ST_ERR_INVALID (n is 0 or above max_batch, lease_ms above
+ * max_lease_ms); ST_ERR_EXHAUSTED/NOMEM (the lease); ST_ERR_NOT_FOUND (ns).
  */
 st_status_t cd_store_locate(cd_store_t *s, uint32_t ns_id, const cd_key_t *keys, size_t n,
-                            int lease, cd_located_t *out, uint64_t *lease_id_p,
+                            uint64_t lease_ms, cd_located_t *out, uint64_t *lease_id_p,
                             uint64_t *lease_expires_p, cd_err_t *err);
 
 /* Releases a lease before it expires. ST_OK or ST_ERR_NOT_FOUND (unknown or
@@ -320,8 +326,7 @@ st_status_t cd_store_session_open(cd_store_t *s, uint32_t ns_id, const st_hash_t
                                   uint64_t ttl_ms, cd_session_t *out, cd_err_t *err);
 st_status_t cd_store_session_append(cd_store_t *s, uint32_t ns_id, const st_hash_t *id,
                                     const st_hash_t *head, uint64_t length,
-                                    uint64_t expected_version, cd_session_t *out,
-                                    cd_err_t *err);
+                                    uint64_t expected_version, cd_session_t *out, cd_err_t *err);
 st_status_t cd_store_session_get(cd_store_t *s, uint32_t ns_id, const st_hash_t *id,
                                  cd_session_t *out);
 st_status_t cd_store_session_close(cd_store_t *s, uint32_t ns_id, const st_hash_t *id);

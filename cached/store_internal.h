@@ -111,9 +111,9 @@ st_status_t do_exhausted(cd_ns_t *ns, cd_err_t *err, const char *what, uint64_t 
 /* A new id for a reservation, lease or session (never 0). */
 uint64_t do_next_id(cd_ns_t *ns);
 
-/* Grants a lease over n blocks (the record takes ownership of blocks, a
- * malloc'd array with room for cap that was charged as cap pointers). */
-void do_lease_grant(cd_ns_t *ns, cd_lease_t *lease, uint64_t now);
+/* Grants the lease over its ls_n blocks for lease_ms (CD_LEASE_DEFAULT: the
+ * namespace default) from now, and files it in expiry order. */
+void do_lease_grant(cd_ns_t *ns, cd_lease_t *lease, uint64_t now, uint64_t lease_ms);
 
 /* Allocates an empty lease record with room for cap blocks and reserves its
  * table slot, evicting if memory is short. */

@@ -254,8 +254,9 @@ static void test_leases_and_pins_block_eviction(void **state)
         put_block(ns1, 11, i, CD_KIND_KV, 0, 60000);
         hs[i] = t_hash(10, i);
     }
-    assert_int_equal(
-        cd_store_lookup(st_, ns1, &seg, 1, NULL, 1, &ans, kda, NB, &kn, &lease, &exp, &err), ST_OK);
+    assert_int_equal(cd_store_lookup(st_, ns1, &seg, 1, NULL, CD_LEASE_DEFAULT, &ans, kda, NB, &kn,
+                                     &lease, &exp, &err),
+                     ST_OK);
     assert_int_equal(ans.matched, NB);
     assert_true(lease != 0);
     assert_int_equal(exp, t_now + 5000);
@@ -330,7 +331,8 @@ static void test_lease_expiry(void **state)
     cd_reaped_t r;
 
     put_block(ns1, 20, 0, CD_KIND_KV, 0, 1000);
-    assert_int_equal(cd_store_locate(st_, ns1, &k, 1, 1, &loc, &lease, NULL, &err), ST_OK);
+    assert_int_equal(cd_store_locate(st_, ns1, &k, 1, CD_LEASE_DEFAULT, &loc, &lease, NULL, &err),
+                     ST_OK);
     assert_int_equal(loc.status, ST_OK);
     assert_int_equal(loc.where.length, 1000);
     assert_true(lease != 0);
@@ -347,8 +349,27 @@ static void test_lease_expiry(void **state)
     assert_int_equal(s.leases_active, 0);
     assert_int_equal(cd_store_delete(st_, ns1, &k, &err), ST_OK);
     assert_null(cd_radix_find(&st_->ss_ns[0]->ns_radix, &h)); /* the empty leaf left */
+    /* Leases of their own durations expire in expiry order, whatever order
+     * they were granted in; above max_lease_ms is refused. */
+    uint64_t la, lb, ea, eb;
+    put_block(ns1, 21, 0, CD_KIND_KV, 0, 1000);
+    cd_key_t k21 = t_key(21, 0, CD_KIND_KV, 0);
+    assert_int_equal(cd_store_locate(st_, ns1, &k21, 1, 10000, &loc, &la, &ea, &err), ST_OK);
+    assert_int_equal(cd_store_locate(st_, ns1, &k21, 1, 1000, &loc, &lb, &eb, &err), ST_OK);
+    assert_int_equal(ea, t_now + 10000);
+    assert_int_equal(eb, t_now + 1000);
+    cd_store_reap(st_, t_now + 1000, &r);
+    assert_int_equal(r.leases, 1);
+    assert_int_equal(cd_store_release(st_, ns1, lb), ST_ERR_NOT_FOUND);
+    assert_int_equal(cd_store_delete(st_, ns1, &k21, &err), ST_ERR_BUSY); /* a still holds */
+    cd_store_reap(st_, t_now + 10000, &r);
+    assert_int_equal(r.leases, 1);
+    assert_int_equal(cd_store_locate(st_, ns1, &k21, 1, 60001, &loc, &la, NULL, &err),
+                     ST_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "max_lease_ms"));
     /* Locate of a missing key: not found, no lease. */
-    assert_int_equal(cd_store_locate(st_, ns1, &k, 1, 1, &loc, &lease, NULL, &err), ST_OK);
+    assert_int_equal(cd_store_locate(st_, ns1, &k, 1, CD_LEASE_DEFAULT, &loc, &lease, NULL, &err),
+                     ST_OK);
     assert_int_equal(loc.status, ST_ERR_NOT_FOUND);
     assert_int_equal(lease, 0);
 }
@@ -362,18 +383,18 @@ static void test_lookup_limits_and_stats(void **state)
     cd_err_t err;
     cd_stats_t s;
 
-    assert_int_equal(
-        cd_store_lookup(st_, ns1, &seg, 1, NULL, 0, ans, NULL, 0, &kn, NULL, NULL, &err),
-        ST_ERR_INVALID);
+    assert_int_equal(cd_store_lookup(st_, ns1, &seg, 1, NULL, CD_LEASE_NONE, ans, NULL, 0, &kn,
+                                     NULL, NULL, &err),
+                     ST_ERR_INVALID);
     assert_non_null(strstr(err.msg, "max_hashes"));
-    assert_int_equal(
-        cd_store_lookup(st_, ns1, &seg, 0, NULL, 0, ans, NULL, 0, &kn, NULL, NULL, &err),
-        ST_ERR_INVALID);
+    assert_int_equal(cd_store_lookup(st_, ns1, &seg, 0, NULL, CD_LEASE_NONE, ans, NULL, 0, &kn,
+                                     NULL, NULL, &err),
+                     ST_ERR_INVALID);
     cd_require_t bad = {1u << CD_KIND_SESSION, {0, 0}};
     seg.n = 4;
-    assert_int_equal(
-        cd_store_lookup(st_, ns1, &seg, 1, &bad, 0, ans, NULL, 0, &kn, NULL, NULL, &err),
-        ST_ERR_INVALID);
+    assert_int_equal(cd_store_lookup(st_, ns1, &seg, 1, &bad, CD_LEASE_NONE, ans, NULL, 0, &kn,
+                                     NULL, NULL, &err),
+                     ST_ERR_INVALID);
     /* 3 of 4 blocks with KV and IDX layer 0; block 2 lacks IDX. */
     for (uint32_t i = 0; i < 4; i++) {
         hs[i] = t_hash(30, i);
@@ -383,12 +404,14 @@ static void test_lookup_limits_and_stats(void **state)
         }
     }
     cd_require_t both = {(1u << CD_KIND_KV) | (1u << CD_KIND_IDX), {1, 0}};
-    assert_int_equal(
-        cd_store_lookup(st_, ns1, &seg, 1, &both, 0, ans, NULL, 0, &kn, NULL, NULL, &err), ST_OK);
+    assert_int_equal(cd_store_lookup(st_, ns1, &seg, 1, &both, CD_LEASE_NONE, ans, NULL, 0, &kn,
+                                     NULL, NULL, &err),
+                     ST_OK);
     assert_int_equal(ans[0].matched, 2);
     cd_require_t kv = {1u << CD_KIND_KV, {1, 0}};
     assert_int_equal(
-        cd_store_lookup(st_, ns1, &seg, 1, &kv, 0, ans, NULL, 0, &kn, NULL, NULL, &err), ST_OK);
+        cd_store_lookup(st_, ns1, &seg, 1, &kv, CD_LEASE_NONE, ans, NULL, 0, &kn, NULL, NULL, &err),
+        ST_OK);
     assert_int_equal(ans[0].matched, 4);
     assert_int_equal(cd_store_stats(st_, ns1, &s), ST_OK);
     assert_int_equal(s.lookups, 2);
@@ -488,9 +511,9 @@ static void test_million_token_chain(void **state)
         segs[s].hashes = &hs[s * SEG];
     }
     cd_require_t req = {1u << CD_KIND_KV, {3, 0}};
-    assert_int_equal(
-        cd_store_lookup(big, ns, segs, NB / SEG, &req, 1, ans, kda, NB, &kn, &lease, NULL, &err),
-        ST_OK);
+    assert_int_equal(cd_store_lookup(big, ns, segs, NB / SEG, &req, CD_LEASE_DEFAULT, ans, kda, NB,
+                                     &kn, &lease, NULL, &err),
+                     ST_OK);
     for (uint32_t s = 0; s < NB / SEG; s++) {
         assert_int_equal(ans[s].matched, SEG);
         assert_int_equal(ans[s].kda_count, 1);
@@ -547,8 +570,8 @@ static void *worker_main(void *arg)
         for (uint32_t j = 0; j < 20; j++) {
             hs[j] = t_hash(chain, j);
         }
-        if (cd_store_lookup(st_, w->ns, &seg, 1, NULL, 1, &ans, NULL, 0, &kn, &lease, NULL, &err) !=
-                ST_OK ||
+        if (cd_store_lookup(st_, w->ns, &seg, 1, NULL, CD_LEASE_DEFAULT, &ans, NULL, 0, &kn, &lease,
+                            NULL, &err) != ST_OK ||
             ans.matched > i + 1) {
             w->errors++;
         }

@@ -98,8 +98,8 @@ static uint32_t lookup(int c, int lease, uint64_t *lease_id)
     for (int i = 0; i < LEN; i++) {
         hs[i] = t_hash((uint32_t)c, (uint32_t)i);
     }
-    if (cd_store_lookup(S, NS, &seg, 1, &req, lease, &ans, NULL, 0, &kn, lease_id, NULL, &err) !=
-        ST_OK) {
+    if (cd_store_lookup(S, NS, &seg, 1, &req, lease ? CD_LEASE_DEFAULT : CD_LEASE_NONE, &ans, NULL,
+                        0, &kn, lease_id, NULL, &err) != ST_OK) {
         fail_msg("seed=%u: lookup failed: %s", seed, err.msg);
     }
     return ans.matched;
