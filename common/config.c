@@ -101,8 +101,8 @@ st_status_t st_config_parse_size(const char *text, uint64_t *bytes_p)
 
 st_status_t st_config_parse_duration(const char *text, uint64_t *ms_p)
 {
-    static const char *const sfx[] = {"ms", "s", "m", "h", NULL};
-    static const uint64_t scale[] = {1, 1000, 60000, 3600000};
+    static const char *const sfx[] = {"ms", "s", "m", "h", "d", NULL};
+    static const uint64_t scale[] = {1, 1000, 60000, 3600000, 86400000};
 
     return st_cfg_parse_scaled(text, sfx, scale, ms_p);
 }
@@ -123,7 +123,9 @@ static void st_cfg_format_size(uint64_t v, char *buf, size_t len)
 
 static void st_cfg_format_duration(uint64_t v, char *buf, size_t len)
 {
-    if (v != 0 && v % 3600000 == 0) {
+    if (v != 0 && v % 86400000 == 0) {
+        snprintf(buf, len, "%" PRIu64 "d", v / 86400000);
+    } else if (v != 0 && v % 3600000 == 0) {
         snprintf(buf, len, "%" PRIu64 "h", v / 3600000);
     } else if (v != 0 && v % 60000 == 0) {
         snprintf(buf, len, "%" PRIu64 "m", v / 60000);

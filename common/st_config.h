@@ -23,7 +23,7 @@
  *   bool      true/false, yes/no, on/off, 1/0
  *   int       decimal integer
  *   size      bytes with an optional binary suffix K, M, G, T (4G = 4 GiB)
- *   duration  milliseconds with a unit: ms, s, m, h (plain numbers are ms)
+ *   duration  milliseconds with a unit: ms, s, m, h, d (plain numbers are ms)
  *   string    the text as written (quotes, if any, are removed)
  *   enum      one of the names listed in the option
  *

@@ -43,8 +43,8 @@ st_status_t srpc_channel_open(const char *target, const srpc_channel_config_t *c
 {
     uint32_t max_recv =
         cfg && cfg->max_receive_bytes ? cfg->max_receive_bytes : SRPC_DEFAULT_MAX_RECEIVE;
-    grpc_arg args[1];
-    grpc_channel_args chargs = {1, args};
+    grpc_arg args[4];
+    grpc_channel_args chargs = {4, args};
     grpc_channel_credentials *creds;
     srpc_channel_t *ch;
 
@@ -79,6 +79,20 @@ st_status_t srpc_channel_open(const char *target, const srpc_channel_config_t *c
     args[0].type = GRPC_ARG_INTEGER;
     args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
     args[0].value.integer = max_recv > INT32_MAX ? INT32_MAX : (int)max_recv;
+    /*
+     * A cache node that restarts must be used again within about a second:
+     * gRPC's default reconnect backoff (1 s growing to 120 s) would keep a
+     * health checker's calls failing long after the node is back.
+     */
+    args[1].type = GRPC_ARG_INTEGER;
+    args[1].key = (char *)GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS;
+    args[1].value.integer = 100;
+    args[2].type = GRPC_ARG_INTEGER;
+    args[2].key = (char *)GRPC_ARG_MIN_RECONNECT_BACKOFF_MS;
+    args[2].value.integer = 100;
+    args[3].type = GRPC_ARG_INTEGER;
+    args[3].key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
+    args[3].value.integer = 1000;
     creds = grpc_insecure_credentials_create();
     ch->channel = grpc_channel_create(target, creds, &chargs);
     grpc_channel_credentials_release(creds);

@@ -10,9 +10,11 @@ PACKAGES=(
     build-essential cmake pkg-config
     libucx-dev libfabric-dev libxxhash-dev liblmdb-dev
     libprotobuf-c-dev protobuf-c-compiler libgrpc-dev
-    libmicrohttpd-dev libinih-dev libcmocka-dev libssl-dev
+    libmicrohttpd-dev libinih-dev libcmocka-dev libssl-dev libhiredis-dev
     # tests
-    python3 python3-xxhash python3-numpy clang-format
+    python3 python3-xxhash python3-numpy clang-format prometheus chromium
+    # benchmark peers
+    redis-server ucx-utils
 )
 
 missing=()

@@ -4,3 +4,12 @@ foreach(t arena slab htab radix store session store_model)
   strata_add_test(test_${t} SOURCES unit/test_${t}.c
                   LIBS strata_cached PkgConfig::CMOCKA PkgConfig::XXHASH LABELS unit cached)
 endforeach()
+
+# stratad over gRPC: real daemons on loopback (tests/support/cluster.c).
+add_library(strata_test_cluster STATIC support/cluster.c)
+target_include_directories(strata_test_cluster PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/support)
+strata_add_test(test_stratad SOURCES integration/test_stratad.c
+                LIBS strata_test_cluster strata_rpc strata_proto strata_wire PkgConfig::CMOCKA
+                     PkgConfig::XXHASH
+                ARGS $<TARGET_FILE:stratad> LABELS integration cached TIMEOUT 600)
+add_dependencies(test_stratad stratad)

@@ -1,0 +1,375 @@
+/*
+ * client.c - connecting to a cluster: parameters and the client config file,
+ * Hello to every node, the ring, the health checker, the per-thread error.
+ */
+#include "client_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "st_config.h"
+#include "st_log.h"
+
+static __thread char sc_last_error[320];
+
+st_status_t sc_error(st_status_t status, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(sc_last_error, sizeof(sc_last_error), fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+const char *st_client_last_error(void)
+{
+    return sc_last_error;
+}
+
+/* --------------------------------------------------------- config file -- */
+
+typedef struct sc_file_config {
+    char *nodes, *tenant, *model, *token, *transport;
+    int64_t replicas, vnodes;
+    uint64_t timeout_ms, health_interval_ms;
+} sc_file_config_t;
+
+#define SC_OFF(m) offsetof(sc_file_config_t, m)
+static const st_cfg_option_t sc_file_options[] = {
+    {"nodes", ST_CFG_STRING, SC_OFF(nodes), "", 0, 0, 0, NULL, 0,
+     "the cluster's nodes, host:port,host:port"},
+    {"tenant", ST_CFG_STRING, SC_OFF(tenant), "default", 0, 0, 0, NULL, 0, "tenant name"},
+    {"model", ST_CFG_STRING, SC_OFF(model), "default", 0, 0, 0, NULL, 0, "model name"},
+    {"token", ST_CFG_STRING, SC_OFF(token), "", 0, 0, ST_CFG_SENSITIVE, NULL, 0,
+     "authentication token"},
+    {"transport", ST_CFG_STRING, SC_OFF(transport), "inline", 0, 0, 0, NULL, 0,
+     "data-plane transport"},
+    {"replicas", ST_CFG_INT, SC_OFF(replicas), "2", 1, 16, 0, NULL, 0,
+     "copies of KDA and SESSION objects"},
+    {"vnodes", ST_CFG_INT, SC_OFF(vnodes), "128", 1, 4096, 0, NULL, 0, "ring points per node"},
+    {"timeout", ST_CFG_DURATION, SC_OFF(timeout_ms), "5s", 10, 600000, 0, NULL, 0,
+     "deadline of one call"},
+    {"health_interval", ST_CFG_DURATION, SC_OFF(health_interval_ms), "1s", 10, 600000, 0, NULL, 0,
+     "how often down nodes are retried"},
+};
+static const st_cfg_table_t sc_file_table = {"strata", "libstrata client settings", NULL,
+                                             sc_file_options,
+                                             sizeof(sc_file_options) / sizeof(sc_file_options[0])};
+
+/* ---------------------------------------------------------------- nodes -- */
+
+int sc_owner(const st_client_t *c, const st_hash_t *first)
+{
+    uint32_t node;
+
+    return st_ring_place(&c->ring, first, &node, 1) == 1 ? (int)node : -1;
+}
+
+void sc_node_failed(st_client_t *c, uint32_t i, st_status_t status, const srpc_error_t *err)
+{
+    if (status == ST_ERR_UNAVAILABLE || status == ST_ERR_TIMEOUT) {
+        if (st_ring_is_up(&c->ring, i)) {
+            st_warn("node down node=%s error=\"%s\"", c->nodes[i].addr,
+                    err != NULL ? err->message : st_strerror(status));
+        }
+        st_ring_set_up(&c->ring, i, 0);
+    }
+}
+
+/* Says Hello to node i and checks that it agrees with what we know. */
+static st_status_t sc_hello(st_client_t *c, uint32_t i, int first)
+{
+    Strata__V1__HelloRequest req = STRATA__V1__HELLO_REQUEST__INIT;
+    Strata__V1__HelloResponse *resp = NULL;
+    srpc_error_t err;
+    st_status_t status;
+
+    req.protocol_version = 1;
+    req.tenant = c->tenant;
+    req.model = c->model;
+    req.client_name = "libstrata";
+    status = srpc_call(c->nodes[i].ch, &srpc_cache_methods[SRPC_CACHE_HELLO], &req.base,
+                       (int)c->timeout_ms, (ProtobufCMessage **)&resp, &err);
+    if (status != ST_OK) {
+        return sc_error(status, "hello to %s: %s", c->nodes[i].addr,
+                        err.message[0] ? err.message : st_strerror(status));
+    }
+    if (resp->namespace_seed.len != ST_HASH_BYTES || resp->block_tokens == 0 ||
+        resp->segment_blocks == 0) {
+        protobuf_c_message_free_unpacked(&resp->base, NULL);
+        return sc_error(ST_ERR_PROTOCOL, "hello from %s: malformed answer", c->nodes[i].addr);
+    }
+    if (first) {
+        c->ns = resp->namespace_id;
+        memcpy(c->seed.b, resp->namespace_seed.data, ST_HASH_BYTES);
+        c->block_tokens = resp->block_tokens;
+        c->segment_blocks = resp->segment_blocks;
+        if (resp->limits != NULL) {
+            c->max_batch = resp->limits->max_keys_per_call;
+            c->max_message = resp->limits->max_message_bytes;
+            c->max_hashes = resp->limits->max_blocks_per_lookup;
+        }
+    } else if (resp->namespace_id != c->ns ||
+               memcmp(resp->namespace_seed.data, c->seed.b, ST_HASH_BYTES) != 0 ||
+               resp->block_tokens != c->block_tokens || resp->segment_blocks != c->segment_blocks) {
+        protobuf_c_message_free_unpacked(&resp->base, NULL);
+        return sc_error(ST_ERR_PROTOCOL,
+                        "node %s disagrees with the cluster (namespace seed, block size or "
+                        "segment size): is its cluster_secret the same?",
+                        c->nodes[i].addr);
+    }
+    protobuf_c_message_free_unpacked(&resp->base, NULL);
+    return ST_OK;
+}
+
+static void *sc_health_main(void *arg)
+{
+    st_client_t *c = arg;
+
+    pthread_mutex_lock(&c->health_lock);
+    while (!c->stopping) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += c->health_interval_ms / 1000;
+        ts.tv_nsec += (long)(c->health_interval_ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&c->health_cond, &c->health_lock, &ts);
+        if (c->stopping) {
+            break;
+        }
+        pthread_mutex_unlock(&c->health_lock);
+        for (uint32_t i = 0; i < c->n_nodes; i++) {
+            if (!st_ring_is_up(&c->ring, i) && sc_hello(c, i, 0) == ST_OK) {
+                st_info("node back node=%s", c->nodes[i].addr);
+                st_ring_set_up(&c->ring, i, 1);
+            }
+        }
+        pthread_mutex_lock(&c->health_lock);
+    }
+    pthread_mutex_unlock(&c->health_lock);
+    return NULL;
+}
+
+/* ------------------------------------------------------------- connect -- */
+
+static char *sc_strdup(const char *s, const char *dflt)
+{
+    return strdup(s != NULL && s[0] != '\0' ? s : dflt);
+}
+
+static st_status_t sc_parse_nodes(st_client_t *c, const char *list)
+{
+    char *copy = strdup(list), *save = NULL;
+
+    if (copy == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    for (char *t = strtok_r(copy, ", ", &save); t != NULL; t = strtok_r(NULL, ", ", &save)) {
+        const char *colon = strrchr(t, ':');
+
+        if (colon == NULL || colon == t || colon[1] == '\0' || c->n_nodes == SC_MAX_NODES) {
+            sc_error(ST_ERR_INVALID, "bad node address '%s' (want host:port, at most %d)", t,
+                     SC_MAX_NODES);
+            free(copy);
+            return ST_ERR_INVALID;
+        }
+        c->nodes[c->n_nodes].addr = strdup(t);
+        if (c->nodes[c->n_nodes].addr == NULL) {
+            free(copy);
+            return ST_ERR_NOMEM;
+        }
+        c->n_nodes++;
+    }
+    free(copy);
+    if (c->n_nodes == 0) {
+        return sc_error(ST_ERR_INVALID, "no nodes given");
+    }
+    return ST_OK;
+}
+
+st_status_t st_client_connect(const st_client_params_t *params, st_client_t **client_p)
+{
+    sc_file_config_t fc;
+    st_client_t *c;
+    const char *nodes = NULL;
+    uint32_t vnodes;
+    int answered = 0;
+    char err[320];
+    st_status_t status;
+
+    if (params == NULL || client_p == NULL) {
+        return sc_error(ST_ERR_INVALID, "st_client_connect: NULL argument");
+    }
+    memset(&fc, 0, sizeof(fc));
+    if (st_config_defaults(&sc_file_table, &fc) != ST_OK) {
+        return ST_ERR_NOMEM;
+    }
+    if (params->field_mask & ST_CLIENT_FIELD_CONFIG_FILE) {
+        status = st_config_load_file(&sc_file_table, &fc, params->config_file, err, sizeof(err));
+        if (status != ST_OK) {
+            st_config_free(&sc_file_table, &fc);
+            return sc_error(status, "%s", err);
+        }
+    }
+    c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        st_config_free(&sc_file_table, &fc);
+        return ST_ERR_NOMEM;
+    }
+#define SC_FIELD(f, name) ((params->field_mask & (f)) ? params->name : NULL)
+    nodes = SC_FIELD(ST_CLIENT_FIELD_NODES, nodes);
+    c->tenant = sc_strdup(SC_FIELD(ST_CLIENT_FIELD_TENANT, tenant), fc.tenant);
+    c->model = sc_strdup(SC_FIELD(ST_CLIENT_FIELD_MODEL, model), fc.model);
+    c->token = sc_strdup(SC_FIELD(ST_CLIENT_FIELD_TOKEN, token), fc.token);
+    c->replicas =
+        (params->field_mask & ST_CLIENT_FIELD_REPLICAS) ? params->replicas : (uint32_t)fc.replicas;
+    vnodes = (params->field_mask & ST_CLIENT_FIELD_VNODES) ? params->vnodes : (uint32_t)fc.vnodes;
+    c->timeout_ms = (params->field_mask & ST_CLIENT_FIELD_TIMEOUT) ? params->timeout_ms
+                                                                   : (uint32_t)fc.timeout_ms;
+    c->health_interval_ms = (params->field_mask & ST_CLIENT_FIELD_HEALTH_INTERVAL)
+                                ? params->health_interval_ms
+                                : (uint32_t)fc.health_interval_ms;
+    if ((params->field_mask & ST_CLIENT_FIELD_TRANSPORT) && params->transport != NULL &&
+        strcmp(params->transport, "inline") != 0) {
+        st_config_free(&sc_file_table, &fc);
+        free(c);
+        return sc_error(ST_ERR_UNSUPPORTED,
+                        "transport '%s' is not available in this "
+                        "libstrata (inline only)",
+                        params->transport);
+    }
+    status = sc_parse_nodes(c, nodes != NULL ? nodes : fc.nodes);
+    st_config_free(&sc_file_table, &fc);
+    if (c->tenant == NULL || c->model == NULL || c->token == NULL) {
+        status = ST_ERR_NOMEM;
+    }
+    if (status == ST_OK &&
+        (c->replicas == 0 || vnodes == 0 || c->timeout_ms == 0 || c->health_interval_ms == 0)) {
+        status = sc_error(ST_ERR_INVALID, "replicas, vnodes, timeout and health_interval must "
+                                          "be positive");
+    }
+    if (status == ST_OK) {
+        const char *names[SC_MAX_NODES];
+
+        for (uint32_t i = 0; i < c->n_nodes; i++) {
+            names[i] = c->nodes[i].addr;
+        }
+        status = st_ring_init(&c->ring, names, c->n_nodes, vnodes);
+        if (status == ST_ERR_INVALID) {
+            sc_error(status, "the node list has a duplicate");
+        }
+    }
+    if (status != ST_OK) {
+        st_client_close(c);
+        return status;
+    }
+    for (uint32_t i = 0; i < c->n_nodes; i++) {
+        srpc_channel_config_t cc = {c->token[0] ? c->token : NULL, 0};
+
+        status = srpc_channel_open(c->nodes[i].addr, &cc, &c->nodes[i].ch);
+        if (status != ST_OK) {
+            st_client_close(c);
+            return sc_error(status, "cannot open a channel to %s", c->nodes[i].addr);
+        }
+    }
+    for (uint32_t i = 0; i < c->n_nodes; i++) {
+        status = sc_hello(c, i, answered == 0);
+        if (status == ST_OK) {
+            answered++;
+            continue;
+        }
+        if (status == ST_ERR_PERMISSION || status == ST_ERR_PROTOCOL || status == ST_ERR_INVALID) {
+            st_client_close(c);
+            return status; /* the message is set */
+        }
+        st_warn("node down at connect node=%s error=\"%s\"", c->nodes[i].addr,
+                st_client_last_error());
+        st_ring_set_up(&c->ring, i, 0);
+    }
+    if (answered == 0) {
+        st_client_close(c);
+        return sc_error(ST_ERR_UNAVAILABLE, "no node of %u answered", c->n_nodes);
+    }
+    if (c->max_batch == 0) {
+        c->max_batch = 4096;
+    }
+    if (c->max_message == 0) {
+        c->max_message = 16u << 20;
+    }
+    if (c->max_hashes == 0) {
+        c->max_hashes = 65536;
+    }
+    pthread_mutex_init(&c->health_lock, NULL);
+    pthread_cond_init(&c->health_cond, NULL);
+    status = sc_pool_start(c);
+    if (status == ST_OK && pthread_create(&c->health, NULL, sc_health_main, c) == 0) {
+        c->health_running = 1;
+    } else if (status == ST_OK) {
+        status = ST_ERR_INTERNAL;
+    }
+    if (status != ST_OK) {
+        st_client_close(c);
+        return sc_error(status, "cannot start the client's threads");
+    }
+    *client_p = c;
+    return ST_OK;
+}
+
+void st_client_close(st_client_t *c)
+{
+    if (c == NULL) {
+        return;
+    }
+    if (c->health_running) {
+        pthread_mutex_lock(&c->health_lock);
+        c->stopping = 1;
+        pthread_cond_broadcast(&c->health_cond);
+        pthread_mutex_unlock(&c->health_lock);
+        pthread_join(c->health, NULL);
+        pthread_mutex_destroy(&c->health_lock);
+        pthread_cond_destroy(&c->health_cond);
+    }
+    sc_pool_stop(c);
+    for (uint32_t i = 0; i < c->n_nodes; i++) {
+        srpc_channel_close(c->nodes[i].ch);
+        free(c->nodes[i].addr);
+    }
+    if (c->ring.points != NULL) {
+        st_ring_destroy(&c->ring);
+    }
+    free(c->tenant);
+    free(c->model);
+    free(c->token);
+    free(c);
+}
+
+uint32_t st_client_block_tokens(const st_client_t *c)
+{
+    return c->block_tokens;
+}
+
+uint32_t st_client_segment_blocks(const st_client_t *c)
+{
+    return c->segment_blocks;
+}
+
+st_status_t st_client_hash(const st_client_t *c, const uint32_t *tokens, size_t n_tokens,
+                           const st_hash_item_t *items, size_t n_items, st_hash_t *chain,
+                           size_t max_blocks, size_t *n_blocks_p)
+{
+    st_status_t status = st_hash_chain(&c->seed, tokens, n_tokens, c->block_tokens, items, n_items,
+                                       chain, max_blocks, n_blocks_p);
+
+    if (status != ST_OK) {
+        return sc_error(status, "hash: items must be sorted by start and non-empty");
+    }
+    return ST_OK;
+}

@@ -1,0 +1,115 @@
+/*
+ * client_internal.h - libstrata's internals: the client, its nodes, the
+ * worker pool that runs asynchronous batches, and the per-thread error.
+ */
+#ifndef STRATA_CLIENT_INTERNAL_H
+#define STRATA_CLIENT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "ring.h"
+#include "srpc.h"
+#include "strata.pb-c.h"
+#include "strata/strata.h"
+
+#define SC_MAX_NODES 256
+#define SC_WORKERS   4
+
+typedef struct sc_node {
+    char *addr;
+    srpc_channel_t *ch;
+} sc_node_t;
+
+/* A unit of work of the pool; run() fills the handle's ops. */
+typedef struct sc_job {
+    void (*run)(struct sc_job *job);
+    struct sc_job *next;
+    st_handle_t *handle;
+} sc_job_t;
+
+struct st_handle {
+    sc_job_t job;
+    st_client_t *client;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int done;
+    /* The batch: */
+    const st_hash_t *chain;
+    size_t n_chain;
+    st_get_op_t *gets;
+    st_put_op_t *puts;
+    size_t n;
+    unsigned flags;
+};
+
+struct st_client {
+    sc_node_t nodes[SC_MAX_NODES];
+    uint32_t n_nodes;
+    st_ring_t ring;
+    char *tenant, *model, *token;
+    uint32_t replicas;
+    uint32_t timeout_ms;
+    uint32_t health_interval_ms;
+
+    /* From Hello (the same on every node of a cluster). */
+    uint64_t ns;
+    st_hash_t seed;
+    uint32_t block_tokens;
+    uint32_t segment_blocks;
+    uint32_t max_batch;
+    uint32_t max_message;
+    uint32_t max_hashes;
+
+    pthread_mutex_t pool_lock;
+    pthread_cond_t pool_cond;
+    sc_job_t *queue_head, *queue_tail;
+    pthread_t workers[SC_WORKERS];
+    int n_workers;
+    int stopping;
+    uint64_t completed; /* handles completed, for st_client_poll */
+    uint64_t polled;
+
+    pthread_t health;
+    int health_running;
+    pthread_mutex_t health_lock;
+    pthread_cond_t health_cond;
+};
+
+/* Sets this thread's last error message and returns status. */
+st_status_t sc_error(st_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Marks node i down after a failed call (the health thread brings it back). */
+void sc_node_failed(st_client_t *c, uint32_t i, st_status_t status, const srpc_error_t *err);
+
+/* The node holding a segment whose first block hash is first: the first
+ * healthy node on the ring. Returns -1 when every node is down. */
+int sc_owner(const st_client_t *c, const st_hash_t *first);
+
+/* The segment start of block i of a chain. */
+static inline const st_hash_t *sc_segment_first(const st_client_t *c, const st_hash_t *chain,
+                                                uint64_t i)
+{
+    return &chain[i - i % c->segment_blocks];
+}
+
+/* Queues a job on the pool. */
+void sc_pool_submit(st_client_t *c, sc_job_t *job);
+st_status_t sc_pool_start(st_client_t *c);
+void sc_pool_stop(st_client_t *c);
+
+/* Marks a handle complete and wakes its waiters. */
+void sc_handle_complete(st_handle_t *h);
+
+/* Batch workers (ops.c). */
+void sc_run_get(sc_job_t *job);
+void sc_run_put(sc_job_t *job);
+
+/* Maps a protocol KeyStatus to a status. */
+st_status_t sc_key_status(Strata__V1__KeyStatus ks);
+
+/* Protocol ObjectKind of an st_kind_t. */
+Strata__V1__ObjectKind sc_kind(uint8_t kind);
+
+#endif /* STRATA_CLIENT_INTERNAL_H */

@@ -1,0 +1,720 @@
+/*
+ * ops.c - lookup, get, put, pin, unpin and delete over the inline control
+ * plane, fanned out to the nodes in parallel.
+ */
+#include "client_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "compose.h"
+#include "st_log.h"
+
+#define SC_MAX_REPLICAS 16
+
+Strata__V1__ObjectKind sc_kind(uint8_t kind)
+{
+    switch (kind) {
+    case ST_KIND_KV: return STRATA__V1__OBJECT_KIND__KV;
+    case ST_KIND_IDX: return STRATA__V1__OBJECT_KIND__IDX;
+    case ST_KIND_KDA: return STRATA__V1__OBJECT_KIND__KDA;
+    case ST_KIND_VIS: return STRATA__V1__OBJECT_KIND__VIS;
+    default: return STRATA__V1__OBJECT_KIND__KIND_UNSPECIFIED;
+    }
+}
+
+st_status_t sc_key_status(Strata__V1__KeyStatus ks)
+{
+    switch (ks) {
+    case STRATA__V1__KEY_STATUS__KEY_OK: return ST_OK;
+    case STRATA__V1__KEY_STATUS__KEY_NOT_FOUND: return ST_ERR_NOT_FOUND;
+    case STRATA__V1__KEY_STATUS__KEY_EXISTS: return ST_ERR_EXISTS;
+    case STRATA__V1__KEY_STATUS__KEY_EXHAUSTED: return ST_ERR_EXHAUSTED;
+    case STRATA__V1__KEY_STATUS__KEY_CORRUPT: return ST_ERR_CORRUPT;
+    case STRATA__V1__KEY_STATUS__KEY_BUSY: return ST_ERR_BUSY;
+    case STRATA__V1__KEY_STATUS__KEY_EXPIRED: return ST_ERR_TIMEOUT;
+    default: return ST_ERR_INVALID;
+    }
+}
+
+/* The nodes that hold an object of block i: the owner, and for KDA the
+ * replicas after it. Returns how many (0: all down). */
+static size_t sc_targets(const st_client_t *c, const st_hash_t *chain, uint64_t i, uint8_t kind,
+                         uint32_t *nodes)
+{
+    size_t want = kind == ST_KIND_KDA ? c->replicas : 1;
+
+    if (want > SC_MAX_REPLICAS) {
+        want = SC_MAX_REPLICAS;
+    }
+    return st_ring_place(&c->ring, sc_segment_first(c, chain, i), nodes, want);
+}
+
+/* ------------------------------------------------------------- lookup -- */
+
+typedef struct sc_lookup_item {
+    Strata__V1__LookupRequest req;
+    Strata__V1__Segment **segs;
+    size_t *seg_k; /* chain segment of each request segment */
+    uint32_t node;
+} sc_lookup_item_t;
+
+st_status_t st_client_lookup(st_client_t *c, const st_hash_t *chain, size_t n_blocks,
+                             uint32_t layers, st_lookup_result_t *result)
+{
+    uint32_t S = c->segment_blocks;
+    size_t n_seg = (n_blocks + S - 1) / S, n_items = 0;
+    uint32_t *layer_list = NULL;
+    int *owner = NULL;
+    st_seg_answer_t *ans = NULL;
+    Strata__V1__Segment *segs = NULL;
+    sc_lookup_item_t *li = NULL;
+    srpc_fanout_item_t *items = NULL;
+    uint8_t *down = NULL;
+    st_prefix_t prefix;
+    st_status_t status = ST_ERR_NOMEM;
+
+    memset(result, 0, sizeof(*result));
+    if (n_blocks == 0) {
+        return ST_OK;
+    }
+    if (chain == NULL || layers > 128) {
+        return sc_error(ST_ERR_INVALID, "lookup: NULL chain or layers > 128");
+    }
+    owner = calloc(n_seg, sizeof(*owner));
+    ans = calloc(n_seg, sizeof(*ans));
+    segs = calloc(n_seg, sizeof(*segs));
+    li = calloc(n_seg, sizeof(*li));
+    items = calloc(n_seg, sizeof(*items));
+    down = calloc(c->n_nodes, 1);
+    layer_list = calloc(layers + 1, sizeof(*layer_list));
+    if (!owner || !ans || !segs || !li || !items || !down || !layer_list) {
+        goto out;
+    }
+    for (uint32_t l = 0; l < layers; l++) {
+        layer_list[l] = l;
+    }
+    for (size_t k = 0; k < n_seg; k++) {
+        owner[k] = sc_owner(c, &chain[k * S]);
+        ans[k].first_block = k * S;
+        ans[k].n_blocks = (uint32_t)(n_blocks - k * S < S ? n_blocks - k * S : S);
+        strata__v1__segment__init(&segs[k]);
+        segs[k].first_block = k * S;
+        segs[k].block_hashes.data = (uint8_t *)chain[k * S].b;
+        segs[k].block_hashes.len = ans[k].n_blocks * ST_HASH_BYTES;
+    }
+    /* One request per node, split where it would pass the node's limits. */
+    for (uint32_t node = 0; node < c->n_nodes; node++) {
+        sc_lookup_item_t *cur = NULL;
+        size_t hashes = 0;
+
+        for (size_t k = 0; k < n_seg; k++) {
+            if (owner[k] != (int)node) {
+                continue;
+            }
+            if (cur == NULL || cur->req.n_segments == c->max_batch ||
+                hashes + ans[k].n_blocks > c->max_hashes) {
+                cur = &li[n_items++];
+                strata__v1__lookup_request__init(&cur->req);
+                cur->segs = calloc(n_seg, sizeof(*cur->segs));
+                cur->seg_k = calloc(n_seg, sizeof(*cur->seg_k));
+                if (cur->segs == NULL || cur->seg_k == NULL) {
+                    goto out;
+                }
+                cur->node = node;
+                cur->req.namespace_id = c->ns;
+                cur->req.kinds_mask = layers ? (1u << STRATA__V1__OBJECT_KIND__KV) |
+                                                   (1u << STRATA__V1__OBJECT_KIND__IDX)
+                                             : 0;
+                cur->req.layers = layer_list;
+                cur->req.n_layers = layers;
+                cur->req.segments = cur->segs;
+                hashes = 0;
+            }
+            cur->seg_k[cur->req.n_segments] = k;
+            cur->segs[cur->req.n_segments++] = &segs[k];
+            hashes += ans[k].n_blocks;
+        }
+    }
+    if (n_items == 0) {
+        status = sc_error(ST_ERR_UNAVAILABLE, "lookup: every node is down");
+        goto out;
+    }
+    for (size_t i = 0; i < n_items; i++) {
+        items[i].ch = c->nodes[li[i].node].ch;
+        items[i].req = &li[i].req.base;
+    }
+    status =
+        srpc_fanout(&srpc_cache_methods[SRPC_CACHE_LOOKUP], items, n_items, (int)c->timeout_ms);
+    if (status != ST_OK) {
+        goto out;
+    }
+    for (size_t i = 0; i < n_items; i++) {
+        const Strata__V1__LookupResponse *r = (const void *)items[i].resp;
+
+        if (items[i].status != ST_OK || r->n_segments != li[i].req.n_segments) {
+            sc_node_failed(c, li[i].node, items[i].status, &items[i].err);
+            down[li[i].node] = 1;
+            continue;
+        }
+        for (size_t j = 0; j < r->n_segments; j++) {
+            size_t k = li[i].seg_k[j];
+
+            ans[k].answered = 1;
+            ans[k].matched = r->segments[j]->matched_blocks;
+            ans[k].kda = r->segments[j]->kda_checkpoints;
+            ans[k].n_kda = r->segments[j]->n_kda_checkpoints;
+        }
+    }
+    st_compose_prefix(ans, n_seg, &prefix);
+    result->matched_blocks = prefix.matched_blocks;
+    result->resumable_blocks = prefix.resumable_blocks;
+    for (uint32_t node = 0; node < c->n_nodes; node++) {
+        result->nodes_down += down[node] || !st_ring_is_up(&c->ring, node);
+    }
+    result->nodes_asked = (uint32_t)n_items;
+    status = ST_OK;
+out:
+    if (items != NULL) {
+        srpc_fanout_free(items, n_items);
+    }
+    for (size_t i = 0; li != NULL && i < n_items; i++) {
+        free(li[i].segs);
+        free(li[i].seg_k);
+    }
+    free(owner), free(ans), free(segs), free(li), free(items), free(down), free(layer_list);
+    if (status == ST_ERR_NOMEM) {
+        sc_error(status, "lookup: out of memory");
+    }
+    return status;
+}
+
+/* ------------------------------------------------------------ get/put -- */
+
+static st_status_t sc_check_ops(const st_hash_t *chain, size_t n_chain, uint64_t block,
+                                uint8_t kind, const void *buf)
+{
+    if (chain == NULL || block >= n_chain || buf == NULL ||
+        (kind != ST_KIND_KV && kind != ST_KIND_IDX && kind != ST_KIND_KDA)) {
+        return ST_ERR_INVALID;
+    }
+    return ST_OK;
+}
+
+static st_status_t sc_submit(st_client_t *c, const st_hash_t *chain, size_t n_chain,
+                             st_get_op_t *gets, st_put_op_t *puts, size_t n, unsigned flags,
+                             st_handle_t **handle_p)
+{
+    st_handle_t *h = calloc(1, sizeof(*h));
+
+    if (h == NULL) {
+        return sc_error(ST_ERR_NOMEM, "out of memory for a handle");
+    }
+    pthread_mutex_init(&h->lock, NULL);
+    pthread_cond_init(&h->cond, NULL);
+    h->client = c;
+    h->chain = chain;
+    h->n_chain = n_chain;
+    h->gets = gets;
+    h->puts = puts;
+    h->n = n;
+    h->flags = flags;
+    h->job.run = gets != NULL ? sc_run_get : sc_run_put;
+    h->job.handle = h;
+    *handle_p = h;
+    sc_pool_submit(c, &h->job);
+    return ST_OK;
+}
+
+st_status_t st_client_get(st_client_t *c, const st_hash_t *chain, size_t n_chain, st_get_op_t *ops,
+                          size_t n, st_handle_t **handle_p)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (sc_check_ops(chain, n_chain, ops[i].block, ops[i].kind, ops[i].dst) != ST_OK ||
+            (ops[i].n_rows != 0 && (ops[i].rows == NULL || ops[i].row_bytes == 0))) {
+            return sc_error(ST_ERR_INVALID,
+                            "get: op %zu names block %llu of a %zu-block chain, "
+                            "kind %u, or has no buffer or rows",
+                            i, (unsigned long long)ops[i].block, n_chain, ops[i].kind);
+        }
+        ops[i].status = ST_ERR_UNAVAILABLE;
+        ops[i].length = 0;
+    }
+    return sc_submit(c, chain, n_chain, ops, NULL, n, 0, handle_p);
+}
+
+st_status_t st_client_put(st_client_t *c, const st_hash_t *chain, size_t n_chain, st_put_op_t *ops,
+                          size_t n, unsigned flags, st_handle_t **handle_p)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (sc_check_ops(chain, n_chain, ops[i].block, ops[i].kind, ops[i].src) != ST_OK ||
+            ops[i].len == 0) {
+            return sc_error(ST_ERR_INVALID,
+                            "put: op %zu names block %llu of a %zu-block chain, "
+                            "kind %u, or has no bytes",
+                            i, (unsigned long long)ops[i].block, n_chain, ops[i].kind);
+        }
+        ops[i].status = ST_ERR_UNAVAILABLE;
+    }
+    return sc_submit(c, chain, n_chain, NULL, ops, n, flags, handle_p);
+}
+
+/*
+ * One call's worth of ops for one node. ops[] holds op indices; the request
+ * is built from them when the call is issued.
+ */
+typedef struct sc_batch {
+    uint32_t node;
+    size_t *ops;
+    size_t n;
+    size_t bytes;
+} sc_batch_t;
+
+/* Groups the ops that still need a node (todo[i] != 0) by the rank-th
+ * target of each. Returns the batches, or NULL (no memory). */
+static sc_batch_t *sc_group(st_client_t *c, const st_hash_t *chain, size_t n, const uint64_t *block,
+                            const uint8_t *kind, const size_t *bytes, const uint8_t *todo,
+                            size_t rank, size_t *n_batches_p)
+{
+    sc_batch_t *b = calloc(n + 1, sizeof(*b));
+    sc_batch_t **cur = calloc(c->n_nodes, sizeof(*cur));
+    size_t nb = 0;
+    size_t max_bytes = c->max_message / 2;
+
+    if (b == NULL || cur == NULL) {
+        free(b);
+        free(cur);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t targets[SC_MAX_REPLICAS];
+        size_t nt;
+        sc_batch_t *x;
+
+        if (!todo[i]) {
+            continue;
+        }
+        nt = sc_targets(c, chain, block[i], kind[i], targets);
+        if (rank >= nt) {
+            continue; /* no such replica: the op keeps its status */
+        }
+        x = cur[targets[rank]];
+        if (x == NULL || x->n == c->max_batch || x->bytes + bytes[i] > max_bytes) {
+            x = &b[nb++];
+            x->node = targets[rank];
+            x->ops = calloc(n, sizeof(*x->ops));
+            if (x->ops == NULL) {
+                for (size_t k = 0; k < nb; k++) {
+                    free(b[k].ops);
+                }
+                free(b);
+                free(cur);
+                return NULL;
+            }
+            cur[targets[rank]] = x;
+        }
+        x->ops[x->n++] = i;
+        x->bytes += bytes[i];
+    }
+    free(cur);
+    *n_batches_p = nb;
+    return b;
+}
+
+static void sc_free_batches(sc_batch_t *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(b[i].ops);
+    }
+    free(b);
+}
+
+/* Fills one op from a Get answer, checking the bytes against their checksum. */
+static void sc_get_fill(st_get_op_t *op, const Strata__V1__InlineObject *o,
+                        Strata__V1__KeyStatus ks)
+{
+    size_t len;
+
+    op->status = sc_key_status(ks);
+    if (op->status != ST_OK) {
+        return;
+    }
+    len = o->data.len;
+    if (XXH3_64bits(o->data.data, len) != o->checksum) {
+        op->status = ST_ERR_NOT_FOUND; /* never wrong bytes: a miss */
+        st_warn_ratelimited("get: checksum mismatch, treated as a miss bytes=%zu", len);
+        return;
+    }
+    if (op->n_rows == 0) {
+        if (len > op->dst_len) {
+            op->status = ST_ERR_INVALID;
+            op->length = len;
+            return;
+        }
+        memcpy(op->dst, o->data.data, len);
+        op->length = len;
+        return;
+    }
+    if ((size_t)op->n_rows * op->row_bytes > op->dst_len) {
+        op->status = ST_ERR_INVALID;
+        return;
+    }
+    for (uint32_t r = 0; r < op->n_rows; r++) {
+        size_t off = (size_t)op->rows[r] * op->row_bytes;
+
+        if (off + op->row_bytes > len) {
+            op->status = ST_ERR_INVALID;
+            return;
+        }
+        memcpy((uint8_t *)op->dst + (size_t)r * op->row_bytes, o->data.data + off, op->row_bytes);
+    }
+    op->length = (size_t)op->n_rows * op->row_bytes;
+}
+
+void sc_run_get(sc_job_t *job)
+{
+    st_handle_t *h = job->handle;
+    st_client_t *c = h->client;
+    size_t n = h->n;
+    uint64_t *block = calloc(n + 1, sizeof(*block));
+    uint8_t *kind = calloc(n + 1, 1), *todo = calloc(n + 1, 1);
+    size_t *bytes = calloc(n + 1, sizeof(*bytes));
+    size_t ranks = c->replicas > SC_MAX_REPLICAS ? SC_MAX_REPLICAS : c->replicas;
+
+    if (!block || !kind || !todo || !bytes) {
+        for (size_t i = 0; i < n; i++) {
+            h->gets[i].status = ST_ERR_NOMEM;
+        }
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        block[i] = h->gets[i].block;
+        kind[i] = h->gets[i].kind;
+        bytes[i] = h->gets[i].dst_len + 64;
+        todo[i] = 1;
+    }
+    /* Owners first; KDA ops that missed or failed try the next replica. */
+    for (size_t rank = 0; rank < ranks; rank++) {
+        size_t nb = 0;
+        sc_batch_t *b = sc_group(c, h->chain, n, block, kind, bytes, todo, rank, &nb);
+        srpc_fanout_item_t *items;
+        Strata__V1__GetRequest *reqs;
+        Strata__V1__ObjectKey *keys;
+        Strata__V1__ObjectKey **kp;
+
+        if (b == NULL) {
+            break;
+        }
+        if (nb == 0) {
+            sc_free_batches(b, nb);
+            break;
+        }
+        items = calloc(nb, sizeof(*items));
+        reqs = calloc(nb, sizeof(*reqs));
+        keys = calloc(n, sizeof(*keys));
+        kp = calloc(n, sizeof(*kp));
+        if (!items || !reqs || !keys || !kp) {
+            free(items), free(reqs), free(keys), free(kp);
+            sc_free_batches(b, nb);
+            break;
+        }
+        for (size_t x = 0, k = 0; x < nb; x++) {
+            strata__v1__get_request__init(&reqs[x]);
+            reqs[x].namespace_id = c->ns;
+            reqs[x].keys = &kp[k];
+            for (size_t j = 0; j < b[x].n; j++, k++) {
+                st_get_op_t *op = &h->gets[b[x].ops[j]];
+
+                strata__v1__object_key__init(&keys[k]);
+                keys[k].block_hash.data = (uint8_t *)h->chain[op->block].b;
+                keys[k].block_hash.len = ST_HASH_BYTES;
+                keys[k].kind = sc_kind(op->kind);
+                keys[k].layer = op->kind == ST_KIND_KDA ? 0 : op->layer;
+                kp[k] = &keys[k];
+            }
+            reqs[x].n_keys = b[x].n;
+            items[x].ch = c->nodes[b[x].node].ch;
+            items[x].req = &reqs[x].base;
+        }
+        if (srpc_fanout(&srpc_cache_methods[SRPC_CACHE_GET], items, nb, (int)c->timeout_ms) ==
+            ST_OK) {
+            for (size_t x = 0; x < nb; x++) {
+                const Strata__V1__GetResponse *r = (const void *)items[x].resp;
+
+                if (items[x].status != ST_OK || r->n_objects != b[x].n || r->n_status != b[x].n) {
+                    sc_node_failed(c, b[x].node, items[x].status, &items[x].err);
+                    continue; /* those ops stay todo, with ST_ERR_UNAVAILABLE */
+                }
+                for (size_t j = 0; j < b[x].n; j++) {
+                    size_t i = b[x].ops[j];
+
+                    sc_get_fill(&h->gets[i], r->objects[j], r->status[j]);
+                    /* Only a KDA miss is worth asking the next replica. */
+                    todo[i] =
+                        h->gets[i].kind == ST_KIND_KDA && h->gets[i].status == ST_ERR_NOT_FOUND;
+                }
+            }
+        }
+        srpc_fanout_free(items, nb);
+        free(items), free(reqs), free(keys), free(kp);
+        sc_free_batches(b, nb);
+    }
+out:
+    free(block), free(kind), free(todo), free(bytes);
+    sc_handle_complete(h);
+}
+
+void sc_run_put(sc_job_t *job)
+{
+    st_handle_t *h = job->handle;
+    st_client_t *c = h->client;
+    size_t n = h->n;
+    uint64_t *block = calloc(n + 1, sizeof(*block));
+    uint8_t *kind = calloc(n + 1, 1), *todo = calloc(n + 1, 1);
+    size_t *bytes = calloc(n + 1, sizeof(*bytes));
+    uint8_t *acked = calloc(n + 1, 1);
+    size_t ranks = c->replicas > SC_MAX_REPLICAS ? SC_MAX_REPLICAS : c->replicas;
+
+    if (!block || !kind || !todo || !bytes || !acked) {
+        for (size_t i = 0; i < n; i++) {
+            h->puts[i].status = ST_ERR_NOMEM;
+        }
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        block[i] = h->puts[i].block;
+        kind[i] = h->puts[i].kind;
+        bytes[i] = h->puts[i].len + 96;
+        todo[i] = 1;
+    }
+    /* Rank 0 is every op's owner; ranks above it are KDA replicas. */
+    for (size_t rank = 0; rank < ranks; rank++) {
+        size_t nb = 0;
+        sc_batch_t *b = sc_group(c, h->chain, n, block, kind, bytes, todo, rank, &nb);
+        srpc_fanout_item_t *items;
+        Strata__V1__PutRequest *reqs;
+        Strata__V1__InlineObject *objs, **op_p;
+        Strata__V1__ObjectKey *keys;
+        Strata__V1__BlockLink *links, **lp;
+
+        if (b == NULL) {
+            break;
+        }
+        if (nb == 0) {
+            sc_free_batches(b, nb);
+            break;
+        }
+        items = calloc(nb, sizeof(*items));
+        reqs = calloc(nb, sizeof(*reqs));
+        objs = calloc(n, sizeof(*objs));
+        op_p = calloc(n, sizeof(*op_p));
+        keys = calloc(n, sizeof(*keys));
+        links = calloc(n, sizeof(*links));
+        lp = calloc(n, sizeof(*lp));
+        if (!items || !reqs || !objs || !op_p || !keys || !links || !lp) {
+            free(items), free(reqs), free(objs), free(op_p), free(keys), free(links), free(lp);
+            sc_free_batches(b, nb);
+            break;
+        }
+        for (size_t x = 0, k = 0; x < nb; x++) {
+            strata__v1__put_request__init(&reqs[x]);
+            reqs[x].namespace_id = c->ns;
+            reqs[x].objects = &op_p[k];
+            reqs[x].links = &lp[k];
+            reqs[x].durable = (h->flags & ST_PUT_DURABLE) != 0;
+            for (size_t j = 0; j < b[x].n; j++, k++) {
+                st_put_op_t *op = &h->puts[b[x].ops[j]];
+                const st_hash_t *hash = &h->chain[op->block];
+
+                strata__v1__object_key__init(&keys[k]);
+                keys[k].block_hash.data = (uint8_t *)hash->b;
+                keys[k].block_hash.len = ST_HASH_BYTES;
+                keys[k].kind = sc_kind(op->kind);
+                keys[k].layer = op->kind == ST_KIND_KDA ? 0 : op->layer;
+                strata__v1__inline_object__init(&objs[k]);
+                objs[k].key = &keys[k];
+                objs[k].data.data = (uint8_t *)op->src;
+                objs[k].data.len = op->len;
+                objs[k].checksum = XXH3_64bits(op->src, op->len);
+                op_p[k] = &objs[k];
+                /* Every object names its block's parent; duplicates are harmless. */
+                strata__v1__block_link__init(&links[k]);
+                links[k].hash = keys[k].block_hash;
+                links[k].parent_hash.data =
+                    (uint8_t *)(op->block == 0 ? c->seed.b : h->chain[op->block - 1].b);
+                links[k].parent_hash.len = ST_HASH_BYTES;
+                links[k].block_index = op->block;
+                lp[k] = &links[k];
+            }
+            reqs[x].n_objects = b[x].n;
+            reqs[x].n_links = b[x].n;
+            items[x].ch = c->nodes[b[x].node].ch;
+            items[x].req = &reqs[x].base;
+        }
+        if (srpc_fanout(&srpc_cache_methods[SRPC_CACHE_PUT], items, nb, (int)c->timeout_ms) ==
+            ST_OK) {
+            for (size_t x = 0; x < nb; x++) {
+                const Strata__V1__PutResponse *r = (const void *)items[x].resp;
+
+                if (items[x].status != ST_OK || r->n_status != b[x].n) {
+                    sc_node_failed(c, b[x].node, items[x].status, &items[x].err);
+                    for (size_t j = 0; j < b[x].n && items[x].status != ST_OK; j++) {
+                        size_t i = b[x].ops[j];
+
+                        if (!acked[i]) {
+                            h->puts[i].status = items[x].status;
+                        }
+                    }
+                    continue;
+                }
+                for (size_t j = 0; j < b[x].n; j++) {
+                    size_t i = b[x].ops[j];
+                    st_status_t st = sc_key_status(r->status[j]);
+
+                    if (st == ST_OK) {
+                        acked[i] = 1;
+                        h->puts[i].status = ST_OK;
+                    } else if (!acked[i]) {
+                        h->puts[i].status = st;
+                    }
+                }
+            }
+        }
+        srpc_fanout_free(items, nb);
+        free(items), free(reqs), free(objs), free(op_p), free(keys), free(links), free(lp);
+        sc_free_batches(b, nb);
+        /* Only KDA objects go on to the next replica. */
+        for (size_t i = 0; i < n; i++) {
+            todo[i] = kind[i] == ST_KIND_KDA;
+        }
+    }
+out:
+    free(block), free(kind), free(todo), free(bytes), free(acked);
+    sc_handle_complete(h);
+}
+
+/* ---------------------------------------------------- pin/unpin/delete -- */
+
+static st_status_t sc_pin_common(st_client_t *c, const st_hash_t *chain, size_t n_blocks, int pin)
+{
+    uint32_t S = c->segment_blocks;
+    st_status_t first = ST_OK;
+
+    for (size_t k = 0; k * S < n_blocks; k++) {
+        int node = sc_owner(c, &chain[k * S]);
+        size_t nb = n_blocks - k * S < S ? n_blocks - k * S : S;
+        srpc_error_t err;
+        void *resp = NULL;
+        st_status_t st;
+
+        if (node < 0) {
+            return sc_error(ST_ERR_UNAVAILABLE, "every node is down");
+        }
+        if (pin) {
+            Strata__V1__PinRequest req = STRATA__V1__PIN_REQUEST__INIT;
+
+            req.namespace_id = c->ns;
+            req.block_hashes.data = (uint8_t *)chain[k * S].b;
+            req.block_hashes.len = nb * ST_HASH_BYTES;
+            st = srpc_call(c->nodes[node].ch, &srpc_cache_methods[SRPC_CACHE_PIN], &req.base,
+                           (int)c->timeout_ms, (ProtobufCMessage **)&resp, &err);
+        } else {
+            Strata__V1__UnpinRequest req = STRATA__V1__UNPIN_REQUEST__INIT;
+
+            req.namespace_id = c->ns;
+            req.block_hashes.data = (uint8_t *)chain[k * S].b;
+            req.block_hashes.len = nb * ST_HASH_BYTES;
+            st = srpc_call(c->nodes[node].ch, &srpc_cache_methods[SRPC_CACHE_UNPIN], &req.base,
+                           (int)c->timeout_ms, (ProtobufCMessage **)&resp, &err);
+        }
+        if (st != ST_OK) {
+            sc_node_failed(c, (uint32_t)node, st, &err);
+            if (first == ST_OK) {
+                first = sc_error(st, "%s on %s: %s", pin ? "pin" : "unpin", c->nodes[node].addr,
+                                 err.message);
+            }
+            continue;
+        }
+        protobuf_c_message_free_unpacked(resp, NULL);
+    }
+    return first;
+}
+
+st_status_t st_client_pin(st_client_t *c, const st_hash_t *chain, size_t n_blocks)
+{
+    return sc_pin_common(c, chain, n_blocks, 1);
+}
+
+st_status_t st_client_unpin(st_client_t *c, const st_hash_t *chain, size_t n_blocks)
+{
+    return sc_pin_common(c, chain, n_blocks, 0);
+}
+
+st_status_t st_client_delete(st_client_t *c, const st_hash_t *chain, size_t n_blocks,
+                             unsigned kinds, uint32_t n_layers)
+{
+    uint32_t S = c->segment_blocks;
+    st_status_t first = ST_OK;
+    Strata__V1__ObjectKind kl[3];
+    uint32_t layers[128], zero = 0;
+    size_t nk = 0;
+
+    if (n_layers > 128) {
+        return sc_error(ST_ERR_INVALID, "delete: n_layers > 128");
+    }
+    for (uint32_t l = 0; l < n_layers; l++) {
+        layers[l] = l;
+    }
+    for (uint8_t k = ST_KIND_KV; k <= ST_KIND_KDA; k++) {
+        if (kinds & (1u << k)) {
+            kl[nk++] = sc_kind(k);
+        }
+    }
+    for (size_t k = 0; k * S < n_blocks; k++) {
+        uint32_t nodes[SC_MAX_REPLICAS];
+        size_t nt = st_ring_place(&c->ring, &chain[k * S], nodes,
+                                  c->replicas < SC_MAX_REPLICAS ? c->replicas : SC_MAX_REPLICAS);
+        size_t nb = n_blocks - k * S < S ? n_blocks - k * S : S;
+
+        for (size_t t = 0; t < nt; t++) {
+            for (size_t kk = 0; kk < nk; kk++) {
+                Strata__V1__DeleteRequest req = STRATA__V1__DELETE_REQUEST__INIT;
+                Strata__V1__KeyGrid grid = STRATA__V1__KEY_GRID__INIT;
+                int kda = kl[kk] == STRATA__V1__OBJECT_KIND__KDA;
+                srpc_error_t err;
+                void *resp = NULL;
+                st_status_t st;
+
+                if (t > 0 && !kda) {
+                    continue; /* only KDA objects have replicas */
+                }
+                grid.block_hashes.data = (uint8_t *)chain[k * S].b;
+                grid.block_hashes.len = nb * ST_HASH_BYTES;
+                grid.kinds = &kl[kk];
+                grid.n_kinds = 1;
+                grid.layers = kda ? &zero : layers;
+                grid.n_layers = kda ? 1 : n_layers;
+                if (grid.n_layers == 0) {
+                    continue;
+                }
+                req.namespace_id = c->ns;
+                req.grid = &grid;
+                st = srpc_call(c->nodes[nodes[t]].ch, &srpc_cache_methods[SRPC_CACHE_DELETE],
+                               &req.base, (int)c->timeout_ms, (ProtobufCMessage **)&resp, &err);
+                if (st != ST_OK) {
+                    sc_node_failed(c, nodes[t], st, &err);
+                    if (first == ST_OK) {
+                        first =
+                            sc_error(st, "delete on %s: %s", c->nodes[nodes[t]].addr, err.message);
+                    }
+                    continue;
+                }
+                protobuf_c_message_free_unpacked(resp, NULL);
+            }
+        }
+    }
+    return first;
+}

@@ -1,0 +1,149 @@
+/*
+ * pool.c - the worker threads that run asynchronous batches, and handles.
+ *
+ * st_client_get/put queue one job per batch; a worker runs it (grouping the
+ * ops by node and calling the nodes in parallel) and completes the handle.
+ * The caller overlaps its own work with the batch and meets it with
+ * st_handle_test / st_handle_wait / st_client_poll.
+ */
+#include "client_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+static void *sc_worker_main(void *arg)
+{
+    st_client_t *c = arg;
+
+    pthread_mutex_lock(&c->pool_lock);
+    for (;;) {
+        sc_job_t *job;
+
+        while (c->queue_head == NULL && !c->stopping) {
+            pthread_cond_wait(&c->pool_cond, &c->pool_lock);
+        }
+        if (c->queue_head == NULL) {
+            break; /* stopping, and the queue is drained */
+        }
+        job = c->queue_head;
+        c->queue_head = job->next;
+        if (c->queue_head == NULL) {
+            c->queue_tail = NULL;
+        }
+        pthread_mutex_unlock(&c->pool_lock);
+        job->run(job);
+        pthread_mutex_lock(&c->pool_lock);
+    }
+    pthread_mutex_unlock(&c->pool_lock);
+    return NULL;
+}
+
+st_status_t sc_pool_start(st_client_t *c)
+{
+    pthread_mutex_init(&c->pool_lock, NULL);
+    pthread_cond_init(&c->pool_cond, NULL);
+    for (int i = 0; i < SC_WORKERS; i++) {
+        if (pthread_create(&c->workers[i], NULL, sc_worker_main, c) != 0) {
+            return ST_ERR_INTERNAL;
+        }
+        c->n_workers++;
+    }
+    return ST_OK;
+}
+
+void sc_pool_stop(st_client_t *c)
+{
+    if (c->n_workers == 0) {
+        return;
+    }
+    pthread_mutex_lock(&c->pool_lock);
+    c->stopping = 1;
+    pthread_cond_broadcast(&c->pool_cond);
+    pthread_mutex_unlock(&c->pool_lock);
+    for (int i = 0; i < c->n_workers; i++) {
+        pthread_join(c->workers[i], NULL);
+    }
+    c->n_workers = 0;
+    pthread_mutex_destroy(&c->pool_lock);
+    pthread_cond_destroy(&c->pool_cond);
+}
+
+void sc_pool_submit(st_client_t *c, sc_job_t *job)
+{
+    job->next = NULL;
+    pthread_mutex_lock(&c->pool_lock);
+    if (c->queue_tail != NULL) {
+        c->queue_tail->next = job;
+    } else {
+        c->queue_head = job;
+    }
+    c->queue_tail = job;
+    pthread_cond_signal(&c->pool_cond);
+    pthread_mutex_unlock(&c->pool_lock);
+}
+
+void sc_handle_complete(st_handle_t *h)
+{
+    pthread_mutex_lock(&h->lock);
+    h->done = 1;
+    pthread_cond_broadcast(&h->cond);
+    pthread_mutex_unlock(&h->lock);
+    __atomic_add_fetch(&h->client->completed, 1, __ATOMIC_RELEASE);
+}
+
+int st_handle_test(st_handle_t *h)
+{
+    int done;
+
+    pthread_mutex_lock(&h->lock);
+    done = h->done;
+    pthread_mutex_unlock(&h->lock);
+    return done;
+}
+
+st_status_t st_handle_wait(st_handle_t *h, int timeout_ms)
+{
+    struct timespec ts;
+    st_status_t status = ST_OK;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    if (timeout_ms >= 0) {
+        ts.tv_sec += timeout_ms / 1000;
+        ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+    }
+    pthread_mutex_lock(&h->lock);
+    while (!h->done) {
+        if (timeout_ms < 0) {
+            pthread_cond_wait(&h->cond, &h->lock);
+        } else if (pthread_cond_timedwait(&h->cond, &h->lock, &ts) == ETIMEDOUT) {
+            status = h->done ? ST_OK : ST_ERR_TIMEOUT;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&h->lock);
+    return status;
+}
+
+void st_handle_release(st_handle_t *h)
+{
+    if (h == NULL) {
+        return;
+    }
+    st_handle_wait(h, -1);
+    pthread_mutex_destroy(&h->lock);
+    pthread_cond_destroy(&h->cond);
+    free(h);
+}
+
+int st_client_poll(st_client_t *c)
+{
+    uint64_t done = __atomic_load_n(&c->completed, __ATOMIC_ACQUIRE);
+    uint64_t seen = __atomic_exchange_n(&c->polled, done, __ATOMIC_ACQ_REL);
+
+    return done > seen ? (int)(done - seen) : 0;
+}

@@ -1,0 +1,200 @@
+/*
+ * session.c - sessions: records of multi-turn conversations, kept on
+ * `replicas` nodes of the ring. A session's string id is hashed to the
+ * 16-byte protocol id (XXH3-128 of "strata-session-v1" || id), which also
+ * places it. Writes go to every live replica; a read asks them all and keeps
+ * the record with the highest version, so a replica that missed an append
+ * while it was down cannot serve an older head.
+ */
+#include "client_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#define SC_SESSION_REPLICAS_MAX 16
+
+static st_status_t sc_session_id(const char *id, st_hash_t *out)
+{
+    XXH3_state_t st;
+    XXH128_hash_t h;
+    size_t len;
+
+    if (id == NULL || (len = strlen(id)) == 0 || len > 63) {
+        return sc_error(ST_ERR_INVALID, "session id must be 1..63 bytes");
+    }
+    XXH3_128bits_reset(&st);
+    XXH3_128bits_update(&st, "strata-session-v1", 17);
+    XXH3_128bits_update(&st, id, len);
+    h = XXH3_128bits_digest(&st);
+    for (int i = 0; i < 8; i++) {
+        out->b[i] = (uint8_t)(h.low64 >> (8 * i));
+        out->b[8 + i] = (uint8_t)(h.high64 >> (8 * i));
+    }
+    return ST_OK;
+}
+
+static size_t sc_session_nodes(st_client_t *c, const st_hash_t *sid, uint32_t *nodes)
+{
+    size_t r = c->replicas < SC_SESSION_REPLICAS_MAX ? c->replicas : SC_SESSION_REPLICAS_MAX;
+
+    return st_ring_place(&c->ring, sid, nodes, r);
+}
+
+static void sc_session_info(const char *id, const Strata__V1__SessionInfo *si,
+                            st_session_info_t *info)
+{
+    memset(info, 0, sizeof(*info));
+    snprintf(info->id, sizeof(info->id), "%s", id);
+    if (si->head_hash.len == ST_HASH_BYTES) {
+        memcpy(info->head.b, si->head_hash.data, ST_HASH_BYTES);
+    }
+    info->length = si->length;
+    info->created_ms = si->created_unix_ms;
+    info->updated_ms = si->updated_unix_ms;
+    info->ttl_ms = si->ttl_ms;
+}
+
+/* Sends req (of method m) to every replica; keeps the answer with the
+ * highest version. Returns ST_OK if any replica answered OK. */
+static st_status_t sc_session_call(st_client_t *c, const char *id, const st_hash_t *sid, int m,
+                                   ProtobufCMessage *const *reqs, st_session_info_t *info)
+{
+    uint32_t nodes[SC_SESSION_REPLICAS_MAX];
+    srpc_fanout_item_t items[SC_SESSION_REPLICAS_MAX];
+    size_t n = sc_session_nodes(c, sid, nodes);
+    const Strata__V1__SessionInfo *best = NULL;
+    st_status_t first = ST_ERR_UNAVAILABLE;
+    st_status_t status;
+
+    if (n == 0) {
+        return sc_error(ST_ERR_UNAVAILABLE, "session %s: every replica is down", id);
+    }
+    memset(items, 0, sizeof(items));
+    for (size_t i = 0; i < n; i++) {
+        items[i].ch = c->nodes[nodes[i]].ch;
+        items[i].req = reqs[i];
+    }
+    status = srpc_fanout(&srpc_cache_methods[m], items, n, (int)c->timeout_ms);
+    if (status != ST_OK) {
+        return sc_error(status, "session %s: out of memory", id);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (items[i].status != ST_OK) {
+            sc_node_failed(c, nodes[i], items[i].status, &items[i].err);
+            if (first == ST_ERR_UNAVAILABLE) {
+                first = sc_error(items[i].status, "session %s on %s: %s", id,
+                                 c->nodes[nodes[i]].addr, items[i].err.message);
+            }
+            continue;
+        }
+        first = ST_OK;
+        if (m != SRPC_CACHE_CLOSE_SESSION) {
+            const Strata__V1__SessionResponse *r = (const void *)items[i].resp;
+
+            if (r->session != NULL && (best == NULL || r->session->version > best->version)) {
+                best = r->session;
+            }
+        }
+    }
+    if (best != NULL && info != NULL) {
+        sc_session_info(id, best, info);
+    }
+    srpc_fanout_free(items, n);
+    return first;
+}
+
+st_status_t st_session_open(st_client_t *c, const char *id, uint64_t ttl_ms,
+                            st_session_info_t *info)
+{
+    Strata__V1__OpenSessionRequest req = STRATA__V1__OPEN_SESSION_REQUEST__INIT;
+    ProtobufCMessage *reqs[SC_SESSION_REPLICAS_MAX];
+    st_hash_t sid;
+    st_status_t status = sc_session_id(id, &sid);
+
+    if (status != ST_OK) {
+        return status;
+    }
+    if (ttl_ms > UINT32_MAX) {
+        return sc_error(ST_ERR_INVALID, "session ttl_ms %llu is too long",
+                        (unsigned long long)ttl_ms);
+    }
+    req.namespace_id = c->ns;
+    req.session_id.data = sid.b;
+    req.session_id.len = ST_HASH_BYTES;
+    req.tenant = c->tenant;
+    req.model = c->model;
+    req.ttl_ms = (uint32_t)ttl_ms;
+    for (int i = 0; i < SC_SESSION_REPLICAS_MAX; i++) {
+        reqs[i] = &req.base;
+    }
+    return sc_session_call(c, id, &sid, SRPC_CACHE_OPEN_SESSION, reqs, info);
+}
+
+st_status_t st_session_append(st_client_t *c, const char *id, const st_hash_t *head,
+                              uint64_t length)
+{
+    Strata__V1__AppendSessionRequest req = STRATA__V1__APPEND_SESSION_REQUEST__INIT;
+    ProtobufCMessage *reqs[SC_SESSION_REPLICAS_MAX];
+    st_hash_t sid;
+    st_status_t status = sc_session_id(id, &sid);
+
+    if (status != ST_OK) {
+        return status;
+    }
+    if (head == NULL) {
+        return sc_error(ST_ERR_INVALID, "session append: NULL head");
+    }
+    req.namespace_id = c->ns;
+    req.session_id.data = sid.b;
+    req.session_id.len = ST_HASH_BYTES;
+    req.head_hash.data = (uint8_t *)head->b;
+    req.head_hash.len = ST_HASH_BYTES;
+    req.length = length;
+    for (int i = 0; i < SC_SESSION_REPLICAS_MAX; i++) {
+        reqs[i] = &req.base;
+    }
+    return sc_session_call(c, id, &sid, SRPC_CACHE_APPEND_SESSION, reqs, NULL);
+}
+
+st_status_t st_session_get(st_client_t *c, const char *id, st_session_info_t *info)
+{
+    Strata__V1__GetSessionRequest req = STRATA__V1__GET_SESSION_REQUEST__INIT;
+    ProtobufCMessage *reqs[SC_SESSION_REPLICAS_MAX];
+    st_hash_t sid;
+    st_status_t status = sc_session_id(id, &sid);
+
+    if (status != ST_OK) {
+        return status;
+    }
+    req.namespace_id = c->ns;
+    req.session_id.data = sid.b;
+    req.session_id.len = ST_HASH_BYTES;
+    for (int i = 0; i < SC_SESSION_REPLICAS_MAX; i++) {
+        reqs[i] = &req.base;
+    }
+    return sc_session_call(c, id, &sid, SRPC_CACHE_GET_SESSION, reqs, info);
+}
+
+st_status_t st_session_close(st_client_t *c, const char *id)
+{
+    Strata__V1__CloseSessionRequest req = STRATA__V1__CLOSE_SESSION_REQUEST__INIT;
+    ProtobufCMessage *reqs[SC_SESSION_REPLICAS_MAX];
+    st_hash_t sid;
+    st_status_t status = sc_session_id(id, &sid);
+
+    if (status != ST_OK) {
+        return status;
+    }
+    req.namespace_id = c->ns;
+    req.session_id.data = sid.b;
+    req.session_id.len = ST_HASH_BYTES;
+    req.forget = 1;
+    for (int i = 0; i < SC_SESSION_REPLICAS_MAX; i++) {
+        reqs[i] = &req.base;
+    }
+    return sc_session_call(c, id, &sid, SRPC_CACHE_CLOSE_SESSION, reqs, NULL);
+}

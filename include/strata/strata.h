@@ -1,0 +1,263 @@
+/*
+ * strata/strata.h - libstrata, the client of a strata cache cluster.
+ *
+ * An application or inference engine connects to a cluster (a list of
+ * stratad nodes), hashes its token sequences into block-hash chains, looks up
+ * how much of a chain is cached, and moves objects in and out: whole objects
+ * or selected rows, asynchronously, so that transfers overlap with compute.
+ * Segments of consecutive blocks are spread over the nodes by a
+ * consistent-hash ring; KDA and SESSION objects are also written to replicas.
+ *
+ * Memory: the caller allocates the buffers it passes; libstrata never keeps a
+ * pointer to a caller's buffer after the operation that used it completed.
+ * Results and handles are owned by libstrata until released with the
+ * matching st_*_free / st_handle_release call.
+ *
+ * Threads: an st_client_t may be used from several threads at once; one
+ * st_handle_t must be used by one thread at a time. Callbacks are not used:
+ * completion is observed with st_handle_test / st_handle_wait /
+ * st_client_poll.
+ *
+ * Status: every function returns st_status_t (strata/status.h). The codes
+ * each may return are listed with it; st_client_last_error() gives the
+ * message that came with the last error on this thread (which node, which
+ * limit).
+ */
+#ifndef STRATA_STRATA_H
+#define STRATA_STRATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "strata/hash.h"
+#include "strata/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct st_client st_client_t;
+typedef struct st_handle st_handle_t;
+
+/* Object kinds, as in docs/protocol.md. */
+typedef enum st_kind {
+    ST_KIND_KV = 0,      /* latent KV rows of one block, one DSA layer */
+    ST_KIND_IDX = 1,     /* indexer key rows + block summary, one DSA layer */
+    ST_KIND_KDA = 2,     /* KDA states of every KDA layer after a block */
+    ST_KIND_SESSION = 3, /* a session record */
+    ST_KIND_VIS = 4,     /* projected vision embeddings of an image */
+    ST_KIND_COUNT_ = 5
+} st_kind_t;
+
+enum st_client_field {
+    ST_CLIENT_FIELD_NODES = 1u << 0,
+    ST_CLIENT_FIELD_CONFIG_FILE = 1u << 1,
+    ST_CLIENT_FIELD_TENANT = 1u << 2,
+    ST_CLIENT_FIELD_MODEL = 1u << 3,
+    ST_CLIENT_FIELD_TOKEN = 1u << 4,
+    ST_CLIENT_FIELD_REPLICAS = 1u << 5,
+    ST_CLIENT_FIELD_VNODES = 1u << 6,
+    ST_CLIENT_FIELD_TIMEOUT = 1u << 7,
+    ST_CLIENT_FIELD_TRANSPORT = 1u << 8,
+    ST_CLIENT_FIELD_HEALTH_INTERVAL = 1u << 9,
+};
+
+/*
+ * Connection parameters. Only the fields named in field_mask are read, so
+ * fields can be added without breaking callers; the others take defaults.
+ */
+typedef struct st_client_params {
+    uint64_t field_mask;
+    const char *nodes;           /* "host:port,host:port,..." */
+    const char *config_file;     /* INI file with nodes = ..., and the other keys */
+    const char *tenant;          /* default "default" */
+    const char *model;           /* default "default" */
+    const char *token;           /* auth token, if the cluster requires one */
+    uint32_t replicas;           /* copies of KDA and SESSION objects, default 2 */
+    uint32_t vnodes;             /* ring points per node, default 128 */
+    uint32_t timeout_ms;         /* per call, default 5000 */
+    const char *transport;       /* "inline" (default), "ucx" or "libfabric" */
+    uint32_t health_interval_ms; /* down-node recheck period, default 1000 */
+} st_client_params_t;
+
+/*
+ * Connects to a cluster: says Hello to every node (tenant, model, token),
+ * learns the namespace seed and block size, and starts the health checker.
+ * Nodes that do not answer start as down and are retried.
+ *
+ * Returns ST_OK with *client_p set; ST_ERR_INVALID (no nodes, malformed node
+ * address, bad parameter); ST_ERR_IO (config file unreadable); ST_ERR_UNAVAILABLE
+ * (no node answered); ST_ERR_PERMISSION (token refused); ST_ERR_NOMEM.
+ */
+ST_API st_status_t st_client_connect(const st_client_params_t *params, st_client_t **client_p);
+
+/* Waits for the client's operations, stops its threads and frees it. */
+ST_API void st_client_close(st_client_t *client);
+
+/* The message of the last error returned on this thread ("" if none). */
+ST_API const char *st_client_last_error(void);
+
+/* Tokens per block of the namespace (from Hello). */
+ST_API uint32_t st_client_block_tokens(const st_client_t *client);
+
+/* Blocks per segment of the cluster (from Hello). */
+ST_API uint32_t st_client_segment_blocks(const st_client_t *client);
+
+/*
+ * Hashes tokens (with optional non-text items) into the namespace's chain.
+ * See st_hash_chain() in strata/hash.h for the parameters and statuses.
+ */
+ST_API st_status_t st_client_hash(const st_client_t *client, const uint32_t *tokens,
+                                  size_t n_tokens, const st_hash_item_t *items, size_t n_items,
+                                  st_hash_t *chain, size_t max_blocks, size_t *n_blocks_p);
+
+/* What a lookup found. */
+typedef struct st_lookup_result {
+    uint64_t matched_blocks;   /* longest cached prefix, in blocks */
+    uint64_t resumable_blocks; /* prefix that ends at a KDA checkpoint */
+    uint32_t nodes_asked;
+    uint32_t nodes_down; /* owners that did not answer (treated as misses) */
+} st_lookup_result_t;
+
+/*
+ * Looks up a chain: asks every owner, in parallel, for its segments and
+ * composes the longest prefix and the resumable prefix. layers is the number
+ * of DSA layers that must all hold KV and IDX for a block to count (0: any
+ * object of the block counts).
+ *
+ * Returns ST_OK (also when owners were down: they count as misses);
+ * ST_ERR_INVALID (n_blocks above the limit); ST_ERR_UNAVAILABLE (every node
+ * is down).
+ */
+ST_API st_status_t st_client_lookup(st_client_t *client, const st_hash_t *chain, size_t n_blocks,
+                                    uint32_t layers, st_lookup_result_t *result);
+
+/*
+ * Objects of a chain are named by the block's index in the chain, its kind
+ * and its layer: the block's hash and its parent come from the chain, and the
+ * chain's segment decides which node holds it. KV and IDX objects live on
+ * the segment's owner; KDA objects also on the next replicas - 1 nodes.
+ */
+
+/* One object to read: whole (n_rows = 0) or selected rows. */
+typedef struct st_get_op {
+    uint64_t block;       /* index of the block in the chain */
+    uint8_t kind;         /* ST_KIND_KV, ST_KIND_IDX or ST_KIND_KDA */
+    uint16_t layer;       /* DSA layer for KV and IDX; 0 for KDA */
+    void *dst;            /* caller's buffer */
+    size_t dst_len;       /* its size in bytes */
+    uint32_t row_bytes;   /* row size for row reads */
+    const uint32_t *rows; /* row indices; rows land in dst in this order */
+    uint32_t n_rows;      /* 0: the whole object */
+    /* Filled at completion: */
+    st_status_t status; /* ST_OK; ST_ERR_NOT_FOUND (a miss); ST_ERR_INVALID (dst too
+                             small, row out of range); ST_ERR_UNAVAILABLE (owner down) */
+    size_t length;      /* bytes written to dst */
+} st_get_op_t;
+
+/* One object to write. */
+typedef struct st_put_op {
+    uint64_t block; /* index of the block in the chain */
+    uint8_t kind;
+    uint16_t layer;
+    const void *src; /* not read after the handle completes */
+    size_t len;
+    st_status_t status; /* filled at completion: ST_OK (stored, or already there
+                             with the same bytes), ST_ERR_EXHAUSTED (no room),
+                             ST_ERR_UNAVAILABLE (owner down), ST_ERR_EXISTS */
+} st_put_op_t;
+
+enum st_put_flags {
+    ST_PUT_DURABLE = 1u << 0, /* complete only after the SSD tier committed */
+};
+
+/*
+ * Starts reading n objects of the chain chain[0..n_chain). The chain, the
+ * ops array and the dst buffers must stay valid until the handle completes;
+ * each op's status and length are filled then. A miss is not an error of
+ * the batch: that op's status is ST_ERR_NOT_FOUND. Wrong bytes are never
+ * delivered: an object whose checksum does not match is reported as a miss.
+ *
+ * Returns ST_OK with *handle_p set; ST_ERR_INVALID (an op names a block
+ * outside the chain, a bad kind, a NULL buffer); ST_ERR_NOMEM.
+ */
+ST_API st_status_t st_client_get(st_client_t *client, const st_hash_t *chain, size_t n_chain,
+                                 st_get_op_t *ops, size_t n, st_handle_t **handle_p);
+
+/*
+ * Starts writing n objects of the chain to their owners (and replicas for
+ * KDA). Same rules as st_client_get; flags are st_put_flags.
+ */
+ST_API st_status_t st_client_put(st_client_t *client, const st_hash_t *chain, size_t n_chain,
+                                 st_put_op_t *ops, size_t n, unsigned flags,
+                                 st_handle_t **handle_p);
+
+/* Returns 1 when the handle has completed, 0 otherwise. Never blocks. */
+ST_API int st_handle_test(st_handle_t *handle);
+
+/*
+ * Waits up to timeout_ms (-1: forever) for the handle. Returns ST_OK when
+ * every op completed (look at each op's status), ST_ERR_TIMEOUT otherwise.
+ */
+ST_API st_status_t st_handle_wait(st_handle_t *handle, int timeout_ms);
+
+/* Frees a completed handle (waits for it first if needed). */
+ST_API void st_handle_release(st_handle_t *handle);
+
+/*
+ * Drives the client's transfers (for engines that poll instead of waiting)
+ * and returns the number of handles that completed since the last call.
+ */
+ST_API int st_client_poll(st_client_t *client);
+
+/*
+ * Pins blocks [0, n_blocks) of the chain on their owners (no eviction, no
+ * expiry) until unpinned; pinning a block holds its ancestors too. Blocks
+ * that are not cached are skipped. Returns ST_OK, or the first node's error.
+ */
+ST_API st_status_t st_client_pin(st_client_t *client, const st_hash_t *chain, size_t n_blocks);
+ST_API st_status_t st_client_unpin(st_client_t *client, const st_hash_t *chain, size_t n_blocks);
+
+/*
+ * Deletes every object of kinds (a mask of 1 << st_kind_t) and layers
+ * [0, n_layers) of blocks [0, n_blocks) of the chain, replicas included.
+ * Missing objects are not an error. Returns ST_OK or the first node's error.
+ */
+ST_API st_status_t st_client_delete(st_client_t *client, const st_hash_t *chain, size_t n_blocks,
+                                    unsigned kinds, uint32_t n_layers);
+
+/* A session: a multi-turn conversation whose prefix grows in the cache. */
+typedef struct st_session_info {
+    char id[64];
+    st_hash_t head;      /* hash of the last full block of the session */
+    uint64_t length;     /* tokens in the session */
+    uint64_t created_ms; /* wall clock, ms since the epoch */
+    uint64_t updated_ms;
+    uint64_t ttl_ms;
+} st_session_info_t;
+
+/*
+ * Opens (creates or reopens) the session id with a time to live. Returns
+ * ST_OK with the current record in *info; ST_ERR_INVALID (id empty or longer
+ * than 63 bytes); ST_ERR_UNAVAILABLE (no replica reachable).
+ */
+ST_API st_status_t st_session_open(st_client_t *client, const char *id, uint64_t ttl_ms,
+                                   st_session_info_t *info);
+
+/*
+ * Records that the session now has length tokens ending in block head.
+ * Durable: returns after the replicas committed it.
+ */
+ST_API st_status_t st_session_append(st_client_t *client, const char *id, const st_hash_t *head,
+                                     uint64_t length);
+
+/* Reads the session record, from any live replica. ST_ERR_NOT_FOUND if none. */
+ST_API st_status_t st_session_get(st_client_t *client, const char *id, st_session_info_t *info);
+
+/* Closes and deletes the session record. */
+ST_API st_status_t st_session_close(st_client_t *client, const char *id);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* STRATA_STRATA_H */

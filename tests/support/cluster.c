@@ -1,0 +1,229 @@
+/* cluster.c - see cluster.h. */
+#include "cluster.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+int tc_free_port(void)
+{
+    struct sockaddr_in a;
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int port = -1;
+
+    if (fd < 0) {
+        return -1;
+    }
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0) {
+        port = ntohs(a.sin_port);
+    }
+    close(fd);
+    return port;
+}
+
+/* Splits s on spaces into argv[*argc..max). s is modified. */
+static void tc_split(char *s, char **argv, int *argc, int max)
+{
+    char *save = NULL;
+
+    for (char *t = strtok_r(s, " ", &save); t != NULL && *argc < max - 1;
+         t = strtok_r(NULL, " ", &save)) {
+        argv[(*argc)++] = t;
+    }
+}
+
+static int tc_spawn(tc_cluster_t *c, int i)
+{
+    tc_node_t *nd = &c->node[i];
+    int out[2];
+    char listen[64], extra[1024], line[256];
+    size_t used = 0;
+    uint64_t deadline;
+    struct timespec ts;
+
+    if (pipe(out) != 0) {
+        return -1;
+    }
+    snprintf(listen, sizeof(listen), "127.0.0.1:%d", nd->port);
+    snprintf(extra, sizeof(extra), "%s", c->extra);
+    nd->pid = fork();
+    if (nd->pid < 0) {
+        close(out[0]);
+        close(out[1]);
+        return -1;
+    }
+    if (nd->pid == 0) {
+        char *argv[64];
+        int argc = 0;
+        int logfd = open(nd->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+
+        dup2(out[1], STDOUT_FILENO);
+        if (logfd >= 0) {
+            dup2(logfd, STDERR_FILENO);
+        }
+        close(out[0]);
+        argv[argc++] = c->stratad;
+        argv[argc++] = "--listen";
+        argv[argc++] = listen;
+        argv[argc++] = "--peers";
+        argv[argc++] = c->peers;
+        argv[argc++] = "--cluster-secret";
+        argv[argc++] = "integration-test-cluster-secret";
+        tc_split(extra, argv, &argc, 64);
+        argv[argc] = NULL;
+        execv(c->stratad, argv);
+        fprintf(stderr, "exec %s: %s\n", c->stratad, strerror(errno));
+        _exit(127);
+    }
+    close(out[1]);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    deadline = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000 + 20000;
+    line[0] = '\0';
+    for (;;) {
+        struct pollfd p = {out[0], POLLIN, 0};
+        uint64_t now;
+        ssize_t r;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        now = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+        if (now >= deadline || poll(&p, 1, (int)(deadline - now)) <= 0) {
+            break;
+        }
+        r = read(out[0], line + used, sizeof(line) - 1 - used);
+        if (r <= 0) {
+            break;
+        }
+        used += (size_t)r;
+        line[used] = '\0';
+        if (strstr(line, "stratad ready") != NULL && strchr(line, '\n') != NULL) {
+            close(out[0]);
+            return 0;
+        }
+    }
+    close(out[0]);
+    fprintf(stderr, "cluster: node %d (%s) did not become ready; its log %s says:\n", i, nd->addr,
+            nd->log);
+    {
+        FILE *f = fopen(nd->log, "r");
+        char buf[512];
+
+        while (f != NULL && fgets(buf, sizeof(buf), f) != NULL) {
+            fprintf(stderr, "  %s", buf);
+        }
+        if (f != NULL) {
+            fclose(f);
+        }
+    }
+    kill(nd->pid, SIGKILL);
+    waitpid(nd->pid, NULL, 0);
+    nd->pid = 0;
+    return -1;
+}
+
+int tc_start(tc_cluster_t *c, const char *stratad, int n, const char *extra_args)
+{
+    const char *env = getenv("STRATAD");
+    size_t off = 0;
+
+    memset(c, 0, sizeof(*c));
+    if (n < 1 || n > TC_MAX_NODES) {
+        return -1;
+    }
+    c->n = n;
+    snprintf(c->stratad, sizeof(c->stratad), "%s", env ? env : stratad);
+    snprintf(c->extra, sizeof(c->extra), "%s", extra_args ? extra_args : "");
+    for (int i = 0; i < n; i++) {
+        tc_node_t *nd = &c->node[i];
+
+        nd->port = tc_free_port();
+        snprintf(nd->addr, sizeof(nd->addr), "127.0.0.1:%d", nd->port);
+        snprintf(nd->log, sizeof(nd->log), "/tmp/stratad-test-%d-%d.log", (int)getpid(), nd->port);
+        off += (size_t)snprintf(c->peers + off, sizeof(c->peers) - off, "%s%s", i ? "," : "",
+                                nd->addr);
+    }
+    for (int i = 0; i < n; i++) {
+        if (tc_spawn(c, i) != 0) {
+            tc_stop_all(c);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int tc_restart(tc_cluster_t *c, int i)
+{
+    return tc_spawn(c, i);
+}
+
+void tc_kill(tc_cluster_t *c, int i)
+{
+    if (c->node[i].pid > 0) {
+        kill(c->node[i].pid, SIGKILL);
+        waitpid(c->node[i].pid, NULL, 0);
+        c->node[i].pid = 0;
+    }
+}
+
+int tc_stop(tc_cluster_t *c, int i, int timeout_ms)
+{
+    int status = 0;
+
+    if (c->node[i].pid <= 0) {
+        return -1;
+    }
+    kill(c->node[i].pid, SIGTERM);
+    for (int waited = 0; waited < timeout_ms; waited += 10) {
+        if (waitpid(c->node[i].pid, &status, WNOHANG) == c->node[i].pid) {
+            c->node[i].pid = 0;
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        }
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    }
+    tc_kill(c, i);
+    return -1;
+}
+
+void tc_stop_all(tc_cluster_t *c)
+{
+    for (int i = 0; i < c->n; i++) {
+        tc_stop(c, i, 15000);
+        if (getenv("TC_KEEP_LOGS") == NULL) {
+            unlink(c->node[i].log);
+        }
+    }
+}
+
+unsigned long long tc_rss(const tc_cluster_t *c, int i)
+{
+    char path[64], line[256];
+    unsigned long long kb = 0;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)c->node[i].pid);
+    f = fopen(path, "r");
+    if (f == NULL) {
+        return 0;
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (sscanf(line, "VmRSS: %llu kB", &kb) == 1) {
+            break;
+        }
+    }
+    fclose(f);
+    return kb * 1024;
+}
