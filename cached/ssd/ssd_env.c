@@ -266,6 +266,7 @@ st_status_t st_ssd_open(const st_ssd_params_t *params, st_ssd_t **ssd_p)
         goto err_free;
     }
     pthread_mutex_init(&ssd->lock, NULL);
+    pthread_mutex_init(&ssd->rtxn_lock, NULL);
     pthread_cond_init(&ssd->queue_cv, NULL);
     pthread_cond_init(&ssd->room_cv, NULL);
     pthread_cond_init(&ssd->done_cv, NULL);
@@ -286,6 +287,7 @@ st_status_t st_ssd_open(const st_ssd_params_t *params, st_ssd_t **ssd_p)
     return ST_OK;
 
 err_sync:
+    pthread_mutex_destroy(&ssd->rtxn_lock);
     pthread_cond_destroy(&ssd->done_cv);
     pthread_cond_destroy(&ssd->room_cv);
     pthread_cond_destroy(&ssd->queue_cv);
@@ -316,6 +318,10 @@ void st_ssd_close(st_ssd_t *ssd)
     if (ssd->params.sync == ST_SSD_SYNC_DURABLE) {
         mdb_env_sync(ssd->env, 1);
     }
+    while (ssd->rtxn_n > 0) {
+        mdb_txn_abort(ssd->rtxn_pool[--ssd->rtxn_n]);
+    }
+    pthread_mutex_destroy(&ssd->rtxn_lock);
     pthread_cond_destroy(&ssd->done_cv);
     pthread_cond_destroy(&ssd->room_cv);
     pthread_cond_destroy(&ssd->queue_cv);

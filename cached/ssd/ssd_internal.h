@@ -22,6 +22,7 @@
 #define SSD_VERSION     1
 #define SSD_HDR_BYTES   48
 #define SSD_USAGE_BYTES 96
+#define SSD_RTXN_POOL   32
 
 typedef struct ssd_hdr {
     uint8_t kind;
@@ -117,6 +118,11 @@ struct st_ssd {
     pthread_t writer;
     ssd_op_t **batch_ops; /* the writer's batch, batch_max entries */
 
+    /* Reset read transactions kept for reuse (renew is cheaper than begin). */
+    pthread_mutex_t rtxn_lock;
+    MDB_txn *rtxn_pool[SSD_RTXN_POOL];
+    int rtxn_n;
+
     /* Touched by the writer only; published to stats under lock. */
     ssd_usage_t usage;
     ssd_usage_t usage_pub;
@@ -129,6 +135,10 @@ struct st_ssd {
     _Atomic uint64_t corrupt;
     _Atomic uint64_t promotions;
 };
+
+/* Begins a read transaction (from the pool when it can) / ends it. */
+int ssd_rtxn_begin(st_ssd_t *ssd, MDB_txn **txn_p);
+void ssd_rtxn_end(st_ssd_t *ssd, MDB_txn *txn);
 
 /* Maps an LMDB or errno code to a status, logging what and where. */
 st_status_t ssd_mdb_status(st_ssd_t *ssd, int rc, const char *what);

@@ -16,6 +16,39 @@
 /* Payloads from this size on are read with pread (ssd_copy_payload). */
 #define SSD_PREAD_MIN (16 * 1024)
 
+int ssd_rtxn_begin(st_ssd_t *ssd, MDB_txn **txn_p)
+{
+    MDB_txn *txn = NULL;
+
+    pthread_mutex_lock(&ssd->rtxn_lock);
+    if (ssd->rtxn_n > 0) {
+        txn = ssd->rtxn_pool[--ssd->rtxn_n];
+    }
+    pthread_mutex_unlock(&ssd->rtxn_lock);
+    if (txn != NULL) {
+        if (mdb_txn_renew(txn) == 0) {
+            *txn_p = txn;
+            return 0;
+        }
+        mdb_txn_abort(txn);
+    }
+    return mdb_txn_begin(ssd->env, NULL, MDB_RDONLY, txn_p);
+}
+
+void ssd_rtxn_end(st_ssd_t *ssd, MDB_txn *txn)
+{
+    mdb_txn_reset(txn);
+    pthread_mutex_lock(&ssd->rtxn_lock);
+    if (ssd->rtxn_n < SSD_RTXN_POOL) {
+        ssd->rtxn_pool[ssd->rtxn_n++] = txn;
+        txn = NULL;
+    }
+    pthread_mutex_unlock(&ssd->rtxn_lock);
+    if (txn != NULL) {
+        mdb_txn_abort(txn);
+    }
+}
+
 /* Logs, counts and queues the removal of a corrupt value. */
 static void ssd_corrupt(st_ssd_t *ssd, const st_ssd_key_t *key, uint64_t seq, const char *why)
 {
@@ -42,15 +75,16 @@ static void ssd_corrupt(st_ssd_t *ssd, const st_ssd_key_t *key, uint64_t seq, co
 }
 
 /*
- * Copies a payload out of the map. A large one is read with pread from the
+ * Copies bytes of a value out of the map. With use_pread, reads them with pread from the
  * same file offset instead: the pages a read transaction sees are not
  * reused while it lasts, and without MDB_WRITEMAP the file holds exactly
  * what the map shows; pread takes the kernel's sequential readahead and
  * no page faults, where a copy from the map faults page by page.
  */
-static void ssd_copy_payload(const st_ssd_t *ssd, void *dst, const uint8_t *src, size_t len)
+static void ssd_copy_payload(const st_ssd_t *ssd, void *dst, const uint8_t *src, size_t len,
+                             int use_pread)
 {
-    if (len >= SSD_PREAD_MIN && ssd->fd >= 0 && src >= ssd->map &&
+    if (use_pread && ssd->fd >= 0 && src >= ssd->map &&
         src + len <= ssd->map + ssd->params.map_size) {
         off_t off = (off_t)(src - ssd->map);
         size_t done = 0;
@@ -80,6 +114,8 @@ static st_status_t ssd_read(st_ssd_t *ssd, const st_ssd_key_t *key, st_ssd_alloc
     ssd_hdr_t hdr;
     st_ssd_meta_t meta;
     st_status_t status;
+    const uint8_t *hdr_bytes;
+    uint8_t hdr_buf[SSD_HDR_BYTES];
     void *dst;
     int rc;
 
@@ -94,22 +130,29 @@ static st_status_t ssd_read(st_ssd_t *ssd, const st_ssd_key_t *key, st_ssd_alloc
     }
     atomic_fetch_add(&ssd->gets, 1);
     st_ssd_key_encode(key, kb);
-    rc = mdb_txn_begin(ssd->env, NULL, MDB_RDONLY, &txn);
+    rc = ssd_rtxn_begin(ssd, &txn);
     if (rc != 0) {
         return ssd_mdb_status(ssd, rc, "get");
     }
     rc = mdb_get(txn, ssd_kind_spilled(key->kind) ? ssd->dbi_spill : ssd->dbi_durable, &k, &v);
     if (rc != 0) {
-        mdb_txn_abort(txn);
+        ssd_rtxn_end(ssd, txn);
         if (rc == MDB_NOTFOUND) {
             atomic_fetch_add(&ssd->misses, 1);
             return ST_ERR_NOT_FOUND;
         }
         return ssd_mdb_status(ssd, rc, "get");
     }
-    if (ssd_hdr_decode(key, v.mv_data, v.mv_size, &hdr) != ST_OK ||
+    hdr_bytes = v.mv_data;
+    if (v.mv_size >= SSD_PREAD_MIN && v.mv_size >= SSD_HDR_BYTES) {
+        /* A large value: read its header with pread too, so that the map is
+         * not touched at all and the file sees one sequential stream. */
+        ssd_copy_payload(ssd, hdr_buf, v.mv_data, SSD_HDR_BYTES, 1);
+        hdr_bytes = hdr_buf;
+    }
+    if (ssd_hdr_decode(key, hdr_bytes, v.mv_size, &hdr) != ST_OK ||
         hdr.length != v.mv_size - SSD_HDR_BYTES) {
-        mdb_txn_abort(txn);
+        ssd_rtxn_end(ssd, txn);
         atomic_fetch_add(&ssd->misses, 1);
         ssd_corrupt(ssd, key, 0, "header");
         return ST_ERR_NOT_FOUND;
@@ -121,13 +164,14 @@ static st_status_t ssd_read(st_ssd_t *ssd, const st_ssd_key_t *key, st_ssd_alloc
     meta.flags = hdr.flags;
     dst = alloc(alloc_arg, (size_t)hdr.length, &meta);
     if (dst == NULL && hdr.length != 0) {
-        mdb_txn_abort(txn);
+        ssd_rtxn_end(ssd, txn);
         return ST_ERR_NOMEM;
     }
     if (hdr.length != 0) {
-        ssd_copy_payload(ssd, dst, (const uint8_t *)v.mv_data + SSD_HDR_BYTES, (size_t)hdr.length);
+        ssd_copy_payload(ssd, dst, (const uint8_t *)v.mv_data + SSD_HDR_BYTES, (size_t)hdr.length,
+                         hdr.length >= SSD_PREAD_MIN);
     }
-    mdb_txn_abort(txn);
+    ssd_rtxn_end(ssd, txn);
 
     if (XXH3_64bits(dst, (size_t)hdr.length) != hdr.checksum) {
         atomic_fetch_add(&ssd->misses, 1);
