@@ -26,7 +26,8 @@
 #define MAXLEASE 64
 
 static cd_store_t *S;
-static uint32_t NS;
+static uint32_t NS, NS2;
+static uint32_t other_n;
 static unsigned seed;
 static int m_put[CHAINS][LEN][LAYERS]; /* object committed at some time */
 static uint32_t m_len[CHAINS][LEN][LAYERS];
@@ -163,6 +164,9 @@ static void test_random_operations(void **state)
     cfg.limits.max_object_bytes = 1 * MiB;
     assert_int_equal(cd_store_create(&cfg, &S, &err), ST_OK);
     assert_int_equal(cd_store_ns_create(S, "t", "m", 64, &NS, &err), ST_OK);
+    /* A second namespace competes for the same budget, so memory is also
+     * reclaimed across namespaces while the model runs. */
+    assert_int_equal(cd_store_ns_create(S, "t", "other", 64, &NS2, &err), ST_OK);
 
     for (int step = 0; step < steps; step++) {
         int op = rand() % 100, c = rand() % CHAINS, l = rand() % LAYERS;
@@ -280,6 +284,18 @@ static void test_random_operations(void **state)
                     m_len[c][i][l] = (uint32_t)rq.length;
                 }
             }
+        } else if (op < 96) { /* the other namespace writes a chain of its own */
+            static uint8_t buf[50000];
+            cd_key_t k = t_key(1000 + other_n / 32, other_n % 32, CD_KIND_IDX, 0);
+            st_hash_t p = t_hash(1000 + other_n / 32, other_n % 32 - 1);
+
+            memset(buf, (int)other_n, sizeof(buf));
+            st_status_t st =
+                cd_store_put(S, NS2, &k, other_n % 32 ? &p : NULL, buf, sizeof(buf), &err);
+            if (st != ST_OK && st != ST_ERR_EXHAUSTED) {
+                fail_msg("seed=%u step=%d: put in the other namespace: %s", seed, step, err.msg);
+            }
+            other_n++;
         } else { /* time passes; leases and reservations expire */
             t_now += (uint64_t)(rand() % 3000);
             cd_store_reap(S, t_now, NULL);
@@ -304,9 +320,12 @@ static void test_random_operations(void **state)
     check_all(steps);
     cd_stats_t s;
     assert_int_equal(cd_store_stats(S, NS, &s), ST_OK);
-    print_message("evicted blocks=%llu exhausted=%llu leases granted=%llu expired=%llu "
-                  "reservations expired=%llu\n",
+    cd_stats_t s2;
+    assert_int_equal(cd_store_stats(S, NS2, &s2), ST_OK);
+    print_message("evicted blocks=%llu exhausted=%llu reclaims=%llu/%llu leases granted=%llu "
+                  "expired=%llu reservations expired=%llu\n",
                   (unsigned long long)s.evicted_blocks, (unsigned long long)s.exhausted,
+                  (unsigned long long)s.reclaims, (unsigned long long)s2.reclaims,
                   (unsigned long long)s.leases_granted, (unsigned long long)s.leases_expired,
                   (unsigned long long)s.reservations_expired);
     assert_true(s.evicted_blocks > 0); /* the run did put the store under pressure */
