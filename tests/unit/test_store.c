@@ -689,6 +689,55 @@ static void test_reclaim_from_another_namespace(void **state)
     assert_int_equal(all.arena_committed, s1.arena_committed + s2.arena_committed);
 }
 
+/* Segments written out of order through the store: the second segment's
+ * first block starts a root that names its remote parent; when the first
+ * segment arrives, the root is adopted, and eviction then goes leaf first
+ * across the segment boundary. */
+static void test_out_of_order_segments(void **state)
+{
+    st_hash_t hs[32];
+    cd_segment_t segs[2] = {{0, 16, hs}, {16, 16, hs + 16}};
+    cd_seg_answer_t ans[2];
+    size_t kn;
+    cd_err_t err;
+    cd_radix_t *rx = &st_->ss_ns[0]->ns_radix;
+
+    for (uint32_t i = 0; i < 32; i++) {
+        hs[i] = t_hash(70, i);
+    }
+    for (uint32_t i = 16; i < 32; i++) {
+        put_block(ns1, 70, i, CD_KIND_KV, 0, 1000);
+    }
+    assert_int_equal(cd_store_lookup(st_, ns1, segs, 2, NULL, CD_LEASE_NONE, ans, NULL, 0, &kn,
+                                     NULL, NULL, &err),
+                     ST_OK);
+    assert_int_equal(ans[0].matched, 0);
+    assert_int_equal(ans[1].matched, 16);
+    assert_true(cd_radix_find(rx, &hs[16])->bk_node->rn_has_remote);
+    for (uint32_t i = 0; i < 16; i++) {
+        put_block(ns1, 70, i, CD_KIND_KV, 0, 1000);
+    }
+    assert_int_equal(cd_store_lookup(st_, ns1, segs, 2, NULL, CD_LEASE_NONE, ans, NULL, 0, &kn,
+                                     NULL, NULL, &err),
+                     ST_OK);
+    assert_int_equal(ans[0].matched, 16);
+    assert_int_equal(ans[1].matched, 16);
+    assert_ptr_equal(cd_radix_find(rx, &hs[16])->bk_node->rn_parent,
+                     cd_radix_find(rx, &hs[15])->bk_node);
+    assert_int_equal(rx->rx_adoptions, 1);
+    /* Evict everything, one block at a time: block 15 outlives block 16. */
+    cd_ns_t *ns = st_->ss_ns[0];
+    pthread_mutex_lock(&ns->ns_lock);
+    for (int n = 0; n < 32; n++) {
+        int has15 = cd_radix_find(rx, &hs[15]) != NULL, has16 = cd_radix_find(rx, &hs[16]) != NULL;
+
+        assert_true(has15 || !has16);
+        assert_int_equal(do_evict_one(ns), 1);
+    }
+    assert_int_equal(rx->rx_blocks, 0);
+    pthread_mutex_unlock(&ns->ns_lock);
+}
+
 static void test_bad_config(void **state)
 {
     cd_store_config_t c;
@@ -724,6 +773,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_regions_and_trim, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reclaim_from_another_namespace, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_out_of_order_segments, setup, teardown),
         cmocka_unit_test(test_bad_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
