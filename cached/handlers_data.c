@@ -26,6 +26,15 @@ static st_status_t cd_h_batch_limit(srpc_ctx_t *ctx, cd_daemon_t *d, size_t n, c
     return ST_OK;
 }
 
+/* The store's lease argument for a request's lease flag and duration. */
+static uint64_t cd_h_lease_ms(int lease, uint32_t lease_ms)
+{
+    if (!lease) {
+        return CD_LEASE_NONE;
+    }
+    return lease_ms != 0 ? lease_ms : CD_LEASE_DEFAULT;
+}
+
 /* Maps a protocol kinds_mask (bit 1 << ObjectKind) to the store's kinds of
  * the blocks' KV and IDX requirements (KDA checkpoints are reported apart). */
 static uint32_t cd_h_require_kinds(uint32_t mask)
@@ -91,7 +100,8 @@ static st_status_t cd_h_segment_locations(srpc_ctx_t *ctx, cd_daemon_t *d, uint3
     for (size_t off = 0; off < k; off += (size_t)d->cfg.max_batch) {
         size_t cnt = k - off < (size_t)d->cfg.max_batch ? k - off : (size_t)d->cfg.max_batch;
 
-        status = cd_store_locate(d->store, ns, keys + off, cnt, 0, out + off, NULL, NULL, &err);
+        status = cd_store_locate(d->store, ns, keys + off, cnt, CD_LEASE_NONE, out + off, NULL,
+                                 NULL, &err);
         if (status != ST_OK) {
             return cd_h_fail(ctx, status, &err);
         }
@@ -183,8 +193,9 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
     if (kda == NULL) {
         return ST_ERR_NOMEM;
     }
-    status = cd_store_lookup(d->store, e->local_id, segs, req->n_segments, &rq, req->lease, ans,
-                             kda, total, &kda_n, &lease_id, &lease_exp, &err);
+    status = cd_store_lookup(d->store, e->local_id, segs, req->n_segments, &rq,
+                             cd_h_lease_ms(req->lease, req->lease_ms), ans, kda, total, &kda_n,
+                             &lease_id, &lease_exp, &err);
     if (status != ST_OK) {
         return cd_h_fail(ctx, status, &err);
     }
@@ -275,8 +286,9 @@ st_status_t cd_h_locate(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
     if ((status = cd_h_grid(ctx, req->grid, keys, &n, cap)) != ST_OK) {
         return status;
     }
-    status = cd_store_locate(d->store, e->local_id, keys, n, req->lease, out, &lease_id, &lease_exp,
-                             &err);
+    status =
+        cd_store_locate(d->store, e->local_id, keys, n, cd_h_lease_ms(req->lease, req->lease_ms),
+                        out, &lease_id, &lease_exp, &err);
     if (status != ST_OK) {
         return cd_h_fail(ctx, status, &err);
     }
@@ -306,14 +318,52 @@ st_status_t cd_h_locate(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
 
 /* ------------------------------------------------ Reserve/Commit/Abort -- */
 
-/* Finds the parent hash of block h among the links; NULL if none. */
-static const st_hash_t *cd_h_link_parent(Strata__V1__BlockLink *const *links, size_t n,
-                                         const st_hash_t *h)
+/* A request's block links, sorted by hash for binary search. */
+typedef struct cd_h_links {
+    Strata__V1__BlockLink **v;
+    size_t n;
+} cd_h_links_t;
+
+static int cd_h_link_cmp(const void *a, const void *b)
 {
-    for (size_t i = 0; i < n; i++) {
-        if (links[i]->hash.len == ST_HASH_BYTES && links[i]->parent_hash.len == ST_HASH_BYTES &&
-            memcmp(links[i]->hash.data, h->b, ST_HASH_BYTES) == 0) {
-            return (const st_hash_t *)(const void *)links[i]->parent_hash.data;
+    const Strata__V1__BlockLink *x = *(Strata__V1__BlockLink *const *)a;
+    const Strata__V1__BlockLink *y = *(Strata__V1__BlockLink *const *)b;
+
+    return memcmp(x->hash.data, y->hash.data, ST_HASH_BYTES);
+}
+
+/* Sorts a copy of the links (checked by cd_h_check_links). */
+static st_status_t cd_h_links_index(srpc_ctx_t *ctx, Strata__V1__BlockLink *const *links, size_t n,
+                                    cd_h_links_t *out)
+{
+    out->n = n;
+    out->v = srpc_ctx_alloc(ctx, sizeof(*out->v) * (n + 1));
+    if (out->v == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    if (n > 0) {
+        memcpy(out->v, links, sizeof(*out->v) * n);
+        qsort(out->v, n, sizeof(*out->v), cd_h_link_cmp);
+    }
+    return ST_OK;
+}
+
+/* Finds the parent hash of block h among the links; NULL if none. */
+static const st_hash_t *cd_h_link_parent(const cd_h_links_t *l, const st_hash_t *h)
+{
+    size_t lo = 0, hi = l->n;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = memcmp(l->v[mid]->hash.data, h->b, ST_HASH_BYTES);
+
+        if (c == 0) {
+            return (const st_hash_t *)(const void *)l->v[mid]->parent_hash.data;
+        }
+        if (c < 0) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
         }
     }
     return NULL;
@@ -340,6 +390,7 @@ st_status_t cd_h_reserve(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, Protobuf
     cd_resv_req_t *rq;
     cd_resv_t *out;
     uint64_t *ids, expires = 0;
+    cd_h_links_t links;
     cd_err_t err = {""};
     st_status_t status;
 
@@ -356,7 +407,8 @@ st_status_t cd_h_reserve(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, Protobuf
         return ST_ERR_INVALID;
     }
     if ((status = cd_h_batch_limit(ctx, d, req->n_keys, "keys")) != ST_OK ||
-        (status = cd_h_check_links(ctx, req->links, req->n_links)) != ST_OK) {
+        (status = cd_h_check_links(ctx, req->links, req->n_links)) != ST_OK ||
+        (status = cd_h_links_index(ctx, req->links, req->n_links, &links)) != ST_OK) {
         return status;
     }
     if (req->ttl_ms > d->cfg.reservation_ms) {
@@ -380,7 +432,7 @@ st_status_t cd_h_reserve(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, Protobuf
                                (unsigned long long)d->cfg.max_object_bytes);
             return ST_ERR_INVALID;
         }
-        rq[i].parent = cd_h_link_parent(req->links, req->n_links, &rq[i].key.hash);
+        rq[i].parent = cd_h_link_parent(&links, &rq[i].key.hash);
         rq[i].length = req->lengths[i];
     }
     status = cd_store_reserve(d->store, e->local_id, rq, req->n_keys, out, &err);
@@ -551,6 +603,7 @@ st_status_t cd_h_put(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
     const Strata__V1__PutRequest *req = (const void *)reqm;
     Strata__V1__PutResponse *resp = (void *)respm;
     cd_daemon_t *d = cd_h_daemon(ctx);
+    cd_h_links_t links;
     cd_ns_entry_t *e;
     st_status_t status;
 
@@ -559,7 +612,8 @@ st_status_t cd_h_put(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
         return status;
     }
     if ((status = cd_h_batch_limit(ctx, d, req->n_objects, "objects")) != ST_OK ||
-        (status = cd_h_check_links(ctx, req->links, req->n_links)) != ST_OK) {
+        (status = cd_h_check_links(ctx, req->links, req->n_links)) != ST_OK ||
+        (status = cd_h_links_index(ctx, req->links, req->n_links, &links)) != ST_OK) {
         return status;
     }
     if (req->durable && (d->cfg.data_dir == NULL || d->cfg.data_dir[0] == '\0')) {
@@ -585,9 +639,8 @@ st_status_t cd_h_put(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
             resp->status[i] = STRATA__V1__KEY_STATUS__KEY_CORRUPT;
             continue;
         }
-        status = cd_store_put(d->store, e->local_id, &key,
-                              cd_h_link_parent(req->links, req->n_links, &key.hash), o->data.data,
-                              o->data.len, &err);
+        status = cd_store_put(d->store, e->local_id, &key, cd_h_link_parent(&links, &key.hash),
+                              o->data.data, o->data.len, &err);
         resp->status[i] = cd_h_key_status(status);
         if (status == ST_ERR_EXHAUSTED) {
             st_warn_ratelimited("put refused ns=%u: %s", e->local_id, err.msg);

@@ -71,7 +71,14 @@ int sc_owner(const st_client_t *c, const st_hash_t *first)
 
 void sc_node_failed(st_client_t *c, uint32_t i, st_status_t status, const srpc_error_t *err)
 {
-    if (status == ST_ERR_UNAVAILABLE || status == ST_ERR_TIMEOUT) {
+    /*
+     * Down: unreachable or too slow. A node that does not know our namespace
+     * has restarted since our Hello (a daemon forgets namespaces, and its
+     * DRAM, on restart): it counts as down until the health checker has
+     * said Hello to it again.
+     */
+    if (status == ST_ERR_UNAVAILABLE || status == ST_ERR_TIMEOUT ||
+        (status == ST_ERR_NOT_FOUND && err != NULL && strstr(err->message, "namespace_id"))) {
         if (st_ring_is_up(&c->ring, i)) {
             st_warn("node down node=%s error=\"%s\"", c->nodes[i].addr,
                     err != NULL ? err->message : st_strerror(status));
@@ -295,8 +302,10 @@ st_status_t st_client_connect(const st_client_params_t *params, st_client_t **cl
         st_ring_set_up(&c->ring, i, 0);
     }
     if (answered == 0) {
+        uint32_t n = c->n_nodes;
+
         st_client_close(c);
-        return sc_error(ST_ERR_UNAVAILABLE, "no node of %u answered", c->n_nodes);
+        return sc_error(ST_ERR_UNAVAILABLE, "no node of %u answered", n);
     }
     if (c->max_batch == 0) {
         c->max_batch = 4096;

@@ -519,11 +519,12 @@ void sc_run_put(sc_job_t *job)
             sc_free_batches(b, nb);
             break;
         }
-        for (size_t x = 0, k = 0; x < nb; x++) {
+        for (size_t x = 0, k = 0, nl = 0; x < nb; x++) {
             strata__v1__put_request__init(&reqs[x]);
             reqs[x].namespace_id = c->ns;
             reqs[x].objects = &op_p[k];
-            reqs[x].links = &lp[k];
+            reqs[x].links = &lp[nl];
+            reqs[x].n_links = 0;
             reqs[x].durable = (h->flags & ST_PUT_DURABLE) != 0;
             for (size_t j = 0; j < b[x].n; j++, k++) {
                 st_put_op_t *op = &h->puts[b[x].ops[j]];
@@ -540,17 +541,21 @@ void sc_run_put(sc_job_t *job)
                 objs[k].data.len = op->len;
                 objs[k].checksum = XXH3_64bits(op->src, op->len);
                 op_p[k] = &objs[k];
-                /* Every object names its block's parent; duplicates are harmless. */
-                strata__v1__block_link__init(&links[k]);
-                links[k].hash = keys[k].block_hash;
-                links[k].parent_hash.data =
+                /* One link per block: the ops of a block are usually adjacent. */
+                if (j > 0 && h->puts[b[x].ops[j - 1]].block == op->block) {
+                    continue;
+                }
+                strata__v1__block_link__init(&links[nl]);
+                links[nl].hash = keys[k].block_hash;
+                links[nl].parent_hash.data =
                     (uint8_t *)(op->block == 0 ? c->seed.b : h->chain[op->block - 1].b);
-                links[k].parent_hash.len = ST_HASH_BYTES;
-                links[k].block_index = op->block;
-                lp[k] = &links[k];
+                links[nl].parent_hash.len = ST_HASH_BYTES;
+                links[nl].block_index = op->block;
+                lp[nl] = &links[nl];
+                nl++;
+                reqs[x].n_links++;
             }
             reqs[x].n_objects = b[x].n;
-            reqs[x].n_links = b[x].n;
             items[x].ch = c->nodes[b[x].node].ch;
             items[x].req = &reqs[x].base;
         }

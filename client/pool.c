@@ -85,11 +85,12 @@ void sc_pool_submit(st_client_t *c, sc_job_t *job)
 
 void sc_handle_complete(st_handle_t *h)
 {
+    /* Count it first: once done is set, the owner may free h. */
+    __atomic_add_fetch(&h->client->completed, 1, __ATOMIC_RELEASE);
     pthread_mutex_lock(&h->lock);
     h->done = 1;
     pthread_cond_broadcast(&h->cond);
     pthread_mutex_unlock(&h->lock);
-    __atomic_add_fetch(&h->client->completed, 1, __ATOMIC_RELEASE);
 }
 
 int st_handle_test(st_handle_t *h)

@@ -42,7 +42,7 @@ static st_client_t *connect_cluster(const tc_cluster_t *cl)
     p.tenant = "acme";
     p.model = "k3";
     p.health_interval_ms = 100;
-    p.timeout_ms = 5000;
+    p.timeout_ms = 30000; /* generous: the sanitizer build on 2 busy cores is slow */
     assert_int_equal(st_client_connect(&p, &c), ST_OK);
     return c;
 }
@@ -59,7 +59,8 @@ static void wait_all_up(st_client_t *c, const st_hash_t *chain)
         }
         nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
     }
-    fail_msg("a restarted node was not used again within 10 s");
+    fail_msg("a restarted node was not used again within 10 s (down=%u asked=%u: %s)", r.nodes_down,
+             r.nodes_asked, st_client_last_error());
 }
 
 static void fill(uint8_t *buf, size_t len, const st_hash_t *h, int kind, int layer)

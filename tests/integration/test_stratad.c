@@ -335,9 +335,14 @@ static void test_eviction_keeps_prefixes_and_rss_bounded(void **state)
     }
     assert_true(stat_counter(&c, "evicted_blocks") > 0);
     assert_true(tc_rss(&cl, 0) > 0);
-    assert_true(tc_rss(&cl, 0) <= EV_LIMIT + EV_OVERHEAD);
     print_message("rss after 160 MiB into a 64 MiB limit: %.1f MiB\n",
                   (double)tc_rss(&cl, 0) / (1 << 20));
+#if defined(__SANITIZE_ADDRESS__)
+    print_message("sanitizer build: ASan's shadow memory and quarantine make RSS meaningless, "
+                  "the RSS bound is checked in the release build\n");
+#else
+    assert_true(tc_rss(&cl, 0) <= EV_LIMIT + EV_OVERHEAD);
+#endif
 
     /* No chain has a block whose parent is gone: the present blocks of
      * every chain form a prefix. */
