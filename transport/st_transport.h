@@ -103,7 +103,8 @@ typedef struct st_transport_rkey st_transport_rkey_t; /* a peer's region, unpack
  * "Completion" above), or the error (ST_ERR_TRANSPORT, ST_ERR_UNAVAILABLE
  * when the peer is gone, ST_ERR_CANCELLED when the endpoint was closed
  * first). Called exactly once per accepted operation, from the calls that
- * progress. It may post new operations; it must not destroy the transport,
+ * progress. It may post new operations (on an endpoint that is closing they
+ * are refused with ST_ERR_CANCELLED); it must not destroy the transport,
  * close an endpoint or call st_transport_ep_flush().
  */
 typedef void (*st_transport_cb_t)(void *user, st_status_t status);

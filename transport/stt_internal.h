@@ -101,6 +101,7 @@ struct st_transport_ep {
     stt_link_t rkeys;
     stt_link_t link;
     st_status_t error; /* set when the backend reported the peer failed */
+    bool closing;      /* st_transport_ep_close() is under way: no new ops */
 };
 
 struct st_transport_rkey {

@@ -439,6 +439,7 @@ st_status_t st_transport_connect(st_transport_t *tp, const void *addr, size_t le
     ep->tp = tp;
     ep->n_inflight = 0;
     ep->error = ST_OK;
+    ep->closing = false;
     stt_list_init(&ep->rkeys);
     stt_list_push(&tp->eps, &ep->link);
     *ep_p = ep;
@@ -481,6 +482,7 @@ void st_transport_ep_close(st_transport_ep_t *ep)
         return;
     }
     st_transport_t *tp = ep->tp;
+    ep->closing = true;
     if (ep->error == ST_OK) {
         (void)st_transport_ep_flush(ep, STT_CLOSE_FLUSH_MS);
     }
@@ -600,6 +602,10 @@ static st_status_t stt_post(st_transport_ep_t *ep, bool is_put, void *local, siz
         st_warn_ratelimited("transport %s refused: endpoint failed earlier status=%s", what,
                             st_status_name(ep->error));
         return ep->error;
+    }
+    if (ep->closing) {
+        st_warn_ratelimited("transport %s refused: endpoint is closing", what);
+        return ST_ERR_CANCELLED;
     }
     stt_op_t *op = stt_op_alloc(tp);
     if (op == NULL) {

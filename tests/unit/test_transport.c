@@ -694,6 +694,65 @@ static void test_peer_gone(void **state)
     printf("peer gone: %d accepted, %d failed\n", accepted, w.failed);
 }
 
+/* --- configuration, without a peer --------------------------------------- */
+
+static void test_parse_backend(void **state)
+{
+    st_transport_backend_t b = 0;
+    assert_int_equal(st_transport_parse_backend("ucx", &b), ST_OK);
+    assert_int_equal(b, ST_TRANSPORT_UCX);
+    assert_int_equal(st_transport_parse_backend("LibFabric", &b), ST_OK);
+    assert_int_equal(b, ST_TRANSPORT_FABRIC);
+    assert_int_equal(st_transport_parse_backend("ofi", &b), ST_OK);
+    assert_int_equal(st_transport_parse_backend("verbs", &b), ST_ERR_INVALID);
+    assert_int_equal(st_transport_parse_backend(NULL, &b), ST_ERR_INVALID);
+    assert_int_equal(b, ST_TRANSPORT_FABRIC);
+    assert_string_equal(st_transport_backend_name(ST_TRANSPORT_UCX), "ucx");
+    assert_string_equal(st_transport_backend_name((st_transport_backend_t)9), "unknown");
+}
+
+static void test_create_refused(void **state)
+{
+    st_transport_t *tp = NULL;
+    st_transport_config_t none = {0};
+    assert_int_equal(st_transport_create(&none, &tp), ST_ERR_INVALID);
+    assert_int_equal(st_transport_create(NULL, &tp), ST_ERR_INVALID);
+    st_transport_config_t ucx = {.backend = ST_TRANSPORT_UCX, .ucx_tls = "no-such-transport"};
+    assert_int_equal(st_transport_create(&ucx, &tp), ST_ERR_UNSUPPORTED);
+    st_transport_config_t fab = {.backend = ST_TRANSPORT_FABRIC, .fabric_provider = "no-such"};
+    assert_int_equal(st_transport_create(&fab, &tp), ST_ERR_UNSUPPORTED);
+    assert_null(tp);
+}
+
+/* Regions alone: allocation, registration, bounds, and an address that a
+ * transport of the other backend refuses by name. */
+static void test_local_objects(void **state)
+{
+    st_transport_t *tp, *other;
+    st_transport_mem_t *mem;
+    assert_int_equal(st_transport_create(&g_cfg, &tp), ST_OK);
+    assert_int_equal(st_transport_mem_alloc(tp, 0, &mem), ST_ERR_INVALID);
+    assert_int_equal(st_transport_mem_register(tp, NULL, 64, &mem), ST_ERR_INVALID);
+    assert_int_equal(st_transport_mem_alloc(tp, 3 << 20, &mem), ST_OK);
+    assert_int_equal(st_transport_mem_len(mem), 3 << 20);
+    memset(st_transport_mem_addr(mem), 0x11, 3 << 20); /* writable, all of it */
+    st_transport_mem_deregister(tp, mem);
+
+    st_transport_config_t cfg = {.backend = g_cfg.backend == ST_TRANSPORT_UCX ? ST_TRANSPORT_FABRIC
+                                                                              : ST_TRANSPORT_UCX};
+    if (st_transport_create(&cfg, &other) == ST_OK) {
+        const void *addr;
+        size_t len;
+        st_transport_ep_t *ep = NULL;
+        st_transport_address(other, &addr, &len);
+        assert_int_equal(st_transport_connect(tp, addr, len, &ep), ST_ERR_INVALID);
+        assert_null(ep);
+        st_transport_destroy(other);
+    }
+    assert_int_equal(st_transport_inflight(tp), 0);
+    st_transport_destroy(tp); /* with nothing left to close */
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -734,5 +793,11 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_errors),        cmocka_unit_test(test_second_endpoint),
         cmocka_unit_test(test_user_region),   cmocka_unit_test(test_peer_gone),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    const struct CMUnitTest local_tests[] = {
+        cmocka_unit_test(test_parse_backend),
+        cmocka_unit_test(test_create_refused),
+        cmocka_unit_test(test_local_objects),
+    };
+    int failed = cmocka_run_group_tests(local_tests, NULL, NULL);
+    return failed + cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
