@@ -78,7 +78,8 @@ typedef struct ssd_op {
     st_ssd_key_t key;
     const void *data;
     size_t length;
-    void *copy; /* owned copy of the payload, or NULL */
+    void *copy;        /* owned copy of the payload, or NULL */
+    uint64_t checksum; /* XXH3-64 of the payload, computed by the caller's thread */
     uint64_t seq;
     st_ssd_done_fn done;
     void *done_arg;

@@ -142,7 +142,7 @@ static int w_write(st_ssd_t *ssd, MDB_txn *txn, ssd_op_t *op, ssd_usage_t *u, ss
     hdr.kind = op->key.kind;
     hdr.flags = (op->flags & ST_SSD_DURABLE) ? ST_SSD_DURABLE : 0;
     hdr.length = op->length;
-    hdr.checksum = XXH3_64bits(op->data, op->length);
+    hdr.checksum = op->checksum;
     hdr.seq = ++u->seq;
     hdr.created_us = ssd_wall_us();
     ssd_hdr_encode(&op->key, &hdr, hb);
@@ -705,6 +705,7 @@ static st_status_t ssd_queue_write(st_ssd_t *ssd, ssd_op_type_t type, const st_s
         local.key = *key;
         local.data = data;
         local.length = length;
+        local.checksum = XXH3_64bits(data, length);
         local.waited = 1;
         return ssd_submit(ssd, &local);
     }
@@ -720,6 +721,9 @@ static st_status_t ssd_queue_write(st_ssd_t *ssd, ssd_op_type_t type, const st_s
     op->length = length;
     op->done = done;
     op->done_arg = done_arg;
+    /* Hashed here, in the caller's thread, so that the one writer thread
+     * spends its time on the transaction. */
+    op->checksum = XXH3_64bits(data, length);
     if (done == NULL) {
         op->copy = op + 1;
         if (length != 0) {
