@@ -22,7 +22,10 @@ if [ ! -x "$nvcc" ]; then
     echo "nvcc not found at $nvcc: built the C kernels and bench_kernels only"
     exit 0
 fi
-cuflags="-gencode arch=compute_90,code=[sm_90,compute_90] -O3 --use_fast_math -lineinfo -Iinclude"
+# sm_90a machine code (wgmma) plus sm_90 PTX (the mma.sync paths) for other cards;
+# CUARCH overrides it (CUARCH="-gencode arch=compute_90,code=sm_90" tests the fallback).
+cuarch=${CUARCH:-"-gencode arch=compute_90a,code=sm_90a -gencode arch=compute_90,code=compute_90"}
+cuflags="$cuarch -O3 --use_fast_math -lineinfo -Iinclude"
 for f in common indexer attn kda rmsnorm select; do
     $nvcc $cuflags -c kernels/cuda/$f.cu -o "$out/cu_$f.o" &
 done

@@ -3,11 +3,14 @@
  * and the LSE merge.
  *
  * One CTA of 8 warps takes one batch entry and 64 heads and walks the selected
- * rows in tiles of 32, double-buffered in shared memory by cp.async (each row
- * fetched through its own pointer). Per tile: S = Q K^T with mma.sync
- * m16n8k16 bf16 (each warp 16 heads x 16 rows), an online softmax in the
- * log2 domain, P (bf16) to shared memory, then O += P V (each warp all 64
- * heads x 64 of the 512 value columns, accumulated in fp32 registers).
+ * rows in tiles of 64, double-buffered in shared memory by cp.async (each row
+ * fetched through its own pointer, loaded one tile ahead). Per tile: S = Q K^T with mma.sync
+ * m16n8k16 bf16, or on sm_90a wgmma m64n32k16 with both operands in shared memory
+ * (each warp 16 heads x 32 rows of the result), an online softmax in the log2
+ * domain, P (bf16) to shared memory, then O += P V (each warp all 64 heads x
+ * 64 of the 512 value columns, accumulated in fp32 registers). Shared-memory
+ * tiles are unpadded, in 128-byte swizzled panels (ka_swz), so that Q plus two
+ * K tiles fit and both ldmatrix and wgmma read them.
  */
 #include <cuda_bf16.h>
 #include <math.h>
@@ -18,20 +21,30 @@
 #define KA_DQK     576
 #define KA_DV      512
 #define KA_HG      64           /* heads per CTA */
-#define KA_BN      32           /* rows per tile */
-#define KA_LD      (KA_DQK + 8) /* padded row length in shared memory (bf16) */
-#define KA_PLD     (KA_BN + 8)  /* padded P row length */
+#define KA_BN      64           /* rows per tile */
+#define KA_CH      (KA_DQK / 8) /* 16-byte chunks per row */
 #define KA_THREADS 256
 
 struct ka_smem {
-    __nv_bfloat16 q[KA_HG * KA_LD];
-    __nv_bfloat16 k[2][KA_BN * KA_LD];
-    __nv_bfloat16 p[KA_HG * KA_PLD];
+    __nv_bfloat16 q[KA_HG * KA_DQK];
+    __nv_bfloat16 k[2][KA_BN * KA_DQK];
+    __nv_bfloat16 p[KA_HG * KA_BN];
     float red_max[2][KA_HG];
     float red_sum[2][KA_HG];
     float m[2][KA_HG];
     float l[KA_HG];
 };
+
+/*
+ * Element offset of (row, col) in a 64-row tile, stored as 128-byte-wide column panels
+ * (64 values each, panel after panel) with the 128-byte swizzle of wgmma: in each
+ * 8-row x 128-byte atom the 16-byte chunk c of row r sits at chunk c ^ (r & 7). ldmatrix
+ * reads it without bank conflicts and wgmma descriptors describe it directly.
+ */
+__device__ __forceinline__ int ka_swz(int row, int col)
+{
+    return (col >> 6) * (64 * 64) + row * 64 + ((((col >> 3) ^ row) & 7) << 3) + (col & 7);
+}
 
 __device__ __forceinline__ uint32_t ka_smem_addr(const void *p)
 {
@@ -60,20 +73,52 @@ __device__ __forceinline__ void ka_mma(float *c, const uint32_t *a, uint32_t b0,
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define KA_WGMMA 1
+/* wgmma shared-memory descriptor: 128-byte swizzle, 8-row groups 1024 bytes apart. */
+__device__ __forceinline__ uint64_t ka_desc(uint32_t addr)
+{
+    return (uint64_t)((addr & 0x3ffff) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
+           ((uint64_t)1 << 62);
+}
+
+/* d (64 heads x 32 rows, this thread's 16 values) += A (64 x 16) * B (32 x 16)^T. */
+__device__ __forceinline__ void ka_wgmma_64x32(float (&d)[4][4], uint64_t da, uint64_t db)
+{
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 0, 0;\n"
+        "}\n"
+        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+          "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+        : "l"(da), "l"(db), "r"(1));
+}
+#endif
+
 __device__ __forceinline__ void ka_cp16(void *dst, const void *src)
 {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(ka_smem_addr(dst)), "l"(src));
 }
 
-/* Issues the copy of tile t (rows t*32 ..) into buffer buf; rows past the end repeat row 0. */
-__device__ __forceinline__ void ka_load_tile(ka_smem *sm, int buf, const __nv_bfloat16 *const *rows,
-                                             int n_rows, int t)
+/* The row pointer that thread tid copies in tile t (4 threads per row); rows past the end
+ * repeat row 0, whose scores are masked. */
+__device__ __forceinline__ const __nv_bfloat16 *ka_row_ptr(const __nv_bfloat16 *const *rows,
+                                                           int n_rows, int t)
 {
-    for (int i = threadIdx.x; i < KA_BN * (KA_DQK / 8); i += KA_THREADS) {
-        int r = i / (KA_DQK / 8), ch = i % (KA_DQK / 8);
-        int gr = t * KA_BN + r;
-        const __nv_bfloat16 *src = rows[gr < n_rows ? gr : 0] + ch * 8;
-        ka_cp16(&sm->k[buf][r * KA_LD + ch * 8], src);
+    int gr = t * KA_BN + (threadIdx.x >> 2);
+    return rows[gr < n_rows ? gr : 0];
+}
+
+/* Issues this thread's 18 chunks of its row of tile t into buffer buf. */
+__device__ __forceinline__ void ka_load_tile(ka_smem *sm, int buf, const __nv_bfloat16 *src)
+{
+    const int r = threadIdx.x >> 2, part = threadIdx.x & 3;
+#pragma unroll
+    for (int i = 0; i < KA_CH / 4; i++) {
+        int ch = part + 4 * i;
+        ka_cp16(&sm->k[buf][ka_swz(r, ch * 8)], src + ch * 8);
     }
     asm volatile("cp.async.commit_group;\n" ::);
 }
@@ -82,8 +127,9 @@ __global__ void __launch_bounds__(KA_THREADS, 1)
     ka_sparse_attn_kernel(const __nv_bfloat16 *q, int n_heads, const __nv_bfloat16 *const *rows_all,
                           int n_rows, float scale_log2, float *out, float *lse)
 {
-    extern __shared__ __align__(16) unsigned char ka_raw[];
-    ka_smem *sm = reinterpret_cast<ka_smem *>(ka_raw);
+    extern __shared__ __align__(128) unsigned char ka_raw[];
+    /* wgmma's swizzle atoms need 1024-byte alignment; the launch asks for 1 KiB more. */
+    ka_smem *sm = reinterpret_cast<ka_smem *>(((uintptr_t)ka_raw + 1023) & ~(uintptr_t)1023);
     const int b = blockIdx.y, hg = blockIdx.x, tid = threadIdx.x;
     const int warp = tid >> 5, lane = tid & 31;
     const __nv_bfloat16 *const *rows = rows_all + (size_t)b * n_rows;
@@ -98,18 +144,20 @@ __global__ void __launch_bounds__(KA_THREADS, 1)
         }
         return;
     }
-    for (int i = tid; i < KA_HG * (KA_DQK / 8); i += KA_THREADS) {
-        int h = i / (KA_DQK / 8), ch = i % (KA_DQK / 8);
-        *reinterpret_cast<uint4 *>(&sm->q[h * KA_LD + ch * 8]) =
+    ka_load_tile(sm, 0, ka_row_ptr(rows, n_rows, 0));
+    const int n_tiles = (n_rows + KA_BN - 1) / KA_BN;
+    const __nv_bfloat16 *next_ptr = n_tiles > 1 ? ka_row_ptr(rows, n_rows, 1) : NULL;
+    for (int i = tid; i < KA_HG * KA_CH; i += KA_THREADS) {
+        int h = i / KA_CH, ch = i % KA_CH;
+        *reinterpret_cast<uint4 *>(&sm->q[ka_swz(h, ch * 8)]) =
             *reinterpret_cast<const uint4 *>(q + (head0 + h) * KA_DQK + ch * 8);
     }
     if (tid < KA_HG) {
         sm->m[0][tid] = -INFINITY;
         sm->l[tid] = 0.0f;
     }
-    ka_load_tile(sm, 0, rows, n_rows, 0);
 
-    const int wm = warp & 3, wn = warp >> 2; /* S phase: heads wm*16.., rows wn*16.. */
+    const int wm = warp & 3, wn = warp >> 2; /* S phase: heads wm*16.., rows wn*32.. */
     float acc[4][8][4];                      /* PV phase: 64 heads x columns warp*64.. */
 #pragma unroll
     for (int i = 0; i < 4; i++)
@@ -119,38 +167,69 @@ __global__ void __launch_bounds__(KA_THREADS, 1)
             for (int e = 0; e < 4; e++)
                 acc[i][j][e] = 0.0f;
 
-    const int n_tiles = (n_rows + KA_BN - 1) / KA_BN;
+    const int h0 = wm * 16 + (lane >> 2);
+
     int par = 0;
     for (int t = 0; t < n_tiles; t++) {
         const int buf = t & 1;
         asm volatile("cp.async.wait_all;\n" ::);
+#if KA_WGMMA
+        /* The tile (and Q) were written by this thread; wgmma reads them through the async proxy. */
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
         __syncthreads();
         if (t + 1 < n_tiles) {
-            ka_load_tile(sm, buf ^ 1, rows, n_rows, t + 1);
+            ka_load_tile(sm, buf ^ 1, next_ptr);
+            if (t + 2 < n_tiles) {
+                next_ptr = ka_row_ptr(rows, n_rows, t + 2);
+            }
         }
         const __nv_bfloat16 *kt = sm->k[buf];
 
-        /* S = Q K^T for 16 heads x 16 rows. */
-        float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
-        const __nv_bfloat16 *qa = &sm->q[(wm * 16 + (lane & 15)) * KA_LD + (lane >> 4) * 8];
-        const __nv_bfloat16 *kb =
-            &kt[(wn * 16 + (lane & 7) + ((lane >> 4) << 3)) * KA_LD + ((lane >> 3) & 1) * 8];
+        /* S = Q K^T: this warp's 16 heads x 32 rows. */
+        float s[4][4];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                s[i][e] = 0.0f;
+#if KA_WGMMA
+        {
+            /* Warpgroup wn: all 64 heads x rows wn*32..; K advances 16 values = 32 bytes. */
+            const uint32_t qa = ka_smem_addr(sm->q), kb = ka_smem_addr(kt) + wn * 32 * 128;
+            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll 4
+            for (int ks = 0; ks < KA_DQK / 16; ks++) {
+                uint32_t off = (ks >> 2) * (64 * 128) + (ks & 3) * 32;
+                ka_wgmma_64x32(s, ka_desc(qa + off), ka_desc(kb + off));
+            }
+            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        }
+#else
+        const int qa_row = wm * 16 + (lane & 15), qa_col = (lane >> 4) * 8;
+        const int kb_row = wn * 32 + (lane & 7) + ((lane >> 4) << 3),
+                  kb_col = ((lane >> 3) & 1) * 8;
 #pragma unroll 4
         for (int k0 = 0; k0 < KA_DQK; k0 += 16) {
-            uint32_t a[4], bb[4];
-            ka_ldm_x4(a, qa + k0);
-            ka_ldm_x4(bb, kb + k0);
-            ka_mma(s[0], a, bb[0], bb[1]);
-            ka_mma(s[1], a, bb[2], bb[3]);
+            uint32_t a[4], b0[4], b1[4];
+            ka_ldm_x4(a, &sm->q[ka_swz(qa_row, k0 + qa_col)]);
+            ka_ldm_x4(b0, &kt[ka_swz(kb_row, k0 + kb_col)]);
+            ka_ldm_x4(b1, &kt[ka_swz(kb_row + 16, k0 + kb_col)]);
+            ka_mma(s[0], a, b0[0], b0[1]);
+            ka_mma(s[1], a, b0[2], b0[3]);
+            ka_mma(s[2], a, b1[0], b1[1]);
+            ka_mma(s[3], a, b1[2], b1[3]);
         }
+#endif
         /* Scale to the log2 domain and mask rows past the end. */
         const int valid = n_rows - t * KA_BN;
         float mx[2] = {-INFINITY, -INFINITY}; /* heads h0 and h0+8 */
 #pragma unroll
-        for (int nt = 0; nt < 2; nt++)
+        for (int nt = 0; nt < 4; nt++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                int r = wn * 16 + nt * 8 + (lane & 3) * 2 + (e & 1);
+                int r = wn * 32 + nt * 8 + (lane & 3) * 2 + (e & 1);
                 float v = r < valid ? s[nt][e] * scale_log2 : -INFINITY;
                 s[nt][e] = v;
                 mx[e >> 1] = fmaxf(mx[e >> 1], v);
@@ -160,7 +239,6 @@ __global__ void __launch_bounds__(KA_THREADS, 1)
             mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
             mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
         }
-        const int h0 = wm * 16 + (lane >> 2);
         if ((lane & 3) == 0) {
             sm->red_max[wn][h0] = mx[0];
             sm->red_max[wn][h0 + 8] = mx[1];
@@ -172,11 +250,11 @@ __global__ void __launch_bounds__(KA_THREADS, 1)
             int h = h0 + i * 8;
             float mnew = fmaxf(sm->m[par][h], fmaxf(sm->red_max[0][h], sm->red_max[1][h]));
 #pragma unroll
-            for (int nt = 0; nt < 2; nt++) {
+            for (int nt = 0; nt < 4; nt++) {
                 float p0 = exp2f(s[nt][2 * i] - mnew), p1 = exp2f(s[nt][2 * i + 1] - mnew);
                 sum[i] += p0 + p1;
-                int r = wn * 16 + nt * 8 + (lane & 3) * 2;
-                *reinterpret_cast<__nv_bfloat162 *>(&sm->p[h * KA_PLD + r]) =
+                int r = wn * 32 + nt * 8 + (lane & 3) * 2;
+                *reinterpret_cast<__nv_bfloat162 *>(&sm->p[ka_swz(h, r)]) =
                     __floats2bfloat162_rn(p0, p1);
             }
             sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 1);
@@ -216,13 +294,13 @@ __global__ void __launch_bounds__(KA_THREADS, 1)
             uint32_t a[4][4];
 #pragma unroll
             for (int mi = 0; mi < 4; mi++) {
-                ka_ldm_x4(a[mi], &sm->p[(mi * 16 + (lane & 15)) * KA_PLD + k0 + (lane >> 4) * 8]);
+                ka_ldm_x4(a[mi], &sm->p[ka_swz(mi * 16 + (lane & 15), k0 + (lane >> 4) * 8)]);
             }
 #pragma unroll
             for (int nj = 0; nj < 8; nj += 2) {
                 uint32_t bb[4];
                 int col = warp * 64 + nj * 8 + (lane >> 4) * 8;
-                ka_ldm_x4_t(bb, &kt[(k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * KA_LD + col]);
+                ka_ldm_x4_t(bb, &kt[ka_swz(k0 + (lane & 7) + ((lane >> 3) & 1) * 8, col)]);
 #pragma unroll
                 for (int mi = 0; mi < 4; mi++) {
                     ka_mma(acc[mi][nj], a[mi], bb[0], bb[1]);
@@ -260,14 +338,10 @@ extern "C" st_status_t st_cuda_sparse_attn_bf16(const uint16_t *q, int n_batch, 
         (n_rows > 0 && !rows)) {
         return ST_ERR_INVALID;
     }
-    static int attr_set = 0;
-    if (!attr_set) {
-        cudaFuncSetAttribute(ka_sparse_attn_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)sizeof(ka_smem));
-        attr_set = 1;
-    }
+    const int smem = (int)sizeof(ka_smem) + 1024;
+    cudaFuncSetAttribute(ka_sparse_attn_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     dim3 grid(n_heads / KA_HG, n_batch);
-    ka_sparse_attn_kernel<<<grid, KA_THREADS, sizeof(ka_smem), KN_STREAM(stream)>>>(
+    ka_sparse_attn_kernel<<<grid, KA_THREADS, smem, KN_STREAM(stream)>>>(
         reinterpret_cast<const __nv_bfloat16 *>(q), n_heads,
         reinterpret_cast<const __nv_bfloat16 *const *>(rows), n_rows, scale * 1.4426950409f, out,
         lse);

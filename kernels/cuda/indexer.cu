@@ -69,31 +69,33 @@ extern "C" st_status_t st_cuda_indexer_scores(const float *q, const float *w, in
     return kn_launch_status("indexer_scores_f32");
 }
 
-/* fp8: a warp scores 16 keys per step on tensor cores (kn_fp8.cuh). */
-__global__ void __launch_bounds__(128)
+/* fp8: each warp streams groups of 16 keys through tensor cores (kn_fp8.cuh). */
+__global__ void __launch_bounds__(128, 2)
     ki_scores_fp8_kernel(const float *q, const float *w, int n_heads, const uint8_t *keys8,
                          const float *key_scale, int n_keys, float *scores)
 {
+    __shared__ kf_stage_t ring[4][KF_STAGES];
     const int t = blockIdx.y, lane = threadIdx.x & 31;
     uint32_t bq[8][8][2];
     float wl[8][2];
     kf_load_query(q + (size_t)t * n_heads * KF_DIM, w + (size_t)t * n_heads, n_heads, lane, bq, wl);
-    const int n_groups = (n_keys + 15) / 16;
     const int warp_id = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int n_warps = (gridDim.x * blockDim.x) >> 5;
-    for (int grp = warp_id; grp < n_groups; grp += n_warps) {
-        float s0, s1;
-        int r0 = grp * 16 + (lane >> 2), r1 = r0 + 8;
-        kf_score16(keys8, key_scale, n_keys, grp * 16, lane, bq, wl, &s0, &s1);
-        if ((lane & 3) == 0) {
-            if (r0 < n_keys) {
-                scores[(size_t)t * n_keys + r0] = s0;
-            }
-            if (r1 < n_keys) {
-                scores[(size_t)t * n_keys + r1] = s1;
-            }
-        }
-    }
+    float *out = scores + (size_t)t * n_keys;
+    kf_stream(
+        keys8, key_scale, n_keys, warp_id, n_warps, (n_keys + 15) / 16, [](int i) { return i; },
+        [&](int g, float s0, float s1) { /* item g is group g */
+                                         int r0 = g * 16 + (lane >> 2), r1 = r0 + 8;
+                                         if ((lane & 3) == 0) {
+                                             if (r0 < n_keys) {
+                                                 out[r0] = s0;
+                                             }
+                                             if (r1 < n_keys) {
+                                                 out[r1] = s1;
+                                             }
+                                         }
+        },
+        ring[threadIdx.x >> 5], lane, bq, wl);
 }
 
 extern "C" st_status_t st_cuda_indexer_scores_fp8(const float *q, const float *w, int n_q,
@@ -107,7 +109,7 @@ extern "C" st_status_t st_cuda_indexer_scores_fp8(const float *q, const float *w
     }
     int n_groups = (n_keys + 15) / 16;
     int blocks = (n_groups + 3) / 4;
-    int max_blocks = 132 * 8;
+    int max_blocks = 132 * 2;
     dim3 grid(blocks < max_blocks ? blocks : max_blocks, n_q);
     ki_scores_fp8_kernel<<<grid, 128, 0, KN_STREAM(stream)>>>(q, w, n_heads, keys8, key_scale,
                                                               n_keys, scores);
@@ -115,41 +117,126 @@ extern "C" st_status_t st_cuda_indexer_scores_fp8(const float *q, const float *w
 }
 
 /*
- * Bounds: one warp per block; lane holds dim/32 channels. The margin covers the
- * fp32 rounding of the scores and the fp16 rounding of q in the fp8 kernel
- * (relative 2^-11 per q entry): (2*(dim + n_heads + 2)*2^-23 + 2^-10) * sum|w||q||k|.
+ * Bounds. With mid = (min + max)/2 and rad = (max - min)/2 per channel,
+ * hi_j = q_j.mid + |q_j|.rad and lo_j = q_j.mid - |q_j|.rad: two dot products per
+ * head. One thread per block keeps both for all 64 heads; q and w sit in shared
+ * memory (every lane reads the same q, a broadcast), the summaries are staged 32
+ * channels at a time. The margin covers the fp32 rounding of the scores and of
+ * this sum, and the fp16 rounding of q in the fp8 scorer:
+ * gamma * (sum_j |w_j| |q_j|.rad + sum_j |w_j| |q_j|_1 * max_c |mid_c|) with
+ * gamma = 2 (dim + n_heads + 2) 2^-23 + 2^-10, at least the margin of docs/kernels.md
+ * since |q_j|.|mid| <= |q_j|_1 max |mid|.
  */
-__global__ void ki_bounds_kernel(const float *q, const float *w, int n_heads, int dim,
-                                 const float *summary, int n_blocks, float *bound)
+#define KB_BLOCKS 64 /* blocks per CTA; two threads per block, one per half of each 32 channels */
+#define KB_CCH    32 /* channels staged at a time */
+
+__global__ void __launch_bounds__(2 * KB_BLOCKS)
+    ki_bounds_kernel(const float *q, const float *w, int n_heads, int dim, const float *summary,
+                     int n_blocks, float *bound)
 {
-    const int lane = threadIdx.x & 31;
-    const int blk = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    if (blk >= n_blocks) {
-        return;
+    extern __shared__ float kb_sm[];
+    float *qs = kb_sm;         /* 64 x dim, heads past n_heads are 0 */
+    float *ws = qs + 64 * dim; /* 64 */
+    float *mids = ws + 64;     /* KB_CCH x KB_BLOCKS */
+    float *rads = mids + KB_CCH * KB_BLOCKS;
+    float *wq1 = rads + KB_CCH * KB_BLOCKS; /* 1 */
+    const int tid = threadIdx.x, blk0 = blockIdx.x * KB_BLOCKS;
+    const int bl = tid >> 1, half = tid & 1;
+    for (int i = tid * 4; i < 64 * dim; i += blockDim.x * 4) {
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (i / dim < n_heads) {
+            v = *reinterpret_cast<const float4 *>(q + i);
+        }
+        *reinterpret_cast<float4 *>(qs + i) = v;
     }
-    const float *mn = summary + (size_t)blk * 2 * dim, *mx = mn + dim;
-    float ub = 0.0f, absum = 0.0f;
-    for (int j = 0; j < n_heads; j++) {
-        float hi = 0.0f, lo = 0.0f, ab = 0.0f;
-        for (int c = lane; c < dim; c += 32) {
-            float qc = q[(size_t)j * dim + c];
-            float a = qc * mn[c], z = qc * mx[c];
-            hi += fmaxf(a, z);
-            lo += fminf(a, z);
-            ab += fabsf(qc) * fmaxf(fabsf(mn[c]), fabsf(mx[c]));
+    if (tid < 64) {
+        ws[tid] = tid < n_heads ? w[tid] : 0.0f;
+    }
+    __syncthreads();
+    if (tid < 32) {
+        float acc = 0.0f;
+        for (int j = tid; j < 64; j += 32) {
+            float l1 = 0.0f;
+            for (int c = 0; c < dim; c++) {
+                l1 += fabsf(qs[j * dim + c]);
+            }
+            acc += fabsf(ws[j]) * l1;
         }
         for (int o = 16; o > 0; o >>= 1) {
-            hi += __shfl_xor_sync(0xffffffffu, hi, o);
-            lo += __shfl_xor_sync(0xffffffffu, lo, o);
-            ab += __shfl_xor_sync(0xffffffffu, ab, o);
+            acc += __shfl_xor_sync(0xffffffffu, acc, o);
         }
-        float wj = w[j];
-        ub += wj * fmaxf(wj >= 0.0f ? hi : lo, 0.0f);
-        absum += fabsf(wj) * ab;
+        if (tid == 0) {
+            *wq1 = acc;
+        }
     }
-    if (lane == 0) {
+    float A[64], B[64], maxmid = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 64; j++) {
+        A[j] = 0.0f;
+        B[j] = 0.0f;
+    }
+    for (int c0 = 0; c0 < dim; c0 += KB_CCH) {
+        __syncthreads();
+        /* 64 blocks x 32 channels of min and max as float4: 16 loads per thread, all in flight. */
+        float4 mn4[4], mx4[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            int i = tid + u * 2 * KB_BLOCKS, b = i >> 3, c = (i & 7) * 4, gb = blk0 + b;
+            mn4[u] = mx4[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (gb < n_blocks) {
+                const float *src = summary + (size_t)gb * 2 * dim + c0 + c;
+                mn4[u] = *reinterpret_cast<const float4 *>(src);
+                mx4[u] = *reinterpret_cast<const float4 *>(src + dim);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            int i = tid + u * 2 * KB_BLOCKS, b = i >> 3, c = (i & 7) * 4;
+            const float mn[4] = {mn4[u].x, mn4[u].y, mn4[u].z, mn4[u].w};
+            const float mx[4] = {mx4[u].x, mx4[u].y, mx4[u].z, mx4[u].w};
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                mids[(c + e) * KB_BLOCKS + (b ^ (c + e))] = 0.5f * (mn[e] + mx[e]);
+                rads[(c + e) * KB_BLOCKS + (b ^ (c + e))] = 0.5f * (mx[e] - mn[e]);
+            }
+        }
+        __syncthreads();
+        /* This thread: channels half*16 .. half*16+15 of the 32 staged. */
+        for (int c = half * 16; c < half * 16 + 16; c += 4) {
+            float m4[4], r4[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                m4[e] = mids[(c + e) * KB_BLOCKS + (bl ^ (c + e))];
+                r4[e] = rads[(c + e) * KB_BLOCKS + (bl ^ (c + e))];
+                maxmid = fmaxf(maxmid, fabsf(m4[e]));
+            }
+#pragma unroll
+            for (int j = 0; j < 64; j++) {
+                float4 q4 = *reinterpret_cast<const float4 *>(&qs[j * dim + c0 + c]);
+                A[j] = fmaf(q4.x, m4[0], A[j]);
+                A[j] = fmaf(q4.y, m4[1], A[j]);
+                A[j] = fmaf(q4.z, m4[2], A[j]);
+                A[j] = fmaf(q4.w, m4[3], A[j]);
+                B[j] = fmaf(fabsf(q4.x), r4[0], B[j]);
+                B[j] = fmaf(fabsf(q4.y), r4[1], B[j]);
+                B[j] = fmaf(fabsf(q4.z), r4[2], B[j]);
+                B[j] = fmaf(fabsf(q4.w), r4[3], B[j]);
+            }
+        }
+    }
+    float ub = 0.0f, absum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 64; j++) {
+        float a = A[j] + __shfl_xor_sync(0xffffffffu, A[j], 1);
+        float b = B[j] + __shfl_xor_sync(0xffffffffu, B[j], 1);
+        float wj = ws[j];
+        ub += wj * fmaxf(wj >= 0.0f ? a + b : a - b, 0.0f);
+        absum += fabsf(wj) * b;
+    }
+    maxmid = fmaxf(maxmid, __shfl_xor_sync(0xffffffffu, maxmid, 1));
+    if (half == 0 && blk0 + bl < n_blocks) {
         float gamma = 2.0f * (dim + n_heads + 2) * FLT_EPSILON + 1.0f / 1024.0f;
-        bound[blk] = ub + gamma * absum;
+        bound[blk0 + bl] = ub + gamma * (absum + *wq1 * maxmid);
     }
 }
 
@@ -157,12 +244,15 @@ extern "C" st_status_t st_cuda_block_bounds(const float *q, const float *w, int 
                                             const float *summary, int n_blocks, float *bound,
                                             void *stream)
 {
-    if (!q || !w || !summary || !bound || n_heads <= 0 || dim <= 0 || n_blocks <= 0) {
+    if (!q || !w || !summary || !bound || n_heads <= 0 || n_heads > 64 || dim <= 0 ||
+        dim % KB_CCH != 0 || dim > 512 || n_blocks <= 0) {
         return ST_ERR_INVALID;
     }
-    int threads = 256, blocks = (n_blocks * 32 + threads - 1) / threads;
-    ki_bounds_kernel<<<blocks, threads, 0, KN_STREAM(stream)>>>(q, w, n_heads, dim, summary,
-                                                                n_blocks, bound);
+    size_t smem = sizeof(float) * (64 * (size_t)dim + 64 + 2 * KB_CCH * KB_BLOCKS + 1);
+    cudaFuncSetAttribute(ki_bounds_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    int blocks = (n_blocks + KB_BLOCKS - 1) / KB_BLOCKS;
+    ki_bounds_kernel<<<blocks, 2 * KB_BLOCKS, smem, KN_STREAM(stream)>>>(q, w, n_heads, dim,
+                                                                         summary, n_blocks, bound);
     return kn_launch_status("block_bounds");
 }
 

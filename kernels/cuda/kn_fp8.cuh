@@ -68,30 +68,54 @@ __device__ __forceinline__ void kf_load_query(const float *qt, const float *wt, 
     }
 }
 
-/*
- * Scores keys row0 .. row0+15: lanes with (lane & 3) == 0 get the score of
- * row0 + lane/4 in *s0 and of row0 + lane/4 + 8 in *s1 (rows past n_keys read as 0).
- */
-__device__ __forceinline__ void kf_score16(const uint8_t *keys8, const float *key_scale, int n_keys,
-                                           int row0, int lane, const uint32_t bq[8][8][2],
-                                           const float wl[8][2], float *s0_p, float *s1_p)
+#define KF_STAGES 3   /* groups of 16 keys in flight per warp */
+#define KF_ROWB   192 /* shared bytes per key row: 128 + 64 so that two rows hit disjoint banks */
+
+/* One stage of a warp's ring: 16 key rows and their scales. */
+typedef struct kf_stage {
+    uint8_t rows[16 * KF_ROWB];
+    float scale[16];
+} kf_stage_t;
+
+__device__ __forceinline__ void kf_cp16(void *dst, const void *src, int src_bytes)
 {
-    const int p = lane & 3;
-    const int r0 = row0 + (lane >> 2), r1 = r0 + 8;
-    uint4 k0a = make_uint4(0, 0, 0, 0), k0b = k0a, k1a = k0a, k1b = k0a;
-    float sc0 = 0.0f, sc1 = 0.0f;
-    if (r0 < n_keys) {
-        const uint4 *src = reinterpret_cast<const uint4 *>(keys8 + (size_t)r0 * KF_DIM);
-        k0a = __ldg(src + p);
-        k0b = __ldg(src + 4 + p);
-        sc0 = __ldg(key_scale + r0);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                     (uint32_t)__cvta_generic_to_shared(dst)),
+                 "l"(src), "r"(src_bytes));
+}
+
+/* Issues the copy of group g (rows 16g ..) into st; rows past n_keys read as zero. */
+__device__ __forceinline__ void kf_issue(const uint8_t *keys8, const float *key_scale, int n_keys,
+                                         int g, kf_stage_t *st, int lane)
+{
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        int c = lane + 32 * i, row = c >> 3, part = c & 7;
+        int r = g * 16 + row;
+        const uint8_t *src = r < n_keys ? keys8 + (size_t)r * KF_DIM + part * 16 : keys8;
+        kf_cp16(st->rows + row * KF_ROWB + part * 16, src, r < n_keys ? 16 : 0);
     }
-    if (r1 < n_keys) {
-        const uint4 *src = reinterpret_cast<const uint4 *>(keys8 + (size_t)r1 * KF_DIM);
-        k1a = __ldg(src + p);
-        k1b = __ldg(src + 4 + p);
-        sc1 = __ldg(key_scale + r1);
+    if (lane < 4) {
+        int r = g * 16 + lane * 4;
+        int bytes = (n_keys - r) * 4;
+        bytes = bytes < 0 ? 0 : (bytes > 16 ? 16 : bytes);
+        kf_cp16(st->scale + lane * 4, bytes > 0 ? key_scale + r : key_scale, bytes);
     }
+}
+
+/*
+ * Scores the 16 keys staged in st: lanes with (lane & 3) == 0 get row lane/4 in *s0 and
+ * row lane/4 + 8 in *s1 (zero rows score 0).
+ */
+__device__ __forceinline__ void kf_score_stage(const kf_stage_t *st, int lane,
+                                               const uint32_t bq[8][8][2], const float wl[8][2],
+                                               float *s0_p, float *s1_p)
+{
+    const int p = lane & 3, r0 = lane >> 2;
+    const uint4 k0a = *reinterpret_cast<const uint4 *>(st->rows + r0 * KF_ROWB + p * 16);
+    const uint4 k0b = *reinterpret_cast<const uint4 *>(st->rows + r0 * KF_ROWB + 64 + p * 16);
+    const uint4 k1a = *reinterpret_cast<const uint4 *>(st->rows + (r0 + 8) * KF_ROWB + p * 16);
+    const uint4 k1b = *reinterpret_cast<const uint4 *>(st->rows + (r0 + 8) * KF_ROWB + 64 + p * 16);
     const uint32_t w0[8] = {k0a.x, k0a.y, k0a.z, k0a.w, k0b.x, k0b.y, k0b.z, k0b.w};
     const uint32_t w1[8] = {k1a.x, k1a.y, k1a.z, k1a.w, k1b.x, k1b.y, k1b.z, k1b.w};
     float acc[8][4];
@@ -119,8 +143,47 @@ __device__ __forceinline__ void kf_score16(const uint8_t *keys8, const float *ke
     s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
     s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
     s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
-    *s0_p = s0 * sc0;
-    *s1_p = s1 * sc1;
+    *s0_p = s0 * st->scale[r0];
+    *s1_p = s1 * st->scale[r0 + 8];
+}
+
+/*
+ * A warp scores the work items first, first + stride, ... below n_items, item i
+ * being the group map(i), with KF_STAGES groups in flight through its ring of
+ * shared-memory stages, and calls emit(i, s0, s1) for each (all lanes; see
+ * kf_score_stage for which lanes hold scores).
+ */
+template <class Map, class Emit>
+__device__ __forceinline__ void kf_stream(const uint8_t *keys8, const float *key_scale, int n_keys,
+                                          int first, int stride, int n_items, Map map, Emit emit,
+                                          kf_stage_t *ring, int lane, const uint32_t bq[8][8][2],
+                                          const float wl[8][2])
+{
+    int fi = first, ci = first, slot = 0;
+#pragma unroll
+    for (int s = 0; s < KF_STAGES; s++) {
+        if (fi < n_items) {
+            kf_issue(keys8, key_scale, n_keys, map(fi), &ring[s], lane);
+            fi += stride;
+        }
+        asm volatile("cp.async.commit_group;\n" ::);
+    }
+    for (; ci < n_items; ci += stride) {
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(KF_STAGES - 1));
+        __syncwarp();
+        kf_stage_t *st = &ring[slot];
+        float s0, s1;
+        kf_score_stage(st, lane, bq, wl, &s0, &s1);
+        emit(ci, s0, s1);
+        __syncwarp();
+        if (fi < n_items) {
+            kf_issue(keys8, key_scale, n_keys, map(fi), st, lane);
+            fi += stride;
+        }
+        asm volatile("cp.async.commit_group;\n" ::);
+        slot = slot + 1 == KF_STAGES ? 0 : slot + 1;
+    }
+    asm volatile("cp.async.wait_all;\n" ::);
 }
 
 #endif

@@ -36,6 +36,8 @@ typedef struct ks_state {
     int n_cand;            /* candidates appended */
     int n_taken_eq;        /* gather: ties taken */
     int n_out;             /* gather: rows written */
+    int n_list;            /* blocks listed so far; candidate rows of entry i: i*block_rows.. */
+    int list_start;        /* first entry of the list that the next scoring pass takes */
 } ks_state_t;
 
 /* One radix pass over vals[0..n) (n = *n_dev when n_dev is set). */
@@ -50,10 +52,24 @@ __global__ void ks_radix_pass(const float *vals, int n_host, const int *n_dev, i
     }
     __syncthreads();
     const uint32_t prefix = st->prefix, mask = st->mask;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        uint32_t key = ks_key(vals[i]);
-        if ((key & mask) == prefix) {
-            atomicAdd(&h[(key >> shift) & 0xff], 1u);
+    /* Float keys crowd into a few digits: lanes with the same digit add once (warp-aggregated). */
+    const int stride = gridDim.x * blockDim.x;
+    const int lane = threadIdx.x & 31;
+    for (int base = blockIdx.x * blockDim.x; base < n; base += stride) {
+        int i = base + threadIdx.x;
+        bool hit = false;
+        uint32_t digit = 0;
+        if (i < n) {
+            uint32_t key = ks_key(vals[i]);
+            hit = (key & mask) == prefix;
+            digit = (key >> shift) & 0xff;
+        }
+        unsigned voters = __ballot_sync(0xffffffffu, hit);
+        if (hit) {
+            unsigned same = __match_any_sync(voters, digit);
+            if (lane == __ffs(same) - 1) {
+                atomicAdd(&h[digit], (uint32_t)__popc(same));
+            }
         }
     }
     __syncthreads();
@@ -68,10 +84,19 @@ __global__ void ks_radix_pass(const float *vals, int n_host, const int *n_dev, i
         last = atomicAdd(&st->done, 1u) == gridDim.x - 1;
     }
     __syncthreads();
-    if (!last || threadIdx.x != 0) {
+    if (!last) {
         return;
     }
+    /* The last CTA: take the global histogram (and clear it for the next pass), pick the digit. */
     __threadfence();
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) {
+        h[i] = atomicExch(&st->hist[i], 0u);
+    }
+    __syncthreads();
+    if (threadIdx.x != 0) {
+        return;
+    }
+    st->done = 0;
     if (shift == 24 && n < k) {
         /* Fewer values than the rank: the threshold is the lowest key, every value passes. */
         st->prefix = 0;
@@ -79,29 +104,20 @@ __global__ void ks_radix_pass(const float *vals, int n_host, const int *n_dev, i
         st->k_left = 0;
     }
     if (st->mask == 0xffffffffu) {
-        for (int i = 0; i < 256; i++) {
-            st->hist[i] = 0;
-        }
-        st->done = 0;
         return;
     }
     int want = shift == 24 ? k : st->k_left;
     uint32_t cum = 0;
     int d = 255;
     for (; d > 0; d--) {
-        uint32_t c = atomicAdd(&st->hist[d], 0u);
-        if (cum + c >= (uint32_t)want) {
+        if (cum + h[d] >= (uint32_t)want) {
             break;
         }
-        cum += c;
+        cum += h[d];
     }
     st->k_left = want - (int)cum;
     st->prefix = prefix | ((uint32_t)d << shift);
     st->mask = mask | (0xffu << shift);
-    for (int i = 0; i < 256; i++) {
-        st->hist[i] = 0;
-    }
-    st->done = 0;
 }
 
 /* After 4 passes st->prefix is the key of the k-th largest value. */
@@ -123,6 +139,8 @@ __global__ void ks_reset(ks_state_t *st, int keep_cand)
         st->done = 0;
         if (!keep_cand) {
             st->n_cand = 0;
+            st->n_list = 0;
+            st->list_start = 0;
         }
         st->n_taken_eq = 0;
         st->n_out = 0;
@@ -136,52 +154,68 @@ __global__ void ks_reset(ks_state_t *st, int keep_cand)
 __global__ void ks_save_threshold(ks_state_t *st, uint32_t *thr)
 {
     *thr = st->prefix;
+    st->list_start = st->n_list; /* the next list pass appends after what is scored */
+}
+
+/* Lists the blocks whose bound key is >= *lo_key (and < *hi_key when given). */
+__global__ void ks_list_blocks(const float *bound, int n_blocks, const uint32_t *lo_key,
+                               const uint32_t *hi_key, int32_t *list, ks_state_t *st)
+{
+    const int b = blockIdx.x * blockDim.x + threadIdx.x, lane = threadIdx.x & 31;
+    bool take = false;
+    if (b < n_blocks) {
+        uint32_t bk = ks_key(bound[b]);
+        take = bk >= *lo_key && (hi_key == NULL || bk < *hi_key);
+    }
+    unsigned m = __ballot_sync(0xffffffffu, take);
+    int base = 0;
+    if (lane == 0 && m) {
+        base = atomicAdd(&st->n_list, __popc(m));
+    }
+    base = __shfl_sync(0xffffffffu, base, 0);
+    if (take) {
+        list[base + __popc(m & ((1u << lane) - 1))] = b;
+    }
 }
 
 /*
- * Scores the rows of every block that passes the gate and appends them.
- * stage 0: bound key >= lo_key (the seed); stage 1: bound key >= lo_key and < hi_key.
+ * Scores the rows of the list entries from list_start on (block_rows / 16 groups
+ * each); entry i's rows go to candidates i*block_rows .., so no atomics are needed.
  */
-__global__ void __launch_bounds__(128)
+__global__ void __launch_bounds__(128, 2)
     ks_score_blocks(const float *q, const float *w, int n_heads, const uint8_t *keys8,
-                    const float *key_scale, int n_keys, int block_rows, const float *bound,
-                    const uint32_t *lo_key, const uint32_t *hi_key, float *cand_s, int32_t *cand_i,
-                    ks_state_t *st)
+                    const float *key_scale, int n_keys, int block_rows, const int32_t *list,
+                    float *cand_s, int32_t *cand_i, ks_state_t *st)
 {
-    const int lane = threadIdx.x & 31;
-    const uint32_t lo = *lo_key, hi = hi_key ? *hi_key : 0xffffffffu;
-    const int inclusive_hi = hi_key == NULL;
-    uint32_t bq[8][8][2];
-    float wl[8][2];
-    bool loaded = false;
-    const int n_groups = (n_keys + 15) / 16;
+    __shared__ kf_stage_t ring[4][KF_STAGES];
+    const int lane = threadIdx.x & 31, gpb = block_rows / 16;
+    const int first = st->list_start * gpb, n_items = st->n_list * gpb;
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        st->n_cand = st->n_list * block_rows;
+    }
     const int warp_id = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int n_warps = (gridDim.x * blockDim.x) >> 5;
-    for (int grp = warp_id; grp < n_groups; grp += n_warps) {
-        uint32_t bk = ks_key(bound[(grp * 16) / block_rows]);
-        if (bk < lo || (inclusive_hi ? false : bk >= hi)) {
-            continue;
-        }
-        if (!loaded) {
-            kf_load_query(q, w, n_heads, lane, bq, wl);
-            loaded = true;
-        }
-        float s0, s1;
-        kf_score16(keys8, key_scale, n_keys, grp * 16, lane, bq, wl, &s0, &s1);
-        int base = 0;
-        if (lane == 0) {
-            base = atomicAdd(&st->n_cand, 16);
-        }
-        base = __shfl_sync(0xffffffffu, base, 0);
-        if ((lane & 3) == 0) {
-            int r0 = grp * 16 + (lane >> 2), r1 = r0 + 8;
-            int o0 = base + (lane >> 2), o1 = o0 + 8;
-            cand_s[o0] = r0 < n_keys ? s0 : -INFINITY;
-            cand_i[o0] = r0 < n_keys ? r0 : -1;
-            cand_s[o1] = r1 < n_keys ? s1 : -INFINITY;
-            cand_i[o1] = r1 < n_keys ? r1 : -1;
-        }
+    if (first + warp_id >= n_items) {
+        return;
     }
+    uint32_t bq[8][8][2];
+    float wl[8][2];
+    kf_load_query(q, w, n_heads, lane, bq, wl);
+    kf_stream(
+        keys8, key_scale, n_keys, first + warp_id, n_warps, n_items,
+        [&](int i) { return __ldg(list + i / gpb) * gpb + i % gpb; },
+        [&](int i, float s0, float s1) {
+            if ((lane & 3) == 0) {
+                int g = __ldg(list + i / gpb) * gpb + i % gpb;
+                int r0 = g * 16 + (lane >> 2), r1 = r0 + 8;
+                int o0 = i * 16 + (lane >> 2), o1 = o0 + 8;
+                cand_s[o0] = r0 < n_keys ? s0 : -INFINITY;
+                cand_i[o0] = r0 < n_keys ? r0 : -1;
+                cand_s[o1] = r1 < n_keys ? s1 : -INFINITY;
+                cand_i[o1] = r1 < n_keys ? r1 : -1;
+            }
+        },
+        ring[threadIdx.x >> 5], lane, bq, wl);
 }
 
 /* Writes the candidates above the threshold, and as many equal to it as the rank asks. */
@@ -219,7 +253,8 @@ extern "C" size_t st_cuda_indexer_topk_workspace(int n_keys, int block_rows)
     }
     size_t nb = (size_t)(n_keys + block_rows - 1) / block_rows;
     size_t nc = (size_t)n_keys + 16 * ((size_t)block_rows / 16 + 2) + nb * 16;
-    return 256 + sizeof(ks_state_t) + nb * sizeof(float) + nc * (sizeof(float) + sizeof(int32_t));
+    return 256 + sizeof(ks_state_t) + nb * (sizeof(float) + sizeof(int32_t)) +
+           nc * (sizeof(float) + sizeof(int32_t));
 }
 
 extern "C" st_status_t st_cuda_indexer_topk_fp8(const float *q, const float *w, int n_heads,
@@ -242,6 +277,8 @@ extern "C" st_status_t st_cuda_indexer_topk_fp8(const float *q, const float *w, 
     float *cand_s = bound + nb;
     size_t nc = (size_t)n_keys + 16 * ((size_t)block_rows / 16 + 2) + (size_t)nb * 16;
     int32_t *cand_i = (int32_t *)(cand_s + nc);
+    int32_t *list = cand_i + nc;
+    const int lb = (nb + 255) / 256;
     st_status_t rc;
 
     rc = st_cuda_block_bounds(q, w, n_heads, KF_DIM, summary, nb, bound, stream);
@@ -249,19 +286,21 @@ extern "C" st_status_t st_cuda_indexer_topk_fp8(const float *q, const float *w, 
         return rc;
     }
     /* Seed: blocks whose bound ranks among the best n_seed. */
-    int n_seed = (k + block_rows - 1) / block_rows + 1;
+    int n_seed = 4 * ((k + block_rows - 1) / block_rows); /* tau near the median of the seed */
     n_seed = n_seed < nb ? n_seed : nb;
     ks_reset<<<1, 256, 0, s>>>(st, 0);
     ks_select(bound, nb, NULL, n_seed, st, s);
     ks_save_threshold<<<1, 1, 0, s>>>(st, &thr[0]);
+    ks_list_blocks<<<lb, 256, 0, s>>>(bound, nb, &thr[0], NULL, list, st);
     ks_score_blocks<<<KS_GRID, 128, 0, s>>>(q, w, n_heads, keys8, key_scale, n_keys, block_rows,
-                                            bound, &thr[0], NULL, cand_s, cand_i, st);
+                                            list, cand_s, cand_i, st);
     /* tau: the k-th best seed score (-inf ranks lowest when there are fewer than k). */
     ks_reset<<<1, 256, 0, s>>>(st, 1);
     ks_select(cand_s, 0, &st->n_cand, k, st, s);
     ks_save_threshold<<<1, 1, 0, s>>>(st, &thr[1]);
-    ks_score_blocks<<<KS_GRID * 4, 128, 0, s>>>(q, w, n_heads, keys8, key_scale, n_keys, block_rows,
-                                                bound, &thr[1], &thr[0], cand_s, cand_i, st);
+    ks_list_blocks<<<lb, 256, 0, s>>>(bound, nb, &thr[1], &thr[0], list, st);
+    ks_score_blocks<<<KS_GRID, 128, 0, s>>>(q, w, n_heads, keys8, key_scale, n_keys, block_rows,
+                                            list, cand_s, cand_i, st);
     /* The k best candidates. */
     ks_reset<<<1, 256, 0, s>>>(st, 1);
     ks_select(cand_s, 0, &st->n_cand, k, st, s);
