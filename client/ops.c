@@ -58,7 +58,8 @@ static size_t sc_targets(const st_client_t *c, const st_hash_t *chain, uint64_t 
 typedef struct sc_lookup_item {
     Strata__V1__LookupRequest req;
     Strata__V1__Segment **segs;
-    size_t *seg_k; /* chain segment of each request segment */
+    size_t *seg_k; /* first chain segment of each request segment */
+    size_t *seg_n; /* chain segments it covers */
     uint32_t node;
 } sc_lookup_item_t;
 
@@ -106,7 +107,12 @@ st_status_t st_client_lookup(st_client_t *c, const st_hash_t *chain, size_t n_bl
         segs[k].block_hashes.data = (uint8_t *)chain[k * S].b;
         segs[k].block_hashes.len = ans[k].n_blocks * ST_HASH_BYTES;
     }
-    /* One request per node, split where it would pass the node's limits. */
+    /*
+     * One request per node, split where it would pass the node's limits.
+     * Consecutive segments with the same owner travel as one request segment
+     * (the owner's answer for the run is the same prefix), which keeps the
+     * messages small when few nodes hold a long chain.
+     */
     for (uint32_t node = 0; node < c->n_nodes; node++) {
         sc_lookup_item_t *cur = NULL;
         size_t hashes = 0;
@@ -121,7 +127,8 @@ st_status_t st_client_lookup(st_client_t *c, const st_hash_t *chain, size_t n_bl
                 strata__v1__lookup_request__init(&cur->req);
                 cur->segs = calloc(n_seg, sizeof(*cur->segs));
                 cur->seg_k = calloc(n_seg, sizeof(*cur->seg_k));
-                if (cur->segs == NULL || cur->seg_k == NULL) {
+                cur->seg_n = calloc(n_seg, sizeof(*cur->seg_n));
+                if (cur->segs == NULL || cur->seg_k == NULL || cur->seg_n == NULL) {
                     goto out;
                 }
                 cur->node = node;
@@ -134,7 +141,19 @@ st_status_t st_client_lookup(st_client_t *c, const st_hash_t *chain, size_t n_bl
                 cur->req.segments = cur->segs;
                 hashes = 0;
             }
+            if (cur->req.n_segments > 0) {
+                size_t last = cur->req.n_segments - 1;
+
+                if (cur->seg_k[last] + cur->seg_n[last] == k) {
+                    /* Extend the run: the chain's hashes are contiguous. */
+                    cur->segs[last]->block_hashes.len += ans[k].n_blocks * ST_HASH_BYTES;
+                    cur->seg_n[last]++;
+                    hashes += ans[k].n_blocks;
+                    continue;
+                }
+            }
             cur->seg_k[cur->req.n_segments] = k;
+            cur->seg_n[cur->req.n_segments] = 1;
             cur->segs[cur->req.n_segments++] = &segs[k];
             hashes += ans[k].n_blocks;
         }
@@ -161,12 +180,19 @@ st_status_t st_client_lookup(st_client_t *c, const st_hash_t *chain, size_t n_bl
             continue;
         }
         for (size_t j = 0; j < r->n_segments; j++) {
-            size_t k = li[i].seg_k[j];
+            uint64_t m = r->segments[j]->matched_blocks;
 
-            ans[k].answered = 1;
-            ans[k].matched = r->segments[j]->matched_blocks;
-            ans[k].kda = r->segments[j]->kda_checkpoints;
-            ans[k].n_kda = r->segments[j]->n_kda_checkpoints;
+            /* Spread the run's match over the chain segments it covers. */
+            for (size_t q = 0; q < li[i].seg_n[j]; q++) {
+                size_t k = li[i].seg_k[j] + q;
+                uint64_t here = m > ans[k].n_blocks ? ans[k].n_blocks : m;
+
+                ans[k].answered = 1;
+                ans[k].matched = (uint32_t)here;
+                ans[k].kda = r->segments[j]->kda_checkpoints;
+                ans[k].n_kda = r->segments[j]->n_kda_checkpoints;
+                m -= here;
+            }
         }
     }
     st_compose_prefix(ans, n_seg, &prefix);
@@ -184,6 +210,7 @@ out:
     for (size_t i = 0; li != NULL && i < n_items; i++) {
         free(li[i].segs);
         free(li[i].seg_k);
+        free(li[i].seg_n);
     }
     free(owner), free(ans), free(segs), free(li), free(items), free(down), free(layer_list);
     if (status == ST_ERR_NOMEM) {
