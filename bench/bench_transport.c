@@ -8,7 +8,11 @@
  *   bench_transport [--backend ucx|libfabric] [--tls T] [--provider P]
  *                   [--domain D] [--region-mb 512] [--round-mb 1024]
  *                   [--inflight 16] [--rounds 11] [--sizes-kb 64,256,1024]
- *                   [--target-busy]
+ *                   [--target-busy] [--row-bytes 656] [--row-inflight 256]
+ *                   [--row-mb 64]
+ *
+ * Then random row-granular gets (656-byte rows, 256 in flight) against
+ * memcpy of the same rows, in rows per second.
  */
 #include <getopt.h>
 #include <stdbool.h>
@@ -29,6 +33,9 @@ typedef struct opts {
     unsigned inflight;
     unsigned rounds;
     bool target_busy;
+    size_t row_bytes;
+    unsigned row_inflight;
+    size_t row_mb;
     size_t sizes[MAX_SIZES];
     unsigned n_sizes;
 } opts_t;
@@ -38,19 +45,28 @@ static void usage(const char *prog)
     fprintf(stderr,
             "usage: %s [--backend ucx|libfabric] [--tls T] [--provider P] [--domain D]\n"
             "          [--region-mb N] [--round-mb N] [--inflight N] [--rounds N]\n"
-            "          [--sizes-kb a,b,c] [--target-busy]\n",
+            "          [--sizes-kb a,b,c] [--target-busy]\n"
+            "          [--row-bytes 656 (0: none)] [--row-inflight 256] [--row-mb 64]\n",
             prog);
 }
 
 static int parse_opts(int argc, char **argv, opts_t *o)
 {
-    static const struct option longopts[] = {
-        {"backend", required_argument, NULL, 'b'},   {"tls", required_argument, NULL, 't'},
-        {"provider", required_argument, NULL, 'p'},  {"domain", required_argument, NULL, 'd'},
-        {"region-mb", required_argument, NULL, 'r'}, {"round-mb", required_argument, NULL, 'R'},
-        {"inflight", required_argument, NULL, 'i'},  {"rounds", required_argument, NULL, 'n'},
-        {"sizes-kb", required_argument, NULL, 's'},  {"help", no_argument, NULL, 'h'},
-        {"target-busy", no_argument, NULL, 'B'},     {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {{"backend", required_argument, NULL, 'b'},
+                                             {"tls", required_argument, NULL, 't'},
+                                             {"provider", required_argument, NULL, 'p'},
+                                             {"domain", required_argument, NULL, 'd'},
+                                             {"region-mb", required_argument, NULL, 'r'},
+                                             {"round-mb", required_argument, NULL, 'R'},
+                                             {"inflight", required_argument, NULL, 'i'},
+                                             {"rounds", required_argument, NULL, 'n'},
+                                             {"sizes-kb", required_argument, NULL, 's'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {"target-busy", no_argument, NULL, 'B'},
+                                             {"row-bytes", required_argument, NULL, 'w'},
+                                             {"row-inflight", required_argument, NULL, 'W'},
+                                             {"row-mb", required_argument, NULL, 'M'},
+                                             {NULL, 0, NULL, 0}};
     memset(o, 0, sizeof(*o));
     o->cfg.backend = ST_TRANSPORT_UCX;
     o->region_bytes = (size_t)512 << 20;
@@ -61,6 +77,9 @@ static int parse_opts(int argc, char **argv, opts_t *o)
     o->sizes[1] = 256 << 10;
     o->sizes[2] = 1024 << 10;
     o->n_sizes = 3;
+    o->row_bytes = 656;
+    o->row_inflight = 256;
+    o->row_mb = 64;
     int c;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
@@ -76,6 +95,9 @@ static int parse_opts(int argc, char **argv, opts_t *o)
         case 'R': o->round_bytes = strtoull(optarg, NULL, 10) << 20; break;
         case 'i': o->inflight = (unsigned)strtoul(optarg, NULL, 10); break;
         case 'n': o->rounds = (unsigned)strtoul(optarg, NULL, 10); break;
+        case 'w': o->row_bytes = strtoull(optarg, NULL, 10); break;
+        case 'W': o->row_inflight = (unsigned)strtoul(optarg, NULL, 10); break;
+        case 'M': o->row_mb = strtoull(optarg, NULL, 10); break;
         case 'B': o->target_busy = true; break;
         case 's': {
             o->n_sizes = 0;
@@ -90,7 +112,9 @@ static int parse_opts(int argc, char **argv, opts_t *o)
         }
     }
     if (o->region_bytes == 0 || o->round_bytes == 0 || o->inflight == 0 || o->rounds == 0 ||
-        o->n_sizes == 0) {
+        o->n_sizes == 0 ||
+        (o->row_bytes > 0 &&
+         (o->row_inflight == 0 || o->row_mb == 0 || o->row_bytes > o->region_bytes))) {
         usage(argv[0]);
         return -1;
     }
@@ -121,6 +145,9 @@ int main(int argc, char **argv)
         max_size = o.sizes[i] > max_size ? o.sizes[i] : max_size;
     }
     size_t local_len = (size_t)o.inflight * max_size;
+    if ((size_t)o.row_inflight * o.row_bytes > local_len) {
+        local_len = (size_t)o.row_inflight * o.row_bytes;
+    }
     uint8_t *local = mmap(NULL, local_len, PROT_READ | PROT_WRITE,
                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     /* The memcpy source: the same working set, in this process. */
@@ -187,6 +214,41 @@ int main(int argc, char **argv)
         snprintf(b, sizeof(b), "%.2f (%.2f) [%.2f-%.2f]", t.median, t.mad, t.min, t.max);
         printf("%5zu KB | %-28s | %-28s | %.2f\n", size >> 10, a, b, t.median / m.median);
         fflush(stdout);
+    }
+
+    /* Row-granular reads: random whole rows, many in flight, as a sparse
+     * attention query reads its selected rows. */
+    if (rc == 0 && o.row_bytes > 0) {
+        size_t row_total = o.row_mb << 20;
+        double seconds;
+        printf("random rows of %zu B, %u in flight, %zu MB per round:\n", o.row_bytes,
+               o.row_inflight, o.row_mb);
+        printf("%-8s | %-28s | %-28s | %s\n", "", "memcpy Mrows/s median (MAD)",
+               "get Mrows/s median (MAD) [min-max]", "get/memcpy");
+        (void)bench_memcpy_random(local, src, o.region_bytes, o.row_bytes, o.row_inflight,
+                                  row_total / 4, 7);
+        st = bench_tp_random_gets(&loop, o.row_bytes, o.row_inflight, row_total / 4, 7, &seconds);
+        double rows = (double)(row_total / o.row_bytes);
+        for (unsigned r = 0; r < o.rounds && st == ST_OK; r++) {
+            double ms = bench_memcpy_random(local, src, o.region_bytes, o.row_bytes, o.row_inflight,
+                                            row_total, 11 + r);
+            mc[r] = rows / ms * 1e-6;
+            st = bench_tp_random_gets(&loop, o.row_bytes, o.row_inflight, row_total, 11 + r,
+                                      &seconds);
+            tg[r] = rows / seconds * 1e-6;
+        }
+        if (st != ST_OK) {
+            fprintf(stderr, "row gets failed: %s\n", st_strerror(st));
+            rc = 1;
+        } else {
+            bench_stats_t m, t;
+            bench_stats(mc, o.rounds, &m);
+            bench_stats(tg, o.rounds, &t);
+            char a[64], b[64];
+            snprintf(a, sizeof(a), "%.2f (%.2f)", m.median, m.mad);
+            snprintf(b, sizeof(b), "%.2f (%.2f) [%.2f-%.2f]", t.median, t.mad, t.min, t.max);
+            printf("%6zu B | %-28s | %-28s | %.2f\n", o.row_bytes, a, b, t.median / m.median);
+        }
     }
     free(mc);
     free(tg);

@@ -187,8 +187,25 @@ static void bench_tp_on_get(void *user, st_status_t status)
     s->free_slots[s->n_free++] = slot->index;
 }
 
-st_status_t bench_tp_stream_gets(const bench_tp_loop_t *loop, size_t op_bytes, unsigned inflight,
-                                 size_t total_bytes, double *seconds_p)
+static uint64_t bench_tp_mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+/* The offset of the k-th op: in order (wrapping), or a random whole slot. */
+static size_t bench_tp_offset(size_t k, size_t op_bytes, size_t span, uint64_t seed)
+{
+    if (seed == 0) {
+        return (k * op_bytes) % span;
+    }
+    return (size_t)(bench_tp_mix(seed + k) % (span / op_bytes)) * op_bytes;
+}
+
+static st_status_t bench_tp_gets(const bench_tp_loop_t *loop, size_t op_bytes, unsigned inflight,
+                                 size_t total_bytes, uint64_t seed, double *seconds_p)
 {
     if (op_bytes == 0 || inflight == 0 || (size_t)inflight * op_bytes > loop->local_len ||
         op_bytes > loop->remote_len) {
@@ -207,24 +224,21 @@ st_status_t bench_tp_stream_gets(const bench_tp_loop_t *loop, size_t op_bytes, u
         s.free_slots[s.n_free++] = i;
     }
     size_t span = loop->remote_len / op_bytes * op_bytes;
-    size_t cursor = 0, posted = 0;
+    size_t k = 0, posted = 0;
     st_status_t st = ST_OK;
     uint64_t t0 = bench_now_ns();
     while (s.done_bytes < total_bytes && s.error == ST_OK) {
         while (s.n_free > 0 && posted < total_bytes) {
             unsigned i = s.free_slots[--s.n_free];
+            size_t off = bench_tp_offset(k++, op_bytes, span, seed);
             st = st_transport_get(loop->ep, loop->local + (size_t)i * op_bytes, op_bytes,
-                                  loop->local_mem, loop->remote_base + cursor, loop->rkey,
+                                  loop->local_mem, loop->remote_base + off, loop->rkey,
                                   bench_tp_on_get, &slots[i]);
             if (st != ST_OK) {
                 s.error = st;
                 break;
             }
             posted += op_bytes;
-            cursor += op_bytes;
-            if (cursor >= span) {
-                cursor = 0;
-            }
         }
         int n = st_transport_progress(loop->tp);
         if (n < 0) {
@@ -238,6 +252,35 @@ st_status_t bench_tp_stream_gets(const bench_tp_loop_t *loop, size_t op_bytes, u
     free(slots);
     free(s.free_slots);
     return s.error;
+}
+
+st_status_t bench_tp_stream_gets(const bench_tp_loop_t *loop, size_t op_bytes, unsigned inflight,
+                                 size_t total_bytes, double *seconds_p)
+{
+    return bench_tp_gets(loop, op_bytes, inflight, total_bytes, 0, seconds_p);
+}
+
+st_status_t bench_tp_random_gets(const bench_tp_loop_t *loop, size_t op_bytes, unsigned inflight,
+                                 size_t total_bytes, uint64_t seed, double *seconds_p)
+{
+    return bench_tp_gets(loop, op_bytes, inflight, total_bytes, seed | 1, seconds_p);
+}
+
+double bench_memcpy_random(uint8_t *dst, const uint8_t *src, size_t src_len, size_t op_bytes,
+                           unsigned inflight, size_t total_bytes, uint64_t seed)
+{
+    size_t span = src_len / op_bytes * op_bytes;
+    unsigned slot = 0;
+    size_t k = 0;
+    uint64_t t0 = bench_now_ns();
+    for (size_t done = 0; done < total_bytes; done += op_bytes) {
+        memcpy(dst + (size_t)slot * op_bytes, src + bench_tp_offset(k++, op_bytes, span, seed | 1),
+               op_bytes);
+        slot = slot + 1 == inflight ? 0 : slot + 1;
+    }
+    double seconds = (double)(bench_now_ns() - t0) * 1e-9;
+    __asm__ volatile("" : : "r"(dst) : "memory");
+    return seconds;
 }
 
 double bench_memcpy_stream(uint8_t *dst, const uint8_t *src, size_t src_len, size_t op_bytes,

@@ -66,6 +66,18 @@ st_status_t bench_tp_stream_gets(const bench_tp_loop_t *loop, size_t op_bytes, u
                                  size_t total_bytes, double *seconds_p);
 
 /*
+ * Like bench_tp_stream_gets(), but each get reads a random whole op_bytes
+ * slot of the region (row-granular reads: row r at r x op_bytes), from a
+ * sequence fixed by seed.
+ */
+st_status_t bench_tp_random_gets(const bench_tp_loop_t *loop, size_t op_bytes, unsigned inflight,
+                                 size_t total_bytes, uint64_t seed, double *seconds_p);
+
+/* memcpy of the same random slots as bench_tp_random_gets() with seed. */
+double bench_memcpy_random(uint8_t *dst, const uint8_t *src, size_t src_len, size_t op_bytes,
+                           unsigned inflight, size_t total_bytes, uint64_t seed);
+
+/*
  * The reference of the same shape: memcpy of op_bytes from src (walking it
  * in order, wrapping) into inflight slots of dst, total_bytes in all.
  * Returns the elapsed seconds.
