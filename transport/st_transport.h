@@ -8,7 +8,7 @@
  *
  *   target (daemon)                          initiator (client)
  *   st_transport_create()                    st_transport_create()
- *   st_transport_mem_register(arena)         st_transport_mem_register(buffer)
+ *   st_transport_mem_alloc(arena)            st_transport_mem_register(buffer)
  *   st_transport_address() ---- control plane ---->  st_transport_connect()
  *   st_transport_mem_rkey() ---- control plane --->  st_transport_rkey_unpack()
  *   loop: st_transport_progress()            st_transport_get()/put() ... callbacks
