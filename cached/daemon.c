@@ -36,6 +36,10 @@ static const st_cfg_option_t cd_options[] = {
      "directory of the SSD tier (empty: DRAM only)"},
     {"pid_file", ST_CFG_STRING, CD_OFF(pid_file), "", 0, 0, 0, NULL, 0,
      "write the process id here once serving"},
+    {"metrics_listen", ST_CFG_STRING, CD_OFF(metrics_listen), "", 0, 0, 0, NULL, 0,
+     "HTTP address of /metrics, /stats and /dashboard, host:port (empty: off)"},
+    {"metrics_peers", ST_CFG_STRING, CD_OFF(metrics_peers), "", 0, 0, 0, NULL, 0,
+     "the other nodes' metrics host:port, for the dashboard's cluster view"},
     {"memory_limit", ST_CFG_SIZE, CD_OFF(memory_limit), "1G", 64ll << 20, 1ll << 42, 0, NULL, 'm',
      "memory the arenas and the index may use, in all"},
     {"chunk_bytes", ST_CFG_SIZE, CD_OFF(chunk_bytes), "64M", 2ll << 20, 1ll << 32, 0, NULL, 0,
@@ -146,6 +150,18 @@ st_status_t cd_daemon_ns_open(cd_daemon_t *d, const char *tenant, const char *mo
     e->local_id = local;
     e->block_tokens = info.block_tokens;
     e->seed = info.seed;
+    {
+        char name[2 * CD_NAME_MAX + 2];
+
+        snprintf(name, sizeof(name), "%s/%s", tenant, model);
+        status = cd_obs_ns_add(d->obs, name, &e->mx);
+    }
+    if (status != ST_OK) {
+        pthread_mutex_unlock(&d->ns_lock);
+        free(e);
+        snprintf(err->msg, sizeof(err->msg), "no memory for the namespace's metrics");
+        return status;
+    }
     d->ns[d->n_ns++] = e;
     pthread_mutex_unlock(&d->ns_lock);
     *entry_p = e;
@@ -496,6 +512,21 @@ st_status_t cd_daemon_start(cd_daemon_t *d, cd_config_t *cfg)
         return status;
     }
 
+    status = cd_obs_create(d, &d->obs);
+    if (status != ST_OK) {
+        st_error("cannot create the metrics registry: %s", st_strerror(status));
+        return status;
+    }
+    if (d->cfg.metrics_listen[0] != '\0') {
+        status = cd_obs_serve(d->obs, d->cfg.metrics_listen, d->cfg.node_id, d->cfg.metrics_peers,
+                              &d->metrics_port);
+        if (status != ST_OK) {
+            st_error("cannot serve metrics metrics_listen=%s: %s", d->cfg.metrics_listen,
+                     st_strerror(status));
+            return status;
+        }
+    }
+
     srv.address = d->cfg.listen;
     srv.n_threads = (unsigned)d->cfg.threads;
     srv.n_cqs = srv.n_threads >= 4 ? 2 : 1;
@@ -537,6 +568,8 @@ void cd_daemon_destroy(cd_daemon_t *d)
 {
     srpc_server_destroy(d->server);
     d->server = NULL;
+    cd_obs_destroy(d->obs);
+    d->obs = NULL;
     for (uint32_t i = 0; i < d->n_peers; i++) {
         srpc_channel_close(d->peer_ch[i]);
         free(d->peer_list[i]);
@@ -549,6 +582,7 @@ void cd_daemon_destroy(cd_daemon_t *d)
         cd_store_destroy(d->store);
     }
     for (uint32_t i = 0; i < d->n_ns; i++) {
+        free(d->ns[i]->mx);
         free(d->ns[i]);
     }
     for (uint32_t i = 0; i <= CD_MAX_NS; i++) {

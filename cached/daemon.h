@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "observe.h"
 #include "ring.h"
 #include "srpc.h"
 #include "st_config.h"
@@ -37,6 +38,8 @@ typedef struct cd_config {
     char *auth_token;     /* sensitive */
     char *data_dir;
     char *pid_file;
+    char *metrics_listen; /* "host:port" of /metrics, /stats, /dashboard; "" off */
+    char *metrics_peers;  /* other nodes' metrics host:port, for the dashboard */
     uint64_t memory_limit;
     uint64_t chunk_bytes;
     int64_t threads;
@@ -73,6 +76,7 @@ typedef struct cd_ns_entry {
     uint32_t local_id; /* the store's id */
     uint32_t block_tokens;
     st_hash_t seed;
+    cd_ns_metrics_t *mx; /* its counters (never NULL once the entry is listed) */
 } cd_ns_entry_t;
 
 /* The arena chunks of one local namespace (filled by the store's callbacks). */
@@ -96,6 +100,8 @@ typedef struct cd_daemon {
     cd_config_t cfg;
     cd_store_t *store;
     srpc_server_t *server;
+    cd_obs_t *obs;
+    int metrics_port;
     uint64_t started_ms;
 
     pthread_mutex_t ns_lock; /* guards ns[] and n_ns */

@@ -6,30 +6,54 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #include <time.h>
 
 #include "st_log.h"
 
-const srpc_method_def_t cd_method_table[SRPC_CACHE_N_METHODS] = {
-    {&srpc_cache_methods[SRPC_CACHE_HELLO], cd_h_hello, NULL, 0},
-    {&srpc_cache_methods[SRPC_CACHE_LOOKUP], cd_h_lookup, NULL, 0},
-    {&srpc_cache_methods[SRPC_CACHE_LOCATE], cd_h_locate, NULL, 0},
-    {&srpc_cache_methods[SRPC_CACHE_RESERVE], cd_h_reserve, NULL, 0},
-    {&srpc_cache_methods[SRPC_CACHE_COMMIT], cd_h_commit, NULL, 0},
-    {&srpc_cache_methods[SRPC_CACHE_ABORT], cd_h_abort, NULL, 0},
-    {&srpc_cache_methods[SRPC_CACHE_RELEASE], cd_h_release, NULL, 0},
-    {&srpc_cache_methods[SRPC_CACHE_PUT], cd_h_put, NULL, 0},
-    {&srpc_cache_methods[SRPC_CACHE_GET], cd_h_get, NULL, 0},
-    {&srpc_cache_methods[SRPC_CACHE_DELETE], cd_h_delete, NULL, 0},
-    {&srpc_cache_methods[SRPC_CACHE_PIN], cd_h_pin, NULL, 0},
-    {&srpc_cache_methods[SRPC_CACHE_UNPIN], cd_h_unpin, NULL, 0},
-    {&srpc_cache_methods[SRPC_CACHE_OPEN_SESSION], cd_h_session_open, NULL, 0},
-    {&srpc_cache_methods[SRPC_CACHE_APPEND_SESSION], cd_h_session_append, NULL, 0},
-    {&srpc_cache_methods[SRPC_CACHE_GET_SESSION], cd_h_session_get, NULL, 0},
-    {&srpc_cache_methods[SRPC_CACHE_CLOSE_SESSION], cd_h_session_close, NULL, 0},
-    {&srpc_cache_methods[SRPC_CACHE_STATS], cd_h_stats, NULL, 0},
-    {&srpc_cache_methods[SRPC_CACHE_CLUSTER_LOOKUP], cd_h_cluster_lookup, NULL, 0},
+/* The handlers, in srpc_cache_method_id_t order. */
+static const srpc_handler_fn cd_h_impl[SRPC_CACHE_N_METHODS] = {
+    cd_h_hello,        cd_h_lookup,         cd_h_locate,      cd_h_reserve,
+    cd_h_commit,       cd_h_abort,          cd_h_release,     cd_h_put,
+    cd_h_get,          cd_h_delete,         cd_h_pin,         cd_h_unpin,
+    cd_h_session_open, cd_h_session_append, cd_h_session_get, cd_h_session_close,
+    cd_h_stats,        cd_h_cluster_lookup,
 };
+
+/* Every call goes through here: the handler, timed and counted. */
+static st_status_t cd_h_dispatch(srpc_ctx_t *ctx, const ProtobufCMessage *req,
+                                 ProtobufCMessage *resp, void *arg)
+{
+    int m = (int)(intptr_t)arg;
+    struct timespec t0, t1;
+    st_status_t status;
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    status = cd_h_impl[m](ctx, req, resp, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    cd_obs_call(cd_h_daemon(ctx)->obs, m,
+                (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t1.tv_nsec -
+                    (uint64_t)t0.tv_nsec,
+                status);
+    return status;
+}
+
+#define CD_M(id)                                                          \
+    {                                                                     \
+        &srpc_cache_methods[id], cd_h_dispatch, (void *)(intptr_t)(id), 0 \
+    }
+const srpc_method_def_t cd_method_table[SRPC_CACHE_N_METHODS] = {
+    CD_M(SRPC_CACHE_HELLO),        CD_M(SRPC_CACHE_LOOKUP),
+    CD_M(SRPC_CACHE_LOCATE),       CD_M(SRPC_CACHE_RESERVE),
+    CD_M(SRPC_CACHE_COMMIT),       CD_M(SRPC_CACHE_ABORT),
+    CD_M(SRPC_CACHE_RELEASE),      CD_M(SRPC_CACHE_PUT),
+    CD_M(SRPC_CACHE_GET),          CD_M(SRPC_CACHE_DELETE),
+    CD_M(SRPC_CACHE_PIN),          CD_M(SRPC_CACHE_UNPIN),
+    CD_M(SRPC_CACHE_OPEN_SESSION), CD_M(SRPC_CACHE_APPEND_SESSION),
+    CD_M(SRPC_CACHE_GET_SESSION),  CD_M(SRPC_CACHE_CLOSE_SESSION),
+    CD_M(SRPC_CACHE_STATS),        CD_M(SRPC_CACHE_CLUSTER_LOOKUP),
+};
+#undef CD_M
 const size_t cd_method_table_len = SRPC_CACHE_N_METHODS;
 
 /* ------------------------------------------------------------ helpers -- */

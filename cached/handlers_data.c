@@ -228,6 +228,24 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
     }
     resp->n_segments = req->n_segments;
     resp->lease_id = lease_id;
+    {
+        /* Hit rates, per segment this node owns (docs/observability.md §1). */
+        uint64_t matched = 0, resumable = 0, bt = e->block_tokens;
+
+        for (size_t i = 0; i < req->n_segments; i++) {
+            matched += ans[i].matched;
+            if (ans[i].kda_count > 0) {
+                resumable += kda[ans[i].kda_first + ans[i].kda_count - 1] + 1 - segs[i].first_block;
+            }
+        }
+        st_counter_inc(e->mx->lookups);
+        st_counter_add(e->mx->lookup_tokens, total * bt);
+        st_counter_add(e->mx->matched_tokens, matched * bt);
+        st_counter_add(e->mx->resumable_tokens, resumable * bt);
+        if (matched > 0) {
+            st_counter_inc(e->mx->lookups_hit);
+        }
+    }
     if (lease_id != 0) {
         uint64_t now = cd_store_now(d->store);
 
@@ -642,7 +660,10 @@ st_status_t cd_h_put(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
         status = cd_store_put(d->store, e->local_id, &key, cd_h_link_parent(&links, &key.hash),
                               o->data.data, o->data.len, &err);
         resp->status[i] = cd_h_key_status(status);
-        if (status == ST_ERR_EXHAUSTED) {
+        if (status == ST_OK) {
+            st_counter_inc(e->mx->stored_objects[key.kind]);
+            st_counter_add(e->mx->stored_bytes[key.kind], o->data.len);
+        } else if (status == ST_ERR_EXHAUSTED) {
             st_warn_ratelimited("put refused ns=%u: %s", e->local_id, err.msg);
         }
     }
@@ -717,6 +738,8 @@ st_status_t cd_h_get(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
             continue;
         }
         budget -= len;
+        st_counter_inc(e->mx->served_objects[key.kind]);
+        st_counter_add(e->mx->served_bytes[key.kind], len);
         o->data.data = buf;
         o->data.len = len;
         o->checksum = where.checksum;

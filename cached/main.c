@@ -88,7 +88,8 @@ int main(int argc, char **argv)
         return 1;
     }
     /* The line scripts wait for. */
-    printf("stratad ready node=%s port=%d\n", d.cfg.node_id, cd_daemon_port(&d));
+    printf("stratad ready node=%s port=%d metrics_port=%d\n", d.cfg.node_id, cd_daemon_port(&d),
+           d.metrics_port);
     fflush(stdout);
 
     while (sigwait(&sigs, &sig) != 0) {

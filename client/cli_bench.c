@@ -131,7 +131,7 @@ int cli_bench(const cli_conf_t *cf, int argc, char **argv)
             }
             t1 = bench_ns();
             lookup_ms[turn_i++] = (double)(t1 - t0) / 1e6;
-            looked += n;
+            looked += (uint64_t)nb * bt; /* the tokens of the blocks asked about */
             matched += r.matched_blocks * bt;
             resumable += r.resumable_blocks * bt;
             req_hits += r.matched_blocks > 0;
@@ -251,6 +251,14 @@ int cli_bench(const cli_conf_t *cf, int argc, char **argv)
                "%" PRIu64 "\n",
                verified, (double)get_bytes / 1e6,
                get_ns ? (double)get_bytes / ((double)get_ns / 1e3) : 0.0, wrong);
+    }
+    if (turn_i > 0) {
+        /* One line for scripts and tests. */
+        printf("result token_hit_rate=%.9f lookup_tokens=%" PRIu64 " matched_tokens=%" PRIu64
+               " resumable_tokens=%" PRIu64 " lookups=%zu lookups_with_hit=%" PRIu64
+               " wrong_bytes=%" PRIu64 "\n",
+               looked ? (double)matched / (double)looked : 0.0, looked, matched, resumable, turn_i,
+               req_hits, wrong);
     }
     if (wrong != 0) {
         fprintf(stderr, "strata bench: %" PRIu64 " objects came back wrong\n", wrong);

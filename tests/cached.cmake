@@ -13,3 +13,14 @@ strata_add_test(test_stratad SOURCES integration/test_stratad.c
                      PkgConfig::XXHASH
                 ARGS $<TARGET_FILE:stratad> LABELS integration cached TIMEOUT 600)
 add_dependencies(test_stratad stratad)
+
+# Three daemons scraped by a real Prometheus under `strata bench`; the
+# dashboard in headless Chromium (tests/integration/test_cluster_metrics.py).
+if(TARGET strata_cli)
+  add_test(NAME test_cluster_metrics
+           COMMAND ${STRATA_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_cluster_metrics.py
+                   --stratad $<TARGET_FILE:stratad> --strata $<TARGET_FILE:strata_cli>
+                   --artifacts ${PROJECT_BINARY_DIR}/test-artifacts)
+  set_tests_properties(test_cluster_metrics PROPERTIES LABELS "integration;metrics"
+                       TIMEOUT 300 SKIP_RETURN_CODE 77)
+endif()
