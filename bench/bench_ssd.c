@@ -223,6 +223,17 @@ static void bench_restart(const char *top, uint64_t blocks, int opens)
     free(openonly);
 }
 
+static uint64_t spills_done, spills_failed;
+
+static void count_done(void *arg, const st_ssd_key_t *key, st_status_t status)
+{
+    if (status == ST_OK) {
+        spills_done++;
+    } else {
+        spills_failed++;
+    }
+}
+
 typedef struct rbuf {
     uint8_t *buf;
 } rbuf_t;
@@ -282,7 +293,8 @@ static void bench_round(const char *top, uint64_t n, const uint8_t *src, int rou
     for (uint64_t i = 0; i < n; i++) {
         st_ssd_key_t k = bkey(9, i, ST_SSD_KV, (uint16_t)(i % 24));
 
-        status = st_ssd_spill(ssd, &k, src + (i % 64) * 4096, VALUE_BYTES, 0, NULL, NULL);
+        /* As the daemon spills: not copied, the buffer stays valid until done. */
+        status = st_ssd_spill(ssd, &k, src + (i % 64) * 4096, VALUE_BYTES, 0, count_done, NULL);
         if (status != ST_OK) {
             die("spill", status);
         }
@@ -292,6 +304,13 @@ static void bench_round(const char *top, uint64_t n, const uint8_t *src, int rou
         die("flush", status);
     }
     *spill = gb / ((double)(bench_now_ns() - t0) / 1e9);
+    if (spills_done != n || spills_failed != 0) {
+        fprintf(stderr, "bench_ssd: %llu spills done, %llu failed, of %llu\n",
+                (unsigned long long)spills_done, (unsigned long long)spills_failed,
+                (unsigned long long)n);
+        exit(1);
+    }
+    spills_done = 0;
     {
         st_ssd_stats_t st;
 
