@@ -443,6 +443,13 @@ st_status_t cd_daemon_start(cd_daemon_t *d, cd_config_t *cfg)
     pthread_mutex_init(&d->stop_lock, NULL);
     pthread_cond_init(&d->stop_cond, NULL);
 
+    if (d->cfg.data_dir[0] != '\0') {
+        /* Refuse rather than pretend: durable writes would not be durable. */
+        st_error("data_dir=%s: the SSD tier is not wired into stratad yet; start without "
+                 "data_dir (DRAM only)",
+                 d->cfg.data_dir);
+        return ST_ERR_UNSUPPORTED;
+    }
     if (d->cfg.block_tokens % 16 != 0) {
         st_error("block_tokens=%lld is not a multiple of 16", (long long)d->cfg.block_tokens);
         return ST_ERR_INVALID;

@@ -24,3 +24,9 @@ if(TARGET strata_cli)
   set_tests_properties(test_cluster_metrics PROPERTIES LABELS "integration;metrics"
                        TIMEOUT 300 SKIP_RETURN_CODE 77)
 endif()
+
+# docs/configuration.md and --help are generated from stratad's config table.
+add_test(NAME test_config_doc
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tools/check_config_doc.sh
+                 $<TARGET_FILE:stratad> ${PROJECT_SOURCE_DIR}/docs/configuration.md)
+set_tests_properties(test_config_doc PROPERTIES LABELS "unit;docs" TIMEOUT 60)
