@@ -85,21 +85,66 @@ typedef struct kn_chunk {
     float *kt, *qt;     /* C x dk: kn * exp(G), qn * exp(G) */
     float *u;           /* C x dv */
     float *M, *P;       /* C x C */
-    float *diff, *e;    /* dk: G_i - G_j and its exp */
+    float *kr;          /* C x dk: kn_j * exp(G_r - G_j), r the last token of j's sub-block */
+    float *diff, *e;    /* dk: exponents and their exp */
+    float *qa, *ka;     /* dk: qn_i, kn_i decayed to a sub-block's end */
 } kn_chunk_t;
 
-/* sum_c x[c] y[c] exp(Gi[c] - Gj[c]) */
-static float kn_decayed_dot(const float *x, const float *y, const float *Gi, const float *Gj,
-                            int dk, kn_chunk_t *w)
+#define KN_SUB 16 /* sub-blocks of the chunk for the pairwise decays */
+
+/*
+ * M_ij (j < i) and P_ij (j <= i). Within a sub-block of 16 tokens, e^(G_i - G_j) is
+ * computed per pair; across sub-blocks it is split at r, the last token of j's sub-block:
+ * e^(G_i - G_r) e^(G_r - G_j), both factors <= 1 (so nothing overflows), the first
+ * shared by every j of that sub-block, the second by every i. About 90k exps per
+ * chunk of 64 instead of 530k.
+ */
+static void kn_chunk_pairs(int C, int dk, kn_chunk_t *w)
 {
-    for (int c = 0; c < dk; c++) {
-        w->diff[c] = Gi[c] - Gj[c];
+    for (int j = 0; j < C; j++) {
+        int r = (j / KN_SUB) * KN_SUB + KN_SUB - 1;
+        r = r < C ? r : C - 1;
+        for (int c = 0; c < dk; c++) {
+            w->diff[c] = w->G[(size_t)r * dk + c] - w->G[(size_t)j * dk + c];
+        }
+        kn_exp_neg(w->diff, w->e, dk);
+        for (int c = 0; c < dk; c++) {
+            w->kr[(size_t)j * dk + c] = w->kn[(size_t)j * dk + c] * w->e[c];
+        }
     }
-    kn_exp_neg(w->diff, w->e, dk);
-    for (int c = 0; c < dk; c++) {
-        w->e[c] *= x[c];
+    for (int i = 0; i < C; i++) {
+        const float *Gi = w->G + (size_t)i * dk, *qi = w->qn + (size_t)i * dk;
+        const float *ki = w->kn + (size_t)i * dk;
+        int si = i / KN_SUB;
+        for (int sj = 0; sj < si; sj++) { /* earlier sub-blocks, through their last token */
+            const float *Gr = w->G + (size_t)(sj * KN_SUB + KN_SUB - 1) * dk;
+            for (int c = 0; c < dk; c++) {
+                w->diff[c] = Gi[c] - Gr[c];
+            }
+            kn_exp_neg(w->diff, w->e, dk);
+            for (int c = 0; c < dk; c++) {
+                w->qa[c] = qi[c] * w->e[c];
+                w->ka[c] = ki[c] * w->e[c];
+            }
+            for (int j = sj * KN_SUB; j < sj * KN_SUB + KN_SUB; j++) {
+                const float *kj = w->kr + (size_t)j * dk;
+                w->P[i * C + j] = kn_ops.dot(w->qa, kj, dk);
+                w->M[i * C + j] = kn_ops.dot(w->ka, kj, dk);
+            }
+        }
+        for (int j = si * KN_SUB; j <= i; j++) { /* the same sub-block, pair by pair */
+            const float *Gj = w->G + (size_t)j * dk, *kj = w->kn + (size_t)j * dk;
+            for (int c = 0; c < dk; c++) {
+                w->diff[c] = Gi[c] - Gj[c];
+            }
+            kn_exp_neg(w->diff, w->e, dk);
+            for (int c = 0; c < dk; c++) {
+                w->e[c] *= kj[c];
+            }
+            w->P[i * C + j] = kn_ops.dot(qi, w->e, dk);
+            w->M[i * C + j] = j < i ? kn_ops.dot(ki, w->e, dk) : 0.0f;
+        }
     }
-    return kn_ops.dot(w->e, y, dk);
 }
 
 /*
@@ -129,15 +174,8 @@ static void kn_kda_chunk(float *S, const float *q, const float *k, const float *
             w->qt[(size_t)i * dk + c] = w->qn[(size_t)i * dk + c] * w->e[c];
         }
     }
-    for (int i = 0; i < C; i++) {
-        for (int j = 0; j <= i; j++) {
-            const float *Gi = w->G + (size_t)i * dk, *Gj = w->G + (size_t)j * dk;
-            const float *kj = w->kn + (size_t)j * dk;
-            w->P[i * C + j] = kn_decayed_dot(w->qn + (size_t)i * dk, kj, Gi, Gj, dk, w);
-            w->M[i * C + j] =
-                j < i ? kn_decayed_dot(w->kn + (size_t)i * dk, kj, Gi, Gj, dk, w) : 0.0f;
-        }
-    }
+    kn_chunk_pairs(C, dk, w);
+
     /* u_i by forward substitution (the UT transform applied to V - K~ S_0). */
     for (int i = 0; i < C; i++) {
         float *ui = w->u + (size_t)i * dv;
@@ -191,7 +229,7 @@ st_status_t st_cpu_kda_prefill(float *state, const float *q, const float *k, con
         return ST_ERR_INVALID;
     }
     size_t per_dk = (size_t)KN_CHUNK * dk;
-    size_t total = 5 * per_dk + (size_t)KN_CHUNK * dv + 2 * KN_CHUNK * KN_CHUNK + 2 * (size_t)dk;
+    size_t total = 6 * per_dk + (size_t)KN_CHUNK * dv + 2 * KN_CHUNK * KN_CHUNK + 4 * (size_t)dk;
     float *buf = malloc(sizeof(float) * total);
     if (!buf) {
         return ST_ERR_NOMEM;
@@ -205,8 +243,11 @@ st_status_t st_cpu_kda_prefill(float *state, const float *q, const float *k, con
     w.u = w.qt + per_dk;
     w.M = w.u + (size_t)KN_CHUNK * dv;
     w.P = w.M + KN_CHUNK * KN_CHUNK;
-    w.diff = w.P + KN_CHUNK * KN_CHUNK;
+    w.kr = w.P + KN_CHUNK * KN_CHUNK;
+    w.diff = w.kr + per_dk;
     w.e = w.diff + dk;
+    w.qa = w.e + dk;
+    w.ka = w.qa + dk;
     size_t sk = (size_t)n_heads * dk, sv = (size_t)n_heads * dv, sb = (size_t)n_heads;
     for (int h = 0; h < n_heads; h++) {
         for (int t0 = 0; t0 < n_tok; t0 += KN_CHUNK) {

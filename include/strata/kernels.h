@@ -179,7 +179,9 @@ ST_API st_status_t st_ref_rmsnorm_residual(const float *x, const float *residual
  * void * (NULL = the default stream), enqueue their work and return without
  * waiting. They return ST_ERR_INVALID for bad arguments and ST_ERR_INTERNAL
  * when the launch fails (the CUDA error is logged to stderr). Thread-safe;
- * callers order accesses to the same buffers through their streams.
+ * callers order accesses to the same buffers through their streams. Device
+ * arrays must be 16-byte aligned (cudaMalloc gives 256). The attention kernel
+ * uses wgmma where built for sm_90a (H100/H200) and mma.sync elsewhere.
  */
 
 /* Returns ST_OK when a CUDA device is usable, ST_ERR_UNAVAILABLE otherwise. */

@@ -142,32 +142,30 @@ __global__ void __launch_bounds__(2 * KB_BLOCKS)
     float *wq1 = rads + KB_CCH * KB_BLOCKS; /* 1 */
     const int tid = threadIdx.x, blk0 = blockIdx.x * KB_BLOCKS;
     const int bl = tid >> 1, half = tid & 1;
+    if (tid == 0) {
+        *wq1 = 0.0f;
+    }
+    float l1 = 0.0f; /* this thread's share of sum_j |w_j| |q_j|_1 */
+#pragma unroll 8
     for (int i = tid * 4; i < 64 * dim; i += blockDim.x * 4) {
         float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        float wj = 0.0f;
         if (i / dim < n_heads) {
             v = *reinterpret_cast<const float4 *>(q + i);
+            wj = fabsf(w[i / dim]);
         }
         *reinterpret_cast<float4 *>(qs + i) = v;
+        l1 += wj * (fabsf(v.x) + fabsf(v.y) + fabsf(v.z) + fabsf(v.w));
     }
     if (tid < 64) {
         ws[tid] = tid < n_heads ? w[tid] : 0.0f;
     }
+    for (int o = 16; o > 0; o >>= 1) {
+        l1 += __shfl_xor_sync(0xffffffffu, l1, o);
+    }
     __syncthreads();
-    if (tid < 32) {
-        float acc = 0.0f;
-        for (int j = tid; j < 64; j += 32) {
-            float l1 = 0.0f;
-            for (int c = 0; c < dim; c++) {
-                l1 += fabsf(qs[j * dim + c]);
-            }
-            acc += fabsf(ws[j]) * l1;
-        }
-        for (int o = 16; o > 0; o >>= 1) {
-            acc += __shfl_xor_sync(0xffffffffu, acc, o);
-        }
-        if (tid == 0) {
-            *wq1 = acc;
-        }
+    if ((tid & 31) == 0) {
+        atomicAdd(wq1, l1);
     }
     float A[64], B[64], maxmid = 0.0f;
 #pragma unroll
@@ -175,20 +173,21 @@ __global__ void __launch_bounds__(2 * KB_BLOCKS)
         A[j] = 0.0f;
         B[j] = 0.0f;
     }
+    /* 64 blocks x 32 channels of min and max as float4, 8 loads per thread, fetched one chunk
+     * ahead into registers. */
+    float4 mn4[4], mx4[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+        int i = tid + u * 2 * KB_BLOCKS, b = i >> 3, c = (i & 7) * 4, gb = blk0 + b;
+        mn4[u] = mx4[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (gb < n_blocks) {
+            const float *src = summary + (size_t)gb * 2 * dim + c;
+            mn4[u] = *reinterpret_cast<const float4 *>(src);
+            mx4[u] = *reinterpret_cast<const float4 *>(src + dim);
+        }
+    }
     for (int c0 = 0; c0 < dim; c0 += KB_CCH) {
         __syncthreads();
-        /* 64 blocks x 32 channels of min and max as float4: 16 loads per thread, all in flight. */
-        float4 mn4[4], mx4[4];
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            int i = tid + u * 2 * KB_BLOCKS, b = i >> 3, c = (i & 7) * 4, gb = blk0 + b;
-            mn4[u] = mx4[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (gb < n_blocks) {
-                const float *src = summary + (size_t)gb * 2 * dim + c0 + c;
-                mn4[u] = *reinterpret_cast<const float4 *>(src);
-                mx4[u] = *reinterpret_cast<const float4 *>(src + dim);
-            }
-        }
 #pragma unroll
         for (int u = 0; u < 4; u++) {
             int i = tid + u * 2 * KB_BLOCKS, b = i >> 3, c = (i & 7) * 4;
@@ -201,6 +200,17 @@ __global__ void __launch_bounds__(2 * KB_BLOCKS)
             }
         }
         __syncthreads();
+        if (c0 + KB_CCH < dim) {
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                int i = tid + u * 2 * KB_BLOCKS, b = i >> 3, c = (i & 7) * 4, gb = blk0 + b;
+                if (gb < n_blocks) {
+                    const float *src = summary + (size_t)gb * 2 * dim + c0 + KB_CCH + c;
+                    mn4[u] = *reinterpret_cast<const float4 *>(src);
+                    mx4[u] = *reinterpret_cast<const float4 *>(src + dim);
+                }
+            }
+        }
         /* This thread: channels half*16 .. half*16+15 of the 32 staged. */
         for (int c = half * 16; c < half * 16 + 16; c += 4) {
             float m4[4], r4[4];

@@ -50,15 +50,12 @@ __device__ __forceinline__ void kf_load_query(const float *qt, const float *wt, 
 #pragma unroll
         for (int s = 0; s < 8; s++) {
             int c = 64 * (s >> 2) + 16 * p + 4 * (s & 3);
-            float v[4] = {0, 0, 0, 0};
+            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             if (h < n_heads) {
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    v[e] = qt[h * KF_DIM + c + e];
-                }
+                v = __ldg(reinterpret_cast<const float4 *>(qt + h * KF_DIM + c)); /* 16-byte aligned */
             }
-            bq[nt][s][0] = kf_pack_h2(v[0], v[1]);
-            bq[nt][s][1] = kf_pack_h2(v[2], v[3]);
+            bq[nt][s][0] = kf_pack_h2(v.x, v.y);
+            bq[nt][s][1] = kf_pack_h2(v.z, v.w);
         }
 #pragma unroll
         for (int e = 0; e < 2; e++) {

@@ -93,31 +93,54 @@ __global__ void ks_radix_pass(const float *vals, int n_host, const int *n_dev, i
         h[i] = atomicExch(&st->hist[i], 0u);
     }
     __syncthreads();
-    if (threadIdx.x != 0) {
+    /* Warp 0 finds the digit: lane l sums digits 255-8l-7 .. 255-8l, a prefix sum over the
+     * lanes (highest digits first) picks the lane, which scans its eight. */
+    if (threadIdx.x >= 32) {
         return;
     }
-    st->done = 0;
+    if (threadIdx.x == 0) {
+        st->done = 0;
+    }
     if (shift == 24 && n < k) {
         /* Fewer values than the rank: the threshold is the lowest key, every value passes. */
-        st->prefix = 0;
-        st->mask = 0xffffffffu;
-        st->k_left = 0;
-    }
-    if (st->mask == 0xffffffffu) {
+        if (threadIdx.x == 0) {
+            st->prefix = 0;
+            st->mask = 0xffffffffu;
+            st->k_left = 0;
+        }
         return;
     }
-    int want = shift == 24 ? k : st->k_left;
-    uint32_t cum = 0;
-    int d = 255;
-    for (; d > 0; d--) {
-        if (cum + h[d] >= (uint32_t)want) {
-            break;
-        }
-        cum += h[d];
+    if (mask == 0xffffffffu) {
+        return;
     }
-    st->k_left = want - (int)cum;
-    st->prefix = prefix | ((uint32_t)d << shift);
-    st->mask = mask | (0xffu << shift);
+    const int want = shift == 24 ? k : st->k_left;
+    const int hi = 255 - 8 * lane, lo = hi - 7;
+    uint32_t part = 0;
+    for (int d = lo; d <= hi; d++) {
+        part += h[d];
+    }
+    uint32_t incl = part;
+    for (int o = 1; o < 32; o <<= 1) {
+        uint32_t v = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) {
+            incl += v;
+        }
+    }
+    unsigned hit = __ballot_sync(0xffffffffu, incl >= (uint32_t)want);
+    const int first = hit ? __ffs(hit) - 1 : 31;
+    if (lane == first) {
+        uint32_t cum = incl - part;
+        int d = hi;
+        for (; d > lo; d--) {
+            if (cum + h[d] >= (uint32_t)want) {
+                break;
+            }
+            cum += h[d];
+        }
+        st->k_left = want - (int)cum;
+        st->prefix = prefix | ((uint32_t)d << shift);
+        st->mask = mask | (0xffu << shift);
+    }
 }
 
 /* After 4 passes st->prefix is the key of the k-th largest value. */
