@@ -3,3 +3,19 @@ strata_add_test(test_client SOURCES integration/test_client.c
                 LIBS strata_test_cluster strata_client PkgConfig::CMOCKA PkgConfig::XXHASH
                 ARGS $<TARGET_FILE:stratad> LABELS integration client TIMEOUT 600)
 add_dependencies(test_client stratad)
+
+# The Python binding against two daemons (Debian's python3 with numpy).
+add_test(NAME test_python_binding
+         COMMAND ${STRATA_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/python/test_binding.py
+                 --stratad $<TARGET_FILE:stratad> --lib $<TARGET_FILE:strata>
+                 --binding ${PROJECT_SOURCE_DIR}/client/python)
+set_tests_properties(test_python_binding PROPERTIES LABELS "integration;python;client"
+                     TIMEOUT 300)
+if(STRATA_SANITIZE)
+  # The sanitized libstrata in a plain python: load ASan's runtime first;
+  # the interpreter's own allocations are not ours to leak-check.
+  execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libasan.so
+                  OUTPUT_VARIABLE STRATA_LIBASAN OUTPUT_STRIP_TRAILING_WHITESPACE)
+  set_tests_properties(test_python_binding PROPERTIES ENVIRONMENT
+                       "LD_PRELOAD=${STRATA_LIBASAN};ASAN_OPTIONS=detect_leaks=0")
+endif()
