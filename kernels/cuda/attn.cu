@@ -95,6 +95,61 @@ __device__ __forceinline__ void ka_wgmma_64x32(float (&d)[4][4], uint64_t da, ui
           "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
         : "l"(da), "l"(db), "r"(1));
 }
+/* d (64 heads x 256 columns, this thread's 128 values) += A (64 x 16, K-major) * B (16 x 256,
+ * MN-major: rows of V are K, their values N). */
+__device__ __forceinline__ void ka_wgmma_64x256_tb(float (&d)[4][8][4], uint64_t da, uint64_t db)
+{
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%"
+        "24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%"
+        "46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%"
+        "68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%"
+        "90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%"
+        "110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127},"
+        " %128, %129, p, 1, 1, 0, 1;\n"
+        "}\n"
+        : "+f"(d[0][0][0]), "+f"(d[0][0][1]), "+f"(d[0][0][2]), "+f"(d[0][0][3]), "+f"(d[0][1][0]),
+          "+f"(d[0][1][1]), "+f"(d[0][1][2]), "+f"(d[0][1][3]), "+f"(d[0][2][0]), "+f"(d[0][2][1]),
+          "+f"(d[0][2][2]), "+f"(d[0][2][3]), "+f"(d[0][3][0]), "+f"(d[0][3][1]), "+f"(d[0][3][2]),
+          "+f"(d[0][3][3]), "+f"(d[0][4][0]), "+f"(d[0][4][1]), "+f"(d[0][4][2]), "+f"(d[0][4][3]),
+          "+f"(d[0][5][0]), "+f"(d[0][5][1]), "+f"(d[0][5][2]), "+f"(d[0][5][3]), "+f"(d[0][6][0]),
+          "+f"(d[0][6][1]), "+f"(d[0][6][2]), "+f"(d[0][6][3]), "+f"(d[0][7][0]), "+f"(d[0][7][1]),
+          "+f"(d[0][7][2]), "+f"(d[0][7][3]), "+f"(d[1][0][0]), "+f"(d[1][0][1]), "+f"(d[1][0][2]),
+          "+f"(d[1][0][3]), "+f"(d[1][1][0]), "+f"(d[1][1][1]), "+f"(d[1][1][2]), "+f"(d[1][1][3]),
+          "+f"(d[1][2][0]), "+f"(d[1][2][1]), "+f"(d[1][2][2]), "+f"(d[1][2][3]), "+f"(d[1][3][0]),
+          "+f"(d[1][3][1]), "+f"(d[1][3][2]), "+f"(d[1][3][3]), "+f"(d[1][4][0]), "+f"(d[1][4][1]),
+          "+f"(d[1][4][2]), "+f"(d[1][4][3]), "+f"(d[1][5][0]), "+f"(d[1][5][1]), "+f"(d[1][5][2]),
+          "+f"(d[1][5][3]), "+f"(d[1][6][0]), "+f"(d[1][6][1]), "+f"(d[1][6][2]), "+f"(d[1][6][3]),
+          "+f"(d[1][7][0]), "+f"(d[1][7][1]), "+f"(d[1][7][2]), "+f"(d[1][7][3]), "+f"(d[2][0][0]),
+          "+f"(d[2][0][1]), "+f"(d[2][0][2]), "+f"(d[2][0][3]), "+f"(d[2][1][0]), "+f"(d[2][1][1]),
+          "+f"(d[2][1][2]), "+f"(d[2][1][3]), "+f"(d[2][2][0]), "+f"(d[2][2][1]), "+f"(d[2][2][2]),
+          "+f"(d[2][2][3]), "+f"(d[2][3][0]), "+f"(d[2][3][1]), "+f"(d[2][3][2]), "+f"(d[2][3][3]),
+          "+f"(d[2][4][0]), "+f"(d[2][4][1]), "+f"(d[2][4][2]), "+f"(d[2][4][3]), "+f"(d[2][5][0]),
+          "+f"(d[2][5][1]), "+f"(d[2][5][2]), "+f"(d[2][5][3]), "+f"(d[2][6][0]), "+f"(d[2][6][1]),
+          "+f"(d[2][6][2]), "+f"(d[2][6][3]), "+f"(d[2][7][0]), "+f"(d[2][7][1]), "+f"(d[2][7][2]),
+          "+f"(d[2][7][3]), "+f"(d[3][0][0]), "+f"(d[3][0][1]), "+f"(d[3][0][2]), "+f"(d[3][0][3]),
+          "+f"(d[3][1][0]), "+f"(d[3][1][1]), "+f"(d[3][1][2]), "+f"(d[3][1][3]), "+f"(d[3][2][0]),
+          "+f"(d[3][2][1]), "+f"(d[3][2][2]), "+f"(d[3][2][3]), "+f"(d[3][3][0]), "+f"(d[3][3][1]),
+          "+f"(d[3][3][2]), "+f"(d[3][3][3]), "+f"(d[3][4][0]), "+f"(d[3][4][1]), "+f"(d[3][4][2]),
+          "+f"(d[3][4][3]), "+f"(d[3][5][0]), "+f"(d[3][5][1]), "+f"(d[3][5][2]), "+f"(d[3][5][3]),
+          "+f"(d[3][6][0]), "+f"(d[3][6][1]), "+f"(d[3][6][2]), "+f"(d[3][6][3]), "+f"(d[3][7][0]),
+          "+f"(d[3][7][1]), "+f"(d[3][7][2]), "+f"(d[3][7][3])
+        : "l"(da), "l"(db), "r"(1));
+}
+
+/* Descriptor of an MN-major operand: 128-byte swizzle; KA_PV_LBO between 64-column panels,
+ * KA_PV_SBO between 8-row groups (bytes). */
+#ifndef KA_PV_LBO
+#define KA_PV_LBO (64 * 128)
+#define KA_PV_SBO 1024
+#endif
+__device__ __forceinline__ uint64_t ka_desc_mn(uint32_t addr)
+{
+    return (uint64_t)((addr & 0x3ffff) >> 4) | ((uint64_t)(KA_PV_LBO >> 4) << 16) |
+           ((uint64_t)(KA_PV_SBO >> 4) << 32) | ((uint64_t)1 << 62);
+}
 #endif
 
 __device__ __forceinline__ void ka_cp16(void *dst, const void *src)
@@ -264,6 +319,9 @@ __global__ void __launch_bounds__(KA_THREADS, 1)
             sm->red_sum[wn][h0] = sum[0];
             sm->red_sum[wn][h0 + 8] = sum[1];
         }
+#if KA_WGMMA
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
         __syncthreads();
         /* Running max and sum, double-buffered by parity so that readers below see the old m. */
         if (tid < KA_HG) {
@@ -273,6 +331,37 @@ __global__ void __launch_bounds__(KA_THREADS, 1)
             sm->l[tid] = sm->l[tid] * alpha + sm->red_sum[0][tid] + sm->red_sum[1][tid];
             sm->m[par ^ 1][tid] = mnew;
         }
+#if KA_WGMMA
+        /* O = alpha O + P V: warpgroup wn takes all 64 heads x value columns wn*256..; this
+         * thread holds heads h0 and h0 + 8. P was written by ordinary stores: fence, barrier. */
+        {
+            float al[2];
+#pragma unroll
+            for (int half = 0; half < 2; half++) {
+                int h = h0 + half * 8;
+                float mold = sm->m[par][h];
+                float mnew = fmaxf(mold, fmaxf(sm->red_max[0][h], sm->red_max[1][h]));
+                al[half] = exp2f(mold - mnew);
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    acc[i][j][0] *= al[0];
+                    acc[i][j][1] *= al[0];
+                    acc[i][j][2] *= al[1];
+                    acc[i][j][3] *= al[1];
+                }
+            const uint32_t pa = ka_smem_addr(sm->p), vb = ka_smem_addr(kt) + wn * 4 * (64 * 128);
+            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+            for (int kk = 0; kk < KA_BN / 16; kk++) {
+                ka_wgmma_64x256_tb(acc, ka_desc(pa + kk * 32), ka_desc_mn(vb + kk * 16 * 128));
+            }
+            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        }
+#else
         /* O = alpha O + P V for 64 heads x 64 columns. */
 #pragma unroll
         for (int mi = 0; mi < 4; mi++) {
@@ -308,9 +397,23 @@ __global__ void __launch_bounds__(KA_THREADS, 1)
                 }
             }
         }
+#endif
         par ^= 1;
     }
     __syncthreads();
+#if KA_WGMMA
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        int h = h0 + half * 8;
+        float inv = 1.0f / sm->l[h];
+        float *o = out + (head0 + h) * KA_DV + wn * 256 + (lane & 3) * 2;
+#pragma unroll
+        for (int j = 0; j < 32; j++) {
+            *reinterpret_cast<float2 *>(o + j * 8) = make_float2(
+                acc[j >> 3][j & 7][half * 2] * inv, acc[j >> 3][j & 7][half * 2 + 1] * inv);
+        }
+    }
+#else
 #pragma unroll
     for (int mi = 0; mi < 4; mi++) {
 #pragma unroll
@@ -325,6 +428,7 @@ __global__ void __launch_bounds__(KA_THREADS, 1)
             }
         }
     }
+#endif
     if (tid < KA_HG) {
         lse[head0 + tid] = sm->m[par][tid] * 0.69314718056f + logf(sm->l[tid]);
     }
