@@ -286,7 +286,7 @@ typedef int (*st_ssd_iter_fn)(void *arg, const st_ssd_key_t *key, const st_ssd_m
  * meant to run at start, before the daemon serves. A metadata entry that
  * fails its check is logged, counted as corrupt, skipped, and its object
  * deleted. A completed pass logs the object count and how long it took.
- * One million objects take about 0.4 s with a warm page cache and 1.5 s
+ * One million objects take 0.2 - 0.5 s with a warm page cache and 0.9 - 1.5 s
  * cold on the development machine (docs/performance.md).
  *
  * @param[out] count_p  objects reported; may be NULL.
