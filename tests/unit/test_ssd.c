@@ -13,6 +13,8 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <cmocka.h>
 
 #include <lmdb.h>
@@ -873,6 +875,113 @@ static void test_fork_guard(void **state)
     remove_dir(dir);
 }
 
+/* Several writers (durable puts, spills) and readers at once. */
+enum { CW_THREADS = 4, CW_PUTS = 100, CW_LEN = 2048 };
+
+typedef struct cw_arg {
+    st_ssd_t *ssd;
+    int id;
+    _Atomic int *acked; /* per writer: durable puts acknowledged so far */
+    _Atomic int *stop;
+    int failures;
+} cw_arg_t;
+
+static void *cw_writer(void *p)
+{
+    cw_arg_t *a = p;
+    uint8_t buf[CW_LEN];
+
+    for (int i = 0; i < CW_PUTS; i++) {
+        st_ssd_key_t k = mkkey(20, (uint64_t)(a->id * 1000 + i), ST_SSD_KDA, 0);
+        st_ssd_key_t kv = mkkey(20, (uint64_t)(a->id * 1000 + i), ST_SSD_KV, 1);
+
+        fill(buf, CW_LEN, (uint64_t)(a->id * 1000 + i));
+        if (st_ssd_put(a->ssd, &k, buf, CW_LEN, ST_SSD_DURABLE, NULL, NULL) != ST_OK ||
+            st_ssd_spill(a->ssd, &kv, buf, CW_LEN, 0, NULL, NULL) != ST_OK) {
+            a->failures++;
+        }
+        atomic_store(&a->acked[a->id], i + 1);
+    }
+    return NULL;
+}
+
+static void *cw_reader(void *p)
+{
+    cw_arg_t *a = p;
+    uint8_t want[CW_LEN], got[CW_LEN];
+    uint64_t x = 12345 + (uint64_t)a->id;
+
+    while (!atomic_load(a->stop)) {
+        int w, n, i;
+        size_t len;
+
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        w = (int)(x % CW_THREADS);
+        n = atomic_load(&a->acked[w]);
+        if (n == 0) {
+            continue;
+        }
+        i = (int)((x >> 8) % (uint64_t)n);
+        st_ssd_key_t k = mkkey(20, (uint64_t)(w * 1000 + i), ST_SSD_KDA, 0);
+        fill(want, CW_LEN, (uint64_t)(w * 1000 + i));
+        /* An acknowledged durable put is readable, with its bytes, at once. */
+        if (st_ssd_get_buf(a->ssd, &k, got, sizeof(got), &len, NULL) != ST_OK || len != CW_LEN ||
+            memcmp(want, got, CW_LEN) != 0) {
+            a->failures++;
+        }
+    }
+    return NULL;
+}
+
+static void test_concurrent(void **state)
+{
+    char *dir = make_dir();
+    st_ssd_t *ssd = open_env(dir, 64ull << 20, 0);
+    pthread_t wt[CW_THREADS], rt[2];
+    cw_arg_t wa[CW_THREADS], ra[2];
+    _Atomic int acked[CW_THREADS], stop = 0;
+    st_ssd_stats_t st;
+
+    for (int i = 0; i < CW_THREADS; i++) {
+        atomic_init(&acked[i], 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        ra[i] = (cw_arg_t){ssd, i, acked, &stop, 0};
+        assert_int_equal(pthread_create(&rt[i], NULL, cw_reader, &ra[i]), 0);
+    }
+    for (int i = 0; i < CW_THREADS; i++) {
+        wa[i] = (cw_arg_t){ssd, i, acked, &stop, 0};
+        assert_int_equal(pthread_create(&wt[i], NULL, cw_writer, &wa[i]), 0);
+    }
+    for (int i = 0; i < CW_THREADS; i++) {
+        pthread_join(wt[i], NULL);
+        assert_int_equal(wa[i].failures, 0);
+    }
+    atomic_store(&stop, 1);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(rt[i], NULL);
+        assert_int_equal(ra[i].failures, 0);
+    }
+    assert_int_equal(st_ssd_flush(ssd, 0), ST_OK);
+    st_ssd_stats(ssd, &st);
+    assert_int_equal(st.durable_puts, CW_THREADS * CW_PUTS);
+    assert_int_equal(st.spills, CW_THREADS * CW_PUTS);
+    assert_int_equal(st.objects[ST_SSD_KDA], CW_THREADS * CW_PUTS);
+    assert_int_equal(st.objects[ST_SSD_KV], CW_THREADS * CW_PUTS);
+    assert_int_equal(st.corrupt, 0);
+    for (int w = 0; w < CW_THREADS; w++) {
+        for (int i = 0; i < CW_PUTS; i += 7) {
+            st_ssd_key_t kv = mkkey(20, (uint64_t)(w * 1000 + i), ST_SSD_KV, 1);
+
+            check_value(ssd, &kv, CW_LEN, (uint64_t)(w * 1000 + i));
+        }
+    }
+    st_ssd_close(ssd);
+    remove_dir(dir);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -882,7 +991,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_reopen),        cmocka_unit_test(test_async_batching),
         cmocka_unit_test(test_iterate),       cmocka_unit_test(test_invalid),
         cmocka_unit_test(test_disk_full),     cmocka_unit_test(test_stale_reader),
-        cmocka_unit_test(test_fork_guard),
+        cmocka_unit_test(test_fork_guard),    cmocka_unit_test(test_concurrent),
     };
 
     if (argc == 3 && strcmp(argv[1], "--hold-reader") == 0) {
