@@ -12,12 +12,16 @@
  *    sequential read of it, in the same round. Reads are timed warm and cold.
  *    Reported as GB/s and as the ratio tier / plain file, median and MAD
  *    over --rounds rounds.
+ * 3. Durable puts: --durable 4 KB SESSION puts with ST_SSD_DURABLE from 1 and
+ *    from 8 threads (group commit), against pwrite + fdatasync per record on
+ *    a plain file: puts per second, p50 and p99 latency.
  *
  * usage: bench_ssd [--dir DIR] [--blocks N] [--opens N] [--total-mb N]
- *                  [--rounds N] [--batch-mb N] [--sync-none] [--skip-restart] [--skip-throughput]
+ *                  [--rounds N] [--batch-mb N] [--sync-none] [--durable N (0: skip)] [--skip-restart] [--skip-throughput]
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -411,11 +415,115 @@ static void bench_throughput(const char *top, uint64_t total_mb, int rounds)
     free(src);
 }
 
+/* ---- durable puts: latency and group commit ------------------------------- */
+
+#define DUR_BYTES 4096
+
+typedef struct dur_arg {
+    st_ssd_t *ssd; /* NULL: the plain-file baseline on fd */
+    int fd;
+    int id;
+    int n;
+    double *lat_us; /* n samples */
+} dur_arg_t;
+
+static void *dur_thread(void *p)
+{
+    dur_arg_t *a = p;
+    uint8_t buf[DUR_BYTES];
+
+    memset(buf, a->id + 1, sizeof(buf));
+    for (int i = 0; i < a->n; i++) {
+        uint64_t t0 = bench_now_ns();
+
+        memcpy(buf, &i, sizeof(i));
+        if (a->ssd != NULL) {
+            st_ssd_key_t k = bkey(30 + (uint64_t)a->id, (uint64_t)i, ST_SSD_SESSION, 0);
+            st_status_t status =
+                st_ssd_put(a->ssd, &k, buf, sizeof(buf), ST_SSD_DURABLE, NULL, NULL);
+
+            if (status != ST_OK) {
+                die("durable put", status);
+            }
+        } else {
+            off_t off = ((off_t)a->id * a->n + i) * DUR_BYTES;
+
+            if (pwrite(a->fd, buf, sizeof(buf), off) != (ssize_t)sizeof(buf) ||
+                fdatasync(a->fd) != 0) {
+                perror("pwrite/fdatasync");
+                exit(1);
+            }
+        }
+        a->lat_us[i] = (double)(bench_now_ns() - t0) / 1e3;
+    }
+    return NULL;
+}
+
+/* Runs threads x n durable writes; returns writes per second, fills *p50 and *p99. */
+static double dur_run(st_ssd_t *ssd, int fd, int threads, int n, double *p50, double *p99)
+{
+    pthread_t th[16];
+    dur_arg_t args[16];
+    double *all = calloc((size_t)threads * (size_t)n, sizeof(double));
+    bench_stats_t st;
+    uint64_t t0 = bench_now_ns();
+    double secs;
+
+    for (int t = 0; t < threads; t++) {
+        args[t] = (dur_arg_t){ssd, fd, t, n, all + (size_t)t * (size_t)n};
+        pthread_create(&th[t], NULL, dur_thread, &args[t]);
+    }
+    for (int t = 0; t < threads; t++) {
+        pthread_join(th[t], NULL);
+    }
+    secs = (double)(bench_now_ns() - t0) / 1e9;
+    bench_stats(all, (size_t)threads * (size_t)n, &st);
+    *p50 = st.median;
+    *p99 = st.p99;
+    free(all);
+    return (double)threads * n / secs;
+}
+
+static void bench_durable(const char *top, int n)
+{
+    char dir[1024], path[1024];
+    static const int thread_counts[2] = {1, 8};
+
+    if (snprintf(dir, sizeof(dir), "%s/durable", top) >= (int)sizeof(dir) ||
+        snprintf(path, sizeof(path), "%s/durable.bin", top) >= (int)sizeof(path)) {
+        fprintf(stderr, "bench_ssd: path too long\n");
+        exit(2);
+    }
+    printf("durable puts of %d B (SESSION), each returning after its sync; plain: pwrite + "
+           "fdatasync per record:\n",
+           DUR_BYTES);
+    for (int c = 0; c < 2; c++) {
+        int threads = thread_counts[c], per = n / threads;
+        double tier, plain, t50, t99, f50, f99;
+        st_ssd_t *ssd = open_env(dir, 1ull << 30, 1ull << 29);
+        int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+
+        if (fd < 0) {
+            perror(path);
+            exit(1);
+        }
+        plain = dur_run(NULL, fd, threads, per, &f50, &f99);
+        tier = dur_run(ssd, -1, threads, per, &t50, &t99);
+        close(fd);
+        unlink(path);
+        st_ssd_close(ssd);
+        rm_tree(dir);
+        printf("  %d thread(s): tier %7.0f puts/s (p50 %6.0f us, p99 %6.0f us); plain %7.0f "
+               "writes/s (p50 %6.0f us, p99 %6.0f us); ratio %.2f\n",
+               threads, tier, t50, t99, plain, f50, f99, tier / plain);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *base = "/tmp";
     uint64_t blocks = 1000000, total_mb = 2048;
-    int opens = 5, rounds = 3, skip_restart = 0, skip_tp = 0;
+    int opens = 5, rounds = 3, skip_restart = 0, skip_tp = 0, durable = 800;
     char top[1024];
 
     for (int i = 1; i < argc; i++) {
@@ -433,16 +541,18 @@ int main(int argc, char **argv)
             batch_mb = strtoull(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--sync-none") == 0) {
             sync_mode = ST_SSD_SYNC_NONE;
+        } else if (strcmp(argv[i], "--durable") == 0 && i + 1 < argc) {
+            durable = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--skip-restart") == 0) {
             skip_restart = 1;
         } else if (strcmp(argv[i], "--skip-throughput") == 0) {
             skip_tp = 1;
         } else {
-            fprintf(
-                stderr,
-                "usage: %s [--dir DIR] [--blocks N] [--opens N] [--total-mb N] "
-                "[--rounds N] [--batch-mb N] [--sync-none] [--skip-restart] [--skip-throughput]\n",
-                argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--dir DIR] [--blocks N] [--opens N] [--total-mb N] "
+                    "[--rounds N] [--batch-mb N] [--sync-none] [--durable N (0: skip)] "
+                    "[--skip-restart] [--skip-throughput]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -461,6 +571,9 @@ int main(int argc, char **argv)
     }
     if (!skip_restart) {
         bench_restart(top, blocks, opens);
+    }
+    if (durable > 0) {
+        bench_durable(top, durable);
     }
     if (!skip_tp) {
         bench_throughput(top, total_mb, rounds);

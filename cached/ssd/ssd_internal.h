@@ -108,11 +108,13 @@ struct st_ssd {
     pthread_cond_t done_cv;  /* waiters wait for their op */
     ssd_op_t *head;
     ssd_op_t *tail;
-    uint32_t queued;
-    uint64_t queued_bytes;   /* copied payload bytes queued */
-    uint64_t queued_payload; /* all payload bytes queued */
-    uint32_t queued_urgent;  /* queued ops that a caller waits for, or durable */
-    uint64_t head_since_ms;  /* when the queue last became non-empty */
+    uint32_t queued;          /* ops queued or in the running batch */
+    uint64_t queued_bytes;    /* copied payload bytes held by those */
+    uint64_t queued_payload;  /* payload bytes waiting in the queue */
+    uint32_t queued_urgent;   /* ops in the queue that a caller waits for, or durable */
+    uint64_t head_since_us;   /* when the queue last became non-empty (monotonic) */
+    uint64_t urgent_since_us; /* when the first waited-for op was queued */
+    uint32_t last_urgent;     /* waited-for ops in the last batch taken */
     int stopping;
     int paused;
     int writer_started;

@@ -526,23 +526,55 @@ static void w_periodic(st_ssd_t *ssd)
     }
 }
 
-/*
- * Whether the writer should take a batch now (lock held): the queue holds
- * something, the writer is not held, and either someone waits (a durable
- * put, a flush), a batch is full, the linger window has passed, or the
- * environment is closing. Also true when closing with an empty queue.
- */
-static int w_ready(st_ssd_t *ssd)
+/* How long a batch of durable puts waits for the callers of the last one. */
+#define SSD_GROUP_WAIT_US 300
+
+static uint64_t ssd_now_us(void)
 {
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/*
+ * Whether the writer should take a batch now (lock held); when not, how
+ * long it may sleep (*wait_us). Now: when closing; when a batch is full;
+ * when someone waits (a durable put, a flush) and as many waiters are
+ * queued as the last batch had, or SSD_GROUP_WAIT_US passed since the first
+ * (the callers of the last batch come back together: without the wait, one
+ * of them would start a batch alone and the others would wait a whole
+ * commit for the next); when only queued writes are there, after linger_ms.
+ */
+static int w_ready(st_ssd_t *ssd, uint64_t *wait_us)
+{
+    uint64_t now, age, linger = (uint64_t)ssd->params.linger_ms * 1000u;
+
+    *wait_us = 1000000;
     if (ssd->stopping) {
         return 1;
     }
     if (ssd->head == NULL || ssd->paused) {
         return 0;
     }
-    return ssd->queued_urgent > 0 || ssd->queued >= ssd->params.batch_max ||
-           ssd->queued_payload >= ssd->params.batch_bytes ||
-           st_log_now_ms() - ssd->head_since_ms >= ssd->params.linger_ms;
+    if (ssd->queued >= ssd->params.batch_max || ssd->queued_payload >= ssd->params.batch_bytes) {
+        return 1;
+    }
+    now = ssd_now_us();
+    if (ssd->queued_urgent > 0) {
+        age = now - ssd->urgent_since_us;
+        if (ssd->queued_urgent >= ssd->last_urgent || age >= SSD_GROUP_WAIT_US) {
+            return 1;
+        }
+        *wait_us = SSD_GROUP_WAIT_US - age;
+        return 0;
+    }
+    age = now - ssd->head_since_us;
+    if (age >= linger) {
+        return 1;
+    }
+    *wait_us = linger - age;
+    return 0;
 }
 
 void *ssd_writer_main(void *arg)
@@ -554,29 +586,26 @@ void *ssd_writer_main(void *arg)
     pthread_mutex_lock(&ssd->lock);
     for (;;) {
         size_t n = 0, w;
-        uint64_t bytes = 0;
+        uint64_t bytes = 0, wait_us;
+        uint32_t urgent = 0;
         ssd_op_t *finished = NULL, **fin_tail = &finished;
 
-        while (!w_ready(ssd)) {
+        while (!w_ready(ssd, &wait_us)) {
             struct timespec ts;
-            uint64_t wait_ms = 1000;
 
-            if (ssd->head != NULL && !ssd->paused) {
-                /* Lingering: wait for the rest of the window only. */
-                wait_ms = ssd->head_since_ms + ssd->params.linger_ms - st_log_now_ms();
-                wait_ms = wait_ms > ssd->params.linger_ms ? 1 : wait_ms;
-            }
             clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_sec += (time_t)(wait_ms / 1000);
-            ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+            ts.tv_sec += (time_t)(wait_us / 1000000u);
+            ts.tv_nsec += (long)(wait_us % 1000000u) * 1000L;
             if (ts.tv_nsec >= 1000000000L) {
                 ts.tv_sec++;
                 ts.tv_nsec -= 1000000000L;
             }
             pthread_cond_timedwait(&ssd->queue_cv, &ssd->lock, &ts);
-            pthread_mutex_unlock(&ssd->lock);
-            w_periodic(ssd);
-            pthread_mutex_lock(&ssd->lock);
+            if (wait_us >= 1000000) {
+                pthread_mutex_unlock(&ssd->lock);
+                w_periodic(ssd);
+                pthread_mutex_lock(&ssd->lock);
+            }
         }
         if (ssd->head == NULL) {
             break; /* stopping and drained */
@@ -586,12 +615,18 @@ void *ssd_writer_main(void *arg)
             ops[n] = ssd->head;
             ssd->head = ops[n]->next;
             bytes += ops[n]->length;
+            urgent += ops[n]->waited || (ops[n]->flags & ST_SSD_DURABLE);
+            ssd->queued_payload -= ops[n]->length;
             n++;
         }
+        ssd->queued_urgent -= urgent;
+        ssd->last_urgent = urgent;
         if (ssd->head == NULL) {
             ssd->tail = NULL;
         } else {
-            ssd->head_since_ms = 0; /* what is left has waited long enough */
+            /* What is left has waited long enough. */
+            ssd->head_since_us = 0;
+            ssd->urgent_since_us = 0;
         }
         pthread_mutex_unlock(&ssd->lock);
         w_run(ssd, ops, n, &ev);
@@ -606,8 +641,6 @@ void *ssd_writer_main(void *arg)
             ssd_op_t *op = ops[i];
 
             ssd->queued--;
-            ssd->queued_payload -= op->length;
-            ssd->queued_urgent -= op->waited || (op->flags & ST_SSD_DURABLE);
             if (op->copy != NULL) {
                 ssd->queued_bytes -= op->length;
             }
@@ -669,7 +702,10 @@ st_status_t ssd_submit(st_ssd_t *ssd, ssd_op_t *op)
             ssd->tail->next = op;
         } else {
             ssd->head = op;
-            ssd->head_since_ms = st_log_now_ms();
+            ssd->head_since_us = ssd_now_us();
+        }
+        if ((op->waited || (op->flags & ST_SSD_DURABLE)) && ssd->queued_urgent == 0) {
+            ssd->urgent_since_us = ssd_now_us();
         }
         ssd->tail = op;
         ssd->queued++;
