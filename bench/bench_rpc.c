@@ -1,9 +1,17 @@
 /*
  * bench_rpc.c - the control plane's cost: unary call latency against a bare
  * TCP ping-pong over the same loopback (the floor any RPC pays), throughput
- * with several client threads, large-message bandwidth, and fan-out latency.
+ * with several client threads, large-message bandwidth against a memcpy of
+ * the same bytes, a lookup-shaped call (a 256 KiB request, a small answer),
+ * and fan-out latency.
  *
- *   bench_rpc [--calls N] [--threads T]
+ *   bench_rpc [--calls N] [--threads T] [--rounds R] [--server-threads S]
+ *             [--only SECTIONS]
+ *
+ * SECTIONS is a comma-separated subset of unary,tput,large,lookup,fanout
+ * (default: all). --rounds is the number of calls per large-message size
+ * (default 300 below 1 MiB, a sixth of it above); --server-threads the worker
+ * threads of each server (default 4, as stratad's default).
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -24,14 +32,43 @@ static const srpc_method_t echo_method = {"/strata.bench.Bench/Echo",
                                           &strata__v1__hello_request__descriptor,
                                           &strata__v1__hello_request__descriptor};
 
+/* Takes a large request and answers a small message, like Lookup. */
+static const srpc_method_t sink_method = {"/strata.bench.Bench/Sink",
+                                          &strata__v1__hello_request__descriptor,
+                                          &strata__v1__hello_request__descriptor};
+
 static st_status_t echo_handler(srpc_ctx_t *ctx, const ProtobufCMessage *req,
                                 ProtobufCMessage *resp, void *arg)
 {
+    (void)ctx;
+    (void)arg;
     *(Strata__V1__HelloRequest *)resp = *(const Strata__V1__HelloRequest *)req;
     return ST_OK;
 }
 
-static const srpc_method_def_t table[] = {{&echo_method, echo_handler, NULL, 0}};
+static st_status_t sink_handler(srpc_ctx_t *ctx, const ProtobufCMessage *req,
+                                ProtobufCMessage *resp, void *arg)
+{
+    const Strata__V1__HelloRequest *rq = (const Strata__V1__HelloRequest *)req;
+    Strata__V1__HelloRequest *rs = (Strata__V1__HelloRequest *)resp;
+    uint8_t *sum = srpc_ctx_alloc(ctx, 16);
+
+    (void)arg;
+    if (sum == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    memcpy(sum, &rq->client_address.len, sizeof(rq->client_address.len));
+    if (rq->client_address.len != 0) {
+        sum[8] = rq->client_address.data[rq->client_address.len - 1];
+    }
+    rs->tenant = rq->tenant;
+    rs->client_address.data = sum;
+    rs->client_address.len = 16;
+    return ST_OK;
+}
+
+static const srpc_method_def_t table[] = {{&echo_method, echo_handler, NULL, 0},
+                                          {&sink_method, sink_handler, NULL, 0}};
 
 /* ------------------------------------------------------ TCP ping-pong peer -- */
 
@@ -92,9 +129,34 @@ static void tcp_pingpong(int n, bench_stats_t *out)
     free(samples);
 }
 
+/*
+ * Median time of one memcpy of bytes between two warm buffers, in
+ * microseconds: the floor of moving a message through memory once.
+ */
+static void memcpy_floor(size_t bytes, int n, bench_stats_t *out)
+{
+    uint8_t *a = malloc(bytes), *b = malloc(bytes);
+    double *samples = malloc(sizeof(double) * (size_t)n);
+
+    memset(a, 1, bytes);
+    memset(b, 2, bytes);
+    for (int i = 0; i < n; i++) {
+        uint64_t t0 = bench_now_ns();
+
+        memcpy(i & 1 ? a : b, i & 1 ? b : a, bytes);
+        __asm__ volatile("" : : "r"(a), "r"(b) : "memory");
+        samples[i] = (double)(bench_now_ns() - t0) / 1e3;
+    }
+    bench_stats(samples, (size_t)n, out);
+    free(samples);
+    free(a);
+    free(b);
+}
+
 /* ------------------------------------------------------------ rpc pieces -- */
 
-static void unary_latency(srpc_channel_t *ch, int n, size_t bytes, bench_stats_t *out)
+static void call_latency(srpc_channel_t *ch, const srpc_method_t *method, int n, size_t bytes,
+                         bench_stats_t *out)
 {
     Strata__V1__HelloRequest rq = STRATA__V1__HELLO_REQUEST__INIT;
     uint8_t *payload = calloc(1, bytes ? bytes : 1);
@@ -107,7 +169,7 @@ static void unary_latency(srpc_channel_t *ch, int n, size_t bytes, bench_stats_t
         ProtobufCMessage *resp = NULL;
         uint64_t t0 = bench_now_ns();
 
-        if (srpc_call(ch, &echo_method, &rq.base, 10000, &resp, NULL) != ST_OK) {
+        if (srpc_call(ch, method, &rq.base, 10000, &resp, NULL) != ST_OK) {
             fprintf(stderr, "call failed\n");
             exit(1);
         }
@@ -129,7 +191,7 @@ static void *tput_worker(void *p)
     tput_arg_t *a = p;
     bench_stats_t st;
 
-    unary_latency(a->ch, a->calls, 16, &st);
+    call_latency(a->ch, &echo_method, a->calls, 16, &st);
     return NULL;
 }
 
@@ -154,7 +216,7 @@ static srpc_server_t *start(unsigned threads)
         .address = "127.0.0.1:0", .n_threads = threads, .max_message_bytes = 64u << 20};
     srpc_server_t *srv = NULL;
 
-    if (srpc_server_start(&cfg, table, 1, &srv) != ST_OK) {
+    if (srpc_server_start(&cfg, table, sizeof(table) / sizeof(table[0]), &srv) != ST_OK) {
         fprintf(stderr, "server start failed\n");
         exit(1);
     }
@@ -171,10 +233,60 @@ static srpc_channel_t *connect_to(srpc_server_t *srv)
     return ch;
 }
 
+static bool want(const char *only, const char *section)
+{
+    size_t len = strlen(section);
+
+    for (const char *p = only; p != NULL && *p != '\0';) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+
+        if (n == len && strncmp(p, section, n) == 0) {
+            return true;
+        }
+        p = end ? end + 1 : NULL;
+    }
+    return only == NULL;
+}
+
+static void fanout(srpc_channel_t **ch, int n, double unary_median)
+{
+    Strata__V1__HelloRequest rq = STRATA__V1__HELLO_REQUEST__INIT;
+    srpc_fanout_item_t items[3];
+    double *fan = malloc(sizeof(double) * (size_t)n);
+    bench_stats_t fst;
+
+    rq.tenant = (char *)"fan";
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < 3; k++) {
+            items[k] = (srpc_fanout_item_t){.ch = ch[k], .req = &rq.base};
+        }
+        uint64_t t0 = bench_now_ns();
+        srpc_fanout(&echo_method, items, 3, 10000);
+        fan[i] = (double)(bench_now_ns() - t0) / 1e3;
+        for (int k = 0; k < 3; k++) {
+            if (items[k].status != ST_OK) {
+                fprintf(stderr, "fan-out item failed\n");
+                exit(1);
+            }
+        }
+        srpc_fanout_free(items, 3);
+    }
+    bench_stats(fan, (size_t)n, &fst);
+    printf("fan-out to 3 servers: median %.1f us p99 %.1f us (MAD %.1f)", fst.median, fst.p99,
+           fst.mad);
+    if (unary_median > 0) {
+        printf(" (%.2f x one unary call)", fst.median / unary_median);
+    }
+    printf("\n");
+    free(fan);
+}
+
 int main(int argc, char **argv)
 {
-    int calls = 5000, threads = 4;
-    bench_stats_t tcp, rpc, big;
+    int calls = 5000, threads = 4, rounds = 0, server_threads = 4;
+    const char *only = NULL;
+    bench_stats_t tcp, rpc = {0}, big, cp;
     srpc_server_t *srv[3];
     srpc_channel_t *ch[3];
 
@@ -183,65 +295,69 @@ int main(int argc, char **argv)
             calls = atoi(argv[i + 1]);
         } else if (strcmp(argv[i], "--threads") == 0) {
             threads = atoi(argv[i + 1]);
+        } else if (strcmp(argv[i], "--server-threads") == 0) {
+            server_threads = atoi(argv[i + 1]);
+        } else if (strcmp(argv[i], "--rounds") == 0) {
+            rounds = atoi(argv[i + 1]);
+        } else if (strcmp(argv[i], "--only") == 0) {
+            only = argv[i + 1];
+        } else {
+            fprintf(stderr, "bench_rpc: unknown option %s\n", argv[i]);
+            return 2;
         }
     }
-    if (calls < 10 || threads < 1 || threads > 64) {
-        fprintf(stderr, "usage: bench_rpc [--calls N>=10] [--threads 1..64]\n");
+    if (calls < 10 || threads < 1 || threads > 64 || rounds < 0 || server_threads < 1) {
+        fprintf(stderr, "usage: bench_rpc [--calls N>=10] [--threads 1..64] [--rounds R] "
+                        "[--server-threads N] [--only unary,tput,large,lookup,fanout]\n");
         return 2;
     }
-    st_log_set_level(ST_LOG_WARN);
+    /* BENCH_RPC_LOG=debug shows gRPC's own lines (with GRPC_TRACE=...). */
+    st_log_set_level(getenv("BENCH_RPC_LOG") ? ST_LOG_DEBUG : ST_LOG_WARN);
     for (int i = 0; i < 3; i++) {
-        srv[i] = start(4);
+        srv[i] = start((unsigned)server_threads);
         ch[i] = connect_to(srv[i]);
     }
-    unary_latency(ch[0], 200, 16, &rpc); /* warm up: connect, allocate */
+    call_latency(ch[0], &echo_method, 200, 16, &rpc); /* warm up: connect, allocate */
+    rpc.median = 0;
 
-    tcp_pingpong(calls, &tcp);
-    unary_latency(ch[0], calls, 16, &rpc);
-    printf("unary call, 16 B payload: median %.1f us p99 %.1f us (MAD %.1f)\n", rpc.median, rpc.p99,
-           rpc.mad);
-    printf("TCP ping-pong 64 B (floor): median %.1f us p99 %.1f us\n", tcp.median, tcp.p99);
-    printf("ratio unary / TCP round trip: %.2f\n", rpc.median / tcp.median);
-
-    printf("throughput, %d client threads on one channel: %.0f calls/s\n", threads,
-           throughput(ch[0], threads, calls / threads));
-
-    for (size_t bytes = 64u << 10; bytes <= (4u << 20); bytes *= 8) {
-        int n = bytes >= (1u << 20) ? 50 : 300;
-
-        unary_latency(ch[0], n, bytes, &big);
-        printf("echo %zu KiB: median %.0f us, %.2f GB/s each way\n", bytes >> 10, big.median,
-               (double)bytes / (big.median * 1e3));
+    if (want(only, "unary")) {
+        tcp_pingpong(calls, &tcp);
+        call_latency(ch[0], &echo_method, calls, 16, &rpc);
+        printf("unary call, 16 B payload: median %.1f us p99 %.1f us (MAD %.1f)\n", rpc.median,
+               rpc.p99, rpc.mad);
+        printf("TCP ping-pong 64 B (floor): median %.1f us p99 %.1f us (MAD %.1f)\n", tcp.median,
+               tcp.p99, tcp.mad);
+        printf("ratio unary / TCP round trip: %.2f\n", rpc.median / tcp.median);
     }
+    if (want(only, "tput")) {
+        printf("throughput, %d client threads on one channel: %.0f calls/s\n", threads,
+               throughput(ch[0], threads, calls / threads));
+    }
+    if (want(only, "large")) {
+        for (size_t bytes = 64u << 10; bytes <= (4u << 20); bytes *= 8) {
+            int n = rounds ? rounds : 300;
 
-    /* Fan-out to 3 servers against 3 calls one after another. */
-    {
-        Strata__V1__HelloRequest rq = STRATA__V1__HELLO_REQUEST__INIT;
-        srpc_fanout_item_t items[3];
-        double *fan = malloc(sizeof(double) * (size_t)calls);
-        bench_stats_t fst;
-        int n = calls / 2;
-
-        rq.tenant = (char *)"fan";
-        for (int i = 0; i < n; i++) {
-            for (int k = 0; k < 3; k++) {
-                items[k] = (srpc_fanout_item_t){.ch = ch[k], .req = &rq.base};
-            }
-            uint64_t t0 = bench_now_ns();
-            srpc_fanout(&echo_method, items, 3, 10000);
-            fan[i] = (double)(bench_now_ns() - t0) / 1e3;
-            for (int k = 0; k < 3; k++) {
-                if (items[k].status != ST_OK) {
-                    fprintf(stderr, "fan-out item failed\n");
-                    return 1;
-                }
-            }
-            srpc_fanout_free(items, 3);
+            n = bytes >= (1u << 20) ? (n + 5) / 6 : n;
+            call_latency(ch[0], &echo_method, n, bytes, &big);
+            memcpy_floor(bytes, 1000, &cp);
+            printf("echo %zu KiB: median %.0f us p99 %.0f us (MAD %.0f), %.2f GB/s each way; "
+                   "memcpy %.1f us (%.1f GB/s), echo / (2 x memcpy) %.1f\n",
+                   bytes >> 10, big.median, big.p99, big.mad, (double)bytes / (big.median * 1e3),
+                   cp.median, (double)bytes / (cp.median * 1e3), big.median / (2 * cp.median));
         }
-        bench_stats(fan, (size_t)n, &fst);
-        printf("fan-out to 3 servers: median %.1f us p99 %.1f us (%.2f x one unary call)\n",
-               fst.median, fst.p99, fst.median / rpc.median);
-        free(fan);
+    }
+    if (want(only, "lookup")) {
+        size_t bytes = 16384 * 16; /* a 1M-token chain of packed 16-byte hashes */
+        int n = rounds ? rounds : 300;
+
+        call_latency(ch[0], &sink_method, n, bytes, &big);
+        memcpy_floor(bytes, 1000, &cp);
+        printf("lookup-shaped call, %zu KiB request, 16 B answer: median %.0f us p99 %.0f us "
+               "(MAD %.0f); memcpy %.1f us\n",
+               bytes >> 10, big.median, big.p99, big.mad, cp.median);
+    }
+    if (want(only, "fanout")) {
+        fanout(ch, calls / 2, rpc.median);
     }
 
     for (int i = 0; i < 3; i++) {

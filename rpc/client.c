@@ -2,10 +2,11 @@
  * client.c - channels, unary calls, fan-out and the health check helper.
  *
  * A unary call is one batch of six operations (send metadata, message and
- * close; receive metadata, message and status) on a completion queue of its
- * own, so calls from any number of threads never wait on each other. A
- * fan-out puts every call of the batch on one queue and collects the
- * completions as they come.
+ * close; receive metadata, message and status) on the calling thread's own
+ * pluck completion queue (kept for the thread's life), so calls from any
+ * number of threads never wait on each other and the caller itself drives
+ * gRPC's polling. A fan-out starts every call of the batch on that queue and
+ * then waits for each.
  */
 #include "srpc_internal.h"
 
@@ -43,8 +44,8 @@ st_status_t srpc_channel_open(const char *target, const srpc_channel_config_t *c
 {
     uint32_t max_recv =
         cfg && cfg->max_receive_bytes ? cfg->max_receive_bytes : SRPC_DEFAULT_MAX_RECEIVE;
-    grpc_arg args[4];
-    grpc_channel_args chargs = {4, args};
+    grpc_arg args[5];
+    grpc_channel_args chargs = {5, args};
     grpc_channel_credentials *creds;
     srpc_channel_t *ch;
 
@@ -93,6 +94,7 @@ st_status_t srpc_channel_open(const char *target, const srpc_channel_config_t *c
     args[3].type = GRPC_ARG_INTEGER;
     args[3].key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
     args[3].value.integer = 1000;
+    srpc_tcp_read_arg(&args[4]);
     creds = grpc_insecure_credentials_create();
     ch->channel = grpc_channel_create(target, creds, &chargs);
     grpc_channel_credentials_release(creds);
@@ -182,11 +184,33 @@ static void srpc_cop_cleanup(srpc_cop_t *op)
     grpc_slice_unref(op->details);
 }
 
+/* Unpacks data into *resp_p. */
+static st_status_t srpc_unpack(const srpc_method_t *method, const char *target, const uint8_t *data,
+                               size_t len, ProtobufCMessage **resp_p, srpc_error_t *err)
+{
+    ProtobufCMessage *resp = protobuf_c_message_unpack(method->resp_desc, NULL, len, data);
+
+    if (resp == NULL) {
+        if (err != NULL) {
+            snprintf(err->message, sizeof(err->message), "answer of %zu bytes does not parse as %s",
+                     len, method->resp_desc->name);
+        }
+        st_warn("rpc call: answer does not parse target=%s method=%s bytes=%zu", target,
+                method->path, len);
+        return ST_ERR_PROTOCOL;
+    }
+    *resp_p = resp;
+    return ST_OK;
+}
+
 /*
- * Turns a completed call into a status: the response bytes in *data_p (malloc'd)
- * on success, err filled on failure. Cleans op up.
+ * Turns a completed call into a status. On success the response is unpacked
+ * into *resp_p when method is set (read in place, no copy of its bytes), else
+ * its bytes are copied into *data_p (malloc'd). err is filled on failure.
+ * Cleans op up.
  */
 static st_status_t srpc_cop_finish(srpc_cop_t *op, const char *target, const char *path,
+                                   const srpc_method_t *method, ProtobufCMessage **resp_p,
                                    uint8_t **data_p, size_t *len_p, srpc_error_t *err)
 {
     st_status_t st = ST_OK;
@@ -205,6 +229,18 @@ static st_status_t srpc_cop_finish(srpc_cop_t *op, const char *target, const cha
         st = ST_ERR_PROTOCOL;
         snprintf(err->message, sizeof(err->message), "%s answered OK without a message", path);
         st_warn("rpc call: answer without a message target=%s method=%s", target, path);
+    } else if (method != NULL) {
+        const uint8_t *data;
+        size_t len;
+
+        st = srpc_bb_view(op->recv_bb, &data, &len);
+        if (st == ST_OK) {
+            st = srpc_unpack(method, target, data, len, resp_p, err);
+            srpc_bb_view_done();
+        } else {
+            snprintf(err->message, sizeof(err->message), "cannot read the answer: %s",
+                     st_strerror(st));
+        }
     } else {
         st = srpc_bb_read(op->recv_bb, data_p, len_p);
         if (st != ST_OK) {
@@ -216,30 +252,16 @@ static st_status_t srpc_cop_finish(srpc_cop_t *op, const char *target, const cha
     return st;
 }
 
-/* Unpacks data into *resp_p. */
-static st_status_t srpc_unpack(const srpc_method_t *method, const char *target, uint8_t *data,
-                               size_t len, ProtobufCMessage **resp_p, srpc_error_t *err)
-{
-    ProtobufCMessage *resp = protobuf_c_message_unpack(method->resp_desc, NULL, len, data);
-
-    if (resp == NULL) {
-        if (err != NULL) {
-            snprintf(err->message, sizeof(err->message), "answer of %zu bytes does not parse as %s",
-                     len, method->resp_desc->name);
-        }
-        st_warn("rpc call: answer does not parse target=%s method=%s bytes=%zu", target,
-                method->path, len);
-        return ST_ERR_PROTOCOL;
-    }
-    *resp_p = resp;
-    return ST_OK;
-}
-
-/* One call on a private pluck queue. */
+/*
+ * One call on the thread's pluck queue (creating and destroying a queue per
+ * call cost more than the rest of a small call's client side).
+ */
 static st_status_t srpc_call_bb(srpc_channel_t *ch, const char *path, grpc_byte_buffer *send_bb,
-                                int timeout_ms, uint8_t **data_p, size_t *len_p, srpc_error_t *err)
+                                int timeout_ms, const srpc_method_t *method,
+                                ProtobufCMessage **resp_p, uint8_t **data_p, size_t *len_p,
+                                srpc_error_t *err)
 {
-    grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+    grpc_completion_queue *cq = srpc_thread_cq();
     srpc_cop_t op;
     st_status_t st;
 
@@ -254,7 +276,7 @@ static st_status_t srpc_call_bb(srpc_channel_t *ch, const char *path, grpc_byte_
         if (ev.type != GRPC_OP_COMPLETE) { /* cannot happen with an infinite wait */
             st_error("rpc call: completion queue failed target=%s method=%s", ch->target, path);
         }
-        st = srpc_cop_finish(&op, ch->target, path, data_p, len_p, err);
+        st = srpc_cop_finish(&op, ch->target, path, method, resp_p, data_p, len_p, err);
     } else {
         srpc_cop_cleanup(&op);
         if (err != NULL) {
@@ -262,8 +284,6 @@ static st_status_t srpc_call_bb(srpc_channel_t *ch, const char *path, grpc_byte_
             snprintf(err->message, sizeof(err->message), "could not start the call");
         }
     }
-    grpc_completion_queue_shutdown(cq);
-    grpc_completion_queue_destroy(cq);
     return st;
 }
 
@@ -283,7 +303,7 @@ st_status_t srpc_call_raw(srpc_channel_t *ch, const char *path, const void *req,
     slice = grpc_slice_from_copied_buffer(req, req_len);
     bb = grpc_raw_byte_buffer_create(&slice, 1);
     grpc_slice_unref(slice);
-    st = srpc_call_bb(ch, path, bb, timeout_ms, &data, &len, err);
+    st = srpc_call_bb(ch, path, bb, timeout_ms, NULL, NULL, &data, &len, err);
     if (st == ST_OK) {
         *resp_p = data;
         *resp_len_p = len;
@@ -295,8 +315,6 @@ st_status_t srpc_call(srpc_channel_t *ch, const srpc_method_t *method, const Pro
                       int timeout_ms, ProtobufCMessage **resp_p, srpc_error_t *err)
 {
     grpc_byte_buffer *bb;
-    uint8_t *data = NULL;
-    size_t len = 0;
     st_status_t st;
 
     if (ch == NULL || method == NULL || req == NULL || resp_p == NULL ||
@@ -309,12 +327,7 @@ st_status_t srpc_call(srpc_channel_t *ch, const srpc_method_t *method, const Pro
     if (st != ST_OK) {
         return st;
     }
-    st = srpc_call_bb(ch, method->path, bb, timeout_ms, &data, &len, err);
-    if (st == ST_OK) {
-        st = srpc_unpack(method, ch->target, data, len, resp_p, err);
-    }
-    free(data);
-    return st;
+    return srpc_call_bb(ch, method->path, bb, timeout_ms, method, resp_p, NULL, NULL, err);
 }
 
 st_status_t srpc_fanout(const srpc_method_t *method, srpc_fanout_item_t *items, size_t n,
@@ -338,13 +351,9 @@ st_status_t srpc_fanout(const srpc_method_t *method, srpc_fanout_item_t *items, 
         }
     }
     ops = calloc(n ? n : 1, sizeof(*ops));
-    cq = grpc_completion_queue_create_for_next(NULL);
+    cq = srpc_thread_cq();
     if (ops == NULL || cq == NULL) {
         free(ops);
-        if (cq != NULL) {
-            grpc_completion_queue_shutdown(cq);
-            grpc_completion_queue_destroy(cq);
-        }
         return ST_ERR_NOMEM;
     }
     for (size_t i = 0; i < n; i++) {
@@ -367,32 +376,26 @@ st_status_t srpc_fanout(const srpc_method_t *method, srpc_fanout_item_t *items, 
         }
         started++;
     }
-    while (done < started) {
-        grpc_event ev = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    /*
+     * Every call runs at once; waiting for them in item order on the thread's
+     * pluck queue ends when the slowest has ended, as waiting in completion
+     * order would.
+     */
+    for (size_t i = 0; i < n && done < started; i++) {
+        srpc_fanout_item_t *it = &items[i];
+        grpc_event ev;
 
-        if (ev.type != GRPC_OP_COMPLETE) {
+        if (ops[i].call == NULL) { /* never started */
             continue;
         }
-        srpc_cop_t *op = ev.tag;
-        srpc_fanout_item_t *it = &items[op - ops];
-        uint8_t *data = NULL;
-        size_t len = 0;
-
-        it->status = srpc_cop_finish(op, it->ch->target, method->path, &data, &len, &it->err);
-        if (it->status == ST_OK) {
-            it->status = srpc_unpack(method, it->ch->target, data, len, &it->resp, &it->err);
+        ev = grpc_completion_queue_pluck(cq, &ops[i], gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        if (ev.type != GRPC_OP_COMPLETE) { /* cannot happen with an infinite wait */
+            st_error("rpc fan-out: completion queue failed method=%s", method->path);
         }
-        free(data);
+        it->status = srpc_cop_finish(&ops[i], it->ch->target, method->path, method, &it->resp, NULL,
+                                     NULL, &it->err);
         done++;
     }
-    grpc_completion_queue_shutdown(cq);
-    for (;;) {
-        grpc_event ev = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-        if (ev.type == GRPC_QUEUE_SHUTDOWN) {
-            break;
-        }
-    }
-    grpc_completion_queue_destroy(cq);
     free(ops);
     return ST_OK;
 }

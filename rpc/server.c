@@ -112,7 +112,13 @@ void *srpc_ctx_server_arg(const srpc_ctx_t *ctx)
     return ctx->srv->user_arg;
 }
 
-void *srpc_ctx_alloc(srpc_ctx_t *ctx, size_t size)
+/*
+ * Bump allocation from the context's chunks. The first chunk is the worker
+ * thread's retained block (common.c), so a call whose request and response
+ * fit in it allocates nothing; a chunk that runs out is followed by one at
+ * least twice its size, and the largest chunk is retained for the next call.
+ */
+static void *srpc_ctx_bump(srpc_ctx_t *ctx, size_t size)
 {
     srpc_chunk_t *chunk = ctx->chunks;
     void *p;
@@ -121,6 +127,23 @@ void *srpc_ctx_alloc(srpc_ctx_t *ctx, size_t size)
     if (chunk == NULL || chunk->cap - chunk->used < size) {
         size_t cap = size > 4096 ? size : 4096;
 
+        if (chunk != NULL && cap < 2 * chunk->cap) {
+            cap = 2 * chunk->cap;
+        }
+        if (chunk == NULL) {
+            size_t got;
+            srpc_chunk_t *kept = srpc_arena_take(&got);
+
+            if (kept != NULL && got - sizeof(*kept) >= size) {
+                chunk = kept;
+                chunk->cap = got - sizeof(*kept);
+                chunk->used = 0;
+                chunk->next = NULL;
+                ctx->chunks = chunk;
+                goto have;
+            }
+            free(kept);
+        }
         chunk = malloc(sizeof(*chunk) + cap);
         if (chunk == NULL) {
             return NULL;
@@ -130,10 +153,32 @@ void *srpc_ctx_alloc(srpc_ctx_t *ctx, size_t size)
         chunk->next = ctx->chunks;
         ctx->chunks = chunk;
     }
+have:
     p = (char *)chunk->data + chunk->used;
     chunk->used += size;
-    memset(p, 0, size);
     return p;
+}
+
+void *srpc_ctx_alloc(srpc_ctx_t *ctx, size_t size)
+{
+    void *p = srpc_ctx_bump(ctx, size);
+
+    if (p != NULL) {
+        memset(p, 0, size);
+    }
+    return p;
+}
+
+/* protobuf-c's allocator for the request: the context's arena, freed with it. */
+static void *srpc_ctx_pb_alloc(void *data, size_t size)
+{
+    return srpc_ctx_bump(data, size);
+}
+
+static void srpc_ctx_pb_free(void *data, void *p)
+{
+    (void)data;
+    (void)p;
 }
 
 void srpc_ctx_set_error(srpc_ctx_t *ctx, const char *fmt, ...)
@@ -148,11 +193,21 @@ void srpc_ctx_set_error(srpc_ctx_t *ctx, const char *fmt, ...)
 
 static void srpc_ctx_release(srpc_ctx_t *ctx)
 {
+    srpc_chunk_t *keep = NULL;
+
     while (ctx->chunks != NULL) {
         srpc_chunk_t *next = ctx->chunks->next;
 
-        free(ctx->chunks);
+        if (keep == NULL || ctx->chunks->cap > keep->cap) {
+            free(keep);
+            keep = ctx->chunks;
+        } else {
+            free(ctx->chunks);
+        }
         ctx->chunks = next;
+    }
+    if (keep != NULL) {
+        srpc_arena_give(keep, sizeof(*keep) + keep->cap);
     }
     if (ctx->peer != NULL) {
         gpr_free(ctx->peer);
@@ -302,7 +357,8 @@ static void srpc_serve(srpc_scall_t *c)
     srpc_ctx_t ctx;
     ProtobufCMessage *req = NULL;
     ProtobufCMessage *resp;
-    uint8_t *data = NULL;
+    ProtobufCAllocator pb_alloc = {srpc_ctx_pb_alloc, srpc_ctx_pb_free, &ctx};
+    const uint8_t *data = NULL;
     size_t len = 0;
     st_status_t st;
     int code = GRPC_STATUS_OK;
@@ -326,20 +382,23 @@ static void srpc_serve(srpc_scall_t *c)
         snprintf(msg, sizeof(msg), "%s: the call carries no request message", m->method->path);
         goto send;
     }
-    st = srpc_bb_read(c->payload, &data, &len);
-    if (st != ST_OK) {
-        code = st_status_to_grpc(st);
-        snprintf(msg, sizeof(msg), "%s: cannot read the request: %s", m->method->path,
-                 st_strerror(st));
-        goto send;
-    }
+    len = grpc_byte_buffer_length(c->payload);
     if (len > m->max_request_bytes) {
         code = GRPC_STATUS_RESOURCE_EXHAUSTED;
         snprintf(msg, sizeof(msg), "%s: request of %zu bytes exceeds the limit of %u bytes",
                  m->method->path, len, m->max_request_bytes);
         goto send;
     }
-    req = protobuf_c_message_unpack(req_desc, NULL, len, data);
+    st = srpc_bb_view(c->payload, &data, &len);
+    if (st != ST_OK) {
+        code = st_status_to_grpc(st);
+        snprintf(msg, sizeof(msg), "%s: cannot read the request: %s", m->method->path,
+                 st_strerror(st));
+        goto send;
+    }
+    /* Unpacked into the call's arena: no malloc, no free, warm memory. */
+    req = protobuf_c_message_unpack(req_desc, &pb_alloc, len, data);
+    srpc_bb_view_done();
     if (req == NULL) {
         code = GRPC_STATUS_INVALID_ARGUMENT;
         snprintf(msg, sizeof(msg), "%s: request of %zu bytes does not parse as %s", m->method->path,
@@ -368,11 +427,7 @@ static void srpc_serve(srpc_scall_t *c)
     }
 
 send:
-    if (req != NULL) {
-        protobuf_c_message_free_unpacked(req, NULL);
-    }
-    free(data);
-    srpc_ctx_release(&ctx);
+    srpc_ctx_release(&ctx); /* the request and the response's arena memory */
     if (code != GRPC_STATUS_OK) {
         st_debug("rpc call failed method=%s code=%d msg=\"%s\"", m->method->path, code, msg);
     }
@@ -573,8 +628,8 @@ static st_status_t srpc_server_alloc(const srpc_server_config_t *cfg,
 static st_status_t srpc_server_setup(srpc_server_t *srv, const char *address)
 {
     uint32_t max_bytes = srv->max_message_bytes;
-    grpc_arg args[2];
-    grpc_channel_args chargs = {2, args};
+    grpc_arg args[3];
+    grpc_channel_args chargs = {3, args};
     grpc_server_credentials *creds;
 
     for (size_t i = 0; i < srv->n_methods; i++) {
@@ -589,6 +644,7 @@ static st_status_t srpc_server_setup(srpc_server_t *srv, const char *address)
     args[1].type = GRPC_ARG_INTEGER;
     args[1].key = (char *)GRPC_ARG_ALLOW_REUSEPORT;
     args[1].value.integer = 0;
+    srpc_tcp_read_arg(&args[2]);
     srv->server = grpc_server_create(&chargs, NULL);
     if (srv->server == NULL) {
         return ST_ERR_NOMEM;

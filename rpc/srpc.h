@@ -317,7 +317,7 @@ typedef struct srpc_fanout_item {
  * not delay the others beyond their own answers.
  * Returns ST_OK when every item has its outcome (look at the items);
  * ST_ERR_INVALID for NULL arguments; ST_ERR_NOMEM (no item was issued then).
- * Thread-safe (each fan-out uses its own completion queue).
+ * Thread-safe (each fan-out waits on its calling thread's own completion queue).
  */
 st_status_t srpc_fanout(const srpc_method_t *method, srpc_fanout_item_t *items, size_t n,
                         int timeout_ms);

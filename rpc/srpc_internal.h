@@ -17,6 +17,12 @@ void srpc_grpc_ref(void);
 /* grpc_shutdown(): one per srpc_grpc_ref(). */
 void srpc_grpc_unref(void);
 
+/* The largest TCP read buffer gRPC may allocate (servers and channels). */
+#define SRPC_TCP_MAX_READ_CHUNK (64 * 1024)
+
+/* Sets *arg to the channel argument that caps gRPC's TCP read buffers. */
+void srpc_tcp_read_arg(grpc_arg *arg);
+
 /* Returns a monotonic gRPC deadline timeout_ms from now (<= 0: infinite). */
 gpr_timespec srpc_deadline_from_ms(int timeout_ms);
 
@@ -26,7 +32,37 @@ uint64_t srpc_now_ns(void);
 /* Copies the bytes of a byte buffer into one malloc'd block (NULL on ENOMEM). */
 st_status_t srpc_bb_read(grpc_byte_buffer *bb, uint8_t **data_p, size_t *len_p);
 
-/* Packs msg into a new byte buffer (*bb_p). ST_ERR_NOMEM on failure. */
+/*
+ * Sets *data_p to the bytes of bb in one piece without allocating: the slice
+ * itself when bb is one slice, else a copy in the calling thread's scratch
+ * block. Valid until the next srpc_bb_view() on this thread or until bb is
+ * destroyed. Call srpc_bb_view_done() when done (it drops an oversized
+ * scratch block). ST_ERR_PROTOCOL when bb does not decompress; ST_ERR_NOMEM.
+ */
+st_status_t srpc_bb_view(grpc_byte_buffer *bb, const uint8_t **data_p, size_t *len_p);
+void srpc_bb_view_done(void);
+
+/*
+ * The calling thread's pluck completion queue for its client calls, created
+ * on first use (holding a gRPC reference) and destroyed when the thread
+ * exits; NULL on ENOMEM. Only this thread may pluck it; every call it starts
+ * there must be plucked before the thread starts waiting on another.
+ */
+grpc_completion_queue *srpc_thread_cq(void);
+
+/*
+ * The calling thread's retained arena block (NULL, *cap_p 0 when none); the
+ * thread holds none until srpc_arena_give() hands one back (kept when no
+ * larger than the keep limit, else freed).
+ */
+void *srpc_arena_take(size_t *cap_p);
+void srpc_arena_give(void *block, size_t cap);
+
+/*
+ * Packs msg into a new byte buffer (*bb_p): messages of 4 KiB and more go
+ * into the calling thread's send buffer, which gRPC borrows until it has sent
+ * them. ST_ERR_NOMEM on failure.
+ */
 st_status_t srpc_bb_pack(const ProtobufCMessage *msg, grpc_byte_buffer **bb_p);
 
 /* Copies a slice into dst[0..cap) NUL-terminated (truncating). */
