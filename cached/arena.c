@@ -142,7 +142,15 @@ st_status_t cd_arena_init(cd_arena_t *a, const cd_arena_config_t *cfg)
     a->ar_region_added = cfg->region_added;
     a->ar_region_removed = cfg->region_removed;
     a->ar_cb_ctx = cfg->cb_ctx;
-    a->ar_meta_bytes = n_chunks * (1 + sizeof(uint32_t)) + n_pages;
+    if ((cfg->chunk_alloc == NULL) != (cfg->chunk_free == NULL)) {
+        st_error("arena: chunk_alloc and chunk_free go together");
+        return ST_ERR_INVALID;
+    }
+    a->ar_chunk_alloc = cfg->chunk_alloc;
+    a->ar_chunk_free = cfg->chunk_free;
+    a->ar_chunk_ctx = cfg->chunk_ctx;
+    a->ar_meta_bytes = n_chunks * (1 + sizeof(uint32_t)) + n_pages +
+                       (cfg->chunk_alloc != NULL ? n_chunks * sizeof(uint8_t *) : 0);
 
     st = cd_budget_charge_meta(a->ar_budget, a->ar_meta_bytes);
     if (st != ST_OK) {
@@ -157,6 +165,15 @@ st_status_t cd_arena_init(cd_arena_t *a, const cd_arena_config_t *cfg)
         st = ST_ERR_NOMEM;
         goto err_free_tables;
     }
+    if (a->ar_chunk_alloc != NULL) {
+        /* Chunks come from the allocator, one by one: no reservation. */
+        a->ar_chunk_base = calloc(n_chunks, sizeof(*a->ar_chunk_base));
+        if (a->ar_chunk_base == NULL) {
+            st = ST_ERR_NOMEM;
+            goto err_free_tables;
+        }
+        return ST_OK;
+    }
     st = ar_map(a, n_chunks * cfg->chunk_bytes);
     if (st != ST_OK) {
         goto err_free_tables;
@@ -164,6 +181,7 @@ st_status_t cd_arena_init(cd_arena_t *a, const cd_arena_config_t *cfg)
     return ST_OK;
 
 err_free_tables:
+    free(a->ar_chunk_base);
     free(a->ar_active);
     free(a->ar_free);
     free(a->ar_page_free);
@@ -174,17 +192,20 @@ err_free_tables:
 
 static void ar_chunk_release(cd_arena_t *a, uint32_t c)
 {
-    uint8_t *base = a->ar_base + (size_t)c * a->ar_chunk_bytes;
+    uint8_t *base = cd_arena_chunk(a, c);
 
     if (a->ar_region_removed != NULL) {
         a->ar_region_removed(a->ar_cb_ctx, c, base, a->ar_chunk_bytes);
     }
-    /* Mapping fresh PROT_NONE pages over the chunk frees its memory, huge
-     * pages included; madvise + mprotect is the fallback. */
-    if (mmap(base, a->ar_chunk_bytes, PROT_NONE,
-             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
-                 (a->ar_hugetlb ? MAP_HUGETLB : MAP_NORESERVE),
-             -1, 0) == MAP_FAILED) {
+    if (a->ar_chunk_free != NULL) {
+        a->ar_chunk_free(a->ar_chunk_ctx, c, base, a->ar_chunk_bytes);
+        a->ar_chunk_base[c] = NULL;
+    } else if (mmap(base, a->ar_chunk_bytes, PROT_NONE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
+                        (a->ar_hugetlb ? MAP_HUGETLB : MAP_NORESERVE),
+                    -1, 0) == MAP_FAILED) {
+        /* Mapping fresh PROT_NONE pages over the chunk frees its memory,
+         * huge pages included; madvise + mprotect is the fallback. */
         madvise(base, a->ar_chunk_bytes, MADV_DONTNEED);
         mprotect(base, a->ar_chunk_bytes, PROT_NONE);
     }
@@ -199,7 +220,7 @@ static void ar_chunk_release(cd_arena_t *a, uint32_t c)
 
 void cd_arena_destroy(cd_arena_t *a)
 {
-    if (a->ar_map == NULL) {
+    if (a->ar_active == NULL) {
         return;
     }
     for (uint32_t c = 0; c < a->ar_n_chunks; c++) {
@@ -207,7 +228,10 @@ void cd_arena_destroy(cd_arena_t *a)
             ar_chunk_release(a, c);
         }
     }
-    munmap(a->ar_map, a->ar_map_len);
+    if (a->ar_map != NULL) {
+        munmap(a->ar_map, a->ar_map_len);
+    }
+    free(a->ar_chunk_base);
     free(a->ar_active);
     free(a->ar_free);
     free(a->ar_page_free);
@@ -224,12 +248,24 @@ static st_status_t ar_chunk_commit(cd_arena_t *a, uint32_t c)
     if (st != ST_OK) {
         return st;
     }
-    if (mprotect(base, a->ar_chunk_bytes, PROT_READ | PROT_WRITE) != 0) {
+    if (a->ar_chunk_alloc != NULL) {
+        void *p = NULL;
+
+        st = a->ar_chunk_alloc(a->ar_chunk_ctx, c, a->ar_chunk_bytes, &p);
+        if (st != ST_OK) {
+            st_error("arena: chunk allocation failed chunk=%u bytes=%zu: %s", c, a->ar_chunk_bytes,
+                     st_strerror(st));
+            cd_budget_release_arena(a->ar_budget, a->ar_chunk_bytes);
+            return st;
+        }
+        base = p;
+        a->ar_chunk_base[c] = base;
+    } else if (mprotect(base, a->ar_chunk_bytes, PROT_READ | PROT_WRITE) != 0) {
         st_error("arena: mprotect failed chunk=%u bytes=%zu errno=%d", c, a->ar_chunk_bytes, errno);
         cd_budget_release_arena(a->ar_budget, a->ar_chunk_bytes);
         return ST_ERR_IO;
     }
-    if (a->ar_huge == CD_HUGE_THP) {
+    if (a->ar_huge == CD_HUGE_THP && a->ar_chunk_alloc == NULL) {
         (void)madvise(base, a->ar_chunk_bytes, MADV_HUGEPAGE); /* advice only */
     }
     memset(a->ar_page_free + (size_t)c * a->ar_pages_per_chunk, 1, a->ar_pages_per_chunk);
@@ -337,7 +373,7 @@ uint64_t cd_arena_resident(const cd_arena_t *a)
         if (!a->ar_active[c]) {
             continue;
         }
-        if (mincore(a->ar_base + (size_t)c * a->ar_chunk_bytes, a->ar_chunk_bytes, vec) != 0) {
+        if (mincore(cd_arena_chunk(a, c), a->ar_chunk_bytes, vec) != 0) {
             resident = 0;
             break;
         }

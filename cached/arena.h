@@ -77,6 +77,17 @@ typedef enum cd_huge_mode {
 /* A transport region: one committed chunk of an arena. */
 typedef void (*cd_region_fn)(void *ctx, uint32_t region, void *base, size_t len);
 
+/*
+ * Where chunks come from when the arena does not map them itself: the
+ * daemon's transport allocates registered memory for each (UCX then places it
+ * where peers on the host read it directly). alloc returns len bytes in
+ * *base_p (ST_OK) or an error, which the allocation that needed the chunk
+ * returns; free gives them back. With these, chunks are not contiguous and
+ * the arena keeps a table of their addresses.
+ */
+typedef st_status_t (*cd_chunk_alloc_fn)(void *ctx, uint32_t chunk, size_t len, void **base_p);
+typedef void (*cd_chunk_free_fn)(void *ctx, uint32_t chunk, void *base, size_t len);
+
 typedef struct cd_arena_config {
     size_t reserve_bytes;        /* address space to reserve; rounded up to chunks */
     size_t chunk_bytes;          /* commit unit = region size; a multiple of page_bytes */
@@ -86,11 +97,15 @@ typedef struct cd_arena_config {
     cd_region_fn region_added;   /* may be NULL */
     cd_region_fn region_removed; /* may be NULL; called before the chunk goes */
     void *cb_ctx;
+    cd_chunk_alloc_fn chunk_alloc; /* NULL (both): the arena maps its chunks */
+    cd_chunk_free_fn chunk_free;
+    void *chunk_ctx;
 } cd_arena_config_t;
 
 typedef struct cd_arena {
-    uint8_t *ar_base; /* start of the reservation (chunk 0) */
-    void *ar_map;     /* what mmap returned, for munmap */
+    uint8_t *ar_base;        /* start of the reservation (chunk 0); NULL with chunk_alloc */
+    uint8_t **ar_chunk_base; /* with chunk_alloc: each committed chunk's address */
+    void *ar_map;            /* what mmap returned, for munmap */
     size_t ar_map_len;
     size_t ar_chunk_bytes;
     size_t ar_page_bytes;
@@ -108,6 +123,9 @@ typedef struct cd_arena {
     cd_region_fn ar_region_added;
     cd_region_fn ar_region_removed;
     void *ar_cb_ctx;
+    cd_chunk_alloc_fn ar_chunk_alloc;
+    cd_chunk_free_fn ar_chunk_free;
+    void *ar_chunk_ctx;
     uint64_t ar_grows; /* chunks committed over the arena's life */
     uint64_t ar_trims; /* chunks given back */
 } cd_arena_t;
@@ -149,10 +167,20 @@ static inline uint64_t cd_arena_committed(const cd_arena_t *a)
     return (uint64_t)a->ar_n_active * a->ar_chunk_bytes;
 }
 
-/* Address of an arena-wide byte offset. */
+/* Address of an arena-wide byte offset (an extent never spans chunks). */
 static inline void *cd_arena_ptr(const cd_arena_t *a, uint64_t offset)
 {
+    if (a->ar_chunk_base != NULL) {
+        return a->ar_chunk_base[offset / a->ar_chunk_bytes] + offset % a->ar_chunk_bytes;
+    }
     return a->ar_base + offset;
+}
+
+/* Address of committed chunk c. */
+static inline void *cd_arena_chunk(const cd_arena_t *a, uint32_t c)
+{
+    return a->ar_chunk_base != NULL ? (void *)a->ar_chunk_base[c]
+                                    : (void *)(a->ar_base + (size_t)c * a->ar_chunk_bytes);
 }
 
 /* Bytes of the arena's committed chunks that are resident in RAM, measured

@@ -4,6 +4,8 @@
  */
 #include "daemon.h"
 
+#include "dataplane.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +75,12 @@ static const st_cfg_option_t cd_options[] = {
      "keys per batch call, segments per lookup"},
     {"max_sessions", ST_CFG_INT, CD_OFF(max_sessions), "1000000", 1, 1ll << 32, 0, NULL, 0,
      "open sessions per namespace"},
+    {"transport", ST_CFG_STRING, CD_OFF(transport), "ucx", 0, 0, 0, NULL, 0,
+     "one-sided data plane: ucx, libfabric or none (falls back to none, with a warning, "
+     "when it cannot start)"},
+    {"fabric_provider", ST_CFG_STRING, CD_OFF(fabric_provider), "", 0, 0, 0, NULL, 0,
+     "libfabric provider of the data plane (tcp;ofi_rxm, shm, verbs;ofi_rxm; empty: the first "
+     "with RMA)"},
     {"log_level", ST_CFG_ENUM, CD_OFF(log_level), "info", 0, 0, 0, cd_log_levels, 0,
      "lowest level logged"},
 };
@@ -513,6 +521,15 @@ st_status_t cd_daemon_start(cd_daemon_t *d, cd_config_t *cfg)
     sc.region_added = cd_region_added;
     sc.region_removed = cd_region_removed;
     sc.region_ctx = d;
+    status = cd_dp_create(d->cfg.transport, d->cfg.fabric_provider, &d->dp);
+    if (status != ST_OK) {
+        return status;
+    }
+    if (d->dp != NULL) {
+        sc.chunk_alloc = cd_dp_chunk_alloc;
+        sc.chunk_free = cd_dp_chunk_free;
+        sc.chunk_ctx = d->dp;
+    }
     status = cd_store_create(&sc, &d->store, &err);
     if (status != ST_OK) {
         st_error("cannot create the store: %s", err.msg);
@@ -588,6 +605,8 @@ void cd_daemon_destroy(cd_daemon_t *d)
     if (d->store != NULL) {
         cd_store_destroy(d->store);
     }
+    cd_dp_destroy(d->dp); /* after the store: its chunks are the transport's */
+    d->dp = NULL;
     for (uint32_t i = 0; i < d->n_ns; i++) {
         free(d->ns[i]->mx);
         free(d->ns[i]);

@@ -59,6 +59,8 @@ typedef struct cd_config {
     int64_t max_sessions;
     int log_level;
     int protected_mode;
+    char *transport;       /* data plane: none, ucx, libfabric (dataplane.h) */
+    char *fabric_provider; /* libfabric provider; "" the first with RMA */
 } cd_config_t;
 
 extern const st_cfg_table_t cd_config_table;
@@ -121,6 +123,8 @@ typedef struct cd_daemon {
     st_ring_t ring;                        /* over peer_list, when there are peers */
     int self_peer;                         /* this node's index in peer_list */
     pthread_mutex_t peer_lock;
+
+    struct cd_dataplane *dp; /* NULL: no one-sided transport (dataplane.h) */
 
     pthread_t reaper;
     int reaper_running;

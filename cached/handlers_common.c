@@ -4,6 +4,8 @@
  */
 #include "handlers.h"
 
+#include "dataplane.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
@@ -286,6 +288,12 @@ static char *cd_h_strdup(srpc_ctx_t *ctx, const char *s)
     return p;
 }
 
+/* srpc_ctx_alloc for the data plane's copies. */
+static void *cd_h_alloc(void *ctx, size_t len)
+{
+    return srpc_ctx_alloc(ctx, len);
+}
+
 st_status_t cd_h_hello(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMessage *respm,
                        void *arg)
 {
@@ -327,7 +335,11 @@ st_status_t cd_h_hello(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
     resp->protocol_version = 1;
     resp->node_id = cd_h_strdup(ctx, d->cfg.node_id);
     resp->version = cd_h_strdup(ctx, CD_VERSION);
-    resp->transport = STRATA__V1__TRANSPORT_KIND__TRANSPORT_NONE;
+    resp->transport = (Strata__V1__TransportKind)cd_dp_kind(d->dp);
+    if (d->dp != NULL && cd_dp_address(d->dp, cd_h_alloc, ctx, &resp->transport_address.data,
+                                       &resp->transport_address.len) != ST_OK) {
+        return ST_ERR_NOMEM;
+    }
     resp->namespace_id = e->wire_id;
     resp->namespace_seed.data = srpc_ctx_alloc(ctx, ST_HASH_BYTES);
     regions = srpc_ctx_alloc(ctx, sizeof(*regions) * CD_MAX_REGIONS);
@@ -357,6 +369,10 @@ st_status_t cd_h_hello(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
         r->id = regions[i].id;
         r->remote_addr = (uint64_t)(uintptr_t)regions[i].base;
         r->length = regions[i].len;
+        /* A region freed since the table was copied has no key: the client
+         * sees the epoch move and asks again. */
+        (void)cd_dp_rkey(d->dp, e->local_id, regions[i].id, cd_h_alloc, ctx, &r->rkey.data,
+                         &r->rkey.len);
         resp->regions[i] = r;
     }
     resp->n_regions = nr;

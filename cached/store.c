@@ -239,6 +239,22 @@ static void ns_region_removed(void *ctx, uint32_t region, void *base, size_t len
     }
 }
 
+static st_status_t ns_chunk_alloc(void *ctx, uint32_t chunk, size_t len, void **base_p)
+{
+    cd_ns_t *ns = ctx;
+    cd_store_t *s = ns->ns_store;
+
+    return s->ss_cfg.chunk_alloc(s->ss_cfg.chunk_ctx, ns->ns_id, chunk, len, base_p);
+}
+
+static void ns_chunk_free(void *ctx, uint32_t chunk, void *base, size_t len)
+{
+    cd_ns_t *ns = ctx;
+    cd_store_t *s = ns->ns_store;
+
+    s->ss_cfg.chunk_free(s->ss_cfg.chunk_ctx, ns->ns_id, chunk, base, len);
+}
+
 static int ns_evict_cb(void *ctx)
 {
     return do_evict_one(ctx);
@@ -311,6 +327,11 @@ st_status_t cd_store_ns_create(cd_store_t *s, const char *tenant, const char *mo
     sc.arena.region_added = ns_region_added;
     sc.arena.region_removed = ns_region_removed;
     sc.arena.cb_ctx = ns;
+    if (s->ss_cfg.chunk_alloc != NULL && s->ss_cfg.chunk_free != NULL) {
+        sc.arena.chunk_alloc = ns_chunk_alloc;
+        sc.arena.chunk_free = ns_chunk_free;
+        sc.arena.chunk_ctx = ns;
+    }
     sc.min_size = s->ss_cfg.slab_min;
     sc.factor = s->ss_cfg.slab_factor;
     st = cd_slab_init(&ns->ns_slab, &sc);
@@ -685,7 +706,7 @@ void cd_store_regions(cd_store_t *s, uint32_t ns_id, cd_store_region_fn fn, void
     a = &ns->ns_slab.sl_arena;
     for (uint32_t c = 0; c < a->ar_n_chunks; c++) {
         if (a->ar_active[c]) {
-            fn(ctx, ns_id, c, a->ar_base + (size_t)c * a->ar_chunk_bytes, a->ar_chunk_bytes);
+            fn(ctx, ns_id, c, cd_arena_chunk(a, c), a->ar_chunk_bytes);
         }
     }
     pthread_mutex_unlock(&ns->ns_lock);

@@ -93,6 +93,13 @@ typedef struct cd_store_config {
     cd_store_region_fn region_added;   /* may be NULL */
     cd_store_region_fn region_removed; /* may be NULL */
     void *region_ctx;
+    /* Where arena chunks come from (both or neither; NULL: the arena maps
+     * them itself): the daemon's transport allocates registered memory.
+     * Called with the namespace lock held; must not call the store. */
+    st_status_t (*chunk_alloc)(void *ctx, uint32_t ns_id, uint32_t region, size_t len,
+                               void **base_p);
+    void (*chunk_free)(void *ctx, uint32_t ns_id, uint32_t region, void *base, size_t len);
+    void *chunk_ctx;
 } cd_store_config_t;
 
 typedef struct cd_store cd_store_t;

@@ -129,6 +129,7 @@ static st_status_t sc_hello(st_client_t *c, uint32_t i, int first)
                         "segment size): is its cluster_secret the same?",
                         c->nodes[i].addr);
     }
+    sc_dp_hello(c, i, resp);
     protobuf_c_message_free_unpacked(&resp->base, NULL);
     return ST_OK;
 }
@@ -244,14 +245,17 @@ st_status_t st_client_connect(const st_client_params_t *params, st_client_t **cl
     c->health_interval_ms = (params->field_mask & ST_CLIENT_FIELD_HEALTH_INTERVAL)
                                 ? params->health_interval_ms
                                 : (uint32_t)fc.health_interval_ms;
-    if ((params->field_mask & ST_CLIENT_FIELD_TRANSPORT) && params->transport != NULL &&
-        strcmp(params->transport, "inline") != 0) {
+    {
+        const char *tr = SC_FIELD(ST_CLIENT_FIELD_TRANSPORT, transport);
+
+        tr = tr != NULL ? tr : fc.transport;
+        status =
+            tr == NULL || tr[0] == '\0' || strcmp(tr, "inline") == 0 ? ST_OK : sc_dp_create(c, tr);
+    }
+    if (status != ST_OK) {
         st_config_free(&sc_file_table, &fc);
         free(c);
-        return sc_error(ST_ERR_UNSUPPORTED,
-                        "transport '%s' is not available in this "
-                        "libstrata (inline only)",
-                        params->transport);
+        return status; /* the message is set */
     }
     status = sc_parse_nodes(c, nodes != NULL ? nodes : fc.nodes);
     st_config_free(&sc_file_table, &fc);
@@ -347,6 +351,7 @@ void st_client_close(st_client_t *c)
         pthread_cond_destroy(&c->health_cond);
     }
     sc_pool_stop(c);
+    sc_dp_destroy(c);
     for (uint32_t i = 0; i < c->n_nodes; i++) {
         srpc_channel_close(c->nodes[i].ch);
         free(c->nodes[i].addr);

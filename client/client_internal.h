@@ -43,7 +43,10 @@ struct st_handle {
     unsigned flags;
 };
 
+typedef struct sc_dp sc_dp_t; /* the one-sided data plane (dataplane.c) */
+
 struct st_client {
+    sc_dp_t *dp; /* NULL: inline Put/Get only */
     sc_node_t nodes[SC_MAX_NODES];
     uint32_t n_nodes;
     st_ring_t ring;
@@ -105,6 +108,17 @@ void sc_handle_complete(st_handle_t *h);
 /* Batch workers (ops.c). */
 void sc_run_get(sc_job_t *job);
 void sc_run_put(sc_job_t *job);
+
+/* The data plane (dataplane.c). sc_dp_create() parses "ucx", "libfabric" or
+ * "libfabric:<provider>" and sets c->dp (error message set on failure);
+ * sc_dp_hello() takes node i's Hello answer (endpoint, region keys);
+ * sc_dp_get()/sc_dp_put() run a batch's ops at their owners over the
+ * transport and set todo[i] for the ops the inline path must still do. */
+st_status_t sc_dp_create(st_client_t *c, const char *spec);
+void sc_dp_destroy(st_client_t *c);
+void sc_dp_hello(st_client_t *c, uint32_t i, const Strata__V1__HelloResponse *resp);
+void sc_dp_get(st_handle_t *h, uint8_t *todo);
+void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked);
 
 /* Maps a protocol KeyStatus to a status. */
 st_status_t sc_key_status(Strata__V1__KeyStatus ks);

@@ -423,6 +423,9 @@ void sc_run_get(sc_job_t *job)
         bytes[i] = h->gets[i].dst_len + 64;
         todo[i] = 1;
     }
+    if (c->dp != NULL) {
+        sc_dp_get(h, todo); /* one-sided; leaves todo what the inline path must do */
+    }
     /* Owners first; KDA ops that missed or failed try the next replica. */
     for (size_t rank = 0; rank < ranks; rank++) {
         size_t nb = 0;
@@ -517,6 +520,9 @@ void sc_run_put(sc_job_t *job)
         bytes[i] = h->puts[i].len + 96;
         todo[i] = 1;
     }
+    if (c->dp != NULL) {
+        sc_dp_put(h, todo, acked); /* one-sided at the owners; the rest below */
+    }
     /* Rank 0 is every op's owner; ranks above it are KDA replicas. */
     for (size_t rank = 0; rank < ranks; rank++) {
         size_t nb = 0;
@@ -532,6 +538,12 @@ void sc_run_put(sc_job_t *job)
         }
         if (nb == 0) {
             sc_free_batches(b, nb);
+            if (rank == 0 && c->dp != NULL) {
+                for (size_t k = 0; k < n; k++) {
+                    todo[k] = kind[k] == ST_KIND_KDA;
+                }
+                continue; /* the owners were written one-sided */
+            }
             break;
         }
         items = calloc(nb, sizeof(*items));

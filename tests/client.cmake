@@ -19,3 +19,22 @@ if(STRATA_SANITIZE)
   set_tests_properties(test_python_binding PROPERTIES ENVIRONMENT
                        "LD_PRELOAD=${STRATA_LIBASAN};ASAN_OPTIONS=detect_leaks=0")
 endif()
+
+# The one-sided data plane through stratad and libstrata: one executable,
+# registered once per transport path (a ';' in a provider is written '+').
+strata_add_test(test_dataplane_ucx_shm SOURCES integration/test_dataplane.c
+                LIBS strata_test_cluster strata_client PkgConfig::CMOCKA PkgConfig::XXHASH
+                ARGS $<TARGET_FILE:stratad> ucx ENV "UCX_TLS=sm,self"
+                LABELS integration client dataplane TIMEOUT 300)
+add_dependencies(test_dataplane_ucx_shm stratad)
+foreach(dp_case "ucx_tcp|ucx|UCX_TLS=tcp,self" "fabric_tcp|libfabric:tcp+ofi_rxm|STRATA_DP=1"
+        "fabric_shm|libfabric:shm|STRATA_DP=1")
+  string(REPLACE "|" ";" dp_case "${dp_case}")
+  list(GET dp_case 0 dp_name)
+  list(GET dp_case 1 dp_spec)
+  list(GET dp_case 2 dp_env)
+  add_test(NAME test_dataplane_${dp_name}
+           COMMAND test_dataplane_ucx_shm $<TARGET_FILE:stratad> ${dp_spec})
+  set_tests_properties(test_dataplane_${dp_name} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                       LABELS "integration;client;dataplane" ENVIRONMENT "${dp_env}")
+endforeach()

@@ -76,7 +76,11 @@ typedef struct st_client_params {
     uint32_t replicas;           /* copies of KDA and SESSION objects, default 2 */
     uint32_t vnodes;             /* ring points per node, default 128 */
     uint32_t timeout_ms;         /* per call, default 5000 */
-    const char *transport;       /* "inline" (default), "ucx" or "libfabric" */
+    const char *transport;       /* "inline" (default), "ucx", "libfabric" or
+                                    "libfabric:<provider>" (e.g. "libfabric:tcp;ofi_rxm"):
+                                    with a transport, get and put move object bytes with
+                                    one-sided reads and writes (Locate/Reserve/Commit on the
+                                    control plane); nodes without one are served inline */
     uint32_t health_interval_ms; /* down-node recheck period, default 1000 */
 } st_client_params_t;
 
@@ -177,6 +181,10 @@ enum st_put_flags {
  * each op's status and length are filled then. A miss is not an error of
  * the batch: that op's status is ST_ERR_NOT_FOUND. Wrong bytes are never
  * delivered: an object whose checksum does not match is reported as a miss.
+ * Over a transport, whole objects are checked against their checksum after
+ * they land; row reads are read under a lease and count only if the lease
+ * was still alive when the rows had landed (a leased extent is never
+ * reused). The bytes in dst of an op that missed are unspecified.
  *
  * Returns ST_OK with *handle_p set; ST_ERR_INVALID (an op names a block
  * outside the chain, a bad kind, a NULL buffer); ST_ERR_NOMEM.
@@ -191,6 +199,25 @@ ST_API st_status_t st_client_get(st_client_t *client, const st_hash_t *chain, si
 ST_API st_status_t st_client_put(st_client_t *client, const st_hash_t *chain, size_t n_chain,
                                  st_put_op_t *ops, size_t n, unsigned flags,
                                  st_handle_t **handle_p);
+
+/*
+ * Registers [ptr, ptr + len) with the client's transport once, so gets into
+ * it and puts from it go straight between this memory and the daemons'
+ * arenas. Buffers that are not registered still work: they are registered
+ * for the duration of each batch, which costs more than a small read.
+ * Without a transport (inline) this does nothing and returns ST_OK. The
+ * memory must stay valid until st_client_deregister() or st_client_close().
+ * Thread-safe. Returns ST_OK; ST_ERR_INVALID (NULL, length 0); ST_ERR_NOMEM;
+ * ST_ERR_TRANSPORT (the transport refused the memory).
+ */
+ST_API st_status_t st_client_register(st_client_t *client, void *ptr, size_t len);
+
+/*
+ * Deregisters a buffer registered with st_client_register() (ptr as given
+ * there). No operation using it may be in flight. Thread-safe. Returns ST_OK
+ * (also without a transport), ST_ERR_INVALID (NULL), ST_ERR_NOT_FOUND.
+ */
+ST_API st_status_t st_client_deregister(st_client_t *client, void *ptr);
 
 /* Returns 1 when the handle has completed, 0 otherwise. Never blocks. */
 ST_API int st_handle_test(st_handle_t *handle);

@@ -1,0 +1,302 @@
+/*
+ * dataplane.c - stratad's transport: chunk allocation and registration,
+ * remote keys for Hello, and the progress thread (see dataplane.h).
+ */
+#include "dataplane.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "st_log.h"
+#include "st_transport.h"
+#include "strata.pb-c.h"
+
+#define DP_MAX_NS 4096 /* namespace ids the table covers (the store's are small) */
+
+/* The registered chunks of one namespace, by region id. */
+typedef struct dp_ns {
+    st_transport_mem_t **mem;
+    uint32_t cap;
+} dp_ns_t;
+
+struct cd_dataplane {
+    pthread_mutex_t lock; /* serialises every use of tp and the tables */
+    st_transport_t *tp;
+    st_transport_backend_t backend;
+    dp_ns_t *ns[DP_MAX_NS + 1];
+    pthread_t thread;
+    int running;
+    int wake_fd; /* eventfd that stops the progress thread */
+    _Atomic int stopping;
+};
+
+static void *dp_progress_main(void *arg)
+{
+    cd_dataplane_t *dp = arg;
+    int efd = -1;
+
+    pthread_mutex_lock(&dp->lock);
+    if (st_transport_event_fd(dp->tp, &efd) != ST_OK) {
+        efd = -1;
+    }
+    pthread_mutex_unlock(&dp->lock);
+    while (!dp->stopping) {
+        struct pollfd pfd[2] = {{.fd = dp->wake_fd, .events = POLLIN},
+                                {.fd = efd, .events = POLLIN}};
+        int n, timeout = 0;
+        st_status_t st = ST_ERR_UNSUPPORTED;
+
+        pthread_mutex_lock(&dp->lock);
+        n = st_transport_progress(dp->tp);
+        if (n == 0 && efd >= 0) {
+            st = st_transport_arm(dp->tp);
+        }
+        pthread_mutex_unlock(&dp->lock);
+        if (n > 0 || st == ST_ERR_BUSY) {
+            continue;
+        }
+        if (n < 0) {
+            st_warn_ratelimited("dataplane: progress failed: %s", st_strerror((st_status_t)n));
+        }
+        if (st == ST_OK) {
+            /* Asleep until the transport has work; bounded, since some
+             * providers also want to be polled. */
+            timeout = 1;
+            (void)poll(pfd, 2, timeout);
+        } else {
+            /* No event fd: poll the transport every 50 us. */
+            struct timespec ts = {0, 50000};
+
+            (void)poll(pfd, 1, 0);
+            nanosleep(&ts, NULL);
+        }
+    }
+    return NULL;
+}
+
+st_status_t cd_dp_create(const char *kind, const char *provider, cd_dataplane_t **dp_p)
+{
+    st_transport_config_t cfg;
+    cd_dataplane_t *dp;
+    st_status_t st;
+
+    *dp_p = NULL;
+    if (kind == NULL || kind[0] == '\0' || strcmp(kind, "none") == 0) {
+        st_info("dataplane: transport=none: inline Put/Get only");
+        return ST_OK;
+    }
+    memset(&cfg, 0, sizeof(cfg));
+    if (st_transport_parse_backend(kind, &cfg.backend) != ST_OK) {
+        st_error("transport=%s: expected none, ucx or libfabric", kind);
+        return ST_ERR_INVALID;
+    }
+    cfg.fabric_provider = provider != NULL && provider[0] != '\0' ? provider : NULL;
+    dp = calloc(1, sizeof(*dp));
+    if (dp == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    pthread_mutex_init(&dp->lock, NULL);
+    dp->backend = cfg.backend;
+    dp->wake_fd = -1;
+    st = st_transport_create(&cfg, &dp->tp);
+    if (st != ST_OK) {
+        st_warn("dataplane: transport=%s%s%s cannot start (%s): serving inline Put/Get only", kind,
+                cfg.fabric_provider ? " fabric_provider=" : "",
+                cfg.fabric_provider ? cfg.fabric_provider : "", st_strerror(st));
+        pthread_mutex_destroy(&dp->lock);
+        free(dp);
+        return st == ST_ERR_NOMEM ? ST_ERR_NOMEM : ST_OK;
+    }
+    dp->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (dp->wake_fd < 0 || pthread_create(&dp->thread, NULL, dp_progress_main, dp) != 0) {
+        st_error("dataplane: cannot start the progress thread: %s", strerror(errno));
+        cd_dp_destroy(dp);
+        return ST_ERR_NOMEM;
+    }
+    dp->running = 1;
+    st_info("dataplane: transport=%s%s%s ready", st_transport_backend_name(dp->backend),
+            cfg.fabric_provider ? " fabric_provider=" : "",
+            cfg.fabric_provider ? cfg.fabric_provider : "");
+    *dp_p = dp;
+    return ST_OK;
+}
+
+void cd_dp_destroy(cd_dataplane_t *dp)
+{
+    if (dp == NULL) {
+        return;
+    }
+    if (dp->running) {
+        uint64_t one = 1;
+
+        dp->stopping = 1;
+        if (write(dp->wake_fd, &one, sizeof(one)) < 0) {
+            /* the poll times out within 1 ms anyway */
+        }
+        pthread_join(dp->thread, NULL);
+    }
+    if (dp->wake_fd >= 0) {
+        close(dp->wake_fd);
+    }
+    /* Regions still registered (the store normally frees them first) go
+     * with the transport. */
+    st_transport_destroy(dp->tp);
+    for (uint32_t i = 0; i <= DP_MAX_NS; i++) {
+        if (dp->ns[i] != NULL) {
+            free(dp->ns[i]->mem);
+            free(dp->ns[i]);
+        }
+    }
+    pthread_mutex_destroy(&dp->lock);
+    free(dp);
+}
+
+/* The slot of (ns_id, region), grown as needed; NULL without memory. Lock held. */
+static st_transport_mem_t **dp_slot(cd_dataplane_t *dp, uint32_t ns_id, uint32_t region, int grow)
+{
+    dp_ns_t *t;
+
+    if (ns_id > DP_MAX_NS) {
+        return NULL;
+    }
+    t = dp->ns[ns_id];
+    if (t == NULL) {
+        if (!grow || (t = dp->ns[ns_id] = calloc(1, sizeof(*t))) == NULL) {
+            return NULL;
+        }
+    }
+    if (region >= t->cap) {
+        uint32_t cap = t->cap ? t->cap : 16;
+        st_transport_mem_t **m;
+
+        if (!grow) {
+            return NULL;
+        }
+        while (cap <= region) {
+            cap *= 2;
+        }
+        m = realloc(t->mem, sizeof(*m) * cap);
+        if (m == NULL) {
+            return NULL;
+        }
+        memset(m + t->cap, 0, sizeof(*m) * (cap - t->cap));
+        t->mem = m;
+        t->cap = cap;
+    }
+    return &t->mem[region];
+}
+
+st_status_t cd_dp_chunk_alloc(void *ctx, uint32_t ns_id, uint32_t region, size_t len, void **base_p)
+{
+    cd_dataplane_t *dp = ctx;
+    st_transport_mem_t **slot, *mem = NULL;
+    st_status_t st;
+
+    pthread_mutex_lock(&dp->lock);
+    slot = dp_slot(dp, ns_id, region, 1);
+    if (slot == NULL) {
+        pthread_mutex_unlock(&dp->lock);
+        return ST_ERR_NOMEM;
+    }
+    st = st_transport_mem_alloc(dp->tp, len, &mem);
+    if (st == ST_OK) {
+        *slot = mem;
+        *base_p = st_transport_mem_addr(mem);
+    }
+    pthread_mutex_unlock(&dp->lock);
+    if (st == ST_OK) {
+        st_debug("dataplane: region registered ns=%u region=%u bytes=%zu addr=%p", ns_id, region,
+                 len, *base_p);
+    }
+    return st;
+}
+
+void cd_dp_chunk_free(void *ctx, uint32_t ns_id, uint32_t region, void *base, size_t len)
+{
+    cd_dataplane_t *dp = ctx;
+    st_transport_mem_t **slot;
+
+    pthread_mutex_lock(&dp->lock);
+    slot = dp_slot(dp, ns_id, region, 0);
+    if (slot != NULL && *slot != NULL && st_transport_mem_addr(*slot) == base) {
+        st_transport_mem_deregister(dp->tp, *slot);
+        *slot = NULL;
+    } else {
+        st_error("dataplane: freeing a chunk that is not registered ns=%u region=%u addr=%p "
+                 "bytes=%zu",
+                 ns_id, region, base, len);
+    }
+    pthread_mutex_unlock(&dp->lock);
+}
+
+int cd_dp_kind(const cd_dataplane_t *dp)
+{
+    if (dp == NULL) {
+        return STRATA__V1__TRANSPORT_KIND__TRANSPORT_NONE;
+    }
+    return dp->backend == ST_TRANSPORT_UCX ? STRATA__V1__TRANSPORT_KIND__TRANSPORT_UCX
+                                           : STRATA__V1__TRANSPORT_KIND__TRANSPORT_LIBFABRIC;
+}
+
+static st_status_t dp_copy(const void *src, size_t len, void *(*alloc)(void *, size_t), void *actx,
+                           uint8_t **data_p, size_t *len_p)
+{
+    uint8_t *p = alloc(actx, len ? len : 1);
+
+    if (p == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    memcpy(p, src, len);
+    *data_p = p;
+    *len_p = len;
+    return ST_OK;
+}
+
+st_status_t cd_dp_address(cd_dataplane_t *dp, void *(*alloc)(void *actx, size_t len), void *actx,
+                          uint8_t **data_p, size_t *len_p)
+{
+    const void *addr;
+    size_t len;
+    st_status_t st;
+
+    if (dp == NULL) {
+        return ST_ERR_NOT_FOUND;
+    }
+    pthread_mutex_lock(&dp->lock);
+    st = st_transport_address(dp->tp, &addr, &len);
+    if (st == ST_OK) {
+        st = dp_copy(addr, len, alloc, actx, data_p, len_p);
+    }
+    pthread_mutex_unlock(&dp->lock);
+    return st;
+}
+
+st_status_t cd_dp_rkey(cd_dataplane_t *dp, uint32_t ns_id, uint32_t region,
+                       void *(*alloc)(void *actx, size_t len), void *actx, uint8_t **data_p,
+                       size_t *len_p)
+{
+    st_transport_mem_t **slot;
+    const void *key;
+    size_t len;
+    st_status_t st = ST_ERR_NOT_FOUND;
+
+    if (dp == NULL) {
+        return ST_ERR_NOT_FOUND;
+    }
+    pthread_mutex_lock(&dp->lock);
+    slot = dp_slot(dp, ns_id, region, 0);
+    if (slot != NULL && *slot != NULL) {
+        st = st_transport_mem_rkey(*slot, &key, &len);
+        if (st == ST_OK) {
+            st = dp_copy(key, len, alloc, actx, data_p, len_p);
+        }
+    }
+    pthread_mutex_unlock(&dp->lock);
+    return st;
+}

@@ -1,0 +1,69 @@
+/*
+ * dataplane.h - stratad's side of the one-sided data plane (ARCHITECTURE §8):
+ * the transport, the arena chunks it allocates and registers, their remote
+ * keys for Hello, and the progress thread.
+ *
+ * Each arena chunk of each namespace is allocated with
+ * st_transport_mem_alloc() when the arena grows (registered once, never per
+ * request) and deregistered when the arena gives it back; its packed remote
+ * key reaches clients through Hello. A key covers one chunk of one
+ * namespace's arena, nothing else.
+ *
+ * The progress thread drives the transport (sleeping on its event fd, or in
+ * short sleeps where there is none), so targets that need the daemon's CPU
+ * (UCX over TCP, libfabric tcp;ofi_rxm and shm) work without touching the
+ * gRPC workers.
+ *
+ * Thread safety: every function may be called from any thread; one mutex
+ * serialises the transport (it belongs to one thread at a time). The chunk
+ * callbacks run with a namespace lock held and take only that mutex.
+ */
+#ifndef STRATA_CACHED_DATAPLANE_H
+#define STRATA_CACHED_DATAPLANE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "strata/status.h"
+
+typedef struct cd_dataplane cd_dataplane_t;
+
+/*
+ * Creates the data plane for kind "none", "ucx" or "libfabric" (provider:
+ * the libfabric provider, "" or NULL for the first with RMA). "none" writes
+ * NULL to *dp_p. When the transport cannot start, logs a warning and writes
+ * NULL too (the daemon then serves inline Put/Get only).
+ * Returns ST_OK, ST_ERR_INVALID (unknown kind), ST_ERR_NOMEM.
+ */
+st_status_t cd_dp_create(const char *kind, const char *provider, cd_dataplane_t **dp_p);
+
+/* Stops the progress thread and destroys the transport. After the store
+ * (whose chunks it frees) is gone. NULL is ignored. */
+void cd_dp_destroy(cd_dataplane_t *dp);
+
+/* The store's chunk allocator (cd_store_config_t.chunk_alloc/chunk_free),
+ * ctx = the data plane. */
+st_status_t cd_dp_chunk_alloc(void *ctx, uint32_t ns_id, uint32_t region, size_t len,
+                              void **base_p);
+void cd_dp_chunk_free(void *ctx, uint32_t ns_id, uint32_t region, void *base, size_t len);
+
+/* The protocol's TransportKind of dp (0, TRANSPORT_NONE, for NULL). */
+int cd_dp_kind(const cd_dataplane_t *dp);
+
+/*
+ * Copies the transport address into memory from alloc(actx, len). Returns
+ * ST_OK, ST_ERR_NOT_FOUND (dp NULL), ST_ERR_NOMEM.
+ */
+st_status_t cd_dp_address(cd_dataplane_t *dp, void *(*alloc)(void *actx, size_t len), void *actx,
+                          uint8_t **data_p, size_t *len_p);
+
+/*
+ * Copies the packed remote key of region of namespace ns_id into memory from
+ * alloc(actx, len). Returns ST_OK, ST_ERR_NOT_FOUND (no such registered
+ * region, or dp NULL), ST_ERR_NOMEM.
+ */
+st_status_t cd_dp_rkey(cd_dataplane_t *dp, uint32_t ns_id, uint32_t region,
+                       void *(*alloc)(void *actx, size_t len), void *actx, uint8_t **data_p,
+                       size_t *len_p);
+
+#endif /* STRATA_CACHED_DATAPLANE_H */

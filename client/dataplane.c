@@ -1,0 +1,913 @@
+/*
+ * dataplane.c - libstrata's one-sided data plane (ARCHITECTURE §8): gets and
+ * puts straight between the caller's buffers and the daemons' arenas.
+ *
+ * Read: Locate with a lease -> one get per object (one per row for row
+ * reads) into the caller's buffer -> Release. A whole object counts only if
+ * the XXH3-64 of what landed matches the checksum Locate gave; rows (which
+ * carry no checksum) count only if Release finds the lease still alive: a
+ * leased block is never evicted and its extents are never reused, so rows
+ * read under a live lease are the committed bytes. Anything else is a miss.
+ *
+ * Write: Reserve -> one put per object -> flush -> Commit with the XXH3-64
+ * of each object; the daemon checks it before anything becomes visible. A
+ * put that failed is committed with a checksum that cannot match, so the
+ * daemon refuses it and frees the extent.
+ *
+ * Local memory: buffers registered with st_client_register() are used as
+ * they are; any other buffer is registered for the duration of the batch
+ * (correct, but registration costs more than a small get: register buffers
+ * that are reused).
+ *
+ * Threads: one transport per client, serialised by dp->lock; a worker posts
+ * its batch and progresses until its own operations completed (callbacks of
+ * other workers' operations may run in its progress calls). Per node, the
+ * endpoint and the unpacked region keys are guarded by the node's lock, held
+ * while a batch looks keys up and posts, so a refresh never frees a key in
+ * use. Keys replaced by a refresh are kept until the client closes.
+ */
+#include "client_internal.h"
+
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "st_log.h"
+#include "st_transport.h"
+
+typedef struct sc_dp_region {
+    uint64_t base;
+    size_t len;
+    st_transport_rkey_t *rkey;
+} sc_dp_region_t;
+
+typedef struct sc_dp_node {
+    pthread_mutex_t lock;
+    st_transport_ep_t *ep;
+    uint8_t *addr;
+    size_t addr_len;
+    sc_dp_region_t *reg; /* by region id */
+    uint32_t cap;
+    uint64_t epoch;
+    st_transport_rkey_t **old; /* replaced keys, destroyed at close */
+    size_t n_old, cap_old;
+} sc_dp_node_t;
+
+typedef struct sc_dp_buf {
+    uint8_t *ptr;
+    size_t len;
+    st_transport_mem_t *mem;
+} sc_dp_buf_t;
+
+struct sc_dp {
+    pthread_mutex_t lock; /* the transport and bufs */
+    st_transport_t *tp;
+    st_transport_backend_t backend;
+    sc_dp_node_t node[SC_MAX_NODES];
+    sc_dp_buf_t *bufs;
+    size_t n_bufs, cap_bufs;
+};
+
+/* ----------------------------------------------------------- set up -- */
+
+st_status_t sc_dp_create(st_client_t *c, const char *spec)
+{
+    st_transport_config_t cfg;
+    char kind[32], provider[128] = "";
+    const char *colon = strchr(spec, ':');
+    size_t kl = colon != NULL ? (size_t)(colon - spec) : strlen(spec);
+    sc_dp_t *dp;
+    st_status_t st;
+
+    memset(&cfg, 0, sizeof(cfg));
+    if (kl >= sizeof(kind) || (colon != NULL && strlen(colon + 1) >= sizeof(provider))) {
+        return sc_error(ST_ERR_INVALID, "transport '%s': too long", spec);
+    }
+    memcpy(kind, spec, kl);
+    kind[kl] = '\0';
+    if (colon != NULL) {
+        strcpy(provider, colon + 1);
+    }
+    if (st_transport_parse_backend(kind, &cfg.backend) != ST_OK ||
+        (colon != NULL && cfg.backend != ST_TRANSPORT_FABRIC)) {
+        return sc_error(ST_ERR_INVALID,
+                        "transport '%s': expected inline, ucx, libfabric or "
+                        "libfabric:<provider>",
+                        spec);
+    }
+    cfg.fabric_provider = provider[0] ? provider : NULL;
+    dp = calloc(1, sizeof(*dp));
+    if (dp == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    st = st_transport_create(&cfg, &dp->tp);
+    if (st != ST_OK) {
+        free(dp);
+        return sc_error(st, "transport '%s' cannot start here: %s", spec, st_strerror(st));
+    }
+    dp->backend = cfg.backend;
+    pthread_mutex_init(&dp->lock, NULL);
+    for (uint32_t i = 0; i < SC_MAX_NODES; i++) {
+        pthread_mutex_init(&dp->node[i].lock, NULL);
+    }
+    c->dp = dp;
+    return ST_OK;
+}
+
+static void sc_dp_node_reset(sc_dp_node_t *n)
+{
+    /* Closing the endpoint destroys every key unpacked on it. */
+    st_transport_ep_close(n->ep);
+    n->ep = NULL;
+    free(n->addr);
+    n->addr = NULL;
+    n->addr_len = 0;
+    free(n->reg);
+    n->reg = NULL;
+    n->cap = 0;
+    free(n->old);
+    n->old = NULL;
+    n->n_old = n->cap_old = 0;
+    n->epoch = 0;
+}
+
+void sc_dp_destroy(st_client_t *c)
+{
+    sc_dp_t *dp = c->dp;
+
+    if (dp == NULL) {
+        return;
+    }
+    for (uint32_t i = 0; i < SC_MAX_NODES; i++) {
+        sc_dp_node_reset(&dp->node[i]);
+        pthread_mutex_destroy(&dp->node[i].lock);
+    }
+    for (size_t i = 0; i < dp->n_bufs; i++) {
+        st_transport_mem_deregister(dp->tp, dp->bufs[i].mem);
+    }
+    free(dp->bufs);
+    st_transport_destroy(dp->tp);
+    pthread_mutex_destroy(&dp->lock);
+    free(dp);
+    c->dp = NULL;
+}
+
+/* Takes a Hello answer of node i: connects (again, if its address changed)
+ * and unpacks the keys of regions that are new or changed. Node lock held. */
+static st_status_t sc_dp_take_hello(sc_dp_t *dp, uint32_t i, const Strata__V1__HelloResponse *r)
+{
+    sc_dp_node_t *n = &dp->node[i];
+    int want = dp->backend == ST_TRANSPORT_UCX ? STRATA__V1__TRANSPORT_KIND__TRANSPORT_UCX
+                                               : STRATA__V1__TRANSPORT_KIND__TRANSPORT_LIBFABRIC;
+    st_status_t st = ST_OK;
+
+    if ((int)r->transport != want || r->transport_address.len == 0) {
+        pthread_mutex_lock(&dp->lock);
+        sc_dp_node_reset(n); /* this node is served inline */
+        pthread_mutex_unlock(&dp->lock);
+        return ST_OK;
+    }
+    pthread_mutex_lock(&dp->lock);
+    if (n->ep == NULL || n->addr_len != r->transport_address.len ||
+        memcmp(n->addr, r->transport_address.data, n->addr_len) != 0) {
+        sc_dp_node_reset(n);
+        n->addr = malloc(r->transport_address.len);
+        if (n->addr == NULL) {
+            st = ST_ERR_NOMEM;
+        } else {
+            memcpy(n->addr, r->transport_address.data, r->transport_address.len);
+            n->addr_len = r->transport_address.len;
+            st = st_transport_connect(dp->tp, n->addr, n->addr_len, &n->ep);
+        }
+        if (st != ST_OK) {
+            sc_dp_node_reset(n);
+        }
+    }
+    for (size_t k = 0; st == ST_OK && k < r->n_regions; k++) {
+        const Strata__V1__Region *g = r->regions[k];
+        st_transport_rkey_t *rkey = NULL;
+        sc_dp_region_t *x;
+
+        if (g->rkey.len == 0) {
+            continue;
+        }
+        if (g->id >= n->cap) {
+            uint32_t cap = n->cap ? n->cap : 16;
+            sc_dp_region_t *m;
+
+            while (cap <= g->id) {
+                cap *= 2;
+            }
+            m = realloc(n->reg, sizeof(*m) * cap);
+            if (m == NULL) {
+                st = ST_ERR_NOMEM;
+                break;
+            }
+            memset(m + n->cap, 0, sizeof(*m) * (cap - n->cap));
+            n->reg = m;
+            n->cap = cap;
+        }
+        x = &n->reg[g->id];
+        if (x->rkey != NULL && x->base == g->remote_addr && x->len == g->length) {
+            continue; /* unchanged (a region is only ever replaced, never moved) */
+        }
+        if (st_transport_rkey_unpack(n->ep, g->rkey.data, g->rkey.len, &rkey) != ST_OK) {
+            continue; /* unusable: reads of it fall back to a miss */
+        }
+        if (x->rkey != NULL) {
+            if (n->n_old == n->cap_old) {
+                size_t cap = n->cap_old ? 2 * n->cap_old : 8;
+                st_transport_rkey_t **o = realloc(n->old, sizeof(*o) * cap);
+
+                if (o == NULL) {
+                    st_transport_rkey_destroy(rkey);
+                    st = ST_ERR_NOMEM;
+                    break;
+                }
+                n->old = o;
+                n->cap_old = cap;
+            }
+            n->old[n->n_old++] = x->rkey;
+        }
+        x->rkey = rkey;
+        x->base = g->remote_addr;
+        x->len = g->length;
+    }
+    if (st == ST_OK) {
+        n->epoch = r->region_epoch;
+    }
+    pthread_mutex_unlock(&dp->lock);
+    return st;
+}
+
+void sc_dp_hello(st_client_t *c, uint32_t i, const Strata__V1__HelloResponse *r)
+{
+    sc_dp_t *dp = c->dp;
+    st_status_t st;
+
+    if (dp == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&dp->node[i].lock);
+    st = sc_dp_take_hello(dp, i, r);
+    pthread_mutex_unlock(&dp->node[i].lock);
+    if (st != ST_OK) {
+        st_warn("dataplane: cannot use node=%s's transport (%s): inline for it", c->nodes[i].addr,
+                st_strerror(st));
+    }
+}
+
+/* Asks node i for its regions again. Node lock held. */
+static void sc_dp_refresh(st_client_t *c, uint32_t i)
+{
+    Strata__V1__HelloRequest req = STRATA__V1__HELLO_REQUEST__INIT;
+    Strata__V1__HelloResponse *resp = NULL;
+    srpc_error_t err;
+
+    req.protocol_version = 1;
+    req.tenant = c->tenant;
+    req.model = c->model;
+    req.client_name = "libstrata";
+    if (srpc_call(c->nodes[i].ch, &srpc_cache_methods[SRPC_CACHE_HELLO], &req.base,
+                  (int)c->timeout_ms, (ProtobufCMessage **)&resp, &err) != ST_OK) {
+        return;
+    }
+    if (resp->namespace_id == c->ns) {
+        (void)sc_dp_take_hello(c->dp, i, resp);
+    }
+    protobuf_c_message_free_unpacked(&resp->base, NULL);
+}
+
+/* ------------------------------------------------- local registration -- */
+
+/* The registered buffer that holds [p, p + len), or NULL. dp->lock held. */
+static st_transport_mem_t *sc_dp_find_buf(sc_dp_t *dp, const void *p, size_t len)
+{
+    const uint8_t *b = p;
+
+    for (size_t i = 0; i < dp->n_bufs; i++) {
+        if (b >= dp->bufs[i].ptr && b + len <= dp->bufs[i].ptr + dp->bufs[i].len) {
+            return dp->bufs[i].mem;
+        }
+    }
+    return NULL;
+}
+
+st_status_t st_client_register(st_client_t *c, void *ptr, size_t len)
+{
+    sc_dp_t *dp = c != NULL ? c->dp : NULL;
+    st_transport_mem_t *mem;
+    st_status_t st;
+
+    if (c == NULL || ptr == NULL || len == 0) {
+        return sc_error(ST_ERR_INVALID, "register: NULL client or buffer, or length 0");
+    }
+    if (dp == NULL) {
+        return ST_OK; /* inline: nothing to register */
+    }
+    pthread_mutex_lock(&dp->lock);
+    if (dp->n_bufs == dp->cap_bufs) {
+        size_t cap = dp->cap_bufs ? 2 * dp->cap_bufs : 8;
+        sc_dp_buf_t *b = realloc(dp->bufs, sizeof(*b) * cap);
+
+        if (b == NULL) {
+            pthread_mutex_unlock(&dp->lock);
+            return sc_error(ST_ERR_NOMEM, "register: out of memory");
+        }
+        dp->bufs = b;
+        dp->cap_bufs = cap;
+    }
+    st = st_transport_mem_register(dp->tp, ptr, len, &mem);
+    if (st == ST_OK) {
+        dp->bufs[dp->n_bufs++] = (sc_dp_buf_t){ptr, len, mem};
+    }
+    pthread_mutex_unlock(&dp->lock);
+    return st == ST_OK ? ST_OK
+                       : sc_error(st, "register: the transport refused %zu bytes at %p: %s", len,
+                                  ptr, st_strerror(st));
+}
+
+st_status_t st_client_deregister(st_client_t *c, void *ptr)
+{
+    sc_dp_t *dp = c != NULL ? c->dp : NULL;
+
+    if (c == NULL || ptr == NULL) {
+        return sc_error(ST_ERR_INVALID, "deregister: NULL client or buffer");
+    }
+    if (dp == NULL) {
+        return ST_OK;
+    }
+    pthread_mutex_lock(&dp->lock);
+    for (size_t i = 0; i < dp->n_bufs; i++) {
+        if (dp->bufs[i].ptr == ptr) {
+            st_transport_mem_deregister(dp->tp, dp->bufs[i].mem);
+            dp->bufs[i] = dp->bufs[--dp->n_bufs];
+            pthread_mutex_unlock(&dp->lock);
+            return ST_OK;
+        }
+    }
+    pthread_mutex_unlock(&dp->lock);
+    return sc_error(ST_ERR_NOT_FOUND, "deregister: %p was not registered", ptr);
+}
+
+/* ------------------------------------------------------- operations -- */
+
+/* One op's transfers. */
+typedef struct sc_dp_op {
+    _Atomic size_t *pending; /* the batch's count of transfers in flight */
+    _Atomic int failed;      /* a transfer of this op failed */
+    st_transport_mem_t *tmp; /* registered for this batch only */
+    uint32_t node;
+    int posted; /* transfers were posted (the op is decided after them) */
+    uint64_t checksum;
+    uint64_t lease; /* index into the node's Locate answer */
+} sc_dp_op_t;
+
+static void sc_dp_done(void *user, st_status_t status)
+{
+    sc_dp_op_t *o = user;
+
+    if (status != ST_OK) {
+        o->failed = 1;
+    }
+    atomic_fetch_sub(o->pending, 1);
+}
+
+/* The registration covering [p, p + len): a registered buffer, or a
+ * temporary one recorded in o->tmp. NULL on failure. dp->lock held. */
+static st_transport_mem_t *sc_dp_local(sc_dp_t *dp, sc_dp_op_t *o, void *p, size_t len)
+{
+    st_transport_mem_t *m = sc_dp_find_buf(dp, p, len);
+
+    if (m == NULL && o->tmp == NULL &&
+        st_transport_mem_register(dp->tp, p, len, &o->tmp) != ST_OK) {
+        return NULL;
+    }
+    return m != NULL ? m : o->tmp;
+}
+
+/* Progresses until the batch's transfers have all completed. */
+static void sc_dp_wait(sc_dp_t *dp, _Atomic size_t *pending)
+{
+    while (atomic_load(pending) > 0) {
+        int n;
+
+        pthread_mutex_lock(&dp->lock);
+        n = st_transport_progress(dp->tp);
+        pthread_mutex_unlock(&dp->lock);
+        if (n <= 0) {
+            sched_yield();
+        }
+    }
+}
+
+static void sc_dp_free_tmp(sc_dp_t *dp, sc_dp_op_t *o, size_t n)
+{
+    pthread_mutex_lock(&dp->lock);
+    for (size_t i = 0; i < n; i++) {
+        st_transport_mem_deregister(dp->tp, o[i].tmp);
+        o[i].tmp = NULL;
+    }
+    pthread_mutex_unlock(&dp->lock);
+}
+
+/* Looks up region id of node n, refreshing once per batch when unknown or
+ * when the epoch moved. Node lock held. */
+static sc_dp_region_t *sc_dp_region(st_client_t *c, uint32_t node, uint32_t id, uint64_t epoch,
+                                    int *refreshed)
+{
+    sc_dp_node_t *n = &c->dp->node[node];
+
+    if ((id >= n->cap || n->reg[id].rkey == NULL || epoch != n->epoch) && !*refreshed) {
+        *refreshed = 1;
+        sc_dp_refresh(c, node);
+    }
+    if (n->ep == NULL || id >= n->cap || n->reg[id].rkey == NULL) {
+        return NULL;
+    }
+    return &n->reg[id];
+}
+
+/* The owner of each op, or -1 when it has no data plane (served inline). */
+static int sc_dp_owner(st_client_t *c, const st_hash_t *chain, uint64_t block)
+{
+    int o = sc_owner(c, sc_segment_first(c, chain, block));
+
+    return o >= 0 && c->dp->node[o].ep != NULL ? o : -1;
+}
+
+/* Groups ops by owner into batches of at most max_batch; returns the number
+ * of batches, filling node[b], first[b], count[b] over the permutation perm. */
+static size_t sc_dp_batches(st_client_t *c, const int *owner, size_t n, size_t *perm,
+                            uint32_t *bnode, size_t *bfirst, size_t *bcount)
+{
+    size_t k = 0, nb = 0;
+
+    for (uint32_t x = 0; x < c->n_nodes; x++) {
+        size_t start = k;
+
+        for (size_t i = 0; i < n; i++) {
+            if (owner[i] == (int)x) {
+                perm[k++] = i;
+            }
+        }
+        for (size_t s = start; s < k; s += c->max_batch) {
+            bnode[nb] = x;
+            bfirst[nb] = s;
+            bcount[nb] = k - s < c->max_batch ? k - s : c->max_batch;
+            nb++;
+        }
+    }
+    return nb;
+}
+
+void sc_dp_get(st_handle_t *h, uint8_t *todo)
+{
+    st_client_t *c = h->client;
+    sc_dp_t *dp = c->dp;
+    size_t n = h->n, nb;
+    int *owner = calloc(n + 1, sizeof(*owner));
+    size_t *perm = calloc(n + 1, sizeof(*perm));
+    uint32_t *bnode = calloc(n + 1, sizeof(*bnode));
+    size_t *bfirst = calloc(n + 1, sizeof(*bfirst)), *bcount = calloc(n + 1, sizeof(*bcount));
+    sc_dp_op_t *ops = calloc(n + 1, sizeof(*ops));
+    Strata__V1__LocateRequest *reqs = NULL;
+    Strata__V1__ReleaseRequest *rel = NULL;
+    Strata__V1__ObjectKey *keys = NULL, **kp = NULL;
+    srpc_fanout_item_t *items = NULL, *ritems = NULL;
+    uint64_t *lease_ids = NULL;
+    uint8_t *alive = NULL;
+    _Atomic size_t pending = 0;
+
+    if (!owner || !perm || !bnode || !bfirst || !bcount || !ops) {
+        goto out; /* everything stays todo: the inline path answers */
+    }
+    for (size_t i = 0; i < n; i++) {
+        owner[i] = sc_dp_owner(c, h->chain, h->gets[i].block);
+        todo[i] = owner[i] < 0;
+        ops[i].pending = &pending;
+    }
+    nb = sc_dp_batches(c, owner, n, perm, bnode, bfirst, bcount);
+    if (nb == 0) {
+        goto out;
+    }
+    reqs = calloc(nb, sizeof(*reqs));
+    rel = calloc(nb, sizeof(*rel));
+    items = calloc(nb, sizeof(*items));
+    ritems = calloc(nb, sizeof(*ritems));
+    keys = calloc(n, sizeof(*keys));
+    kp = calloc(n, sizeof(*kp));
+    lease_ids = calloc(nb, sizeof(*lease_ids));
+    alive = calloc(nb, 1);
+    if (!reqs || !rel || !items || !ritems || !keys || !kp || !lease_ids || !alive) {
+        for (size_t i = 0; i < n; i++) {
+            todo[i] = 1;
+        }
+        goto out;
+    }
+    for (size_t b = 0; b < nb; b++) {
+        strata__v1__locate_request__init(&reqs[b]);
+        reqs[b].namespace_id = c->ns;
+        reqs[b].keys = &kp[bfirst[b]];
+        reqs[b].n_keys = bcount[b];
+        reqs[b].lease = 1;
+        for (size_t j = bfirst[b]; j < bfirst[b] + bcount[b]; j++) {
+            st_get_op_t *op = &h->gets[perm[j]];
+
+            strata__v1__object_key__init(&keys[j]);
+            keys[j].block_hash.data = (uint8_t *)h->chain[op->block].b;
+            keys[j].block_hash.len = ST_HASH_BYTES;
+            keys[j].kind = sc_kind(op->kind);
+            keys[j].layer = op->kind == ST_KIND_KDA ? 0 : op->layer;
+            kp[j] = &keys[j];
+        }
+        items[b].ch = c->nodes[bnode[b]].ch;
+        items[b].req = &reqs[b].base;
+    }
+    if (srpc_fanout(&srpc_cache_methods[SRPC_CACHE_LOCATE], items, nb, (int)c->timeout_ms) !=
+        ST_OK) {
+        for (size_t i = 0; i < n; i++) {
+            todo[i] = 1;
+        }
+        goto out;
+    }
+    /* Post every get of every batch, then wait for all of them. */
+    for (size_t b = 0; b < nb; b++) {
+        const Strata__V1__LocateResponse *r = (const void *)items[b].resp;
+        const Strata__V1__Locations *l = r != NULL ? r->locations : NULL;
+        sc_dp_node_t *nd = &dp->node[bnode[b]];
+        int refreshed = 0;
+
+        if (items[b].status != ST_OK || l == NULL || l->n_state != bcount[b] ||
+            l->n_region_id != bcount[b] || l->n_offset != bcount[b] || l->n_length != bcount[b] ||
+            l->n_checksum != bcount[b]) {
+            sc_node_failed(c, bnode[b], items[b].status, &items[b].err);
+            continue; /* those ops stay ST_ERR_UNAVAILABLE */
+        }
+        lease_ids[b] = r->lease_id;
+        pthread_mutex_lock(&nd->lock);
+        for (size_t j = 0; j < bcount[b]; j++) {
+            size_t i = perm[bfirst[b] + j];
+            st_get_op_t *op = &h->gets[i];
+            sc_dp_op_t *o = &ops[i];
+            sc_dp_region_t *reg;
+            uint64_t len = l->length[j], off = l->offset[j];
+            size_t nx = op->n_rows ? op->n_rows : 1, xlen = op->n_rows ? op->row_bytes : len;
+            st_transport_mem_t *mem;
+
+            op->status = ST_ERR_NOT_FOUND;
+            if (l->state[j] != STRATA__V1__OBJECT_STATE__OBJECT_PRESENT) {
+                todo[i] = op->kind == ST_KIND_KDA; /* the next replica may have it */
+                continue;
+            }
+            if (op->n_rows == 0 && len > op->dst_len) {
+                op->status = ST_ERR_INVALID;
+                op->length = len;
+                continue;
+            }
+            if (op->n_rows != 0) {
+                int bad = (size_t)op->n_rows * op->row_bytes > op->dst_len;
+
+                for (uint32_t x = 0; !bad && x < op->n_rows; x++) {
+                    bad = ((uint64_t)op->rows[x] + 1) * op->row_bytes > len;
+                }
+                if (bad) {
+                    op->status = ST_ERR_INVALID;
+                    continue;
+                }
+            }
+            reg = sc_dp_region(c, bnode[b], l->region_id[j], r->region_epoch, &refreshed);
+            if (reg == NULL || off + len > reg->len) {
+                continue; /* a region we cannot reach: a miss */
+            }
+            o->node = bnode[b];
+            o->checksum = l->checksum[j];
+            o->lease = b;
+            pthread_mutex_lock(&dp->lock);
+            mem = sc_dp_local(dp, o, op->dst,
+                              op->n_rows ? (size_t)op->n_rows * op->row_bytes : (size_t)len);
+            for (size_t x = 0; mem != NULL && x < nx; x++) {
+                uint64_t src =
+                    reg->base + off + (op->n_rows ? (uint64_t)op->rows[x] * op->row_bytes : 0);
+                st_status_t st;
+
+                atomic_fetch_add(&pending, 1);
+                st = st_transport_get(nd->ep, (uint8_t *)op->dst + x * xlen, xlen, mem, src,
+                                      reg->rkey, sc_dp_done, o);
+                if (st != ST_OK) {
+                    atomic_fetch_sub(&pending, 1);
+                    o->failed = 1;
+                    break;
+                }
+            }
+            pthread_mutex_unlock(&dp->lock);
+            o->posted = mem != NULL;
+            op->length = op->n_rows ? (size_t)op->n_rows * op->row_bytes : (size_t)len;
+        }
+        pthread_mutex_unlock(&nd->lock);
+    }
+    sc_dp_wait(dp, &pending);
+
+    /* Release the leases; a lease still alive vouches for the rows. */
+    {
+        size_t nr = 0;
+        size_t *which = calloc(nb, sizeof(*which));
+
+        for (size_t b = 0; which != NULL && b < nb; b++) {
+            if (lease_ids[b] == 0) {
+                continue;
+            }
+            strata__v1__release_request__init(&rel[nr]);
+            rel[nr].namespace_id = c->ns;
+            rel[nr].lease_ids = &lease_ids[b];
+            rel[nr].n_lease_ids = 1;
+            ritems[nr].ch = c->nodes[bnode[b]].ch;
+            ritems[nr].req = &rel[nr].base;
+            which[nr++] = b;
+        }
+        if (nr > 0 && srpc_fanout(&srpc_cache_methods[SRPC_CACHE_RELEASE], ritems, nr,
+                                  (int)c->timeout_ms) == ST_OK) {
+            for (size_t k = 0; k < nr; k++) {
+                const Strata__V1__ReleaseResponse *rr = (const void *)ritems[k].resp;
+
+                alive[which[k]] = ritems[k].status == ST_OK && rr->n_status == 1 &&
+                                  rr->status[0] == STRATA__V1__KEY_STATUS__KEY_OK;
+            }
+        }
+        srpc_fanout_free(ritems, nr);
+        free(which);
+    }
+    for (size_t i = 0; i < n; i++) {
+        st_get_op_t *op = &h->gets[i];
+        sc_dp_op_t *o = &ops[i];
+
+        if (!o->posted) {
+            if (op->status == ST_ERR_NOT_FOUND) {
+                op->length = 0;
+            }
+            continue;
+        }
+        if (o->failed) {
+            op->status = ST_ERR_NOT_FOUND;
+        } else if (op->n_rows == 0) {
+            op->status = XXH3_64bits(op->dst, op->length) == o->checksum ? ST_OK : ST_ERR_NOT_FOUND;
+            if (op->status != ST_OK) {
+                st_warn_ratelimited("get: one-sided read does not match its checksum (the "
+                                    "extent was reused): a miss bytes=%zu",
+                                    op->length);
+            }
+        } else {
+            op->status = alive[o->lease] ? ST_OK : ST_ERR_NOT_FOUND;
+        }
+        if (op->status != ST_OK) {
+            op->length = 0;
+            todo[i] = op->kind == ST_KIND_KDA;
+        }
+    }
+out:
+    if (items != NULL) {
+        srpc_fanout_free(items, nb);
+    }
+    if (ops != NULL) {
+        sc_dp_free_tmp(dp, ops, n);
+    }
+    free(owner), free(perm), free(bnode), free(bfirst), free(bcount), free(ops);
+    free(reqs), free(rel), free(items), free(ritems), free(keys), free(kp), free(lease_ids);
+    free(alive);
+}
+
+void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked)
+{
+    st_client_t *c = h->client;
+    sc_dp_t *dp = c->dp;
+    size_t n = h->n, nb = 0;
+    int *owner = calloc(n + 1, sizeof(*owner));
+    size_t *perm = calloc(n + 1, sizeof(*perm));
+    uint32_t *bnode = calloc(n + 1, sizeof(*bnode));
+    size_t *bfirst = calloc(n + 1, sizeof(*bfirst)), *bcount = calloc(n + 1, sizeof(*bcount));
+    sc_dp_op_t *ops = calloc(n + 1, sizeof(*ops));
+    Strata__V1__ReserveRequest *reqs = NULL;
+    Strata__V1__CommitRequest *com = NULL;
+    Strata__V1__ObjectKey *keys = NULL, **kp = NULL;
+    Strata__V1__BlockLink *links = NULL, **lp = NULL;
+    uint64_t *lengths = NULL, *sums = NULL;
+    srpc_fanout_item_t *items = NULL, *citems = NULL;
+    size_t *cwhich = NULL;
+    _Atomic size_t pending = 0;
+
+    if (!owner || !perm || !bnode || !bfirst || !bcount || !ops) {
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        owner[i] = sc_dp_owner(c, h->chain, h->puts[i].block);
+        todo[i] = owner[i] < 0;
+        ops[i].pending = &pending;
+    }
+    nb = sc_dp_batches(c, owner, n, perm, bnode, bfirst, bcount);
+    if (nb == 0) {
+        goto out;
+    }
+    reqs = calloc(nb, sizeof(*reqs));
+    com = calloc(nb, sizeof(*com));
+    items = calloc(nb, sizeof(*items));
+    citems = calloc(nb, sizeof(*citems));
+    cwhich = calloc(nb, sizeof(*cwhich));
+    keys = calloc(n, sizeof(*keys));
+    kp = calloc(n, sizeof(*kp));
+    links = calloc(n, sizeof(*links));
+    lp = calloc(n, sizeof(*lp));
+    lengths = calloc(n, sizeof(*lengths));
+    sums = calloc(n, sizeof(*sums));
+    if (!reqs || !com || !items || !citems || !cwhich || !keys || !kp || !links || !lp ||
+        !lengths || !sums) {
+        for (size_t i = 0; i < n; i++) {
+            todo[i] = 1;
+        }
+        nb = 0;
+        goto out;
+    }
+    for (size_t b = 0; b < nb; b++) {
+        strata__v1__reserve_request__init(&reqs[b]);
+        reqs[b].namespace_id = c->ns;
+        reqs[b].keys = &kp[bfirst[b]];
+        reqs[b].n_keys = bcount[b];
+        reqs[b].lengths = &lengths[bfirst[b]];
+        reqs[b].n_lengths = bcount[b];
+        reqs[b].links = &lp[bfirst[b]];
+        for (size_t j = bfirst[b]; j < bfirst[b] + bcount[b]; j++) {
+            st_put_op_t *op = &h->puts[perm[j]];
+            int dup = 0;
+
+            strata__v1__object_key__init(&keys[j]);
+            keys[j].block_hash.data = (uint8_t *)h->chain[op->block].b;
+            keys[j].block_hash.len = ST_HASH_BYTES;
+            keys[j].kind = sc_kind(op->kind);
+            keys[j].layer = op->kind == ST_KIND_KDA ? 0 : op->layer;
+            kp[j] = &keys[j];
+            lengths[j] = op->len;
+            for (size_t k = bfirst[b]; k < j && !dup; k++) {
+                dup = h->puts[perm[k]].block == op->block;
+            }
+            if (dup) {
+                continue;
+            }
+            strata__v1__block_link__init(&links[j]);
+            links[j].hash = keys[j].block_hash;
+            links[j].parent_hash.data =
+                (uint8_t *)(op->block == 0 ? c->seed.b : h->chain[op->block - 1].b);
+            links[j].parent_hash.len = ST_HASH_BYTES;
+            links[j].block_index = op->block;
+            lp[bfirst[b] + reqs[b].n_links++] = &links[j];
+        }
+        items[b].ch = c->nodes[bnode[b]].ch;
+        items[b].req = &reqs[b].base;
+    }
+    if (srpc_fanout(&srpc_cache_methods[SRPC_CACHE_RESERVE], items, nb, (int)c->timeout_ms) !=
+        ST_OK) {
+        for (size_t i = 0; i < n; i++) {
+            todo[i] = 1;
+        }
+        goto out;
+    }
+    for (size_t b = 0; b < nb; b++) {
+        const Strata__V1__ReserveResponse *r = (const void *)items[b].resp;
+        const Strata__V1__Locations *l = r != NULL ? r->extents : NULL;
+        sc_dp_node_t *nd = &dp->node[bnode[b]];
+        int refreshed = 0;
+
+        if (items[b].status != ST_OK || l == NULL || r->n_status != bcount[b] ||
+            l->n_region_id != bcount[b] || l->n_offset != bcount[b]) {
+            sc_node_failed(c, bnode[b], items[b].status, &items[b].err);
+            for (size_t j = 0; j < bcount[b]; j++) {
+                h->puts[perm[bfirst[b] + j]].status =
+                    items[b].status != ST_OK ? items[b].status : ST_ERR_PROTOCOL;
+            }
+            continue;
+        }
+        pthread_mutex_lock(&nd->lock);
+        for (size_t j = 0; j < bcount[b]; j++) {
+            size_t i = perm[bfirst[b] + j];
+            st_put_op_t *op = &h->puts[i];
+            sc_dp_op_t *o = &ops[i];
+            sc_dp_region_t *reg;
+            st_transport_mem_t *mem;
+            st_status_t st = sc_key_status(r->status[j]);
+
+            if (st == ST_ERR_EXISTS) {
+                op->status = ST_OK; /* the block's object is there already */
+                acked[i] = 1;
+                continue;
+            }
+            if (st != ST_OK) {
+                op->status = st;
+                continue;
+            }
+            o->posted = 1; /* has a reservation: commit or refuse it */
+            reg = sc_dp_region(c, bnode[b], l->region_id[j], r->region_epoch, &refreshed);
+            if (reg == NULL || l->offset[j] + op->len > reg->len) {
+                o->failed = 1;
+                continue;
+            }
+            pthread_mutex_lock(&dp->lock);
+            mem = sc_dp_local(dp, o, (void *)op->src, op->len);
+            atomic_fetch_add(&pending, 1);
+            st = mem == NULL ? ST_ERR_NOMEM
+                             : st_transport_put(nd->ep, op->src, op->len, mem,
+                                                reg->base + l->offset[j], reg->rkey, sc_dp_done, o);
+            if (st != ST_OK) {
+                atomic_fetch_sub(&pending, 1);
+                o->failed = 1;
+            }
+            pthread_mutex_unlock(&dp->lock);
+            o->node = bnode[b];
+        }
+        pthread_mutex_unlock(&nd->lock);
+    }
+    sc_dp_wait(dp, &pending);
+    /* The bytes are in the daemons' memory only after a flush. */
+    for (size_t b = 0; b < nb; b++) {
+        sc_dp_node_t *nd = &dp->node[bnode[b]];
+        st_status_t st = ST_OK;
+
+        if (items[b].status != ST_OK) {
+            continue;
+        }
+        pthread_mutex_lock(&nd->lock);
+        pthread_mutex_lock(&dp->lock);
+        if (nd->ep != NULL) {
+            st = st_transport_ep_flush(nd->ep, (int)c->timeout_ms);
+        }
+        pthread_mutex_unlock(&dp->lock);
+        pthread_mutex_unlock(&nd->lock);
+        for (size_t j = 0; st != ST_OK && j < bcount[b]; j++) {
+            ops[perm[bfirst[b] + j]].failed = 1;
+        }
+    }
+    /* Commit: a failed put gets a checksum that cannot match its bytes, so
+     * the daemon refuses it and frees the extent. */
+    {
+        size_t nc = 0;
+
+        for (size_t b = 0; b < nb; b++) {
+            const Strata__V1__ReserveResponse *r = (const void *)items[b].resp;
+
+            if (items[b].status != ST_OK || r->reservation_id == 0) {
+                continue;
+            }
+            strata__v1__commit_request__init(&com[nc]);
+            com[nc].namespace_id = c->ns;
+            com[nc].reservation_id = r->reservation_id;
+            com[nc].checksums = &sums[bfirst[b]];
+            com[nc].n_checksums = bcount[b];
+            com[nc].durable = (h->flags & ST_PUT_DURABLE) != 0;
+            for (size_t j = bfirst[b]; j < bfirst[b] + bcount[b]; j++) {
+                st_put_op_t *op = &h->puts[perm[j]];
+
+                sums[j] = ops[perm[j]].posted ? XXH3_64bits(op->src, op->len) : 0;
+                if (ops[perm[j]].failed) {
+                    sums[j] = ~sums[j];
+                }
+            }
+            citems[nc].ch = c->nodes[bnode[b]].ch;
+            citems[nc].req = &com[nc].base;
+            cwhich[nc++] = b;
+        }
+        if (nc > 0 && srpc_fanout(&srpc_cache_methods[SRPC_CACHE_COMMIT], citems, nc,
+                                  (int)c->timeout_ms) == ST_OK) {
+            for (size_t k = 0; k < nc; k++) {
+                const Strata__V1__CommitResponse *cr = (const void *)citems[k].resp;
+                size_t b = cwhich[k];
+
+                if (citems[k].status != ST_OK || cr->n_status != bcount[b]) {
+                    sc_node_failed(c, bnode[b], citems[k].status, &citems[k].err);
+                    continue;
+                }
+                for (size_t j = 0; j < bcount[b]; j++) {
+                    size_t i = perm[bfirst[b] + j];
+
+                    if (!ops[i].posted) {
+                        continue;
+                    }
+                    h->puts[i].status =
+                        ops[i].failed ? ST_ERR_UNAVAILABLE : sc_key_status(cr->status[j]);
+                    acked[i] = h->puts[i].status == ST_OK;
+                }
+            }
+        }
+        srpc_fanout_free(citems, nc);
+    }
+out:
+    if (items != NULL) {
+        srpc_fanout_free(items, nb);
+    }
+    if (ops != NULL) {
+        sc_dp_free_tmp(dp, ops, n);
+    }
+    free(owner), free(perm), free(bnode), free(bfirst), free(bcount), free(ops);
+    free(reqs), free(com), free(items), free(citems), free(cwhich), free(keys), free(kp);
+    free(links), free(lp), free(lengths), free(sums);
+}
