@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -72,6 +73,8 @@ static int tc_spawn(tc_cluster_t *c, int i)
         int argc = 0;
         int logfd = open(nd->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 
+        /* A test that dies (an assertion, a crash) takes its daemons along. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         dup2(out[1], STDOUT_FILENO);
         if (logfd >= 0) {
             dup2(logfd, STDERR_FILENO);

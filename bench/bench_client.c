@@ -1,0 +1,293 @@
+/*
+ * bench_client.c - loading a 1M-token prefix from four daemons through
+ * libstrata, against the memcpy bandwidth of this machine and against four
+ * Redis servers holding the same objects, in the same run; and the lookup of
+ * the 1M-token chain across the four nodes.
+ *
+ * The prefix is 16,384 blocks x 2 DSA layers of one KV object (41,984 B) and
+ * one IDX object (8,448 B): 1.65 GB. Each round loads all of it into one
+ * client buffer. Redis holds the same objects spread over four servers and is
+ * read with pipelined GETs, one connection per server, copying each reply
+ * into place.
+ *
+ * usage: bench_client STRATAD [--blocks N] [--rounds N] [--transport inline|ucx|libfabric]
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "bench_util.h"
+#include "cluster.h"
+#include "peer_redis.h"
+#include "strata/strata.h"
+
+#define KV_BYTES  41984
+#define IDX_BYTES 8448
+#define LAYERS    2
+#define NODES     4
+#define PIPE      64
+
+static size_t obj_len(int kind)
+{
+    return kind == ST_KIND_KV ? KV_BYTES : IDX_BYTES;
+}
+
+/* Offset of object (block, kind, layer) in the prefix buffer. */
+static size_t obj_off(size_t b, int kind, int layer)
+{
+    size_t per_block = LAYERS * (KV_BYTES + IDX_BYTES);
+
+    return b * per_block + (size_t)layer * (KV_BYTES + IDX_BYTES) +
+           (kind == ST_KIND_KV ? 0 : KV_BYTES);
+}
+
+static void redis_key(char *key, size_t len, const st_hash_t *h, int kind, int layer)
+{
+    snprintf(key, len, "%016" PRIx64 ":%d:%d", XXH3_64bits(h->b, 16), kind, layer);
+}
+
+int main(int argc, char **argv)
+{
+    size_t n_blocks = 16384, rounds = 3;
+    const char *transport = "inline";
+    tc_cluster_t cl;
+    bench_redis_t rd[NODES];
+    redisContext *rc[NODES];
+    st_client_params_t p = {0};
+    st_client_t *c;
+    st_hash_t *chain;
+    uint32_t *tok;
+    uint8_t *src, *dst;
+    size_t total, n_ops, nb;
+    st_get_op_t *gets;
+    double *t_st, *t_rd, *t_mc, *t_lk;
+    bench_stats_t s_st, s_rd, s_mc, s_lk;
+
+    if (argc < 2) {
+        fprintf(stderr, "usage: bench_client STRATAD [--blocks N] [--rounds N] "
+                        "[--transport inline|ucx|libfabric]\n");
+        return 2;
+    }
+    for (int i = 2; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--blocks") == 0) {
+            n_blocks = strtoul(argv[i + 1], NULL, 10);
+        } else if (strcmp(argv[i], "--rounds") == 0) {
+            rounds = strtoul(argv[i + 1], NULL, 10);
+        } else if (strcmp(argv[i], "--transport") == 0) {
+            transport = argv[i + 1];
+        }
+    }
+    if (n_blocks == 0 || rounds == 0) {
+        fprintf(stderr, "bench_client: blocks and rounds must be positive\n");
+        return 2;
+    }
+    total = n_blocks * LAYERS * (KV_BYTES + IDX_BYTES);
+    n_ops = n_blocks * LAYERS * 2;
+    if (tc_start(&cl, argv[1], NODES, "--memory-limit 1G --max-message 64M") != 0) {
+        return 1;
+    }
+    for (int i = 0; i < NODES; i++) {
+        if (bench_redis_start(&rd[i], 0) != 0 || (rc[i] = bench_redis_connect(&rd[i])) == NULL) {
+            fprintf(stderr, "bench_client: no Redis peer (install redis-server)\n");
+            tc_stop_all(&cl);
+            return 1;
+        }
+    }
+    p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_TIMEOUT;
+    p.nodes = cl.peers;
+    p.transport = transport;
+    p.timeout_ms = 60000;
+    if (st_client_connect(&p, &c) != ST_OK) {
+        fprintf(stderr, "bench_client: %s\n", st_client_last_error());
+        return 1;
+    }
+    tok = malloc(sizeof(uint32_t) * n_blocks * 64);
+    chain = malloc(sizeof(st_hash_t) * n_blocks);
+    src = malloc(total);
+    dst = malloc(total);
+    gets = calloc(n_ops, sizeof(*gets));
+    t_st = calloc(rounds, sizeof(double));
+    t_rd = calloc(rounds, sizeof(double));
+    t_mc = calloc(rounds, sizeof(double));
+    t_lk = calloc(100, sizeof(double));
+    if (!tok || !chain || !src || !dst || !gets || !t_st || !t_rd || !t_mc || !t_lk) {
+        fprintf(stderr, "bench_client: out of memory for %zu bytes\n", 2 * total);
+        return 1;
+    }
+    for (size_t i = 0; i < n_blocks * 64; i++) {
+        tok[i] = (uint32_t)(XXH3_64bits(&i, sizeof(i)) % 150000);
+    }
+    for (size_t i = 0; i < total; i += 8) {
+        uint64_t x = XXH3_64bits(&i, sizeof(i));
+
+        memcpy(src + i, &x, total - i < 8 ? total - i : 8);
+    }
+    st_client_hash(c, tok, n_blocks * 64, NULL, 0, chain, n_blocks, &nb);
+
+    /* Store the prefix in both. */
+    {
+        st_put_op_t *puts = calloc(n_ops, sizeof(*puts));
+        size_t k = 0;
+        st_handle_t *h;
+
+        for (size_t b = 0; b < n_blocks; b++) {
+            for (int l = 0; l < LAYERS; l++) {
+                for (int kind = ST_KIND_KV; kind <= ST_KIND_IDX; kind++) {
+                    char key[64];
+                    redisContext *r = rc[b % NODES];
+
+                    puts[k++] = (st_put_op_t){
+                        b, (uint8_t)kind, (uint16_t)l, src + obj_off(b, kind, l), obj_len(kind), 0};
+                    redis_key(key, sizeof(key), &chain[b], kind, l);
+                    redisAppendCommand(r, "SET %s %b", key, src + obj_off(b, kind, l),
+                                       obj_len(kind));
+                }
+            }
+            if ((b + 1) % PIPE == 0 || b + 1 == n_blocks) {
+                for (int i = 0; i < NODES; i++) {
+                    redisReply *rep;
+
+                    while (redisGetReply(rc[i], (void **)&rep) == REDIS_OK && rep != NULL) {
+                        freeReplyObject(rep);
+                        if (rc[i]->obuf[0] == '\0' && rc[i]->reader->pos >= rc[i]->reader->len) {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        st_client_put(c, chain, n_blocks, puts, n_ops, 0, &h);
+        st_handle_wait(h, -1);
+        st_handle_release(h);
+        for (size_t i = 0; i < n_ops; i++) {
+            if (puts[i].status != ST_OK) {
+                fprintf(stderr, "bench_client: put %zu: %s\n", i, st_strerror(puts[i].status));
+                return 1;
+            }
+        }
+        free(puts);
+    }
+
+    for (size_t r = 0; r < rounds; r++) {
+        size_t k = 0;
+        st_handle_t *h;
+        uint64_t t0;
+
+        memset(dst, 0, total);
+        for (size_t b = 0; b < n_blocks; b++) {
+            for (int l = 0; l < LAYERS; l++) {
+                for (int kind = ST_KIND_KV; kind <= ST_KIND_IDX; kind++) {
+                    gets[k++] = (st_get_op_t){b,
+                                              (uint8_t)kind,
+                                              (uint16_t)l,
+                                              dst + obj_off(b, kind, l),
+                                              obj_len(kind),
+                                              0,
+                                              NULL,
+                                              0,
+                                              0,
+                                              0};
+                }
+            }
+        }
+        t0 = bench_now_ns();
+        st_client_get(c, chain, n_blocks, gets, n_ops, &h);
+        st_handle_wait(h, -1);
+        st_handle_release(h);
+        t_st[r] = (double)total / (double)(bench_now_ns() - t0);
+        for (size_t i = 0; i < n_ops; i++) {
+            if (gets[i].status != ST_OK) {
+                fprintf(stderr, "bench_client: get %zu: %s\n", i, st_strerror(gets[i].status));
+                return 1;
+            }
+        }
+        if (memcmp(dst, src, total) != 0) {
+            fprintf(stderr, "bench_client: strata returned wrong bytes\n");
+            return 1;
+        }
+
+        /* Redis: one connection per server, pipelined GETs. */
+        memset(dst, 0, total);
+        t0 = bench_now_ns();
+        for (size_t b0 = 0; b0 < n_blocks; b0 += PIPE * NODES) {
+            size_t b1 = b0 + PIPE * NODES < n_blocks ? b0 + PIPE * NODES : n_blocks;
+
+            for (size_t b = b0; b < b1; b++) {
+                for (int l = 0; l < LAYERS; l++) {
+                    for (int kind = ST_KIND_KV; kind <= ST_KIND_IDX; kind++) {
+                        char key[64];
+
+                        redis_key(key, sizeof(key), &chain[b], kind, l);
+                        redisAppendCommand(rc[b % NODES], "GET %s", key);
+                    }
+                }
+            }
+            for (size_t b = b0; b < b1; b++) {
+                for (int l = 0; l < LAYERS; l++) {
+                    for (int kind = ST_KIND_KV; kind <= ST_KIND_IDX; kind++) {
+                        redisReply *rep;
+
+                        if (redisGetReply(rc[b % NODES], (void **)&rep) != REDIS_OK ||
+                            rep == NULL || (size_t)rep->len != obj_len(kind)) {
+                            fprintf(stderr, "bench_client: redis GET failed\n");
+                            return 1;
+                        }
+                        memcpy(dst + obj_off(b, kind, l), rep->str, obj_len(kind));
+                        freeReplyObject(rep);
+                    }
+                }
+            }
+        }
+        t_rd[r] = (double)total / (double)(bench_now_ns() - t0);
+        if (memcmp(dst, src, total) != 0) {
+            fprintf(stderr, "bench_client: redis returned wrong bytes\n");
+            return 1;
+        }
+        t0 = bench_now_ns();
+        memcpy(dst, src, total);
+        t_mc[r] = (double)total / (double)(bench_now_ns() - t0);
+    }
+    for (size_t r = 0; r < 100; r++) {
+        st_lookup_result_t lr;
+        uint64_t t0 = bench_now_ns();
+
+        st_client_lookup(c, chain, n_blocks, LAYERS, &lr);
+        t_lk[r] = (double)(bench_now_ns() - t0) / 1e6;
+        if (lr.matched_blocks != n_blocks) {
+            fprintf(stderr, "bench_client: lookup matched %" PRIu64 "\n", lr.matched_blocks);
+            return 1;
+        }
+    }
+    bench_stats(t_st, rounds, &s_st);
+    bench_stats(t_rd, rounds, &s_rd);
+    bench_stats(t_mc, rounds, &s_mc);
+    bench_stats(t_lk, 100, &s_lk);
+    printf("bench_client: %zu blocks x %d layers (%.2f GB) from %d daemons, transport %s, "
+           "%zu rounds\n",
+           n_blocks, LAYERS, (double)total / 1e9, NODES, transport, rounds);
+    printf("%-34s %10s %10s %10s\n", "", "median", "min", "MAD");
+    printf("%-34s %10.2f %10.2f %10.2f GB/s\n", "strata load (libstrata get)", s_st.median,
+           s_st.min, s_st.mad);
+    printf("%-34s %10.2f %10.2f %10.2f GB/s\n", "4 x redis GET (hiredis, pipelined)", s_rd.median,
+           s_rd.min, s_rd.mad);
+    printf("%-34s %10.2f %10.2f %10.2f GB/s\n", "memcpy of the same bytes", s_mc.median, s_mc.min,
+           s_mc.mad);
+    printf("%-34s %10.3f %10.3f %10.3f ms (p99 %.3f)\n", "lookup of the chain, 4 nodes",
+           s_lk.median, s_lk.min, s_lk.mad, s_lk.p99);
+    printf("ratios: strata/memcpy %.3f (goal >= 0.7), strata/redis %.2fx; lookup p99 %.2f ms "
+           "(goal < 2)\n",
+           s_st.median / s_mc.median, s_st.median / s_rd.median, s_lk.p99);
+    st_client_close(c);
+    for (int i = 0; i < NODES; i++) {
+        redisFree(rc[i]);
+        bench_redis_stop(&rd[i]);
+    }
+    tc_stop_all(&cl);
+    free(tok), free(chain), free(src), free(dst), free(gets);
+    free(t_st), free(t_rd), free(t_mc), free(t_lk);
+    return 0;
+}
