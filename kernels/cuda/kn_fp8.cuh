@@ -52,7 +52,8 @@ __device__ __forceinline__ void kf_load_query(const float *qt, const float *wt, 
             int c = 64 * (s >> 2) + 16 * p + 4 * (s & 3);
             float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             if (h < n_heads) {
-                v = __ldg(reinterpret_cast<const float4 *>(qt + h * KF_DIM + c)); /* 16-byte aligned */
+                v = __ldg(
+                    reinterpret_cast<const float4 *>(qt + h * KF_DIM + c)); /* 16-byte aligned */
             }
             bq[nt][s][0] = kf_pack_h2(v.x, v.y);
             bq[nt][s][1] = kf_pack_h2(v.z, v.w);

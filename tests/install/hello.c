@@ -18,7 +18,7 @@ int main(void)
     }
     st_hash_to_hex(&chain[1], hex);
     printf("chain of %zu blocks, last %s\n", n, hex);
-    printf("block size 7: %s\n", st_strerror(st_hash_chain(&seed, tokens, 128, 7, NULL, 0,
-                                                           chain, 2, &n)));
+    printf("block size 7: %s\n",
+           st_strerror(st_hash_chain(&seed, tokens, 128, 7, NULL, 0, chain, 2, &n)));
     return 0;
 }

@@ -73,9 +73,8 @@ static void test_session_lifecycle(void **state)
 
     assert_int_equal(cd_store_session_close(s, ns, &a), ST_OK);
     assert_int_equal(cd_store_session_close(s, ns, &a), ST_ERR_NOT_FOUND);
-    assert_int_equal(
-        cd_store_session_open(s, ns, &b, c.limits.session_ttl_max_ms + 1, &rec, &err),
-        ST_ERR_INVALID);
+    assert_int_equal(cd_store_session_open(s, ns, &b, c.limits.session_ttl_max_ms + 1, &rec, &err),
+                     ST_ERR_INVALID);
     assert_int_equal(cd_store_session_open(s, 9, &b, 0, &rec, &err), ST_ERR_NOT_FOUND);
     /* A day later the default TTL has run out too; the store picks this id. */
     assert_int_equal(cd_store_session_open(s, ns, NULL, 0, &rec, &err), ST_OK);
