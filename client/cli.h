@@ -24,6 +24,8 @@ typedef struct cli_conf {
     /* bench */
     int64_t sessions, turns, prompt_tokens, turn_tokens, kv_bytes, idx_bytes, kda_bytes;
     int64_t verify;
+    char *metrics_listen;
+    uint64_t metrics_linger_ms;
 } cli_conf_t;
 
 typedef struct cli_command {

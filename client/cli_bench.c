@@ -21,6 +21,7 @@
 #include <xxhash.h>
 
 #include "cli.h"
+#include "cli_metrics.h"
 
 #define KDA_EVERY 16
 
@@ -67,6 +68,7 @@ int cli_bench(const cli_conf_t *cf, int argc, char **argv)
     uint64_t put_bytes = 0, put_ns = 0, get_bytes = 0, get_ns = 0, failed = 0;
     uint64_t t_start = bench_ns();
     size_t obj_max = (size_t)(cf->kv_bytes > cf->idx_bytes ? cf->kv_bytes : cf->idx_bytes);
+    cli_metrics_t *mx = NULL;
     int rc = 0;
 
     if (tok == NULL || lookup_ms == NULL) {
@@ -81,6 +83,21 @@ int cli_bench(const cli_conf_t *cf, int argc, char **argv)
         free(tok);
         free(lookup_ms);
         return 1;
+    }
+    if (cf->metrics_listen[0] != '\0') {
+        char ns[300];
+        int port = 0;
+
+        snprintf(ns, sizeof(ns), "%s/%s", cf->tenant, cf->model);
+        if (cli_metrics_start(cf->metrics_listen, ns, &mx, &port) != ST_OK) {
+            fprintf(stderr, "strata bench: cannot serve metrics on %s\n", cf->metrics_listen);
+            st_client_close(c);
+            free(tok);
+            free(lookup_ms);
+            return 1;
+        }
+        printf("metrics_port=%d\n", port);
+        fflush(stdout);
     }
     bt = st_client_block_tokens(c);
     printf("strata bench: %lld sessions x %lld turns, first prompt %lld tokens, +%lld per turn, "
@@ -135,6 +152,8 @@ int cli_bench(const cli_conf_t *cf, int argc, char **argv)
             matched += r.matched_blocks * bt;
             resumable += r.resumable_blocks * bt;
             req_hits += r.matched_blocks > 0;
+            cli_metrics_lookup(mx, (uint64_t)nb * bt, r.matched_blocks * bt,
+                               r.resumable_blocks * bt, t1 - t0);
 
             /* Read back a sample of what the cache claims, and check it. */
             if (cf->verify > 0 && r.matched_blocks > 0) {
@@ -164,6 +183,7 @@ int cli_bench(const cli_conf_t *cf, int argc, char **argv)
                                    g[i].layer);
                         verified++;
                         get_bytes += g[i].length;
+                        cli_metrics_bytes(mx, g[i].length, 0);
                         if (g[i].length != (size_t)cf->kv_bytes ||
                             memcmp(want, g[i].dst, g[i].length) != 0) {
                             wrong++;
@@ -211,6 +231,7 @@ int cli_bench(const cli_conf_t *cf, int argc, char **argv)
                     for (size_t i = 0; i < n_ops; i++) {
                         if (ops[i].status == ST_OK) {
                             put_bytes += ops[i].len;
+                            cli_metrics_bytes(mx, 0, ops[i].len);
                             turn_bytes += ops[i].len;
                         } else {
                             failed++;
@@ -267,5 +288,12 @@ int cli_bench(const cli_conf_t *cf, int argc, char **argv)
     free(tok);
     free(lookup_ms);
     st_client_close(c);
+    if (mx != NULL && cf->metrics_linger_ms > 0) {
+        fflush(stdout);
+        nanosleep(&(struct timespec){(time_t)(cf->metrics_linger_ms / 1000),
+                                     (long)(cf->metrics_linger_ms % 1000) * 1000000L},
+                  NULL);
+    }
+    cli_metrics_stop(mx);
     return rc;
 }

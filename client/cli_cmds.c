@@ -449,6 +449,10 @@ static const st_cfg_option_t cli_bench_opts[] = {
      "reused blocks per turn read back and compared byte by byte"},
     {"seed", ST_CFG_INT, CLI_OFF(seed), "1", 0, INT64_MAX, 0, NULL, 0,
      "seed of the conversations' tokens (a new seed: new conversations)"},
+    {"metrics_listen", ST_CFG_STRING, CLI_OFF(metrics_listen), "", 0, 0, 0, NULL, 0,
+     "serve this client's own metrics (strata_client_*) on host:port while running"},
+    {"metrics_linger", ST_CFG_DURATION, CLI_OFF(metrics_linger_ms), "0", 0, 3600000, 0, NULL, 0,
+     "keep serving them this long after the workload (for a last scrape)"},
 };
 
 #define CLI_N(a) (sizeof(a) / sizeof((a)[0]))

@@ -94,17 +94,42 @@ def main():
         bench = [args.strata, "bench", "--nodes", peers, "--sessions", "3", "--turns", "4",
                  "--prompt-tokens", "8192", "--turn-tokens", "1024", "--layers", "2",
                  "--kv-bytes", "4096", "--idx-bytes", "1024", "--kda-bytes", "4096"]
-        out = subprocess.run(bench, capture_output=True, text=True, timeout=300)
-        print(out.stdout, flush=True)
-        if out.returncode != 0:
-            h.fail("strata bench failed (%d): %s" % (out.returncode, out.stderr))
-        m = re.search(r"^result (.*)$", out.stdout, re.M)
+        # The client's own view (strata_client_*) is scraped from the bench
+        # process itself while it lingers after the workload.
+        proc = subprocess.Popen(bench + ["--metrics-listen", "127.0.0.1:0",
+                                         "--metrics-linger", "30s"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines, client_port = [], None
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("metrics_port="):
+                client_port = int(line.split("=")[1])
+            if line.startswith("result "):
+                break
+        stdout = "".join(lines)
+        print(stdout, flush=True)
+        m = re.search(r"^result (.*)$", stdout, re.M)
+        if m is None or client_port is None:
+            proc.kill()
+            h.fail("strata bench did not finish: %s" % proc.stderr.read())
+        text = h.http_get("http://127.0.0.1:%d/metrics" % client_port)[2].decode()
+        proc.terminate()
+        proc.wait()
+        client = {}
+        for name in ("lookup_tokens_total", "lookup_matched_tokens_total"):
+            mm = re.search(r"^strata_client_%s\{[^}]*\} (\S+)$" % name, text, re.M)
+            client[name] = float(mm.group(1)) if mm else None
         res = dict(kv.split("=") for kv in m.group(1).split())
         want_rate = float(res["token_hit_rate"])
         want_tokens = int(res["lookup_tokens"])
         want_matched = int(res["matched_tokens"])
         if not 0.0 < want_rate < 1.0:
             h.fail("the workload's hit rate %r is not between 0 and 1" % want_rate)
+        if client["lookup_tokens_total"] != want_tokens or \
+                client["lookup_matched_tokens_total"] != want_matched:
+            h.fail("the client's own metrics say %r, its tallies %d of %d" %
+                   (client, want_matched, want_tokens))
+        print("client view (strata_client_*): %d of %d tokens" % (want_matched, want_tokens))
 
         # Wait until Prometheus has scraped every lookup, then compare.
         h.wait_until(lambda: prom.query("sum(strata_lookup_tokens_total)") == want_tokens,
