@@ -141,6 +141,17 @@ def main():
               (want_rate, want_matched, want_tokens, got_rate, got_matched), flush=True)
         if got_matched != want_matched or not h.close_enough(got_rate, want_rate, 1e-9):
             h.fail("Prometheus says %r, the workload %r" % (got_rate, want_rate))
+        # The real daemons' exposition passes promtool's format and lint checks.
+        promtool = h.find_tool("promtool", "PROMTOOL")
+        if promtool:
+            for d in daemons:
+                body = h.http_get("http://%s/metrics" % d.metrics)[2]
+                chk = subprocess.run([promtool, "check", "metrics"], input=body,
+                                     capture_output=True, timeout=60)
+                if chk.returncode != 0:
+                    h.fail("promtool check metrics on %s: %s" %
+                           (d.metrics, (chk.stdout + chk.stderr).decode()))
+            print("promtool check metrics: the three daemons' /metrics pass", flush=True)
         per_node = prom.query("sum by (instance) (strata_lookup_tokens_total)")
         if not isinstance(per_node, dict) or len(per_node) != 3:
             h.fail("not every node answered lookups: %r" % (per_node,))
