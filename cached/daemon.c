@@ -5,6 +5,7 @@
 #include "daemon.h"
 
 #include "dataplane.h"
+#include "tier.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 /* ------------------------------------------------------------ config -- */
 
 static const char *const cd_log_levels[] = {"error", "warn", "info", "debug", "trace", NULL};
+static const char *const cd_ssd_syncs[] = {"durable", "none", NULL};
 
 #define CD_OFF(m) offsetof(cd_config_t, m)
 static const st_cfg_option_t cd_options[] = {
@@ -35,7 +37,15 @@ static const st_cfg_option_t cd_options[] = {
     {"protected_mode", ST_CFG_BOOL, CD_OFF(protected_mode), "true", 0, 0, 0, NULL, 0,
      "without an auth_token, refuse clients that are not on loopback"},
     {"data_dir", ST_CFG_STRING, CD_OFF(data_dir), "", 0, 0, 0, NULL, 'd',
-     "directory of the SSD tier (empty: DRAM only)"},
+     "directory of the SSD tier, an LMDB environment (empty: DRAM only)"},
+    {"ssd_map_size", ST_CFG_SIZE, CD_OFF(ssd_map_size), "64G", 1ll << 20, 1ll << 46, 0, NULL, 0,
+     "LMDB map size of the SSD tier: bounds its data file"},
+    {"ssd_spill", ST_CFG_BOOL, CD_OFF(ssd_spill), "true", 0, 0, 0, NULL, 0,
+     "spill KV and IDX objects evicted from DRAM to the SSD tier"},
+    {"ssd_spill_budget", ST_CFG_SIZE, CD_OFF(ssd_spill_budget), "0", 0, 1ll << 46, 0, NULL, 0,
+     "bytes of spilled KV and IDX objects the SSD tier keeps (0: half the map)"},
+    {"ssd_sync", ST_CFG_ENUM, CD_OFF(ssd_sync), "durable", 0, 0, 0, cd_ssd_syncs, 0,
+     "how SSD commits reach the disk: durable (fdatasync per commit) or none (tests only)"},
     {"pid_file", ST_CFG_STRING, CD_OFF(pid_file), "", 0, 0, 0, NULL, 0,
      "write the process id here once serving"},
     {"metrics_listen", ST_CFG_STRING, CD_OFF(metrics_listen), "", 0, 0, 0, NULL, 0,
@@ -170,9 +180,18 @@ st_status_t cd_daemon_ns_open(cd_daemon_t *d, const char *tenant, const char *mo
         snprintf(err->msg, sizeof(err->msg), "no memory for the namespace's metrics");
         return status;
     }
+    cd_tier_ns_bind(d->tier, local, wire);
     d->ns[d->n_ns++] = e;
     pthread_mutex_unlock(&d->ns_lock);
     *entry_p = e;
+    /* The record recovery re-creates the namespace from (durable, rare). */
+    status = cd_tier_ns_put(d->tier, wire, tenant, model, e->block_tokens, err);
+    if (status != ST_OK) {
+        /* Served from DRAM all the same; only its recovery after a restart is at stake. */
+        st_warn("namespace record not stored in the SSD tier tenant=%s model=%s: %s", tenant, model,
+                err->msg);
+        err->msg[0] = '\0';
+    }
     return ST_OK;
 }
 
@@ -451,13 +470,6 @@ st_status_t cd_daemon_start(cd_daemon_t *d, cd_config_t *cfg)
     pthread_mutex_init(&d->stop_lock, NULL);
     pthread_cond_init(&d->stop_cond, NULL);
 
-    if (d->cfg.data_dir[0] != '\0') {
-        /* Refuse rather than pretend: durable writes would not be durable. */
-        st_error("data_dir=%s: the SSD tier is not wired into stratad yet; start without "
-                 "data_dir (DRAM only)",
-                 d->cfg.data_dir);
-        return ST_ERR_UNSUPPORTED;
-    }
     if (d->cfg.block_tokens % 16 != 0) {
         st_error("block_tokens=%lld is not a multiple of 16", (long long)d->cfg.block_tokens);
         return ST_ERR_INVALID;
@@ -530,6 +542,15 @@ st_status_t cd_daemon_start(cd_daemon_t *d, cd_config_t *cfg)
         sc.chunk_free = cd_dp_chunk_free;
         sc.chunk_ctx = d->dp;
     }
+    if (d->cfg.data_dir[0] != '\0') {
+        /* stratad does not fork, so the environment is opened in the serving process. */
+        status = cd_tier_open(d, &d->tier);
+        if (status != ST_OK) {
+            return status;
+        }
+        sc.evicted = cd_tier_evicted;
+        sc.evicted_ctx = d->tier;
+    }
     status = cd_store_create(&sc, &d->store, &err);
     if (status != ST_OK) {
         st_error("cannot create the store: %s", err.msg);
@@ -551,6 +572,14 @@ st_status_t cd_daemon_start(cd_daemon_t *d, cd_config_t *cfg)
         }
     }
 
+    if (d->tier != NULL) {
+        /* Before serving: namespaces, sessions and the index of what is on SSD. */
+        status = cd_tier_recover(d->tier);
+        if (status != ST_OK) {
+            return status;
+        }
+    }
+
     srv.address = d->cfg.listen;
     srv.n_threads = (unsigned)d->cfg.threads;
     srv.n_cqs = srv.n_threads >= 4 ? 2 : 1;
@@ -566,9 +595,11 @@ st_status_t cd_daemon_start(cd_daemon_t *d, cd_config_t *cfg)
         return ST_ERR_INTERNAL;
     }
     d->reaper_running = 1;
-    st_info("serving node=%s address=%s port=%d memory_limit=%llu threads=%lld peers=%u",
+    st_info("serving node=%s address=%s port=%d memory_limit=%llu threads=%lld peers=%u "
+            "data_dir=%s",
             d->cfg.node_id, d->cfg.listen, cd_daemon_port(d),
-            (unsigned long long)d->cfg.memory_limit, (long long)d->cfg.threads, d->n_peers);
+            (unsigned long long)d->cfg.memory_limit, (long long)d->cfg.threads, d->n_peers,
+            d->tier != NULL ? d->cfg.data_dir : "(none)");
     return ST_OK;
 }
 
@@ -586,6 +617,8 @@ void cd_daemon_stop(cd_daemon_t *d, int grace_ms)
         pthread_join(d->reaper, NULL);
         d->reaper_running = 0;
     }
+    /* The server drained: commit what is queued and close the environment. */
+    cd_tier_shutdown(d->tier);
 }
 
 void cd_daemon_destroy(cd_daemon_t *d)
@@ -605,6 +638,8 @@ void cd_daemon_destroy(cd_daemon_t *d)
     if (d->store != NULL) {
         cd_store_destroy(d->store);
     }
+    cd_tier_free(d->tier); /* after the store: its eviction hook points here */
+    d->tier = NULL;
     cd_dp_destroy(d->dp); /* after the store: its chunks are the transport's */
     d->dp = NULL;
     for (uint32_t i = 0; i < d->n_ns; i++) {

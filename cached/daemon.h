@@ -59,8 +59,12 @@ typedef struct cd_config {
     int64_t max_sessions;
     int log_level;
     int protected_mode;
-    char *transport;       /* data plane: none, ucx, libfabric (dataplane.h) */
-    char *fabric_provider; /* libfabric provider; "" the first with RMA */
+    char *transport;           /* data plane: none, ucx, libfabric (dataplane.h) */
+    char *fabric_provider;     /* libfabric provider; "" the first with RMA */
+    uint64_t ssd_map_size;     /* SSD tier (tier.h): LMDB map size */
+    int ssd_spill;             /* spill evicted KV and IDX objects to the tier */
+    uint64_t ssd_spill_budget; /* bytes of spilled objects kept; 0: half the map */
+    int ssd_sync;              /* 0 durable, 1 none (st_ssd_sync_t) */
 } cd_config_t;
 
 extern const st_cfg_table_t cd_config_table;
@@ -125,6 +129,7 @@ typedef struct cd_daemon {
     pthread_mutex_t peer_lock;
 
     struct cd_dataplane *dp; /* NULL: no one-sided transport (dataplane.h) */
+    struct cd_tier *tier;    /* NULL: no SSD tier (data_dir empty; tier.h) */
 
     pthread_t reaper;
     int reaper_running;

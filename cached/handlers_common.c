@@ -3,6 +3,7 @@
  * handlers.h, and the Hello and Stats calls.
  */
 #include "handlers.h"
+#include "tier.h"
 
 #include "dataplane.h"
 
@@ -489,24 +490,62 @@ st_status_t cd_h_stats(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
             {"memory_used_bytes", s.memory_used},
             {"memory_limit_bytes", s.memory_limit},
         };
-        size_t n = sizeof(c) / sizeof(c[0]);
+        size_t n = sizeof(c) / sizeof(c[0]), m = 0;
+        st_ssd_stats_t ss;
+        cd_tier_counters_t tc;
 
-        resp->counters = srpc_ctx_alloc(ctx, sizeof(*resp->counters) * n);
+        memset(&ss, 0, sizeof(ss));
+        memset(&tc, 0, sizeof(tc));
+        if (d->tier != NULL) {
+            cd_tier_stats(d->tier, &ss, &tc);
+        }
+        /* The SSD tier's counters (daemon-wide), when there is a tier. */
+        const cd_h_kv_t t[] = {
+            {"ssd_objects_kv", ss.objects[ST_SSD_KV]},
+            {"ssd_objects_idx", ss.objects[ST_SSD_IDX]},
+            {"ssd_objects_kda", ss.objects[ST_SSD_KDA]},
+            {"ssd_objects_session", ss.objects[ST_SSD_SESSION]},
+            {"ssd_spill_bytes", ss.spill_bytes},
+            {"ssd_spill_budget_bytes", ss.spill_budget},
+            {"ssd_map_size_bytes", ss.map_size},
+            {"ssd_map_used_bytes", ss.map_used},
+            {"ssd_puts", ss.puts},
+            {"ssd_durable_puts", ss.durable_puts},
+            {"ssd_spills", ss.spills},
+            {"ssd_spill_failed", ss.spill_failed + tc.spill_dropped},
+            {"ssd_promotions", tc.promoted},
+            {"ssd_promote_misses", tc.promote_misses},
+            {"ssd_evictions", ss.evictions},
+            {"ssd_corrupt", ss.corrupt},
+            {"ssd_write_errors", ss.write_errors},
+            {"ssd_map_full", ss.map_full},
+            {"ssd_index_blocks", tc.t2_blocks},
+            {"ssd_index_objects", tc.t2_objects},
+            {"ssd_recovery_ms", tc.recovered_ms},
+            {"ssd_recovered_objects", tc.recovered_objects},
+            {"ssd_recovered_sessions", tc.recovered_sessions},
+        };
+
+        if (d->tier != NULL) {
+            m = sizeof(t) / sizeof(t[0]);
+        }
+        resp->counters = srpc_ctx_alloc(ctx, sizeof(*resp->counters) * (n + m));
         if (resp->counters == NULL) {
             return ST_ERR_NOMEM;
         }
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < n + m; i++) {
             Strata__V1__StatsResponse__CountersEntry *ce = srpc_ctx_alloc(ctx, sizeof(*ce));
+            const cd_h_kv_t *kv = i < n ? &c[i] : &t[i - n];
 
             if (ce == NULL) {
                 return ST_ERR_NOMEM;
             }
             strata__v1__stats_response__counters_entry__init(ce);
-            ce->key = (char *)c[i].name;
-            ce->value = c[i].value;
+            ce->key = (char *)kv->name;
+            ce->value = kv->value;
             resp->counters[i] = ce;
         }
-        resp->n_counters = n;
+        resp->n_counters = n + m;
     }
 
     nm = srpc_server_stats(d->server, ms, SRPC_CACHE_N_METHODS + 1);

@@ -7,6 +7,7 @@
  * itself succeeds when the batch was processed.
  */
 #include "handlers.h"
+#include "tier.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -199,6 +200,35 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
     if (status != ST_OK) {
         return cd_h_fail(ctx, status, &err);
     }
+    /* Blocks on SSD past the DRAM match come back, then the store is asked again
+     * (a few rounds: a chain may alternate between the tiers). */
+    for (int round = 0; d->tier != NULL && round < 4; round++) {
+        int promoted = 0;
+
+        for (size_t i = 0; i < req->n_segments; i++) {
+            for (uint32_t j = ans[i].matched; j < segs[i].n; j++) {
+                int p = cd_tier_promote(d->tier, e, &segs[i].hashes[j]);
+
+                if (p == 0) {
+                    break;
+                }
+                promoted += p;
+            }
+        }
+        if (promoted == 0) {
+            break;
+        }
+        if (lease_id != 0) {
+            cd_store_release(d->store, e->local_id, lease_id);
+            lease_id = 0;
+        }
+        status = cd_store_lookup(d->store, e->local_id, segs, req->n_segments, &rq,
+                                 cd_h_lease_ms(req->lease, req->lease_ms), ans, kda, total, &kda_n,
+                                 &lease_id, &lease_exp, &err);
+        if (status != ST_OK) {
+            return cd_h_fail(ctx, status, &err);
+        }
+    }
     resp->segments = srpc_ctx_alloc(ctx, sizeof(*resp->segments) * req->n_segments);
     if (resp->segments == NULL) {
         return ST_ERR_NOMEM;
@@ -309,6 +339,28 @@ st_status_t cd_h_locate(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
                         out, &lease_id, &lease_exp, &err);
     if (status != ST_OK) {
         return cd_h_fail(ctx, status, &err);
+    }
+    if (d->tier != NULL) {
+        /* Objects on SSD come back to DRAM, then the answer is asked again. */
+        int promoted = 0;
+
+        for (size_t i = 0; i < n; i++) {
+            if (out[i].status == ST_ERR_NOT_FOUND &&
+                (i == 0 || memcmp(keys[i].hash.b, keys[i - 1].hash.b, ST_HASH_BYTES) != 0)) {
+                promoted += cd_tier_promote(d->tier, e, &keys[i].hash);
+            }
+        }
+        if (promoted > 0) {
+            if (lease_id != 0) {
+                cd_store_release(d->store, e->local_id, lease_id);
+            }
+            status = cd_store_locate(d->store, e->local_id, keys, n,
+                                     cd_h_lease_ms(req->lease, req->lease_ms), out, &lease_id,
+                                     &lease_exp, &err);
+            if (status != ST_OK) {
+                return cd_h_fail(ctx, status, &err);
+            }
+        }
     }
     resp->locations = cd_h_locations(ctx, n);
     if (resp->locations == NULL) {
@@ -634,7 +686,7 @@ st_status_t cd_h_put(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
         (status = cd_h_links_index(ctx, req->links, req->n_links, &links)) != ST_OK) {
         return status;
     }
-    if (req->durable && (d->cfg.data_dir == NULL || d->cfg.data_dir[0] == '\0')) {
+    if (req->durable && d->tier == NULL) {
         srpc_ctx_set_error(ctx, "durable put on node %s, which has no SSD tier (data_dir)",
                            d->cfg.node_id);
         return ST_ERR_UNSUPPORTED;
@@ -659,6 +711,21 @@ st_status_t cd_h_put(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
         }
         status = cd_store_put(d->store, e->local_id, &key, cd_h_link_parent(&links, &key.hash),
                               o->data.data, o->data.len, &err);
+        if (status == ST_OK && d->tier != NULL && key.kind == CD_KIND_KDA) {
+            /* Written through; with durable, the reply waits for the commit. */
+            status =
+                cd_tier_put_object(d->tier, e->wire_id, &key, cd_h_link_parent(&links, &key.hash),
+                                   o->data.data, o->data.len, req->durable, &err);
+            if (status != ST_OK && req->durable) {
+                st_warn_ratelimited("durable put refused ns=%u: %s", e->local_id, err.msg);
+                srpc_ctx_set_error(ctx, "objects[%zu]: %s", i, err.msg);
+                return status;
+            }
+            if (status != ST_OK) {
+                st_warn_ratelimited("KDA write-through not queued ns=%u: %s", e->local_id, err.msg);
+                status = ST_OK; /* not asked to be durable: in DRAM, as asked */
+            }
+        }
         resp->status[i] = cd_h_key_status(status);
         if (status == ST_OK) {
             st_counter_inc(e->mx->stored_objects[key.kind]);
@@ -720,6 +787,9 @@ st_status_t cd_h_get(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
         }
         /* First the length, then the bytes (objects are immutable). */
         status = cd_store_get(d->store, e->local_id, &key, NULL, 0, &len, NULL, &err);
+        if (status == ST_ERR_NOT_FOUND && cd_tier_promote(d->tier, e, &key.hash) > 0) {
+            status = cd_store_get(d->store, e->local_id, &key, NULL, 0, &len, NULL, &err);
+        }
         if (status != ST_OK && status != ST_ERR_INVALID) {
             resp->status[i] = cd_h_key_status(status);
             continue;
@@ -789,6 +859,9 @@ st_status_t cd_h_delete(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
         cd_err_t err = {""};
 
         resp->status[i] = cd_h_key_status(cd_store_delete(d->store, e->local_id, &keys[i], &err));
+        if (d->tier != NULL && resp->status[i] != STRATA__V1__KEY_STATUS__KEY_BUSY) {
+            cd_tier_forget(d->tier, e->wire_id, &keys[i]);
+        }
     }
     resp->n_status = n;
     return ST_OK;

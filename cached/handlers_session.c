@@ -7,6 +7,7 @@
  * the daemon. Records live in the store's session table of the namespace.
  */
 #include "handlers.h"
+#include "tier.h"
 
 #include <string.h>
 #include <time.h>
@@ -57,6 +58,29 @@ static st_status_t cd_h_session_fill(srpc_ctx_t *ctx, cd_daemon_t *d, const cd_n
     return ST_OK;
 }
 
+/* Writes the record through to the SSD tier, if there is one: with durable,
+ * after the commit; a durable write that fails fails the call. */
+static st_status_t cd_h_session_store(srpc_ctx_t *ctx, cd_daemon_t *d, const cd_ns_entry_t *e,
+                                      const cd_session_t *rec, int durable)
+{
+    cd_err_t err = {""};
+    st_status_t status;
+
+    if (d->tier == NULL) {
+        return ST_OK;
+    }
+    status = cd_tier_session_put(d->tier, e->wire_id, rec, durable, &err);
+    if (status != ST_OK && durable) {
+        st_warn_ratelimited("durable session write refused: %s", err.msg);
+        srpc_ctx_set_error(ctx, "%s", err.msg);
+        return status;
+    }
+    if (status != ST_OK) {
+        st_warn_ratelimited("session write-through not queued: %s", err.msg);
+    }
+    return ST_OK;
+}
+
 /* Resolves the namespace and the session id of a request. */
 static st_status_t cd_h_session_begin(srpc_ctx_t *ctx, cd_daemon_t *d, uint64_t ns_wire,
                                       const ProtobufCBinaryData *sid, int may_be_empty,
@@ -90,7 +114,7 @@ static st_status_t cd_h_check_ttl(srpc_ctx_t *ctx, cd_daemon_t *d, uint32_t ttl_
 
 static st_status_t cd_h_session_durable(srpc_ctx_t *ctx, cd_daemon_t *d, int durable)
 {
-    if (durable && (d->cfg.data_dir == NULL || d->cfg.data_dir[0] == '\0')) {
+    if (durable && d->tier == NULL) {
         srpc_ctx_set_error(ctx, "durable session on node %s, which has no SSD tier (data_dir)",
                            d->cfg.node_id);
         return ST_ERR_UNSUPPORTED;
@@ -122,6 +146,9 @@ st_status_t cd_h_session_open(srpc_ctx_t *ctx, const ProtobufCMessage *reqm,
     if (status != ST_OK) {
         return cd_h_fail(ctx, status, &err);
     }
+    if ((status = cd_h_session_store(ctx, d, e, &rec, req->durable)) != ST_OK) {
+        return status;
+    }
     return cd_h_session_fill(ctx, d, &info, &rec, (void *)respm);
 }
 
@@ -152,6 +179,9 @@ st_status_t cd_h_session_append(srpc_ctx_t *ctx, const ProtobufCMessage *reqm,
                                      req->expected_version, &rec, &err);
     if (status != ST_OK) {
         return cd_h_fail(ctx, status, &err);
+    }
+    if ((status = cd_h_session_store(ctx, d, e, &rec, req->durable)) != ST_OK) {
+        return status;
     }
     return cd_h_session_fill(ctx, d, &info, &rec, (void *)respm);
 }
@@ -198,6 +228,9 @@ st_status_t cd_h_session_close(srpc_ctx_t *ctx, const ProtobufCMessage *reqm,
         return status;
     }
     status = cd_store_session_close(d->store, e->local_id, &id);
+    if (d->tier != NULL) {
+        cd_tier_session_delete(d->tier, e->wire_id, &id);
+    }
     if (status != ST_OK) {
         srpc_ctx_set_error(ctx, "no such session on node %s", d->cfg.node_id);
     }

@@ -188,6 +188,35 @@ st_status_t cd_store_session_close(cd_store_t *s, uint32_t ns_id, const st_hash_
     return se != NULL ? ST_OK : ST_ERR_NOT_FOUND;
 }
 
+st_status_t cd_store_session_restore(cd_store_t *s, uint32_t ns_id, const cd_session_t *rec,
+                                     cd_err_t *err)
+{
+    cd_ns_t *ns = cd_ns_get(s, ns_id);
+    cd_session_t out;
+    cd_sess_t *se;
+    st_status_t st;
+
+    if (ns == NULL) {
+        return cd_errf(err, ST_ERR_NOT_FOUND, "no namespace %u", ns_id);
+    }
+    if (rec == NULL || rec->ttl_ms == 0) {
+        return cd_errf(err, ST_ERR_INVALID, "no session record, or one without a TTL");
+    }
+    pthread_mutex_lock(&ns->ns_lock);
+    st = do_session_open(ns, &rec->id, rec->ttl_ms, &out, err);
+    se = st == ST_OK ? sess_find(ns, &rec->id) : NULL;
+    if (se != NULL) {
+        se->se_rec.head = rec->head;
+        se->se_rec.length = rec->length;
+        se->se_rec.version = rec->version;
+        se->se_rec.created_ms = rec->created_ms;
+        se->se_rec.updated_ms = rec->updated_ms;
+        se->se_rec.ttl_ms = rec->ttl_ms;
+    }
+    pthread_mutex_unlock(&ns->ns_lock);
+    return st;
+}
+
 uint64_t do_reap_sessions(cd_ns_t *ns, uint64_t now)
 {
     cd_sess_t *se = ns->ns_sess;

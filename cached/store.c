@@ -413,6 +413,11 @@ static int do_evict_local(cd_ns_t *ns)
 
         b->bk_objs = o->ob_next;
         cd_htab_remove(&ns->ns_objs, &o->ob_key.hash, cd_obj_tag(&o->ob_key));
+        if (ns->ns_store->ss_cfg.evicted != NULL) {
+            ns->ns_store->ss_cfg.evicted(ns->ns_store->ss_cfg.evicted_ctx, ns->ns_id, &o->ob_key,
+                                         o->ob_has_parent ? &o->ob_parent : NULL,
+                                         cd_extent_ptr(&ns->ns_slab, &o->ob_ext), o->ob_len);
+        }
         ns->ns_st.evicted_objects++;
         ns->ns_st.evicted_bytes += o->ob_len;
         do_obj_free(ns, o);

@@ -73,6 +73,8 @@ typedef struct cd_limits {
 
 /* Called when a chunk of namespace ns_id's arena becomes a transport region
  * (added) or is about to stop being one (removed). */
+struct cd_key;
+
 typedef void (*cd_store_region_fn)(void *ctx, uint32_t ns_id, uint32_t region, void *base,
                                    size_t len);
 
@@ -100,6 +102,14 @@ typedef struct cd_store_config {
                                void **base_p);
     void (*chunk_free)(void *ctx, uint32_t ns_id, uint32_t region, void *base, size_t len);
     void *chunk_ctx;
+    /* Told about each committed object eviction takes from DRAM, before its
+     * extent is freed: data (len bytes) is valid only during the call, parent
+     * is the block's parent hash (NULL for a root). The SSD tier spills from
+     * here. Called with the namespace lock held; must not call the store.
+     * May be NULL. */
+    void (*evicted)(void *ctx, uint32_t ns_id, const struct cd_key *key, const st_hash_t *parent,
+                    const void *data, uint64_t len);
+    void *evicted_ctx;
 } cd_store_config_t;
 
 typedef struct cd_store cd_store_t;
@@ -337,6 +347,15 @@ st_status_t cd_store_session_append(cd_store_t *s, uint32_t ns_id, const st_hash
 st_status_t cd_store_session_get(cd_store_t *s, uint32_t ns_id, const st_hash_t *id,
                                  cd_session_t *out);
 st_status_t cd_store_session_close(cd_store_t *s, uint32_t ns_id, const st_hash_t *id);
+
+/*
+ * Recovery: puts a session record back as it was stored (id, head, length,
+ * version, ttl, created and updated times on the store's clock), replacing
+ * one with the same id. rec->ns_id is ignored. Returns ST_OK,
+ * ST_ERR_NOT_FOUND (ns), ST_ERR_INVALID, ST_ERR_EXHAUSTED, ST_ERR_NOMEM.
+ */
+st_status_t cd_store_session_restore(cd_store_t *s, uint32_t ns_id, const cd_session_t *rec,
+                                     cd_err_t *err);
 
 /* What one cd_store_reap() pass did. */
 typedef struct cd_reaped {

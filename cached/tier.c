@@ -1,0 +1,910 @@
+/*
+ * tier.c - stratad and the SSD tier: write-through of KDA objects, session
+ * and namespace records, spill on eviction, promote on a miss, recovery.
+ * See tier.h and docs/tiers.md ("In stratad").
+ */
+#include "tier.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "daemon.h"
+#include "st_log.h"
+
+#define T_PREFIX       24          /* magic u32, flags u32, parent hash 16 */
+#define T_OBJ_MAGIC    0x31544443u /* "CDT1" */
+#define T_NS_MAGIC     0x314e4443u /* "CDN1" */
+#define T_SESS_MAGIC   0x31534443u /* "CDS1" */
+#define T_SESS_BYTES   64
+#define T_NS_LAYER     0xffffu /* SESSION-kind key of a namespace record */
+#define T_INFLIGHT_MAX (256ull << 20)
+
+/* One block of the T2 index. */
+typedef struct t2_ent {
+    struct t2_ent *next;
+    uint64_t ns;
+    st_hash_t h;
+    uint32_t n, cap;
+    uint32_t pending; /* spills queued, not yet committed */
+    int promoting;    /* a thread is promoting the tags it took */
+    uint16_t *tags;   /* kind << 8 | layer */
+    uint16_t inl[4];
+} t2_ent_t;
+
+struct cd_tier {
+    cd_daemon_t *d;
+    st_ssd_t *ssd;
+    int spill;
+    int recovering;
+    _Atomic uint64_t wire[CD_MAX_NS + 1]; /* local namespace id -> wire id */
+
+    pthread_mutex_t lock; /* the index */
+    pthread_cond_t cond;  /* a promotion finished */
+    t2_ent_t **buckets;
+    size_t nbuckets, nblocks, nobjects;
+
+    _Atomic uint64_t inflight; /* bytes of spills queued, not yet done */
+    _Atomic uint64_t spill_queued, spill_dropped, promoted, promote_misses;
+    uint64_t recovered_ms, recovered_sessions, recovered_objects;
+};
+
+/* A spill in flight: its value follows. */
+typedef struct t_spill {
+    cd_tier_t *t;
+    uint64_t len;
+} t_spill_t;
+
+static const uint8_t t_ssd_kind[CD_KIND_COUNT] = {ST_SSD_KV, ST_SSD_IDX, ST_SSD_KDA, 0, 0};
+
+/* ------------------------------------------------------------ helpers -- */
+
+static void t_put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) {
+        p[i] = (uint8_t)(v >> (8 * i));
+    }
+}
+
+static void t_put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) {
+        p[i] = (uint8_t)(v >> (8 * i));
+    }
+}
+
+static uint32_t t_get32(const uint8_t *p)
+{
+    uint32_t v = 0;
+
+    for (int i = 3; i >= 0; i--) {
+        v = (v << 8) | p[i];
+    }
+    return v;
+}
+
+static uint64_t t_get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+
+    for (int i = 7; i >= 0; i--) {
+        v = (v << 8) | p[i];
+    }
+    return v;
+}
+
+static uint64_t t_unix_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t t_mono_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static st_ssd_key_t t_key(uint64_t wire, const st_hash_t *h, unsigned kind, unsigned layer)
+{
+    st_ssd_key_t k;
+
+    memset(&k, 0, sizeof(k));
+    k.ns = wire;
+    k.id = *h;
+    k.kind = (uint8_t)kind;
+    k.layer = (uint16_t)layer;
+    return k;
+}
+
+/* The value of a KV, IDX or KDA object: prefix, then the bytes. */
+static void t_prefix(uint8_t *p, const st_hash_t *parent)
+{
+    t_put32(p, T_OBJ_MAGIC);
+    t_put32(p + 4, parent != NULL ? 1u : 0u);
+    if (parent != NULL) {
+        memcpy(p + 8, parent->b, ST_HASH_BYTES);
+    } else {
+        memset(p + 8, 0, ST_HASH_BYTES);
+    }
+}
+
+/* Describes a failed write for a person, with the tier's numbers. */
+static st_status_t t_write_err(cd_tier_t *t, cd_err_t *err, st_status_t st, const char *what,
+                               uint64_t len)
+{
+    st_ssd_stats_t s;
+
+    if (err == NULL) {
+        return st;
+    }
+    st_ssd_stats(t->ssd, &s);
+    if (st == ST_ERR_EXHAUSTED) {
+        snprintf(err->msg, sizeof(err->msg),
+                 "SSD tier full on node %s: %s of %llu bytes refused; ssd_map_size=%llu, "
+                 "%llu bytes of the map in use (raise ssd_map_size or free disk space); reads "
+                 "keep working",
+                 t->d->cfg.node_id, what, (unsigned long long)len, (unsigned long long)s.map_size,
+                 (unsigned long long)s.map_used);
+    } else {
+        snprintf(err->msg, sizeof(err->msg), "SSD tier on node %s: %s of %llu bytes failed: %s",
+                 t->d->cfg.node_id, what, (unsigned long long)len, st_strerror(st));
+    }
+    return st;
+}
+
+/* -------------------------------------------------------- T2 index -- */
+
+static size_t t2_slot(const cd_tier_t *t, uint64_t ns, const st_hash_t *h)
+{
+    uint64_t x;
+
+    memcpy(&x, h->b, 8);
+    x ^= ns * 0x9e3779b97f4a7c15ull;
+    x ^= x >> 29;
+    return (size_t)(x & (t->nbuckets - 1));
+}
+
+static t2_ent_t *t2_find(const cd_tier_t *t, uint64_t ns, const st_hash_t *h)
+{
+    t2_ent_t *e;
+
+    if (t->nbuckets == 0) {
+        return NULL;
+    }
+    for (e = t->buckets[t2_slot(t, ns, h)]; e != NULL; e = e->next) {
+        if (e->ns == ns && memcmp(e->h.b, h->b, ST_HASH_BYTES) == 0) {
+            return e;
+        }
+    }
+    return NULL;
+}
+
+static int t2_grow(cd_tier_t *t)
+{
+    size_t n = t->nbuckets ? t->nbuckets * 2 : 1024;
+    t2_ent_t **nb = calloc(n, sizeof(*nb));
+    size_t old = t->nbuckets;
+    t2_ent_t **ob = t->buckets;
+
+    if (nb == NULL) {
+        return -1;
+    }
+    t->buckets = nb;
+    t->nbuckets = n;
+    for (size_t i = 0; i < old; i++) {
+        while (ob[i] != NULL) {
+            t2_ent_t *e = ob[i];
+            size_t s = t2_slot(t, e->ns, &e->h);
+
+            ob[i] = e->next;
+            e->next = nb[s];
+            nb[s] = e;
+        }
+    }
+    free(ob);
+    return 0;
+}
+
+/* Finds or creates the block's entry. NULL: no memory. */
+static t2_ent_t *t2_get(cd_tier_t *t, uint64_t ns, const st_hash_t *h)
+{
+    t2_ent_t *e = t2_find(t, ns, h);
+    size_t s;
+
+    if (e != NULL) {
+        return e;
+    }
+    if (t->nblocks >= t->nbuckets && t2_grow(t) != 0) {
+        return NULL;
+    }
+    e = calloc(1, sizeof(*e));
+    if (e == NULL) {
+        return NULL;
+    }
+    e->ns = ns;
+    e->h = *h;
+    e->tags = e->inl;
+    e->cap = 4;
+    s = t2_slot(t, ns, h);
+    e->next = t->buckets[s];
+    t->buckets[s] = e;
+    t->nblocks++;
+    return e;
+}
+
+static void t2_unlink(cd_tier_t *t, t2_ent_t *e)
+{
+    t2_ent_t **pp = &t->buckets[t2_slot(t, e->ns, &e->h)];
+
+    while (*pp != e) {
+        pp = &(*pp)->next;
+    }
+    *pp = e->next;
+    t->nblocks--;
+    if (e->tags != e->inl) {
+        free(e->tags);
+    }
+    free(e);
+}
+
+static void t2_maybe_free(cd_tier_t *t, t2_ent_t *e)
+{
+    if (e->n == 0 && e->pending == 0 && !e->promoting) {
+        t2_unlink(t, e);
+    }
+}
+
+static int t2_add_tag(cd_tier_t *t, t2_ent_t *e, uint16_t tag)
+{
+    for (uint32_t i = 0; i < e->n; i++) {
+        if (e->tags[i] == tag) {
+            return 0;
+        }
+    }
+    if (e->n == e->cap) {
+        uint32_t cap = e->cap * 2;
+        uint16_t *nt = malloc(sizeof(*nt) * cap);
+
+        if (nt == NULL) {
+            return -1;
+        }
+        memcpy(nt, e->tags, sizeof(*nt) * e->n);
+        if (e->tags != e->inl) {
+            free(e->tags);
+        }
+        e->tags = nt;
+        e->cap = cap;
+    }
+    e->tags[e->n++] = tag;
+    t->nobjects++;
+    return 0;
+}
+
+static void t2_del_tag(cd_tier_t *t, t2_ent_t *e, uint16_t tag)
+{
+    for (uint32_t i = 0; i < e->n; i++) {
+        if (e->tags[i] == tag) {
+            e->tags[i] = e->tags[--e->n];
+            t->nobjects--;
+            return;
+        }
+    }
+}
+
+/* Adds (ns, h, tag) to the index. Returns 0, or -1 for no memory. */
+static int t2_add(cd_tier_t *t, uint64_t ns, const st_hash_t *h, uint16_t tag, int pending)
+{
+    t2_ent_t *e;
+    int rc = -1;
+
+    pthread_mutex_lock(&t->lock);
+    e = t2_get(t, ns, h);
+    if (e != NULL) {
+        rc = t2_add_tag(t, e, tag);
+        if (rc == 0 && pending) {
+            e->pending++;
+        }
+        if (rc != 0) {
+            t2_maybe_free(t, e);
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    return rc;
+}
+
+/* Removes a tag (and, with pending, one queued spill). */
+static void t2_remove(cd_tier_t *t, uint64_t ns, const st_hash_t *h, uint16_t tag, int remove_tag,
+                      int pending)
+{
+    t2_ent_t *e;
+
+    pthread_mutex_lock(&t->lock);
+    e = t2_find(t, ns, h);
+    if (e != NULL) {
+        if (remove_tag) {
+            t2_del_tag(t, e, tag);
+        }
+        if (pending && e->pending > 0) {
+            e->pending--;
+        }
+        t2_maybe_free(t, e);
+    }
+    pthread_mutex_unlock(&t->lock);
+}
+
+static uint16_t t_tag_of(const st_ssd_key_t *k)
+{
+    unsigned kind = k->kind == ST_SSD_KV    ? CD_KIND_KV
+                    : k->kind == ST_SSD_IDX ? CD_KIND_IDX
+                                            : CD_KIND_KDA;
+
+    return (uint16_t)(kind << 8 | (k->layer & 0xff));
+}
+
+/* -------------------------------------------------- tier callbacks -- */
+
+/* Writer thread: a queued spill finished. */
+static void t_spill_done(void *arg, const st_ssd_key_t *key, st_status_t status)
+{
+    t_spill_t *sp = arg;
+    cd_tier_t *t = sp->t;
+
+    t2_remove(t, key->ns, &key->id, t_tag_of(key), status != ST_OK, 1);
+    atomic_fetch_sub(&t->inflight, sp->len);
+    free(sp);
+}
+
+/* Writer thread: the spill budget evicted an object. */
+static void t_budget_evicted(void *arg, const st_ssd_key_t *key, uint64_t length)
+{
+    (void)length;
+    t2_remove(arg, key->ns, &key->id, t_tag_of(key), 1, 0);
+}
+
+/* ------------------------------------------------------- lifecycle -- */
+
+st_status_t cd_tier_open(cd_daemon_t *d, cd_tier_t **t_p)
+{
+    st_ssd_params_t p;
+    cd_tier_t *t = calloc(1, sizeof(*t));
+    st_status_t st;
+
+    if (t == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    t->d = d;
+    t->spill = d->cfg.ssd_spill;
+    pthread_mutex_init(&t->lock, NULL);
+    pthread_cond_init(&t->cond, NULL);
+    memset(&p, 0, sizeof(p));
+    p.dir = d->cfg.data_dir;
+    p.map_size = d->cfg.ssd_map_size;
+    p.spill_budget = d->cfg.ssd_spill_budget;
+    p.sync = d->cfg.ssd_sync == 1 ? ST_SSD_SYNC_NONE : ST_SSD_SYNC_DURABLE;
+    p.on_evict = t_budget_evicted;
+    p.evict_arg = t;
+    st = st_ssd_open(&p, &t->ssd);
+    if (st != ST_OK) {
+        st_error("cannot open the SSD tier data_dir=%s ssd_map_size=%llu: %s", d->cfg.data_dir,
+                 (unsigned long long)d->cfg.ssd_map_size, st_strerror(st));
+        cd_tier_free(t);
+        return st;
+    }
+    *t_p = t;
+    return ST_OK;
+}
+
+void cd_tier_shutdown(cd_tier_t *t)
+{
+    st_ssd_t *ssd;
+
+    if (t == NULL || t->ssd == NULL) {
+        return;
+    }
+    ssd = t->ssd;
+    st_ssd_close(ssd); /* runs the done callbacks of queued spills */
+    t->ssd = NULL;
+}
+
+void cd_tier_free(cd_tier_t *t)
+{
+    if (t == NULL) {
+        return;
+    }
+    cd_tier_shutdown(t);
+    for (size_t i = 0; i < t->nbuckets; i++) {
+        while (t->buckets[i] != NULL) {
+            t2_ent_t *e = t->buckets[i];
+
+            t->buckets[i] = e->next;
+            if (e->tags != e->inl) {
+                free(e->tags);
+            }
+            free(e);
+        }
+    }
+    free(t->buckets);
+    pthread_mutex_destroy(&t->lock);
+    pthread_cond_destroy(&t->cond);
+    free(t);
+}
+
+void cd_tier_ns_bind(cd_tier_t *t, uint32_t local_id, uint64_t wire_id)
+{
+    if (t != NULL && local_id <= CD_MAX_NS) {
+        atomic_store(&t->wire[local_id], wire_id);
+    }
+}
+
+/* ------------------------------------------------------------ writes -- */
+
+st_status_t cd_tier_ns_put(cd_tier_t *t, uint64_t wire_id, const char *tenant, const char *model,
+                           uint32_t block_tokens, cd_err_t *err)
+{
+    size_t tl = strlen(tenant), ml = strlen(model);
+    uint8_t buf[16 + 2 * CD_NAME_MAX];
+    static const st_hash_t zero = {{0}};
+    st_ssd_key_t k = t_key(wire_id, &zero, ST_SSD_SESSION, T_NS_LAYER);
+    st_status_t st;
+
+    if (t == NULL || t->recovering) {
+        return ST_OK;
+    }
+    if (t->ssd == NULL) {
+        return ST_ERR_UNAVAILABLE;
+    }
+    if (tl > CD_NAME_MAX || ml > CD_NAME_MAX) {
+        return ST_ERR_INVALID;
+    }
+    t_put32(buf, T_NS_MAGIC);
+    t_put32(buf + 4, block_tokens);
+    t_put32(buf + 8, (uint32_t)tl);
+    t_put32(buf + 12, (uint32_t)ml);
+    memcpy(buf + 16, tenant, tl);
+    memcpy(buf + 16 + tl, model, ml);
+    st = st_ssd_put(t->ssd, &k, buf, 16 + tl + ml, ST_SSD_DURABLE, NULL, NULL);
+    return st == ST_OK ? ST_OK : t_write_err(t, err, st, "the namespace record", 16 + tl + ml);
+}
+
+st_status_t cd_tier_put_object(cd_tier_t *t, uint64_t wire_id, const cd_key_t *key,
+                               const st_hash_t *parent, const void *data, uint64_t len, int durable,
+                               cd_err_t *err)
+{
+    st_ssd_key_t k;
+    uint8_t *buf;
+    st_status_t st;
+
+    if (t->ssd == NULL) {
+        return ST_ERR_UNAVAILABLE;
+    }
+    if (key->kind >= CD_KIND_COUNT || t_ssd_kind[key->kind] == 0) {
+        return ST_ERR_INVALID;
+    }
+    k = t_key(wire_id, &key->hash, t_ssd_kind[key->kind], key->layer);
+    buf = malloc(T_PREFIX + len);
+    if (buf == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    t_prefix(buf, parent);
+    memcpy(buf + T_PREFIX, data, len);
+    if (key->kind == CD_KIND_KDA) {
+        st = st_ssd_put(t->ssd, &k, buf, T_PREFIX + len, durable ? ST_SSD_DURABLE : 0, NULL, NULL);
+    } else {
+        st = st_ssd_spill(t->ssd, &k, buf, T_PREFIX + len, ST_SSD_NOWAIT, NULL, NULL);
+    }
+    free(buf);
+    return st == ST_OK ? ST_OK : t_write_err(t, err, st, "a durable KDA put", len);
+}
+
+st_status_t cd_tier_session_put(cd_tier_t *t, uint64_t wire_id, const cd_session_t *rec,
+                                int durable, cd_err_t *err)
+{
+    uint8_t buf[T_SESS_BYTES];
+    st_ssd_key_t k = t_key(wire_id, &rec->id, ST_SSD_SESSION, 0);
+    uint64_t now_store, now_unix = t_unix_ms();
+    st_status_t st;
+
+    if (t->ssd == NULL) {
+        return ST_ERR_UNAVAILABLE;
+    }
+    now_store = cd_store_now(t->d->store);
+    memset(buf, 0, sizeof(buf));
+    t_put32(buf, T_SESS_MAGIC);
+    memcpy(buf + 8, rec->head.b, ST_HASH_BYTES);
+    t_put64(buf + 24, rec->length);
+    t_put64(buf + 32, rec->version);
+    t_put64(buf + 40, rec->ttl_ms);
+    t_put64(buf + 48, now_unix - (now_store - rec->created_ms));
+    t_put64(buf + 56, now_unix - (now_store - rec->updated_ms));
+    st = st_ssd_put(t->ssd, &k, buf, sizeof(buf), durable ? ST_SSD_DURABLE : 0, NULL, NULL);
+    return st == ST_OK ? ST_OK : t_write_err(t, err, st, "a session record", sizeof(buf));
+}
+
+void cd_tier_session_delete(cd_tier_t *t, uint64_t wire_id, const st_hash_t *id)
+{
+    st_ssd_key_t k = t_key(wire_id, id, ST_SSD_SESSION, 0);
+
+    if (t->ssd != NULL) {
+        (void)st_ssd_delete(t->ssd, &k, 0, NULL, NULL);
+    }
+}
+
+void cd_tier_forget(cd_tier_t *t, uint64_t wire_id, const cd_key_t *key)
+{
+    st_ssd_key_t k;
+
+    if (t->ssd == NULL || key->kind >= CD_KIND_COUNT || t_ssd_kind[key->kind] == 0) {
+        return;
+    }
+    k = t_key(wire_id, &key->hash, t_ssd_kind[key->kind], key->layer);
+    t2_remove(t, wire_id, &key->hash, (uint16_t)(key->kind << 8 | key->layer), 1, 0);
+    (void)st_ssd_delete(t->ssd, &k, 0, NULL, NULL);
+}
+
+/* -------------------------------------------------- spill, promote -- */
+
+void cd_tier_evicted(void *ctx, uint32_t ns_id, const cd_key_t *key, const st_hash_t *parent,
+                     const void *data, uint64_t len)
+{
+    cd_tier_t *t = ctx;
+    uint64_t wire;
+    uint16_t tag = (uint16_t)(key->kind << 8 | key->layer);
+    t_spill_t *sp;
+    st_ssd_key_t k;
+    st_status_t st;
+
+    if (t->ssd == NULL || ns_id > CD_MAX_NS || (wire = atomic_load(&t->wire[ns_id])) == 0) {
+        return;
+    }
+    if (key->kind == CD_KIND_KDA) {
+        /* Written through at put: the durable copy is there to promote. */
+        (void)t2_add(t, wire, &key->hash, tag, 0);
+        return;
+    }
+    if (!t->spill || (key->kind != CD_KIND_KV && key->kind != CD_KIND_IDX)) {
+        return;
+    }
+    if (atomic_load(&t->inflight) + len > T_INFLIGHT_MAX ||
+        (sp = malloc(sizeof(*sp) + T_PREFIX + len)) == NULL) {
+        atomic_fetch_add(&t->spill_dropped, 1);
+        return;
+    }
+    sp->t = t;
+    sp->len = T_PREFIX + len;
+    t_prefix((uint8_t *)(sp + 1), parent);
+    memcpy((uint8_t *)(sp + 1) + T_PREFIX, data, len);
+    if (t2_add(t, wire, &key->hash, tag, 1) != 0) {
+        free(sp);
+        atomic_fetch_add(&t->spill_dropped, 1);
+        return;
+    }
+    atomic_fetch_add(&t->inflight, sp->len);
+    k = t_key(wire, &key->hash, t_ssd_kind[key->kind], key->layer);
+    st = st_ssd_spill(t->ssd, &k, sp + 1, sp->len, ST_SSD_NOWAIT, t_spill_done, sp);
+    if (st != ST_OK) {
+        t2_remove(t, wire, &key->hash, tag, 1, 1);
+        atomic_fetch_sub(&t->inflight, sp->len);
+        free(sp);
+        atomic_fetch_add(&t->spill_dropped, 1);
+        return;
+    }
+    atomic_fetch_add(&t->spill_queued, 1);
+}
+
+static void *t_alloc(void *arg, size_t length, const st_ssd_meta_t *meta)
+{
+    void **p = arg;
+
+    (void)meta;
+    *p = malloc(length ? length : 1);
+    return *p;
+}
+
+/* Reads one object back and puts it into DRAM. Returns 1 when it is there. */
+static int t_promote_one(cd_tier_t *t, const cd_ns_entry_t *e, const st_hash_t *h, uint16_t tag)
+{
+    cd_key_t key = {*h, (uint32_t)(tag >> 8), (uint32_t)(tag & 0xff)};
+    st_ssd_key_t k;
+    st_ssd_meta_t meta;
+    uint8_t *buf = NULL;
+    cd_err_t err = {""};
+    st_hash_t parent;
+    int has_parent, ok = 0;
+    st_status_t st;
+
+    if (key.kind >= CD_KIND_COUNT || t_ssd_kind[key.kind] == 0) {
+        return 0;
+    }
+    k = t_key(e->wire_id, h, t_ssd_kind[key.kind], key.layer);
+    st = st_ssd_promote(t->ssd, &k, t_alloc, &buf, &meta);
+    if (st != ST_OK || meta.length < T_PREFIX || t_get32(buf) != T_OBJ_MAGIC) {
+        if (st == ST_OK) {
+            st_warn_ratelimited("ssd object without the daemon's prefix dropped ns=%llu kind=%s",
+                                (unsigned long long)e->wire_id, st_ssd_kind_name(k.kind));
+        }
+        atomic_fetch_add(&t->promote_misses, 1);
+        free(buf);
+        return 0;
+    }
+    has_parent = t_get32(buf + 4) & 1u;
+    memcpy(parent.b, buf + 8, ST_HASH_BYTES);
+    st = cd_store_put(t->d->store, e->local_id, &key, has_parent ? &parent : NULL, buf + T_PREFIX,
+                      meta.length - T_PREFIX, &err);
+    if (st == ST_OK) {
+        ok = 1;
+        atomic_fetch_add(&t->promoted, 1);
+    } else if (key.kind != CD_KIND_KDA) {
+        /* Not in DRAM after all (no room): give it back to the tier. */
+        st_debug("promote did not fit ns=%u: %s", e->local_id, err.msg);
+        if (st_ssd_spill(t->ssd, &k, buf, meta.length, ST_SSD_NOWAIT, NULL, NULL) == ST_OK) {
+            (void)t2_add(t, e->wire_id, h, tag, 0);
+        }
+    } else {
+        (void)t2_add(t, e->wire_id, h, tag, 0);
+    }
+    free(buf);
+    return ok;
+}
+
+int cd_tier_promote(cd_tier_t *t, const cd_ns_entry_t *e, const st_hash_t *hash)
+{
+    uint16_t tags[3 * CD_LAYERS_MAX];
+    uint32_t n = 0, pending;
+    t2_ent_t *ent;
+    int done = 0;
+
+    if (t == NULL || t->ssd == NULL) {
+        return 0;
+    }
+    pthread_mutex_lock(&t->lock);
+    ent = t2_find(t, e->wire_id, hash);
+    if (ent != NULL && ent->promoting) {
+        /* Another call is promoting this block: wait, then ask again. */
+        while ((ent = t2_find(t, e->wire_id, hash)) != NULL && ent->promoting) {
+            pthread_cond_wait(&t->cond, &t->lock);
+        }
+        pthread_mutex_unlock(&t->lock);
+        return 1;
+    }
+    if (ent == NULL || ent->n == 0) {
+        pthread_mutex_unlock(&t->lock);
+        return 0;
+    }
+    /* Take the tags: evictions meanwhile add new ones, which stay. */
+    n = ent->n < 3 * CD_LAYERS_MAX ? ent->n : 3 * CD_LAYERS_MAX;
+    memcpy(tags, ent->tags + (ent->n - n), sizeof(tags[0]) * n);
+    ent->n -= n;
+    t->nobjects -= n;
+    pending = ent->pending;
+    ent->promoting = 1;
+    pthread_mutex_unlock(&t->lock);
+
+    if (pending > 0) {
+        (void)st_ssd_flush(t->ssd, 0); /* its spill may still be queued */
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        done += t_promote_one(t, e, hash, tags[i]);
+    }
+
+    pthread_mutex_lock(&t->lock);
+    ent = t2_find(t, e->wire_id, hash);
+    if (ent != NULL) {
+        ent->promoting = 0;
+        t2_maybe_free(t, ent);
+    }
+    pthread_cond_broadcast(&t->cond);
+    pthread_mutex_unlock(&t->lock);
+    return done;
+}
+
+/* ---------------------------------------------------------- recovery -- */
+
+typedef struct t_rec_ctx {
+    cd_tier_t *t;
+    st_ssd_key_t *sess; /* SESSION-kind keys: namespace and session records */
+    size_t n_sess, cap_sess;
+    uint64_t objects;
+    int nomem;
+} t_rec_ctx_t;
+
+static int t_rec_visit(void *arg, const st_ssd_key_t *key, const st_ssd_meta_t *meta)
+{
+    t_rec_ctx_t *r = arg;
+
+    (void)meta;
+    if (key->kind == ST_SSD_SESSION) {
+        if (r->n_sess == r->cap_sess) {
+            size_t cap = r->cap_sess ? r->cap_sess * 2 : 256;
+            st_ssd_key_t *nk = realloc(r->sess, sizeof(*nk) * cap);
+
+            if (nk == NULL) {
+                r->nomem = 1;
+                return 1;
+            }
+            r->sess = nk;
+            r->cap_sess = cap;
+        }
+        r->sess[r->n_sess++] = *key;
+        return 0;
+    }
+    if (key->kind == ST_SSD_KV || key->kind == ST_SSD_IDX || key->kind == ST_SSD_KDA) {
+        t2_ent_t *e;
+
+        /* Recovery runs alone: the lock is taken once per object anyway, cheaply. */
+        pthread_mutex_lock(&r->t->lock);
+        e = t2_get(r->t, key->ns, &key->id);
+        if (e == NULL || t2_add_tag(r->t, e, t_tag_of(key)) != 0) {
+            pthread_mutex_unlock(&r->t->lock);
+            r->nomem = 1;
+            return 1;
+        }
+        pthread_mutex_unlock(&r->t->lock);
+        r->objects++;
+    }
+    return 0;
+}
+
+/* Re-creates the namespace of a namespace record. */
+static void t_rec_ns(cd_tier_t *t, const st_ssd_key_t *k, uint32_t *n_ns)
+{
+    uint8_t buf[16 + 2 * CD_NAME_MAX];
+    char tenant[CD_NAME_MAX + 1], model[CD_NAME_MAX + 1];
+    size_t len = 0, tl, ml;
+    cd_ns_entry_t *e;
+    cd_err_t err = {""};
+    st_status_t st;
+
+    st = st_ssd_get_buf(t->ssd, k, buf, sizeof(buf), &len, NULL);
+    if (st != ST_OK || len < 16 || t_get32(buf) != T_NS_MAGIC) {
+        st_warn("ssd recovery: unreadable namespace record ns=%llu: %s", (unsigned long long)k->ns,
+                st == ST_OK ? "bad format" : st_strerror(st));
+        return;
+    }
+    tl = t_get32(buf + 8);
+    ml = t_get32(buf + 12);
+    if (tl == 0 || ml == 0 || tl > CD_NAME_MAX || ml > CD_NAME_MAX || 16 + tl + ml != len) {
+        st_warn("ssd recovery: bad namespace record ns=%llu", (unsigned long long)k->ns);
+        return;
+    }
+    memcpy(tenant, buf + 16, tl);
+    tenant[tl] = '\0';
+    memcpy(model, buf + 16 + tl, ml);
+    model[ml] = '\0';
+    if (cd_wire_ns_id(tenant, model) != k->ns) {
+        st_warn("ssd recovery: namespace record ns=%llu names tenant=%s model=%s of another id",
+                (unsigned long long)k->ns, tenant, model);
+        return;
+    }
+    st = cd_daemon_ns_open(t->d, tenant, model, t_get32(buf + 4), &e, &err);
+    if (st != ST_OK) {
+        st_warn("ssd recovery: cannot re-create namespace tenant=%s model=%s: %s", tenant, model,
+                err.msg);
+        return;
+    }
+    (*n_ns)++;
+}
+
+/* Puts a session record back; deletes it when it expired meanwhile. */
+static void t_rec_session(cd_tier_t *t, const st_ssd_key_t *k)
+{
+    uint8_t buf[T_SESS_BYTES];
+    size_t len = 0;
+    cd_ns_entry_t *e = cd_daemon_ns_find(t->d, k->ns);
+    cd_session_t rec;
+    cd_err_t err = {""};
+    uint64_t now_unix = t_unix_ms(), now_store = cd_store_now(t->d->store), created, updated;
+    st_status_t st;
+
+    if (e == NULL) {
+        st_warn("ssd recovery: session of an unknown namespace ns=%llu skipped",
+                (unsigned long long)k->ns);
+        return;
+    }
+    st = st_ssd_get_buf(t->ssd, k, buf, sizeof(buf), &len, NULL);
+    if (st != ST_OK || len != T_SESS_BYTES || t_get32(buf) != T_SESS_MAGIC) {
+        st_warn("ssd recovery: unreadable session record ns=%llu: %s", (unsigned long long)k->ns,
+                st == ST_OK ? "bad format" : st_strerror(st));
+        return;
+    }
+    memset(&rec, 0, sizeof(rec));
+    rec.id = k->id;
+    memcpy(rec.head.b, buf + 8, ST_HASH_BYTES);
+    rec.length = t_get64(buf + 24);
+    rec.version = t_get64(buf + 32);
+    rec.ttl_ms = t_get64(buf + 40);
+    created = t_get64(buf + 48);
+    updated = t_get64(buf + 56);
+    if (updated + rec.ttl_ms <= now_unix) {
+        (void)st_ssd_delete(t->ssd, k, 0, NULL, NULL);
+        return;
+    }
+    /* Wall-clock ages back onto the store's clock (clamped at its zero). */
+    rec.created_ms = now_unix - created < now_store ? now_store - (now_unix - created) : 0;
+    rec.updated_ms = now_unix - updated < now_store ? now_store - (now_unix - updated) : 0;
+    if (updated > now_unix) {
+        rec.updated_ms = now_store;
+    }
+    if (created > now_unix) {
+        rec.created_ms = now_store;
+    }
+    st = cd_store_session_restore(t->d->store, e->local_id, &rec, &err);
+    if (st != ST_OK) {
+        st_warn("ssd recovery: session not restored ns=%llu: %s", (unsigned long long)k->ns,
+                err.msg);
+        return;
+    }
+    t->recovered_sessions++;
+}
+
+st_status_t cd_tier_recover(cd_tier_t *t)
+{
+    t_rec_ctx_t r;
+    uint64_t t0 = t_mono_us(), count = 0, t_iter;
+    uint32_t n_ns = 0;
+    st_status_t st;
+
+    memset(&r, 0, sizeof(r));
+    r.t = t;
+    t->recovering = 1;
+    st = st_ssd_iterate(t->ssd, t_rec_visit, &r, &count);
+    t_iter = t_mono_us();
+    if (st == ST_OK && r.nomem) {
+        st = ST_ERR_NOMEM;
+    }
+    if (st != ST_OK) {
+        st_error("ssd recovery failed data_dir=%s: %s", t->d->cfg.data_dir, st_strerror(st));
+        free(r.sess);
+        t->recovering = 0;
+        return st;
+    }
+    for (size_t i = 0; i < r.n_sess; i++) {
+        if (r.sess[i].layer == T_NS_LAYER) {
+            t_rec_ns(t, &r.sess[i], &n_ns);
+        }
+    }
+    for (size_t i = 0; i < r.n_sess; i++) {
+        if (r.sess[i].layer != T_NS_LAYER) {
+            t_rec_session(t, &r.sess[i]);
+        }
+    }
+    free(r.sess);
+    t->recovering = 0;
+    t->recovered_objects = r.objects;
+    t->recovered_ms = (t_mono_us() - t0) / 1000;
+    st_info("ssd recovery done data_dir=%s namespaces=%u sessions=%llu blocks=%zu objects=%llu "
+            "iterate_ms=%llu total_ms=%llu",
+            t->d->cfg.data_dir, n_ns, (unsigned long long)t->recovered_sessions, t->nblocks,
+            (unsigned long long)r.objects, (unsigned long long)((t_iter - t0) / 1000),
+            (unsigned long long)t->recovered_ms);
+    return ST_OK;
+}
+
+void cd_tier_stats(cd_tier_t *t, st_ssd_stats_t *ssd, cd_tier_counters_t *c)
+{
+    if (ssd != NULL) {
+        memset(ssd, 0, sizeof(*ssd));
+        if (t->ssd != NULL) {
+            st_ssd_stats(t->ssd, ssd);
+        }
+    }
+    if (c != NULL) {
+        pthread_mutex_lock(&t->lock);
+        c->t2_blocks = t->nblocks;
+        c->t2_objects = t->nobjects;
+        pthread_mutex_unlock(&t->lock);
+        c->spill_queued = atomic_load(&t->spill_queued);
+        c->spill_dropped = atomic_load(&t->spill_dropped);
+        c->promoted = atomic_load(&t->promoted);
+        c->promote_misses = atomic_load(&t->promote_misses);
+        c->recovered_ms = t->recovered_ms;
+        c->recovered_sessions = t->recovered_sessions;
+        c->recovered_objects = t->recovered_objects;
+    }
+}

@@ -1,0 +1,499 @@
+/*
+ * test_tiers.c - stratad with its SSD tier (real LMDB files in mkdtemp
+ * directories), driven over gRPC:
+ *   - spill and promote: a small memory_limit, more KV written than fits,
+ *     everything read back byte-exact (Get, Lookup) after it spilled;
+ *   - kill -9 at random points of a stream of durable session appends and
+ *     KDA puts, twenty times on one data directory: after each restart every
+ *     acknowledged write is there with its bytes;
+ *   - a value corrupted on disk is detected, never served, and counted;
+ *   - a full map refuses a durable put with RESOURCE_EXHAUSTED while reads
+ *     keep working.
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <grpc/status.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "cluster.h"
+#include "srpc.h"
+#include "strata.pb-c.h"
+#include "strata/hash.h"
+
+static const char *stratad_path;
+
+typedef struct conn {
+    srpc_channel_t *ch;
+    uint64_t ns;
+    st_hash_t seed;
+} conn_t;
+
+static st_status_t call(conn_t *c, int m, const void *req, void **resp, srpc_error_t *err)
+{
+    return srpc_call(c->ch, &srpc_cache_methods[m], (const ProtobufCMessage *)req, 30000,
+                     (ProtobufCMessage **)resp, err);
+}
+
+static void conn_open(conn_t *c, const char *addr)
+{
+    Strata__V1__HelloRequest req = STRATA__V1__HELLO_REQUEST__INIT;
+    Strata__V1__HelloResponse *resp = NULL;
+    srpc_error_t err;
+
+    assert_int_equal(srpc_channel_open(addr, NULL, &c->ch), ST_OK);
+    req.protocol_version = 1;
+    req.tenant = "acme";
+    req.model = "k3";
+    assert_int_equal(call(c, SRPC_CACHE_HELLO, &req, (void **)&resp, &err), ST_OK);
+    c->ns = resp->namespace_id;
+    memcpy(c->seed.b, resp->namespace_seed.data, 16);
+    protobuf_c_message_free_unpacked(&resp->base, NULL);
+}
+
+static void conn_close(conn_t *c)
+{
+    srpc_channel_close(c->ch);
+}
+
+/* A made-up block hash: (stream, i). */
+static st_hash_t mk_hash(uint64_t stream, uint64_t i)
+{
+    st_hash_t h;
+    XXH128_hash_t x = XXH3_128bits_withSeed(&i, sizeof(i), stream);
+
+    memcpy(h.b, &x.low64, 8);
+    memcpy(h.b + 8, &x.high64, 8);
+    return h;
+}
+
+/* Deterministic bytes for (hash, layer). */
+static void fill_obj(uint8_t *buf, size_t len, const st_hash_t *h, uint32_t layer)
+{
+    uint64_t x = XXH3_64bits_withSeed(h->b, 16, layer);
+
+    for (size_t i = 0; i < len; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        buf[i] = (uint8_t)(x >> 56);
+    }
+}
+
+/* Puts one object per (block, layer) of blocks[0..n) (block i's parent is
+ * block i-1, or the seed). Returns the call's status; *bad counts per-key
+ * statuses that are not KEY_OK. */
+static st_status_t put_objs(conn_t *c, const st_hash_t *blocks, const st_hash_t *parent0, size_t n,
+                            uint32_t n_layers, Strata__V1__ObjectKind kind, size_t len, int durable,
+                            size_t *bad, srpc_error_t *err)
+{
+    size_t no = n * n_layers;
+    uint8_t *data = malloc(len * no);
+    Strata__V1__InlineObject *objs = calloc(no, sizeof(*objs)), **op = calloc(no, sizeof(*op));
+    Strata__V1__ObjectKey *keys = calloc(no, sizeof(*keys));
+    Strata__V1__BlockLink *links = calloc(n, sizeof(*links)), **lp = calloc(n, sizeof(*lp));
+    Strata__V1__PutRequest req = STRATA__V1__PUT_REQUEST__INIT;
+    Strata__V1__PutResponse *resp = NULL;
+    st_status_t st;
+
+    assert_true(data && objs && op && keys && links && lp);
+    for (size_t i = 0; i < n; i++) {
+        strata__v1__block_link__init(&links[i]);
+        links[i].hash.data = (uint8_t *)blocks[i].b;
+        links[i].hash.len = 16;
+        links[i].parent_hash.data = (uint8_t *)(i == 0 ? parent0->b : blocks[i - 1].b);
+        links[i].parent_hash.len = 16;
+        lp[i] = &links[i];
+        for (uint32_t l = 0; l < n_layers; l++) {
+            size_t k = i * n_layers + l;
+            uint8_t *d = data + k * len;
+
+            fill_obj(d, len, &blocks[i], l);
+            strata__v1__object_key__init(&keys[k]);
+            keys[k].block_hash.data = (uint8_t *)blocks[i].b;
+            keys[k].block_hash.len = 16;
+            keys[k].kind = kind;
+            keys[k].layer = l;
+            strata__v1__inline_object__init(&objs[k]);
+            objs[k].key = &keys[k];
+            objs[k].data.data = d;
+            objs[k].data.len = len;
+            objs[k].checksum = XXH3_64bits(d, len);
+            op[k] = &objs[k];
+        }
+    }
+    req.namespace_id = c->ns;
+    req.objects = op;
+    req.n_objects = no;
+    req.links = lp;
+    req.n_links = n;
+    req.durable = durable;
+    st = call(c, SRPC_CACHE_PUT, &req, (void **)&resp, err);
+    if (st == ST_OK) {
+        assert_int_equal(resp->n_status, no);
+        for (size_t k = 0; k < no; k++) {
+            *bad += resp->status[k] != STRATA__V1__KEY_STATUS__KEY_OK;
+        }
+        protobuf_c_message_free_unpacked(&resp->base, NULL);
+    }
+    free(data), free(objs), free(op), free(keys), free(links), free(lp);
+    return st;
+}
+
+/* Gets (h, layer) inline; 1 when present with exactly the expected bytes,
+ * 0 when missing; fails the test on wrong bytes. */
+static int get_check(conn_t *c, const st_hash_t *h, uint32_t layer, Strata__V1__ObjectKind kind,
+                     size_t len)
+{
+    Strata__V1__GetRequest req = STRATA__V1__GET_REQUEST__INIT;
+    Strata__V1__ObjectKey key = STRATA__V1__OBJECT_KEY__INIT, *kp = &key;
+    Strata__V1__GetResponse *resp = NULL;
+    srpc_error_t err;
+    uint8_t *want = malloc(len);
+    int ok = 0;
+
+    assert_non_null(want);
+    key.block_hash.data = (uint8_t *)h->b;
+    key.block_hash.len = 16;
+    key.kind = kind;
+    key.layer = layer;
+    req.namespace_id = c->ns;
+    req.keys = &kp;
+    req.n_keys = 1;
+    assert_int_equal(call(c, SRPC_CACHE_GET, &req, (void **)&resp, &err), ST_OK);
+    assert_int_equal(resp->n_status, 1);
+    if (resp->status[0] == STRATA__V1__KEY_STATUS__KEY_OK) {
+        fill_obj(want, len, h, layer);
+        assert_int_equal(resp->objects[0]->data.len, len);
+        assert_memory_equal(resp->objects[0]->data.data, want, len);
+        assert_int_equal(resp->objects[0]->checksum, XXH3_64bits(want, len));
+        ok = 1;
+    }
+    protobuf_c_message_free_unpacked(&resp->base, NULL);
+    free(want);
+    return ok;
+}
+
+/* Leading blocks of blocks[0..n) present with KV layers 0 and 1 (one segment). */
+static uint32_t lookup_n(conn_t *c, const st_hash_t *blocks, size_t n)
+{
+    Strata__V1__LookupRequest req = STRATA__V1__LOOKUP_REQUEST__INIT;
+    Strata__V1__Segment seg = STRATA__V1__SEGMENT__INIT, *sp = &seg;
+    Strata__V1__LookupResponse *resp = NULL;
+    uint32_t layers[2] = {0, 1}, m;
+    srpc_error_t err;
+
+    seg.block_hashes.data = (uint8_t *)blocks[0].b;
+    seg.block_hashes.len = n * 16;
+    req.namespace_id = c->ns;
+    req.segments = &sp;
+    req.n_segments = 1;
+    req.kinds_mask = 1u << STRATA__V1__OBJECT_KIND__KV;
+    req.layers = layers;
+    req.n_layers = 2;
+    assert_int_equal(call(c, SRPC_CACHE_LOOKUP, &req, (void **)&resp, &err), ST_OK);
+    m = resp->segments[0]->matched_blocks;
+    protobuf_c_message_free_unpacked(&resp->base, NULL);
+    return m;
+}
+
+static uint64_t stat_counter(conn_t *c, const char *name)
+{
+    Strata__V1__StatsRequest req = STRATA__V1__STATS_REQUEST__INIT;
+    Strata__V1__StatsResponse *resp = NULL;
+    srpc_error_t err;
+    uint64_t v = UINT64_MAX;
+
+    assert_int_equal(call(c, SRPC_CACHE_STATS, &req, (void **)&resp, &err), ST_OK);
+    for (size_t i = 0; i < resp->n_counters; i++) {
+        if (strcmp(resp->counters[i]->key, name) == 0) {
+            v = resp->counters[i]->value;
+        }
+    }
+    protobuf_c_message_free_unpacked(&resp->base, NULL);
+    assert_true(v != UINT64_MAX);
+    return v;
+}
+
+static void mk_dir(char *dir, size_t cap)
+{
+    snprintf(dir, cap, "/tmp/strata-tiers-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+}
+
+static void rm_dir(const char *dir)
+{
+    char p[512];
+
+    snprintf(p, sizeof(p), "%s/data.mdb", dir);
+    unlink(p);
+    snprintf(p, sizeof(p), "%s/lock.mdb", dir);
+    unlink(p);
+    rmdir(dir);
+}
+
+/* ------------------------------------------------------------ spill -- */
+
+#define SP_BLOCKS 1200
+#define SP_LAYERS 2
+#define SP_CHAIN  50
+#define SP_OBJ    (64 * 1024) /* 1200 x 2 x 64 KiB = 150 MiB through a 64 MiB daemon */
+
+static void test_spill_and_promote(void **state)
+{
+    tc_cluster_t cl;
+    conn_t c;
+    char dir[64], args[256];
+    st_hash_t *chain = malloc(sizeof(st_hash_t) * SP_BLOCKS);
+    size_t bad = 0;
+    srpc_error_t err;
+
+    (void)state;
+    assert_non_null(chain);
+    mk_dir(dir, sizeof(dir));
+    snprintf(args, sizeof(args),
+             "--memory-limit 64M --chunk-bytes 4M --max-object 1M --transport none --data-dir %s "
+             "--ssd-map-size 1G --ssd-sync none",
+             dir);
+    assert_int_equal(tc_start(&cl, stratad_path, 1, args), 0);
+    conn_open(&c, cl.node[0].addr);
+    for (size_t i = 0; i < SP_BLOCKS; i++) {
+        chain[i] = mk_hash(1, i);
+    }
+    /* Chains of SP_CHAIN blocks, each from the seed (eviction takes the
+     * coldest chain's tail; a block being written holds its parent). */
+    for (size_t b = 0; b < SP_BLOCKS; b += SP_CHAIN) {
+        assert_int_equal(put_objs(&c, chain + b, &c.seed, SP_CHAIN, SP_LAYERS,
+                                  STRATA__V1__OBJECT_KIND__KV, SP_OBJ, 0, &bad, &err),
+                         ST_OK);
+    }
+    assert_int_equal(bad, 0);
+    assert_true(stat_counter(&c, "evicted_blocks") > SP_BLOCKS / 2);
+
+    /* The first chains went to SSD; a lookup brings them back and counts them. */
+    assert_int_equal(lookup_n(&c, chain, SP_CHAIN), SP_CHAIN);
+    assert_int_equal(lookup_n(&c, chain + SP_CHAIN, SP_CHAIN), SP_CHAIN);
+    assert_true(stat_counter(&c, "ssd_promotions") >= 2 * 2 * SP_CHAIN);
+
+    /* Every object, byte-exact, whichever tier it is in now. */
+    for (size_t i = 0; i < SP_BLOCKS; i++) {
+        for (uint32_t l = 0; l < SP_LAYERS; l++) {
+            assert_int_equal(get_check(&c, &chain[i], l, STRATA__V1__OBJECT_KIND__KV, SP_OBJ), 1);
+        }
+    }
+    assert_int_equal(stat_counter(&c, "ssd_corrupt"), 0);
+    assert_true(stat_counter(&c, "ssd_spills") > 0);
+    conn_close(&c);
+    assert_int_equal(tc_stop(&cl, 0, 15000), 0);
+    tc_stop_all(&cl);
+    rm_dir(dir);
+    free(chain);
+}
+
+/* ------------------------------------------------------------ crash -- */
+
+#define CR_RUNS     20
+#define CR_SESSIONS 4
+#define CR_MAX_KDA  4096
+
+typedef struct sess_state {
+    st_hash_t id;
+    uint64_t version, length; /* acknowledged */
+    st_hash_t head;
+    int inflight; /* an append was in flight at the kill */
+    uint64_t in_version, in_length;
+    st_hash_t in_head;
+} sess_state_t;
+
+typedef struct killer {
+    tc_cluster_t *cl;
+    unsigned delay_us;
+} killer_t;
+
+/* KDA object i's length (the same if it is written again after a kill). */
+static size_t kda_len(size_t i)
+{
+    return 1024 + (i % 7) * 4096;
+}
+
+static void *killer_main(void *arg)
+{
+    killer_t *k = arg;
+
+    usleep(k->delay_us);
+    tc_kill(k->cl, 0);
+    return NULL;
+}
+
+static st_status_t sess_call(conn_t *c, int m, const st_hash_t *id, const st_hash_t *head,
+                             uint64_t length, Strata__V1__SessionResponse **resp_p)
+{
+    srpc_error_t err;
+    st_status_t st;
+
+    if (m == SRPC_CACHE_OPEN_SESSION) {
+        Strata__V1__OpenSessionRequest req = STRATA__V1__OPEN_SESSION_REQUEST__INIT;
+
+        req.namespace_id = c->ns;
+        req.session_id.data = (uint8_t *)id->b;
+        req.session_id.len = 16;
+        req.durable = 1;
+        st = call(c, m, &req, (void **)resp_p, &err);
+    } else if (m == SRPC_CACHE_APPEND_SESSION) {
+        Strata__V1__AppendSessionRequest req = STRATA__V1__APPEND_SESSION_REQUEST__INIT;
+
+        req.namespace_id = c->ns;
+        req.session_id.data = (uint8_t *)id->b;
+        req.session_id.len = 16;
+        req.head_hash.data = (uint8_t *)head->b;
+        req.head_hash.len = 16;
+        req.length = length;
+        req.durable = 1;
+        st = call(c, m, &req, (void **)resp_p, &err);
+    } else {
+        Strata__V1__GetSessionRequest req = STRATA__V1__GET_SESSION_REQUEST__INIT;
+
+        req.namespace_id = c->ns;
+        req.session_id.data = (uint8_t *)id->b;
+        req.session_id.len = 16;
+        st = call(c, m, &req, (void **)resp_p, &err);
+    }
+    return st;
+}
+
+static void test_kill9_durable_stream(void **state)
+{
+    tc_cluster_t cl;
+    conn_t c;
+    char dir[64], args[256];
+    sess_state_t ss[CR_SESSIONS];
+    st_hash_t *kda = malloc(sizeof(st_hash_t) * CR_MAX_KDA);
+    size_t n_kda = 0;
+    uint64_t op = 0;
+    unsigned seed = (unsigned)time(NULL);
+
+    (void)state;
+    assert_non_null(kda);
+    print_message("kill -9 test seed=%u\n", seed);
+    srand(seed);
+    mk_dir(dir, sizeof(dir));
+    snprintf(args, sizeof(args), "--memory-limit 256M --transport none --data-dir %s", dir);
+    assert_int_equal(tc_start(&cl, stratad_path, 1, args), 0);
+    conn_open(&c, cl.node[0].addr);
+    for (int s = 0; s < CR_SESSIONS; s++) {
+        Strata__V1__SessionResponse *r = NULL;
+
+        memset(&ss[s], 0, sizeof(ss[s]));
+        ss[s].id = mk_hash(77, (uint64_t)s);
+        assert_int_equal(sess_call(&c, SRPC_CACHE_OPEN_SESSION, &ss[s].id, NULL, 0, &r), ST_OK);
+        ss[s].version = r->session->version;
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+    }
+
+    for (int run = 0; run < CR_RUNS; run++) {
+        killer_t k = {&cl, 20000 + (unsigned)(rand() % 150000)};
+        pthread_t th;
+
+        assert_int_equal(pthread_create(&th, NULL, killer_main, &k), 0);
+        /* The stream: durable appends and durable KDA puts, until the kill. */
+        for (;;) {
+            st_status_t st;
+
+            op++;
+            if (op % 3 == 0 && n_kda < CR_MAX_KDA) {
+                size_t bad = 0, len = kda_len(n_kda);
+                srpc_error_t err;
+
+                kda[n_kda] = mk_hash(99, n_kda);
+                st = put_objs(&c, &kda[n_kda], n_kda == 0 ? &c.seed : &kda[n_kda - 1], 1, 1,
+                              STRATA__V1__OBJECT_KIND__KDA, len, 1, &bad, &err);
+                if (st != ST_OK) {
+                    break;
+                }
+                assert_int_equal(bad, 0);
+                n_kda++;
+            } else {
+                int s = (int)(op % CR_SESSIONS);
+                Strata__V1__SessionResponse *r = NULL;
+
+                ss[s].inflight = 1;
+                ss[s].in_head = mk_hash(55, op);
+                ss[s].in_length = ss[s].length + 64;
+                ss[s].in_version = ss[s].version + 1;
+                st = sess_call(&c, SRPC_CACHE_APPEND_SESSION, &ss[s].id, &ss[s].in_head,
+                               ss[s].in_length, &r);
+                if (st != ST_OK) {
+                    break;
+                }
+                assert_int_equal(r->session->version, ss[s].in_version);
+                protobuf_c_message_free_unpacked(&r->base, NULL);
+                ss[s].inflight = 0;
+                ss[s].head = ss[s].in_head;
+                ss[s].length = ss[s].in_length;
+                ss[s].version = ss[s].in_version;
+            }
+        }
+        pthread_join(th, NULL);
+        conn_close(&c);
+        assert_int_equal(tc_restart(&cl, 0), 0);
+        conn_open(&c, cl.node[0].addr);
+
+        /* Every acknowledged write, with its bytes (or the one in flight). */
+        for (int s = 0; s < CR_SESSIONS; s++) {
+            Strata__V1__SessionResponse *r = NULL;
+            const Strata__V1__SessionInfo *si;
+
+            assert_int_equal(sess_call(&c, SRPC_CACHE_GET_SESSION, &ss[s].id, NULL, 0, &r), ST_OK);
+            si = r->session;
+            if (ss[s].inflight && si->version == ss[s].in_version) {
+                ss[s].head = ss[s].in_head;
+                ss[s].length = ss[s].in_length;
+                ss[s].version = ss[s].in_version;
+            }
+            ss[s].inflight = 0;
+            assert_int_equal(si->version, ss[s].version);
+            assert_int_equal(si->length, ss[s].length);
+            if (ss[s].version > 0) {
+                assert_memory_equal(si->head_hash.data, ss[s].head.b, 16);
+            }
+            protobuf_c_message_free_unpacked(&r->base, NULL);
+        }
+        for (size_t i = 0; i < n_kda; i++) {
+            assert_int_equal(get_check(&c, &kda[i], 0, STRATA__V1__OBJECT_KIND__KDA, kda_len(i)),
+                             1);
+        }
+    }
+    assert_int_equal(stat_counter(&c, "ssd_corrupt"), 0);
+    print_message("kill -9 test: %d kills, %llu operations, %zu KDA objects\n", CR_RUNS,
+                  (unsigned long long)op, n_kda);
+    conn_close(&c);
+    tc_stop_all(&cl);
+    rm_dir(dir);
+    free(kda);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_spill_and_promote),
+        cmocka_unit_test(test_kill9_durable_stream),
+    };
+
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_tiers PATH-TO-STRATAD\n");
+        return 2;
+    }
+    stratad_path = argv[1];
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
