@@ -493,6 +493,17 @@ void cd_radix_touch(cd_radix_t *r, cd_block_t *b, uint64_t now)
 
 int cd_radix_satisfies(const cd_block_t *b, const cd_require_t *req)
 {
+    if (req->kinds == 0) {
+        /* Nothing in particular required: the block must hold something (a
+         * block whose objects were deleted stays as an empty link of its
+         * chain while it has children, and must not count as a hit). */
+        for (int k = 0; k < CD_KIND_COUNT; k++) {
+            if ((b->bk_present[k][0] | b->bk_present[k][1]) != 0) {
+                return 1;
+            }
+        }
+        return 0;
+    }
     for (int k = 0; k < CD_KIND_COUNT; k++) {
         const uint64_t *m = b->bk_present[k];
 

@@ -105,7 +105,7 @@ typedef struct cd_radix {
 
 /* What a lookup requires of a block: for every kind in kinds (a mask of
  * 1 << cd_kind_t), every layer in layers. kinds == 0 asks only that the
- * block be in the tree. */
+ * block hold at least one object (an empty link of a chain does not count). */
 typedef struct cd_require {
     uint32_t kinds;
     uint64_t layers[2];

@@ -63,7 +63,9 @@ static st_cfg_option_t *cli_table(const cli_command_t *cmd, st_cfg_table_t *t, c
         memcpy(opts + nc, cli_tokens_opts, sizeof(cli_tokens_opts));
         nc += cli_tokens_n;
     }
-    memcpy(opts + nc, cmd->opts, sizeof(*opts) * cmd->n_opts);
+    if (cmd->n_opts > 0) {
+        memcpy(opts + nc, cmd->opts, sizeof(*opts) * cmd->n_opts);
+    }
     snprintf(prog, prog_len, "strata %s", cmd->name);
     t->program = prog;
     t->summary = cmd->summary;

@@ -38,3 +38,9 @@ foreach(dp_case "ucx_tcp|ucx|UCX_TLS=tcp,self" "fabric_tcp|libfabric:tcp+ofi_rxm
   set_tests_properties(test_dataplane_${dp_name} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                        LABELS "integration;client;dataplane" ENVIRONMENT "${dp_env}")
 endforeach()
+
+# The strata command: --help everywhere, exit codes, a round trip.
+add_test(NAME test_cli
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tools/test_cli.sh $<TARGET_FILE:stratad>
+                 $<TARGET_FILE:strata_cli>)
+set_tests_properties(test_cli PROPERTIES LABELS "integration;client" TIMEOUT 300)

@@ -4,6 +4,7 @@
 set -euo pipefail
 build_dir="$1"
 src_dir="$2"
+cflags="${3:-}" # the sanitizer build passes its -fsanitize flags: the library carries them
 prefix="$(mktemp -d)"
 trap 'rm -rf "$prefix"' EXIT
 
@@ -12,7 +13,8 @@ test -f "$prefix/include/strata/status.h"
 test -f "$prefix/include/strata/hash.h"
 libdir="$(dirname "$(find "$prefix" -name strata.pc | head -1)")/.."
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
-cc $(pkg-config --cflags strata) -o "$prefix/hello" "$src_dir/tests/install/hello.c" \
+# shellcheck disable=SC2086
+cc $cflags $(pkg-config --cflags strata) -o "$prefix/hello" "$src_dir/tests/install/hello.c" \
     $(pkg-config --libs strata) -Wl,-rpath,"$libdir"
 out="$("$prefix/hello")"
 echo "$out"
