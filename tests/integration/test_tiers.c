@@ -483,11 +483,139 @@ static void test_kill9_durable_stream(void **state)
     free(kda);
 }
 
+/* -------------------------------------------------------- corruption -- */
+
+/* Flips one byte in the middle of the first copy of marker (len bytes) in
+ * dir/data.mdb. Returns 1 when it found it. */
+static int corrupt_on_disk(const char *dir, const uint8_t *marker, size_t len)
+{
+    char path[512];
+    FILE *f;
+    uint8_t *buf;
+    long size;
+    int found = 0;
+
+    snprintf(path, sizeof(path), "%s/data.mdb", dir);
+    f = fopen(path, "r+b");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = malloc((size_t)size);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)size, f), (size_t)size);
+    for (long off = 0; off + (long)len <= size; off++) {
+        if (memcmp(buf + off, marker, len) == 0) {
+            uint8_t b = buf[off + (long)len / 2] ^ 0x5a;
+
+            fseek(f, off + (long)len / 2, SEEK_SET);
+            assert_int_equal(fwrite(&b, 1, 1, f), 1);
+            found = 1;
+            break;
+        }
+    }
+    fclose(f);
+    free(buf);
+    return found;
+}
+
+static void test_corrupt_value_never_served(void **state)
+{
+    tc_cluster_t cl;
+    conn_t c;
+    char dir[64], args[256];
+    st_hash_t h[2];
+    uint8_t marker[4096];
+    size_t bad = 0;
+    srpc_error_t err;
+
+    (void)state;
+    mk_dir(dir, sizeof(dir));
+    snprintf(args, sizeof(args), "--memory-limit 256M --transport none --data-dir %s", dir);
+    assert_int_equal(tc_start(&cl, stratad_path, 1, args), 0);
+    conn_open(&c, cl.node[0].addr);
+    h[0] = mk_hash(5, 0);
+    h[1] = mk_hash(5, 1);
+    assert_int_equal(
+        put_objs(&c, h, &c.seed, 2, 1, STRATA__V1__OBJECT_KIND__KDA, sizeof(marker), 1, &bad, &err),
+        ST_OK);
+    assert_int_equal(bad, 0);
+    conn_close(&c);
+    assert_int_equal(tc_stop(&cl, 0, 15000), 0);
+
+    /* The daemon is down: damage the first object's bytes in data.mdb. */
+    fill_obj(marker, sizeof(marker), &h[0], 0);
+    assert_int_equal(corrupt_on_disk(dir, marker, sizeof(marker)), 1);
+
+    assert_int_equal(tc_restart(&cl, 0), 0);
+    conn_open(&c, cl.node[0].addr);
+    assert_int_equal(get_check(&c, &h[0], 0, STRATA__V1__OBJECT_KIND__KDA, sizeof(marker)), 0);
+    assert_int_equal(stat_counter(&c, "ssd_corrupt"), 1);
+    /* Still a miss, counted once; the intact neighbour is served. */
+    assert_int_equal(get_check(&c, &h[0], 0, STRATA__V1__OBJECT_KIND__KDA, sizeof(marker)), 0);
+    assert_int_equal(get_check(&c, &h[1], 0, STRATA__V1__OBJECT_KIND__KDA, sizeof(marker)), 1);
+    assert_int_equal(stat_counter(&c, "ssd_corrupt"), 1);
+    conn_close(&c);
+    tc_stop_all(&cl);
+    rm_dir(dir);
+}
+
+/* --------------------------------------------------------- map full -- */
+
+static void test_full_map_refuses_durable_put(void **state)
+{
+    tc_cluster_t cl;
+    conn_t c;
+    char dir[64], args[256];
+    st_hash_t h[200];
+    size_t n = 0, bad = 0;
+    srpc_error_t err;
+    st_status_t st = ST_OK;
+    Strata__V1__SessionResponse *r = NULL;
+    st_hash_t sid = mk_hash(8, 8);
+
+    (void)state;
+    mk_dir(dir, sizeof(dir));
+    snprintf(args, sizeof(args),
+             "--memory-limit 256M --transport none --data-dir %s --ssd-map-size 1M", dir);
+    assert_int_equal(tc_start(&cl, stratad_path, 1, args), 0);
+    conn_open(&c, cl.node[0].addr);
+    assert_int_equal(sess_call(&c, SRPC_CACHE_OPEN_SESSION, &sid, NULL, 0, &r), ST_OK);
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+    while (n < 200) {
+        h[n] = mk_hash(6, n);
+        memset(&err, 0, sizeof(err));
+        st = put_objs(&c, &h[n], n == 0 ? &c.seed : &h[n - 1], 1, 1, STRATA__V1__OBJECT_KIND__KDA,
+                      32 * 1024, 1, &bad, &err);
+        if (st != ST_OK) {
+            break;
+        }
+        n++;
+    }
+    assert_int_equal(st, ST_ERR_EXHAUSTED);
+    assert_int_equal(err.grpc_code, GRPC_STATUS_RESOURCE_EXHAUSTED);
+    assert_non_null(strstr(err.message, "ssd_map_size=1048576"));
+    assert_true(n > 0);
+    assert_true(stat_counter(&c, "ssd_map_full") >= 1);
+
+    /* Reads keep working: every acknowledged object, and the session. */
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(get_check(&c, &h[i], 0, STRATA__V1__OBJECT_KIND__KDA, 32 * 1024), 1);
+    }
+    assert_int_equal(sess_call(&c, SRPC_CACHE_GET_SESSION, &sid, NULL, 0, &r), ST_OK);
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+    conn_close(&c);
+    tc_stop_all(&cl);
+    rm_dir(dir);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spill_and_promote),
         cmocka_unit_test(test_kill9_durable_stream),
+        cmocka_unit_test(test_corrupt_value_never_served),
+        cmocka_unit_test(test_full_map_refuses_durable_put),
     };
 
     if (argc < 2) {
