@@ -886,6 +886,11 @@ st_status_t cd_tier_recover(cd_tier_t *t)
     return ST_OK;
 }
 
+st_status_t cd_tier_flush(cd_tier_t *t)
+{
+    return t->ssd != NULL ? st_ssd_flush(t->ssd, 0) : ST_ERR_UNAVAILABLE;
+}
+
 void cd_tier_stats(cd_tier_t *t, st_ssd_stats_t *ssd, cd_tier_counters_t *c)
 {
     if (ssd != NULL) {

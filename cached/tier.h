@@ -103,6 +103,9 @@ void cd_tier_forget(cd_tier_t *t, uint64_t wire_id, const cd_key_t *key);
  */
 int cd_tier_promote(cd_tier_t *t, const struct cd_ns_entry *e, const st_hash_t *hash);
 
+/* Waits until every queued write (spills included) is committed. */
+st_status_t cd_tier_flush(cd_tier_t *t);
+
 /* Snapshots of the counters. */
 void cd_tier_stats(cd_tier_t *t, st_ssd_stats_t *ssd, cd_tier_counters_t *c);
 

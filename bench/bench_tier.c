@@ -1,0 +1,340 @@
+/*
+ * bench_tier.c - stratad's SSD tier, in process (cd_daemon_start with a
+ * data_dir, no network calls timed).
+ *
+ * 1. Restart: a data directory with --blocks blocks on SSD (one KV object
+ *    per block, a KDA checkpoint every 16 blocks, written with the tier
+ *    library) is opened by a whole daemon start --opens times: the time from
+ *    cd_daemon_start to serving (store, recovery of the index, server up),
+ *    and the recovery part alone, warm and cold (data.mdb dropped from the
+ *    page cache with posix_fadvise first).
+ * 2. Spill and promote: --total-mb of 42 KB KV objects are put into a daemon
+ *    whose memory_limit is a quarter of that, so most are evicted and spilled
+ *    (the store's eviction hook), then promoted back (cd_tier_promote, as a
+ *    Lookup miss does), against a plain sequential write (+ fsync) and read
+ *    of the same bytes in a file. Median over --rounds rounds.
+ *
+ * usage: bench_tier [--dir DIR] [--blocks N] [--opens N] [--total-mb N] [--rounds N]
+ */
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "bench_util.h"
+#include "daemon.h"
+#include "st_log.h"
+#include "st_ssd.h"
+#include "tier.h"
+
+#define VALUE_BYTES 43008
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static void die(const char *what, st_status_t status)
+{
+    fprintf(stderr, "bench_tier: %s: %s\n", what, st_strerror(status));
+    exit(1);
+}
+
+static void drop_cache(const char *dir)
+{
+    char p[1200];
+    int fd;
+
+    snprintf(p, sizeof(p), "%s/data.mdb", dir);
+    fd = open(p, O_RDONLY);
+    if (fd >= 0) {
+        fdatasync(fd);
+        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        close(fd);
+    }
+}
+
+static st_hash_t bhash(uint64_t stream, uint64_t i)
+{
+    st_hash_t h;
+    XXH128_hash_t x = XXH3_128bits_withSeed(&i, sizeof(i), stream);
+
+    memcpy(h.b, &x.low64, 8);
+    memcpy(h.b + 8, &x.high64, 8);
+    return h;
+}
+
+static void start(cd_daemon_t *d, const char *dir, const char *mem)
+{
+    cd_config_t cfg;
+    char err[256];
+    const char *argv[] = {"bench_tier",
+                          "--listen",
+                          "127.0.0.1:0",
+                          "--transport",
+                          "none",
+                          "--data-dir",
+                          dir,
+                          "--memory-limit",
+                          mem,
+                          "--log-level",
+                          "warn",
+                          "--ssd-map-size",
+                          "16G",
+                          "--cluster-secret",
+                          "bench-tier-cluster-secret",
+                          NULL};
+    int npos = 0, help = 0;
+    st_status_t st;
+
+    memset(&cfg, 0, sizeof(cfg));
+    if (st_config_defaults(&cd_config_table, &cfg) != ST_OK ||
+        st_config_parse_args(&cd_config_table, &cfg, 15, (char **)argv, &npos, &help, err,
+                             sizeof(err)) != ST_OK) {
+        fprintf(stderr, "bench_tier: config: %s\n", err);
+        exit(1);
+    }
+    st_log_set_level(ST_LOG_WARN);
+    st = cd_daemon_start(d, &cfg);
+    if (st != ST_OK) {
+        die("daemon start", st);
+    }
+}
+
+static void stop(cd_daemon_t *d)
+{
+    cd_daemon_stop(d, 0);
+    cd_daemon_destroy(d);
+}
+
+static void print_stats(const char *name, double *s, size_t n, const char *unit)
+{
+    bench_stats_t st;
+
+    bench_stats(s, n, &st);
+    printf("  %-40s median %8.3f %s  min %8.3f  max %8.3f  MAD %6.3f\n", name, st.median, unit,
+           st.min, st.max, st.mad);
+}
+
+static void bench_restart(const char *top, uint64_t blocks, int opens)
+{
+    char dir[1100];
+    uint8_t payload[128];
+    st_ssd_params_t p = {0};
+    st_ssd_t *ssd = NULL;
+    double *tot[2], *rec[2];
+    uint64_t t0;
+    st_status_t st;
+
+    snprintf(dir, sizeof(dir), "%s/restart", top);
+    p.dir = dir;
+    p.map_size = 16ull << 30;
+    p.sync = ST_SSD_SYNC_NONE;
+    if ((st = st_ssd_open(&p, &ssd)) != ST_OK) {
+        die("open", st);
+    }
+    t0 = bench_now_ns();
+    for (uint64_t i = 0; i < blocks; i++) {
+        st_ssd_key_t k;
+
+        memset(&k, 0, sizeof(k));
+        k.ns = 42;
+        k.id = bhash(1, i);
+        k.kind = ST_SSD_KV;
+        memset(payload, (int)(i & 0xff), sizeof(payload));
+        if ((st = st_ssd_spill(ssd, &k, payload, sizeof(payload), 0, NULL, NULL)) != ST_OK) {
+            die("spill", st);
+        }
+        if (i % 16 == 0) {
+            k.kind = ST_SSD_KDA;
+            if ((st = st_ssd_put(ssd, &k, payload, sizeof(payload), 0, NULL, NULL)) != ST_OK) {
+                die("put", st);
+            }
+        }
+    }
+    if ((st = st_ssd_flush(ssd, 1)) != ST_OK) {
+        die("flush", st);
+    }
+    st_ssd_close(ssd);
+    printf("restart: %llu blocks (%llu objects) on SSD, written in %.1f s\n",
+           (unsigned long long)blocks, (unsigned long long)(blocks + (blocks + 15) / 16),
+           (double)(bench_now_ns() - t0) / 1e9);
+    for (int c = 0; c < 2; c++) {
+        tot[c] = calloc((size_t)opens, sizeof(double));
+        rec[c] = calloc((size_t)opens, sizeof(double));
+        for (int r = 0; r < opens; r++) {
+            cd_daemon_t d;
+            cd_tier_counters_t tc;
+
+            if (c == 1) {
+                drop_cache(dir);
+            }
+            t0 = bench_now_ns();
+            start(&d, dir, "1G");
+            tot[c][r] = (double)(bench_now_ns() - t0) / 1e9;
+            cd_tier_stats(d.tier, NULL, &tc);
+            rec[c][r] = (double)tc.recovered_ms / 1e3;
+            if (tc.t2_blocks != blocks) {
+                fprintf(stderr, "bench_tier: %llu blocks indexed, expected %llu\n",
+                        (unsigned long long)tc.t2_blocks, (unsigned long long)blocks);
+                exit(1);
+            }
+            stop(&d);
+        }
+    }
+    printf("daemon start with %llu blocks on SSD, %d starts each:\n", (unsigned long long)blocks,
+           opens);
+    print_stats("start to serving, warm", tot[0], (size_t)opens, "s");
+    print_stats("  of which recovery (index rebuild)", rec[0], (size_t)opens, "s");
+    print_stats("start to serving, cold", tot[1], (size_t)opens, "s");
+    print_stats("  of which recovery (index rebuild)", rec[1], (size_t)opens, "s");
+    nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+static void bench_spill(const char *top, uint64_t total_mb, int rounds)
+{
+    uint64_t n = (total_mb << 20) / VALUE_BYTES, bytes = n * VALUE_BYTES;
+    uint8_t *src = malloc(VALUE_BYTES);
+    double *sp = calloc((size_t)rounds, sizeof(double)),
+           *pr = calloc((size_t)rounds, sizeof(double));
+    double *sq = calloc((size_t)rounds, sizeof(double));
+    double *fw = calloc((size_t)rounds, sizeof(double)),
+           *fr = calloc((size_t)rounds, sizeof(double));
+    char dir[1100], file[1100], mem[32];
+    uint64_t promoted_n = 0, dropped = 0;
+
+    snprintf(mem, sizeof(mem), "%lluM",
+             (unsigned long long)(total_mb / 4 < 128 ? 128 : total_mb / 4));
+    for (size_t i = 0; i < VALUE_BYTES; i++) {
+        src[i] = (uint8_t)(i * 131 + 7);
+    }
+    for (int r = 0; r < rounds; r++) {
+        cd_daemon_t d;
+        cd_ns_entry_t *e;
+        cd_err_t err = {""};
+        st_hash_t *h = malloc(sizeof(st_hash_t) * n);
+        uint64_t t0, on_ssd = 0, got = 0;
+        int fd;
+
+        snprintf(dir, sizeof(dir), "%s/spill%d", top, r);
+        start(&d, dir, mem);
+        if (cd_daemon_ns_open(&d, "bench", "m", 64, &e, &err) != ST_OK) {
+            die("namespace", ST_ERR_INTERNAL);
+        }
+        t0 = bench_now_ns();
+        for (uint64_t i = 0; i < n; i++) {
+            cd_key_t k;
+
+            h[i] = bhash(7 + (uint64_t)r, i);
+            k.hash = h[i];
+            k.kind = CD_KIND_KV;
+            k.layer = 0;
+            memcpy(src, &i, sizeof(i));
+            /* chains of 64 blocks from the seed */
+            if (cd_store_put(d.store, e->local_id, &k, i % 64 == 0 ? &e->seed : &h[i - 1], src,
+                             VALUE_BYTES, &err) != ST_OK) {
+                fprintf(stderr, "bench_tier: put: %s\n", err.msg);
+                exit(1);
+            }
+        }
+        cd_tier_flush(d.tier);
+        {
+            cd_tier_counters_t tc;
+            double ns = (double)(bench_now_ns() - t0);
+
+            cd_tier_stats(d.tier, NULL, &tc);
+            on_ssd = tc.t2_objects;
+            dropped += tc.spill_dropped;
+            sp[r] = (double)bytes / ns;
+            sq[r] = (double)(tc.spill_queued * VALUE_BYTES) / ns;
+        }
+        /* Promote back the first quarter (what is on SSD), as lookups would. */
+        t0 = bench_now_ns();
+        for (uint64_t i = 0; i < n / 4; i++) {
+            got += (uint64_t)cd_tier_promote(d.tier, e, &h[i]);
+        }
+        pr[r] = (double)(got * VALUE_BYTES) / (double)(bench_now_ns() - t0);
+        promoted_n = got;
+        stop(&d);
+        nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+        (void)on_ssd;
+
+        snprintf(file, sizeof(file), "%s/plain%d", top, r);
+        fd = open(file, O_CREAT | O_TRUNC | O_RDWR, 0644);
+        t0 = bench_now_ns();
+        for (uint64_t i = 0; i < n; i++) {
+            if (write(fd, src, VALUE_BYTES) != VALUE_BYTES) {
+                die("write", ST_ERR_IO);
+            }
+        }
+        fsync(fd);
+        fw[r] = (double)bytes / (double)(bench_now_ns() - t0);
+        lseek(fd, 0, SEEK_SET);
+        t0 = bench_now_ns();
+        for (uint64_t i = 0; i < n / 4; i++) {
+            if (read(fd, src, VALUE_BYTES) != VALUE_BYTES) {
+                die("read", ST_ERR_IO);
+            }
+        }
+        fr[r] = (double)(n / 4 * VALUE_BYTES) / (double)(bench_now_ns() - t0);
+        close(fd);
+        unlink(file);
+        free(h);
+    }
+    printf("spill and promote through the daemon: %llu MB of 42 KB KV objects, memory_limit %s, "
+           "%llu promoted per round, %llu evictions not spilled in all, %d rounds (GB/s):\n",
+           (unsigned long long)(bytes >> 20), mem, (unsigned long long)promoted_n,
+           (unsigned long long)dropped, rounds);
+    print_stats("put with eviction + spill (until flushed)", sp, (size_t)rounds, "GB/s");
+    print_stats("  of which spilled to SSD", sq, (size_t)rounds, "GB/s");
+    print_stats("plain file write + fsync", fw, (size_t)rounds, "GB/s");
+    print_stats("promote (read, verify, put into DRAM)", pr, (size_t)rounds, "GB/s");
+    print_stats("plain file read (warm)", fr, (size_t)rounds, "GB/s");
+    free(sq);
+    free(src), free(sp), free(pr), free(fw), free(fr);
+}
+
+int main(int argc, char **argv)
+{
+    const char *base = "/tmp";
+    uint64_t blocks = 1000000, total_mb = 1024;
+    int opens = 3, rounds = 3;
+    char top[1024];
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
+            base = argv[++i];
+        } else if (strcmp(argv[i], "--blocks") == 0 && i + 1 < argc) {
+            blocks = strtoull(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "--opens") == 0 && i + 1 < argc) {
+            opens = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--total-mb") == 0 && i + 1 < argc) {
+            total_mb = strtoull(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
+            rounds = atoi(argv[++i]);
+        } else {
+            fprintf(stderr, "usage: bench_tier [--dir DIR] [--blocks N] [--opens N] "
+                            "[--total-mb N] [--rounds N]\n");
+            return 2;
+        }
+    }
+    snprintf(top, sizeof(top), "%s/bench_tier-XXXXXX", base);
+    if (mkdtemp(top) == NULL) {
+        perror("mkdtemp");
+        return 1;
+    }
+    if (blocks > 0) {
+        bench_restart(top, blocks, opens);
+    }
+    if (total_mb > 0) {
+        bench_spill(top, total_mb, rounds);
+    }
+    nftw(top, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+    return 0;
+}
