@@ -131,31 +131,32 @@ int main(int argc, char **argv)
     /* Store the prefix in both. */
     {
         st_put_op_t *puts = calloc(n_ops, sizeof(*puts));
-        size_t k = 0;
+        size_t k = 0, pending[NODES] = {0};
         st_handle_t *h;
 
         for (size_t b = 0; b < n_blocks; b++) {
             for (int l = 0; l < LAYERS; l++) {
                 for (int kind = ST_KIND_KV; kind <= ST_KIND_IDX; kind++) {
                     char key[64];
-                    redisContext *r = rc[b % NODES];
 
                     puts[k++] = (st_put_op_t){
                         b, (uint8_t)kind, (uint16_t)l, src + obj_off(b, kind, l), obj_len(kind), 0};
                     redis_key(key, sizeof(key), &chain[b], kind, l);
-                    redisAppendCommand(r, "SET %s %b", key, src + obj_off(b, kind, l),
+                    redisAppendCommand(rc[b % NODES], "SET %s %b", key, src + obj_off(b, kind, l),
                                        obj_len(kind));
+                    pending[b % NODES]++;
                 }
             }
             if ((b + 1) % PIPE == 0 || b + 1 == n_blocks) {
                 for (int i = 0; i < NODES; i++) {
-                    redisReply *rep;
+                    for (; pending[i] > 0; pending[i]--) {
+                        redisReply *rep = NULL;
 
-                    while (redisGetReply(rc[i], (void **)&rep) == REDIS_OK && rep != NULL) {
-                        freeReplyObject(rep);
-                        if (rc[i]->obuf[0] == '\0' && rc[i]->reader->pos >= rc[i]->reader->len) {
-                            break;
+                        if (redisGetReply(rc[i], (void **)&rep) != REDIS_OK) {
+                            fprintf(stderr, "bench_client: redis SET failed\n");
+                            return 1;
                         }
+                        freeReplyObject(rep);
                     }
                 }
             }
