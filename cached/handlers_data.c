@@ -129,7 +129,7 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
     cd_segment_t *segs;
     cd_seg_answer_t *ans;
     cd_require_t rq = {0};
-    uint64_t *kda, lease_id = 0, lease_exp = 0;
+    uint64_t *kda, lease_id = 0, lease_exp = 0, gen;
     size_t total = 0, kda_n = 0;
     cd_err_t err = {""};
     int want_loc = req->want_locations || req->lease;
@@ -194,6 +194,7 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
     if (kda == NULL) {
         return ST_ERR_NOMEM;
     }
+    gen = cd_tier_generation(d->tier);
     status = cd_store_lookup(d->store, e->local_id, segs, req->n_segments, &rq,
                              cd_h_lease_ms(req->lease, req->lease_ms), ans, kda, total, &kda_n,
                              &lease_id, &lease_exp, &err);
@@ -201,8 +202,9 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
         return cd_h_fail(ctx, status, &err);
     }
     /* Blocks on SSD past the DRAM match come back, then the store is asked again
-     * (a few rounds: a chain may alternate between the tiers). */
-    for (int round = 0; d->tier != NULL && round < 4; round++) {
+     * (a few rounds: a chain may alternate between the tiers, and another call
+     * may have promoted a block this one found gone from the index). */
+    for (int round = 0; d->tier != NULL && round < 16; round++) {
         int promoted = 0;
 
         for (size_t i = 0; i < req->n_segments; i++) {
@@ -215,13 +217,14 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
                 promoted += p;
             }
         }
-        if (promoted == 0) {
+        if (promoted == 0 && cd_tier_generation(d->tier) == gen) {
             break;
         }
         if (lease_id != 0) {
             cd_store_release(d->store, e->local_id, lease_id);
             lease_id = 0;
         }
+        gen = cd_tier_generation(d->tier);
         status = cd_store_lookup(d->store, e->local_id, segs, req->n_segments, &rq,
                                  cd_h_lease_ms(req->lease, req->lease_ms), ans, kda, total, &kda_n,
                                  &lease_id, &lease_exp, &err);
@@ -301,7 +304,7 @@ st_status_t cd_h_locate(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
     cd_ns_entry_t *e;
     cd_key_t *keys;
     cd_located_t *out;
-    uint64_t lease_id = 0, lease_exp = 0;
+    uint64_t lease_id = 0, lease_exp = 0, gen;
     cd_err_t err = {""};
     st_status_t status;
 
@@ -334,6 +337,7 @@ st_status_t cd_h_locate(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
     if ((status = cd_h_grid(ctx, req->grid, keys, &n, cap)) != ST_OK) {
         return status;
     }
+    gen = cd_tier_generation(d->tier);
     status =
         cd_store_locate(d->store, e->local_id, keys, n, cd_h_lease_ms(req->lease, req->lease_ms),
                         out, &lease_id, &lease_exp, &err);
@@ -350,7 +354,7 @@ st_status_t cd_h_locate(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
                 promoted += cd_tier_promote(d->tier, e, &keys[i].hash);
             }
         }
-        if (promoted > 0) {
+        if (promoted > 0 || cd_tier_generation(d->tier) != gen) {
             if (lease_id != 0) {
                 cd_store_release(d->store, e->local_id, lease_id);
             }
@@ -772,7 +776,7 @@ st_status_t cd_h_get(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
         cd_key_t key;
         cd_err_t err = {""};
         cd_location_t where;
-        uint64_t len = 0;
+        uint64_t len = 0, gen;
         void *buf;
 
         if (o == NULL) {
@@ -786,8 +790,10 @@ st_status_t cd_h_get(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
             continue;
         }
         /* First the length, then the bytes (objects are immutable). */
+        gen = cd_tier_generation(d->tier);
         status = cd_store_get(d->store, e->local_id, &key, NULL, 0, &len, NULL, &err);
-        if (status == ST_ERR_NOT_FOUND && cd_tier_promote(d->tier, e, &key.hash) > 0) {
+        if (status == ST_ERR_NOT_FOUND &&
+            (cd_tier_promote(d->tier, e, &key.hash) > 0 || cd_tier_generation(d->tier) != gen)) {
             status = cd_store_get(d->store, e->local_id, &key, NULL, 0, &len, NULL, &err);
         }
         if (status != ST_OK && status != ST_ERR_INVALID) {

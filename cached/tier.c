@@ -47,6 +47,7 @@ struct cd_tier {
     size_t nbuckets, nblocks, nobjects;
 
     _Atomic uint64_t inflight; /* bytes of spills queued, not yet done */
+    _Atomic uint64_t gen;      /* promotions finished */
     _Atomic uint64_t spill_queued, spill_dropped, promoted, promote_misses;
     uint64_t recovered_ms, recovered_sessions, recovered_objects;
 };
@@ -699,6 +700,7 @@ int cd_tier_promote(cd_tier_t *t, const cd_ns_entry_t *e, const st_hash_t *hash)
         ent->promoting = 0;
         t2_maybe_free(t, ent);
     }
+    atomic_fetch_add(&t->gen, 1);
     pthread_cond_broadcast(&t->cond);
     pthread_mutex_unlock(&t->lock);
     return done;
@@ -884,6 +886,11 @@ st_status_t cd_tier_recover(cd_tier_t *t)
             (unsigned long long)r.objects, (unsigned long long)((t_iter - t0) / 1000),
             (unsigned long long)t->recovered_ms);
     return ST_OK;
+}
+
+uint64_t cd_tier_generation(cd_tier_t *t)
+{
+    return t != NULL ? atomic_load(&t->gen) : 0;
 }
 
 st_status_t cd_tier_flush(cd_tier_t *t)

@@ -103,6 +103,11 @@ void cd_tier_forget(cd_tier_t *t, uint64_t wire_id, const cd_key_t *key);
  */
 int cd_tier_promote(cd_tier_t *t, const struct cd_ns_entry *e, const st_hash_t *hash);
 
+/* A counter that moves whenever a promotion finished. A caller that read it
+ * before asking the store, and finds cd_tier_promote returned 0, asks the
+ * store again if it moved: another call may have promoted the block. */
+uint64_t cd_tier_generation(cd_tier_t *t);
+
 /* Waits until every queued write (spills included) is committed. */
 st_status_t cd_tier_flush(cd_tier_t *t);
 

@@ -208,6 +208,42 @@ static uint32_t lookup_n(conn_t *c, const st_hash_t *blocks, size_t n)
     return m;
 }
 
+/* A thread's lookups of the chains at blocks[0..SP_CHAIN) and [SP_CHAIN..2 SP_CHAIN). */
+typedef struct lk_arg {
+    conn_t *c;
+    const st_hash_t *blocks;
+    uint32_t matched[2];
+} lk_arg_t;
+
+#define SP_CHAIN 50
+
+static void *lookup_thread(void *p)
+{
+    lk_arg_t *a = p;
+
+    for (int k = 0; k < 2; k++) {
+        Strata__V1__LookupRequest req = STRATA__V1__LOOKUP_REQUEST__INIT;
+        Strata__V1__Segment seg = STRATA__V1__SEGMENT__INIT, *sp = &seg;
+        Strata__V1__LookupResponse *resp = NULL;
+        uint32_t layers[2] = {0, 1};
+        srpc_error_t err;
+
+        seg.block_hashes.data = (uint8_t *)a->blocks[k * SP_CHAIN].b;
+        seg.block_hashes.len = SP_CHAIN * 16;
+        req.namespace_id = a->c->ns;
+        req.segments = &sp;
+        req.n_segments = 1;
+        req.kinds_mask = 1u << STRATA__V1__OBJECT_KIND__KV;
+        req.layers = layers;
+        req.n_layers = 2;
+        if (call(a->c, SRPC_CACHE_LOOKUP, &req, (void **)&resp, &err) == ST_OK) {
+            a->matched[k] = resp->segments[0]->matched_blocks;
+            protobuf_c_message_free_unpacked(&resp->base, NULL);
+        }
+    }
+    return NULL;
+}
+
 static uint64_t stat_counter(conn_t *c, const char *name)
 {
     Strata__V1__StatsRequest req = STRATA__V1__STATS_REQUEST__INIT;
@@ -247,7 +283,6 @@ static void rm_dir(const char *dir)
 
 #define SP_BLOCKS 1200
 #define SP_LAYERS 2
-#define SP_CHAIN  50
 #define SP_OBJ    (64 * 1024) /* 1200 x 2 x 64 KiB = 150 MiB through a 64 MiB daemon */
 
 static void test_spill_and_promote(void **state)
@@ -281,10 +316,28 @@ static void test_spill_and_promote(void **state)
     assert_int_equal(bad, 0);
     assert_true(stat_counter(&c, "evicted_blocks") > SP_BLOCKS / 2);
 
-    /* The first chains went to SSD; a lookup brings them back and counts them. */
-    assert_int_equal(lookup_n(&c, chain, SP_CHAIN), SP_CHAIN);
-    assert_int_equal(lookup_n(&c, chain + SP_CHAIN, SP_CHAIN), SP_CHAIN);
-    assert_true(stat_counter(&c, "ssd_promotions") >= 2 * 2 * SP_CHAIN);
+    /* The first chains went to SSD; a lookup brings them back and counts them.
+     * Four threads look up the same two chains at once: each block is
+     * promoted once, and every answer counts every block. */
+    {
+        pthread_t th[4];
+        lk_arg_t a[4];
+
+        for (int i = 0; i < 4; i++) {
+            a[i].c = &c;
+            a[i].blocks = chain;
+            a[i].matched[0] = a[i].matched[1] = 0;
+            assert_int_equal(pthread_create(&th[i], NULL, lookup_thread, &a[i]), 0);
+        }
+        for (int i = 0; i < 4; i++) {
+            pthread_join(th[i], NULL);
+            assert_int_equal(a[i].matched[0], SP_CHAIN);
+            assert_int_equal(a[i].matched[1], SP_CHAIN);
+        }
+    }
+    assert_int_equal(lookup_n(&c, chain + 2 * SP_CHAIN, SP_CHAIN), SP_CHAIN);
+    assert_true(stat_counter(&c, "ssd_promotions") >= 3 * 2 * SP_CHAIN);
+    assert_int_equal(stat_counter(&c, "ssd_promote_misses"), 0);
 
     /* Every object, byte-exact, whichever tier it is in now. */
     for (size_t i = 0; i < SP_BLOCKS; i++) {
