@@ -34,6 +34,8 @@ static const st_cfg_option_t cli_common[] = {
      "deadline of one call"},
     {"replicas", ST_CFG_INT, CLI_OFF(replicas), "2", 1, 16, 0, NULL, 0,
      "copies of KDA and SESSION objects"},
+    {"transport", ST_CFG_STRING, CLI_OFF(transport), "inline", 0, 0, 0, NULL, 0,
+     "how object bytes move: inline (in the control plane), ucx, libfabric[:provider]"},
 };
 
 const st_cfg_option_t cli_tokens_opts[] = {
@@ -96,7 +98,9 @@ st_status_t cli_connect(const cli_conf_t *cf, st_client_t **c_p)
     st_status_t status;
 
     p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TENANT | ST_CLIENT_FIELD_MODEL |
-                   ST_CLIENT_FIELD_TOKEN | ST_CLIENT_FIELD_TIMEOUT | ST_CLIENT_FIELD_REPLICAS;
+                   ST_CLIENT_FIELD_TOKEN | ST_CLIENT_FIELD_TIMEOUT | ST_CLIENT_FIELD_REPLICAS |
+                   ST_CLIENT_FIELD_TRANSPORT;
+    p.transport = cf->transport;
     p.nodes = cf->nodes;
     p.tenant = cf->tenant;
     p.model = cf->model;

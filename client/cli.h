@@ -10,7 +10,7 @@
 
 typedef struct cli_conf {
     /* connection */
-    char *nodes, *tenant, *model, *token;
+    char *nodes, *tenant, *model, *token, *transport;
     uint64_t timeout_ms;
     int64_t replicas;
     /* tokens */

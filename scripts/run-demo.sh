@@ -66,7 +66,7 @@ done
 echo
 echo "== a multi-turn long-context workload"
 # shellcheck disable=SC2086
-"$bin/client/strata" bench --nodes "$nodes" --sessions 4 --turns 4 \
+"$bin/client/strata" bench --nodes "$nodes" --transport ucx --sessions 4 --turns 4 \
     --prompt-tokens 65536 --turn-tokens 4096 --layers 2 ${STRATA_DEMO_ARGS:-}
 
 echo
