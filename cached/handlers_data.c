@@ -559,6 +559,36 @@ st_status_t cd_h_reserve(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, Protobuf
     return ST_OK;
 }
 
+/* Copies a committed KDA object out of DRAM and writes it to the SSD tier. */
+static st_status_t cd_h_commit_through(cd_daemon_t *d, const cd_ns_entry_t *e, const cd_key_t *key,
+                                       const st_hash_t *parent, int durable, cd_err_t *err)
+{
+    uint64_t len = 0;
+    void *buf;
+    st_status_t status;
+
+    status = cd_store_get(d->store, e->local_id, key, NULL, 0, &len, NULL, err);
+    if (status != ST_OK && status != ST_ERR_INVALID) {
+        return status; /* evicted already: its KDA copy cannot be written now */
+    }
+    buf = malloc(len ? len : 1);
+    if (buf == NULL) {
+        snprintf(err->msg, sizeof(err->msg), "no memory to copy a %llu-byte KDA object",
+                 (unsigned long long)len);
+        return ST_ERR_NOMEM;
+    }
+    status = cd_store_get(d->store, e->local_id, key, buf, len, &len, NULL, err);
+    if (status == ST_OK) {
+        status = cd_tier_put_object(d->tier, e->wire_id, key, parent, buf, len, durable, err);
+    }
+    free(buf);
+    if (status != ST_OK && !durable) {
+        st_warn_ratelimited("KDA write-through of a commit not queued ns=%u: %s", e->local_id,
+                            err->msg);
+    }
+    return status;
+}
+
 st_status_t cd_h_commit(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMessage *respm,
                         void *arg)
 {
@@ -596,14 +626,41 @@ st_status_t cd_h_commit(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
         cd_batch_free(b);
         return ST_ERR_NOMEM;
     }
+    if (req->durable && d->tier == NULL) {
+        cd_batch_free(b);
+        srpc_ctx_set_error(ctx, "durable commit on node %s, which has no SSD tier (data_dir)",
+                           d->cfg.node_id);
+        return ST_ERR_UNSUPPORTED;
+    }
     for (size_t i = 0; i < b->n; i++) {
         cd_err_t err = {""};
+        cd_key_t key;
+        st_hash_t parent;
+        int has_parent = 0;
 
         if (b->resv[i] == 0) {
             resp->status[i] = STRATA__V1__KEY_STATUS__KEY_EXISTS;
             continue;
         }
-        status = cd_store_commit(d->store, e->local_id, b->resv[i], req->checksums[i], &err);
+        status = cd_store_commit_key(d->store, e->local_id, b->resv[i], req->checksums[i], &key,
+                                     &parent, &has_parent, &err);
+        if (status == ST_OK && d->tier != NULL && key.kind == CD_KIND_KDA) {
+            /* Written through like a Put's KDA object; with durable, before the reply. */
+            status =
+                cd_h_commit_through(d, e, &key, has_parent ? &parent : NULL, req->durable, &err);
+            if (status != ST_OK && req->durable) {
+                st_warn_ratelimited("durable commit refused ns=%u: %s", e->local_id, err.msg);
+                srpc_ctx_set_error(ctx, "key %zu: %s", i, err.msg);
+                for (size_t j = i + 1; j < b->n; j++) {
+                    if (b->resv[j] != 0) {
+                        cd_store_abort(d->store, e->local_id, b->resv[j]);
+                    }
+                }
+                cd_batch_free(b);
+                return status;
+            }
+            status = ST_OK;
+        }
         resp->status[i] = status == ST_ERR_NOT_FOUND ? STRATA__V1__KEY_STATUS__KEY_EXPIRED
                                                      : cd_h_key_status(status);
         if (status == ST_ERR_CORRUPT) {

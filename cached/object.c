@@ -449,7 +449,8 @@ st_status_t cd_store_reserve(cd_store_t *s, uint32_t ns_id, const cd_resv_req_t 
     return st;
 }
 
-static st_status_t do_commit(cd_ns_t *ns, uint64_t resv_id, uint64_t claimed, cd_err_t *err)
+static st_status_t do_commit(cd_ns_t *ns, uint64_t resv_id, uint64_t claimed, cd_key_t *key_p,
+                             st_hash_t *parent_p, int *has_parent_p, cd_err_t *err)
 {
     st_hash_t key = cd_htab_id_key(resv_id);
     cd_obj_t *o = cd_htab_find(&ns->ns_ids, &key, ID_RESV), *old;
@@ -459,6 +460,11 @@ static st_status_t do_commit(cd_ns_t *ns, uint64_t resv_id, uint64_t claimed, cd
     if (o == NULL) {
         return cd_errf(err, ST_ERR_NOT_FOUND, "reservation %llu is unknown or expired",
                        (unsigned long long)resv_id);
+    }
+    if (key_p != NULL) {
+        *key_p = o->ob_key;
+        *has_parent_p = o->ob_has_parent;
+        *parent_p = o->ob_parent;
     }
     actual = cd_checksum(cd_extent_ptr(&ns->ns_slab, &o->ob_ext), o->ob_len);
     if (actual != claimed) {
@@ -512,7 +518,26 @@ st_status_t cd_store_commit(cd_store_t *s, uint32_t ns_id, uint64_t resv_id, uin
         return st;
     }
     pthread_mutex_lock(&ns->ns_lock);
-    st = do_commit(ns, resv_id, checksum, err);
+    st = do_commit(ns, resv_id, checksum, NULL, NULL, NULL, err);
+    pthread_mutex_unlock(&ns->ns_lock);
+    return st;
+}
+
+st_status_t cd_store_commit_key(cd_store_t *s, uint32_t ns_id, uint64_t resv_id, uint64_t checksum,
+                                cd_key_t *key_p, st_hash_t *parent_p, int *has_parent_p,
+                                cd_err_t *err)
+{
+    cd_ns_t *ns;
+    st_status_t st = ns_lookup(s, ns_id, &ns, err);
+
+    if (st != ST_OK) {
+        return st;
+    }
+    if (key_p == NULL || parent_p == NULL || has_parent_p == NULL) {
+        return cd_errf(err, ST_ERR_INVALID, "no place for the committed key");
+    }
+    pthread_mutex_lock(&ns->ns_lock);
+    st = do_commit(ns, resv_id, checksum, key_p, parent_p, has_parent_p, err);
     pthread_mutex_unlock(&ns->ns_lock);
     return st;
 }

@@ -275,6 +275,17 @@ st_status_t cd_store_reserve(cd_store_t *s, uint32_t ns_id, const cd_resv_req_t 
 st_status_t cd_store_commit(cd_store_t *s, uint32_t ns_id, uint64_t resv_id, uint64_t checksum,
                             cd_err_t *err);
 
+/*
+ * cd_store_commit that also tells which key the reservation was for (and its
+ * block's parent: *has_parent_p 0 for a root), whenever the reservation was
+ * found (on ST_OK, ST_ERR_CORRUPT and ST_ERR_EXISTS), so the daemon can write
+ * a committed KDA object through to the SSD tier. Same statuses, and
+ * ST_ERR_INVALID for a NULL output.
+ */
+st_status_t cd_store_commit_key(cd_store_t *s, uint32_t ns_id, uint64_t resv_id, uint64_t checksum,
+                                cd_key_t *key_p, st_hash_t *parent_p, int *has_parent_p,
+                                cd_err_t *err);
+
 /* Drops a reservation and frees its extent. ST_OK or ST_ERR_NOT_FOUND. */
 st_status_t cd_store_abort(cd_store_t *s, uint32_t ns_id, uint64_t resv_id);
 

@@ -17,7 +17,7 @@ add_dependencies(test_stratad stratad)
 # stratad with its SSD tier: spill and promote, kill -9 under durable writes,
 # corruption on disk, a full map (real LMDB files in temporary directories).
 strata_add_test(test_tiers SOURCES integration/test_tiers.c
-                LIBS strata_test_cluster strata_rpc strata_proto strata_wire PkgConfig::CMOCKA
+                LIBS strata_test_cluster strata_client strata_rpc strata_proto strata_wire PkgConfig::CMOCKA
                      PkgConfig::XXHASH Threads::Threads
                 ARGS $<TARGET_FILE:stratad> LABELS integration cached ssd TIMEOUT 300)
 add_dependencies(test_tiers stratad)

@@ -33,6 +33,7 @@
 #include "srpc.h"
 #include "strata.pb-c.h"
 #include "strata/hash.h"
+#include "strata/strata.h"
 
 static const char *stratad_path;
 
@@ -662,6 +663,90 @@ static void test_full_map_refuses_durable_put(void **state)
     rm_dir(dir);
 }
 
+/* ------------------------------------------------ libstrata, durable -- */
+
+static st_client_t *client_to(const tc_cluster_t *cl)
+{
+    st_client_params_t p = {0};
+    st_client_t *c = NULL;
+
+    p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_TIMEOUT;
+    p.nodes = cl->node[0].addr;
+    p.transport = "ucx";
+    p.timeout_ms = 20000;
+    if (st_client_connect(&p, &c) != ST_OK) {
+        fail_msg("connect: %s", st_client_last_error());
+    }
+    return c;
+}
+
+#define LS_N   8
+#define LS_LEN (300 * 1024)
+
+/* KDA objects put with ST_PUT_DURABLE through libstrata (one-sided Reserve,
+ * write, durable Commit when the data plane runs; inline Put otherwise),
+ * the daemon killed, then read back through libstrata after the restart. */
+static void test_libstrata_durable_kda_survives_kill(void **state)
+{
+    tc_cluster_t cl;
+    st_client_t *c;
+    char dir[64], args[256];
+    st_hash_t chain[LS_N];
+    uint32_t tok[LS_N * 64];
+    size_t nb = 0;
+    st_put_op_t puts[LS_N];
+    st_get_op_t gets[LS_N];
+    uint8_t *src = malloc(LS_N * LS_LEN), *dst = malloc(LS_N * LS_LEN);
+    st_handle_t *h;
+
+    (void)state;
+    assert_true(src && dst);
+    setenv("UCX_TLS", "sm,self", 0);
+    mk_dir(dir, sizeof(dir));
+    snprintf(args, sizeof(args), "--memory-limit 256M --chunk-bytes 32M --data-dir %s", dir);
+    assert_int_equal(tc_start(&cl, stratad_path, 1, args), 0);
+    c = client_to(&cl);
+    for (size_t i = 0; i < LS_N * 64; i++) {
+        tok[i] = (uint32_t)(i * 2654435761u) ^ 0x5eed;
+    }
+    assert_int_equal(st_client_hash(c, tok, LS_N * 64, NULL, 0, chain, LS_N, &nb), ST_OK);
+    assert_int_equal(nb, LS_N);
+    for (size_t i = 0; i < LS_N; i++) {
+        fill_obj(src + i * LS_LEN, LS_LEN, &chain[i], 0);
+        puts[i] =
+            (st_put_op_t){.block = i, .kind = ST_KIND_KDA, .src = src + i * LS_LEN, .len = LS_LEN};
+    }
+    assert_int_equal(st_client_put(c, chain, LS_N, puts, LS_N, ST_PUT_DURABLE, &h), ST_OK);
+    assert_int_equal(st_handle_wait(h, -1), ST_OK);
+    st_handle_release(h);
+    for (size_t i = 0; i < LS_N; i++) {
+        assert_int_equal(puts[i].status, ST_OK);
+    }
+    st_client_close(c);
+
+    tc_kill(&cl, 0);
+    assert_int_equal(tc_restart(&cl, 0), 0);
+    c = client_to(&cl);
+    memset(dst, 0xee, LS_N * LS_LEN);
+    for (size_t i = 0; i < LS_N; i++) {
+        gets[i] = (st_get_op_t){
+            .block = i, .kind = ST_KIND_KDA, .dst = dst + i * LS_LEN, .dst_len = LS_LEN};
+    }
+    assert_int_equal(st_client_get(c, chain, LS_N, gets, LS_N, &h), ST_OK);
+    assert_int_equal(st_handle_wait(h, -1), ST_OK);
+    st_handle_release(h);
+    for (size_t i = 0; i < LS_N; i++) {
+        assert_int_equal(gets[i].status, ST_OK);
+        assert_int_equal(gets[i].length, LS_LEN);
+    }
+    assert_memory_equal(dst, src, LS_N * LS_LEN);
+    st_client_close(c);
+    tc_stop_all(&cl);
+    rm_dir(dir);
+    free(src);
+    free(dst);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -669,6 +754,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_kill9_durable_stream),
         cmocka_unit_test(test_corrupt_value_never_served),
         cmocka_unit_test(test_full_map_refuses_durable_put),
+        cmocka_unit_test(test_libstrata_durable_kda_survives_kill),
     };
 
     if (argc < 2) {
