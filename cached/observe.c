@@ -8,6 +8,7 @@
 
 #include "daemon.h"
 #include "st_log.h"
+#include "tier.h"
 
 #define CD_OBS_METHODS SRPC_CACHE_N_METHODS
 
@@ -21,6 +22,10 @@ struct cd_obs {
     st_metric_family_t *f_tier_objects, *f_leases_active, *f_leases_granted, *f_leases_expired;
     st_metric_family_t *f_duration, *f_errors;
     st_histogram_t *duration[CD_OBS_METHODS];
+    /* The SSD tier (daemon-wide: namespace label "*"), created at the first scrape. */
+    st_gauge_t *ssd_used, *ssd_limit, *ssd_objects;
+    st_counter_t *ssd_evictions, *ssd_evicted_bytes;
+    uint64_t last_ssd_evictions, last_ssd_evicted_bytes;
 };
 
 static const char *const cd_obs_kinds[5] = {"kv", "idx", "kda", "session", "vis"};
@@ -218,6 +223,38 @@ static void cd_obs_collect(st_metrics_t *reg, void *arg)
 #undef CD_DELTA
     }
     pthread_mutex_unlock(&d->ns_lock);
+    if (d->tier != NULL) {
+        st_ssd_stats_t ss;
+        uint64_t used = 0, objs = 0;
+
+        if (o->ssd_used == NULL &&
+            (st_metrics_gauge(o->f_tier_used, ST_LABELS("*", "ssd"), &o->ssd_used) != ST_OK ||
+             st_metrics_gauge(o->f_tier_limit, ST_LABELS("*", "ssd"), &o->ssd_limit) != ST_OK ||
+             st_metrics_gauge(o->f_tier_objects, ST_LABELS("*", "ssd"), &o->ssd_objects) != ST_OK ||
+             st_metrics_counter(o->f_evictions, ST_LABELS("*", "all", "ssd"), &o->ssd_evictions) !=
+                 ST_OK ||
+             st_metrics_counter(o->f_evicted_bytes, ST_LABELS("*", "ssd"), &o->ssd_evicted_bytes) !=
+                 ST_OK)) {
+            o->ssd_used = NULL;
+            return;
+        }
+        cd_tier_stats(d->tier, &ss, NULL);
+        for (int k = 0; k < ST_SSD_KIND_MAX_; k++) {
+            used += ss.bytes[k];
+            objs += ss.objects[k];
+        }
+        st_gauge_set(o->ssd_used, (double)used);
+        st_gauge_set(o->ssd_limit, (double)ss.map_size);
+        st_gauge_set(o->ssd_objects, (double)objs);
+        if (ss.evictions > o->last_ssd_evictions) {
+            st_counter_add(o->ssd_evictions, ss.evictions - o->last_ssd_evictions);
+            o->last_ssd_evictions = ss.evictions;
+        }
+        if (ss.evicted_bytes > o->last_ssd_evicted_bytes) {
+            st_counter_add(o->ssd_evicted_bytes, ss.evicted_bytes - o->last_ssd_evicted_bytes);
+            o->last_ssd_evicted_bytes = ss.evicted_bytes;
+        }
+    }
     (void)reg;
 }
 

@@ -41,8 +41,9 @@ struct cd_tier {
     int recovering;
     _Atomic uint64_t wire[CD_MAX_NS + 1]; /* local namespace id -> wire id */
 
-    pthread_mutex_t lock; /* the index */
-    pthread_cond_t cond;  /* a promotion finished */
+    pthread_mutex_t close_lock; /* st_ssd_close against cd_tier_stats (the metrics thread) */
+    pthread_mutex_t lock;       /* the index */
+    pthread_cond_t cond;        /* a promotion finished */
     t2_ent_t **buckets;
     size_t nbuckets, nblocks, nobjects;
 
@@ -383,6 +384,7 @@ st_status_t cd_tier_open(cd_daemon_t *d, cd_tier_t **t_p)
     t->d = d;
     t->spill = d->cfg.ssd_spill;
     pthread_mutex_init(&t->lock, NULL);
+    pthread_mutex_init(&t->close_lock, NULL);
     pthread_cond_init(&t->cond, NULL);
     memset(&p, 0, sizeof(p));
     p.dir = d->cfg.data_dir;
@@ -410,8 +412,10 @@ void cd_tier_shutdown(cd_tier_t *t)
         return;
     }
     ssd = t->ssd;
-    st_ssd_close(ssd); /* runs the done callbacks of queued spills */
+    pthread_mutex_lock(&t->close_lock);
+    st_ssd_close(ssd); /* runs the done callbacks of queued spills (they take only lock) */
     t->ssd = NULL;
+    pthread_mutex_unlock(&t->close_lock);
 }
 
 void cd_tier_free(cd_tier_t *t)
@@ -433,6 +437,7 @@ void cd_tier_free(cd_tier_t *t)
     }
     free(t->buckets);
     pthread_mutex_destroy(&t->lock);
+    pthread_mutex_destroy(&t->close_lock);
     pthread_cond_destroy(&t->cond);
     free(t);
 }
@@ -902,9 +907,11 @@ void cd_tier_stats(cd_tier_t *t, st_ssd_stats_t *ssd, cd_tier_counters_t *c)
 {
     if (ssd != NULL) {
         memset(ssd, 0, sizeof(*ssd));
+        pthread_mutex_lock(&t->close_lock);
         if (t->ssd != NULL) {
             st_ssd_stats(t->ssd, ssd);
         }
+        pthread_mutex_unlock(&t->close_lock);
     }
     if (c != NULL) {
         pthread_mutex_lock(&t->lock);
