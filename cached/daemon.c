@@ -549,6 +549,7 @@ st_status_t cd_daemon_start(cd_daemon_t *d, cd_config_t *cfg)
             return status;
         }
         sc.evicted = cd_tier_evicted;
+        sc.session_expired = cd_tier_session_expired;
         sc.evicted_ctx = d->tier;
     }
     status = cd_store_create(&sc, &d->store, &err);

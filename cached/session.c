@@ -227,6 +227,10 @@ uint64_t do_reap_sessions(cd_ns_t *ns, uint64_t now)
         cd_sess_t *next = se->se_next;
 
         if (se->se_rec.updated_ms + se->se_rec.ttl_ms <= now) {
+            if (ns->ns_store->ss_cfg.session_expired != NULL) {
+                ns->ns_store->ss_cfg.session_expired(ns->ns_store->ss_cfg.evicted_ctx, ns->ns_id,
+                                                     &se->se_rec.id);
+            }
             sess_drop(ns, se);
             ns->ns_st.sessions_expired++;
             n++;

@@ -110,6 +110,9 @@ typedef struct cd_store_config {
     void (*evicted)(void *ctx, uint32_t ns_id, const struct cd_key *key, const st_hash_t *parent,
                     const void *data, uint64_t len);
     void *evicted_ctx;
+    /* Told about each session the reaper expires (namespace lock held; must
+     * not call the store). May be NULL. ctx is evicted_ctx. */
+    void (*session_expired)(void *ctx, uint32_t ns_id, const st_hash_t *id);
 } cd_store_config_t;
 
 typedef struct cd_store cd_store_t;

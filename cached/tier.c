@@ -542,6 +542,20 @@ void cd_tier_session_delete(cd_tier_t *t, uint64_t wire_id, const st_hash_t *id)
     }
 }
 
+void cd_tier_session_expired(void *ctx, uint32_t ns_id, const st_hash_t *id)
+{
+    cd_tier_t *t = ctx;
+    uint64_t wire;
+    st_ssd_key_t k;
+
+    if (t->ssd == NULL || ns_id > CD_MAX_NS || (wire = atomic_load(&t->wire[ns_id])) == 0) {
+        return;
+    }
+    k = t_key(wire, id, ST_SSD_SESSION, 0);
+    /* Never waits under the namespace lock; a full queue leaves it to recovery. */
+    (void)st_ssd_delete(t->ssd, &k, ST_SSD_NOWAIT, NULL, NULL);
+}
+
 void cd_tier_forget(cd_tier_t *t, uint64_t wire_id, const cd_key_t *key)
 {
     st_ssd_key_t k;

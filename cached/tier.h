@@ -71,6 +71,9 @@ void cd_tier_free(cd_tier_t *t);
 void cd_tier_evicted(void *ctx, uint32_t ns_id, const cd_key_t *key, const st_hash_t *parent,
                      const void *data, uint64_t len);
 
+/* The store's session_expired hook: queues the record's deletion. */
+void cd_tier_session_expired(void *ctx, uint32_t ns_id, const st_hash_t *id);
+
 /* Tells the tier the wire id of a local namespace (before it holds objects). */
 void cd_tier_ns_bind(cd_tier_t *t, uint32_t local_id, uint64_t wire_id);
 

@@ -663,6 +663,53 @@ static void test_full_map_refuses_durable_put(void **state)
     rm_dir(dir);
 }
 
+/* ---------------------------------------------------------- expiry -- */
+
+/* A session the reaper expires leaves the tier too, so a restart does not
+ * bring it back. */
+static void test_expired_session_leaves_tier(void **state)
+{
+    tc_cluster_t cl;
+    conn_t c;
+    char dir[64], args[256];
+    st_hash_t sid = mk_hash(9, 9), keep = mk_hash(9, 10);
+    Strata__V1__OpenSessionRequest req = STRATA__V1__OPEN_SESSION_REQUEST__INIT;
+    Strata__V1__SessionResponse *r = NULL;
+    srpc_error_t err;
+    uint64_t n = 0;
+
+    (void)state;
+    mk_dir(dir, sizeof(dir));
+    snprintf(args, sizeof(args), "--memory-limit 256M --transport none --data-dir %s", dir);
+    assert_int_equal(tc_start(&cl, stratad_path, 1, args), 0);
+    conn_open(&c, cl.node[0].addr);
+    assert_int_equal(sess_call(&c, SRPC_CACHE_OPEN_SESSION, &keep, NULL, 0, &r), ST_OK);
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+    req.namespace_id = c.ns;
+    req.session_id.data = sid.b;
+    req.session_id.len = 16;
+    req.ttl_ms = 1000;
+    req.durable = 1;
+    assert_int_equal(call(&c, SRPC_CACHE_OPEN_SESSION, &req, (void **)&r, &err), ST_OK);
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+    /* The namespace record and two sessions. */
+    assert_int_equal(stat_counter(&c, "ssd_objects_session"), 3);
+    for (int i = 0; i < 200 && (n = stat_counter(&c, "ssd_objects_session")) != 2; i++) {
+        usleep(50 * 1000);
+    }
+    assert_int_equal(n, 2);
+    conn_close(&c);
+    tc_kill(&cl, 0);
+    assert_int_equal(tc_restart(&cl, 0), 0);
+    conn_open(&c, cl.node[0].addr);
+    assert_int_equal(sess_call(&c, SRPC_CACHE_GET_SESSION, &sid, NULL, 0, &r), ST_ERR_NOT_FOUND);
+    assert_int_equal(sess_call(&c, SRPC_CACHE_GET_SESSION, &keep, NULL, 0, &r), ST_OK);
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+    conn_close(&c);
+    tc_stop_all(&cl);
+    rm_dir(dir);
+}
+
 /* ------------------------------------------------ libstrata, durable -- */
 
 static st_client_t *client_to(const tc_cluster_t *cl)
@@ -754,6 +801,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_kill9_durable_stream),
         cmocka_unit_test(test_corrupt_value_never_served),
         cmocka_unit_test(test_full_map_refuses_durable_put),
+        cmocka_unit_test(test_expired_session_leaves_tier),
         cmocka_unit_test(test_libstrata_durable_kda_survives_kill),
     };
 
