@@ -129,8 +129,7 @@ int main(int argc, char **argv)
     st_client_hash(c, tok, n_blocks * 64, NULL, 0, chain, n_blocks, &nb);
     /* An engine registers its KV pool once; so does the benchmark. */
     if (st_client_register(c, dst, total) != ST_OK) {
-        fprintf(stderr, "bench_client: cannot register the buffer: %s\n",
-                st_client_last_error());
+        fprintf(stderr, "bench_client: cannot register the buffer: %s\n", st_client_last_error());
         return 1;
     }
 
