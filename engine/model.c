@@ -1,0 +1,510 @@
+/*
+ * model.c - the reference hybrid model: shape checks, deterministic
+ * synthetic weights, and the forward pass of one token (docs/engine.md).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "en_internal.h"
+#include "st_log.h"
+#include "strata/kernels.h"
+
+void st_model_config_default(st_model_config_t *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    strcpy(cfg->pattern, "KDKD");
+    cfg->d_model = 128;
+    cfg->vocab = 512;
+    cfg->block_tokens = 64;
+    cfg->kda_heads = 2;
+    cfg->kda_head_dim = 32;
+    cfg->dsa_heads = 4;
+    cfg->dsa_latent = 64;
+    cfg->dsa_rope = 16;
+    cfg->idx_heads = 4;
+    cfg->idx_dim = 32;
+    cfg->topk = 128;
+    cfg->ffn_hidden = 128;
+    cfg->moe_experts = 4;
+    cfg->moe_topk = 2;
+    cfg->seed = 1;
+}
+
+float en_rand(uint64_t seed, uint64_t tensor, uint64_t index)
+{
+    uint64_t key[2] = {tensor, index};
+    uint64_t h = XXH3_64bits_withSeed(key, sizeof(key), seed);
+
+    return (float)((double)(h >> 40) * (1.0 / 8388608.0) - 1.0); /* 24 bits -> [-1, 1) */
+}
+
+/* ------------------------------------------------------------ shape -- */
+
+static int en_check(const char *field, uint64_t v, uint64_t lo, uint64_t hi)
+{
+    if (v < lo || v > hi) {
+        st_error("model config refused field=%s value=%llu min=%llu max=%llu", field,
+                 (unsigned long long)v, (unsigned long long)lo, (unsigned long long)hi);
+        return -1;
+    }
+    return 0;
+}
+
+static st_status_t en_validate(const st_model_config_t *c, int *n_kda, int *n_dsa)
+{
+    size_t n = strnlen(c->pattern, sizeof(c->pattern));
+    int bad = 0;
+
+    *n_kda = *n_dsa = 0;
+    if (n == 0 || n > ST_MODEL_MAX_LAYERS) {
+        st_error("model config refused field=pattern reason=\"1 to %d letters K or D\"",
+                 ST_MODEL_MAX_LAYERS);
+        return ST_ERR_INVALID;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (c->pattern[i] == 'K') {
+            (*n_kda)++;
+        } else if (c->pattern[i] == 'D') {
+            (*n_dsa)++;
+        } else {
+            st_error("model config refused field=pattern position=%zu letter=0x%02x "
+                     "reason=\"only K (KDA) and D (DSA)\"",
+                     i, (unsigned)(unsigned char)c->pattern[i]);
+            return ST_ERR_INVALID;
+        }
+    }
+    bad |= en_check("d_model", c->d_model, 8, 16384);
+    bad |= en_check("vocab", c->vocab, 2, 1u << 22);
+    bad |= en_check("block_tokens", c->block_tokens, 16, 4096);
+    if (!bad && c->block_tokens % 16 != 0) {
+        st_error("model config refused field=block_tokens value=%u reason=\"a multiple of 16\"",
+                 c->block_tokens);
+        bad = 1;
+    }
+    if (*n_kda > 0) {
+        bad |= en_check("kda_heads", c->kda_heads, 1, 256);
+        bad |= en_check("kda_head_dim", c->kda_head_dim, 1, 512);
+    }
+    if (*n_dsa > 0) {
+        bad |= en_check("dsa_heads", c->dsa_heads, 1, 256);
+        bad |= en_check("dsa_latent", c->dsa_latent, 1, 4096);
+        bad |= en_check("dsa_rope", c->dsa_rope, 0, 1024);
+        if (c->dsa_rope % 2 != 0) {
+            st_error("model config refused field=dsa_rope value=%u reason=\"even\"", c->dsa_rope);
+            bad = 1;
+        }
+        bad |= en_check("idx_heads", c->idx_heads, 1, 64);
+        bad |= en_check("idx_dim", c->idx_dim, 1, 1024);
+        bad |= en_check("topk", c->topk, 1, 1u << 20);
+    }
+    bad |= en_check("ffn_hidden", c->ffn_hidden, 1, 65536);
+    bad |= en_check("moe_experts", c->moe_experts, 0, 256);
+    if (c->moe_experts > 0) {
+        bad |= en_check("moe_topk", c->moe_topk, 1, c->moe_experts);
+    }
+    return bad ? ST_ERR_INVALID : ST_OK;
+}
+
+/* ---------------------------------------------------------- weights -- */
+
+typedef struct en_alloc {
+    float *base; /* NULL: only count */
+    size_t used;
+    uint64_t seed;
+    uint64_t tensor;
+} en_alloc_t;
+
+/* Takes n floats for the next tensor and fills them: scale * U[-1,1) + bias. */
+static float *en_tensor(en_alloc_t *a, size_t n, float scale, float bias)
+{
+    float *t = a->base ? a->base + a->used : NULL;
+    uint64_t id = a->tensor++;
+
+    if (t) {
+        for (size_t i = 0; i < n; i++) {
+            t[i] = bias + scale * en_rand(a->seed, id, i);
+        }
+    }
+    a->used += n;
+    return t;
+}
+
+static float en_fan(size_t in)
+{
+    return (float)(1.0 / sqrt((double)in));
+}
+
+static void en_layout(st_model_t *m, en_alloc_t *a)
+{
+    const st_model_config_t *c = &m->cfg;
+    size_t d = c->d_model, F = c->ffn_hidden;
+    size_t hk = (size_t)c->kda_heads * c->kda_head_dim;
+    size_t dq = (size_t)c->dsa_heads * (size_t)m->row;
+    size_t di = (size_t)c->idx_heads * c->idx_dim;
+
+    m->emb = en_tensor(a, (size_t)c->vocab * d, 1.0f, 0.0f);
+    for (int l = 0; l < m->n_layers; l++) {
+        en_layer_t *L = &m->layer[l];
+
+        a->tensor = 1000u * (uint64_t)(l + 1); /* ids do not depend on other layers */
+        L->ln_attn = en_tensor(a, d, 0.1f, 1.0f);
+        L->ln_ffn = en_tensor(a, d, 0.1f, 1.0f);
+        if (L->kind == 'K') {
+            L->kq = en_tensor(a, d * hk, en_fan(d), 0.0f);
+            L->kk = en_tensor(a, d * hk, en_fan(d), 0.0f);
+            L->kv = en_tensor(a, d * hk, en_fan(d), 0.0f);
+            L->kg = en_tensor(a, d * hk, en_fan(d), 0.0f);
+            L->kb = en_tensor(a, d * c->kda_heads, en_fan(d), 0.0f);
+            L->ko = en_tensor(a, hk * d, en_fan(hk), 0.0f);
+        } else {
+            L->dkv = en_tensor(a, d * (size_t)m->row, en_fan(d), 0.0f);
+            L->dq = en_tensor(a, d * dq, en_fan(d), 0.0f);
+            L->dik = en_tensor(a, d * c->idx_dim, en_fan(d), 0.0f);
+            L->diq = en_tensor(a, d * di, en_fan(d), 0.0f);
+            L->diw = en_tensor(a, d * c->idx_heads, en_fan(d), 0.0f);
+            L->dout = en_tensor(a, (size_t)c->dsa_heads * c->dsa_latent * d,
+                                en_fan((size_t)c->dsa_heads * c->dsa_latent), 0.0f);
+        }
+        L->router = c->moe_experts ? en_tensor(a, d * c->moe_experts, en_fan(d), 0.0f) : NULL;
+        for (int e = 0; e < m->n_exp; e++) {
+            float *w1 = en_tensor(a, d * F, en_fan(d), 0.0f);
+            float *w3 = en_tensor(a, d * F, en_fan(d), 0.0f);
+            float *w2 = en_tensor(a, F * d, en_fan(F), 0.0f);
+
+            if (a->base) {
+                L->w1[e] = w1;
+                L->w3[e] = w3;
+                L->w2[e] = w2;
+            }
+        }
+    }
+    a->tensor = 999u;
+    m->ln_final = en_tensor(a, d, 0.1f, 1.0f);
+    m->w_out = en_tensor(a, d * c->vocab, en_fan(d), 0.0f);
+}
+
+st_status_t st_model_create(const st_model_config_t *cfg, st_model_t **model_p)
+{
+    st_model_t *m;
+    en_alloc_t a = {0};
+    int n_kda, n_dsa;
+    st_status_t s;
+
+    if (!cfg || !model_p) {
+        st_error("st_model_create: NULL argument");
+        return ST_ERR_INVALID;
+    }
+    s = en_validate(cfg, &n_kda, &n_dsa);
+    if (s != ST_OK) {
+        return s;
+    }
+    m = calloc(1, sizeof(*m));
+    if (!m) {
+        return ST_ERR_NOMEM;
+    }
+    m->cfg = *cfg;
+    m->n_layers = (int)strnlen(cfg->pattern, sizeof(cfg->pattern));
+    m->n_kda = n_kda;
+    m->n_dsa = n_dsa;
+    m->row = (int)(cfg->dsa_latent + cfg->dsa_rope);
+    m->n_exp = cfg->moe_experts ? (int)cfg->moe_experts : 1;
+    m->ptrs = calloc((size_t)m->n_layers * 3 * (size_t)m->n_exp, sizeof(float *));
+    if (!m->ptrs) {
+        goto err_nomem;
+    }
+    for (int l = 0, nk = 0, nd = 0; l < m->n_layers; l++) {
+        en_layer_t *L = &m->layer[l];
+
+        L->kind = cfg->pattern[l];
+        L->sub = L->kind == 'K' ? nk++ : nd++;
+        L->w1 = m->ptrs + (size_t)l * 3 * (size_t)m->n_exp;
+        L->w3 = L->w1 + m->n_exp;
+        L->w2 = L->w3 + m->n_exp;
+    }
+    a.seed = cfg->seed;
+    en_layout(m, &a); /* count */
+    m->arena = malloc(a.used * sizeof(float));
+    if (!m->arena) {
+        st_error("model weights do not fit floats=%zu", a.used);
+        goto err_nomem;
+    }
+    a.base = m->arena;
+    a.used = 0;
+    a.tensor = 0;
+    en_layout(m, &a); /* assign and fill */
+    {
+        /* The fingerprint covers the shape and the seed (the weights follow). */
+        st_model_config_t c = *cfg;
+
+        memset(c.pattern, 0, sizeof(c.pattern));
+        memcpy(c.pattern, cfg->pattern, (size_t)m->n_layers);
+        m->fingerprint = XXH3_64bits(&c, sizeof(c));
+    }
+    *model_p = m;
+    return ST_OK;
+
+err_nomem:
+    free(m->ptrs);
+    free(m);
+    return ST_ERR_NOMEM;
+}
+
+void st_model_free(st_model_t *model)
+{
+    if (model) {
+        free(model->arena);
+        free(model->ptrs);
+        free(model);
+    }
+}
+
+const st_model_config_t *st_model_config(const st_model_t *model)
+{
+    return &model->cfg;
+}
+
+uint64_t st_model_fingerprint(const st_model_t *model)
+{
+    return model->fingerprint;
+}
+
+/* ---------------------------------------------------------- forward -- */
+
+/* y[0..out) = sum_i x[i] * W[i][0..out) (W stored [in][out]). */
+static void en_matvec(const float *W, const float *x, int in, int out, float *y)
+{
+    memset(y, 0, sizeof(float) * (size_t)out);
+    for (int i = 0; i < in; i++) {
+        const float *w = W + (size_t)i * (size_t)out;
+        float xi = x[i];
+
+        for (int o = 0; o < out; o++) {
+            y[o] += xi * w[o];
+        }
+    }
+}
+
+/* Rotates the pairs of v[0..n) by angles pos * 10000^(-2i/n). */
+static void en_rope(float *v, int n, size_t pos)
+{
+    for (int i = 0; i < n / 2; i++) {
+        double theta = (double)pos * pow(10000.0, -2.0 * i / (double)n);
+        float c = (float)cos(theta), s = (float)sin(theta);
+        float a = v[2 * i], b = v[2 * i + 1];
+
+        v[2 * i] = a * c - b * s;
+        v[2 * i + 1] = a * s + b * c;
+    }
+}
+
+static float en_softplus(float x)
+{
+    return x > 20.0f ? x : log1pf(expf(x));
+}
+
+void en_moe_route(const float *logits, int n, int k, int *idx, float *weight)
+{
+    float mx, sum = 0.0f;
+
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+
+        for (int e = 0; e < n; e++) {
+            int taken = 0;
+
+            for (int t = 0; t < j; t++) {
+                taken |= idx[t] == e;
+            }
+            if (!taken && (best < 0 || logits[e] > logits[best])) {
+                best = e;
+            }
+        }
+        idx[j] = best;
+    }
+    mx = logits[idx[0]];
+    for (int j = 0; j < k; j++) {
+        weight[j] = expf(logits[idx[j]] - mx);
+        sum += weight[j];
+    }
+    for (int j = 0; j < k; j++) {
+        weight[j] /= sum;
+    }
+}
+
+static st_status_t en_kda_layer(st_seq_t *s, const en_layer_t *L)
+{
+    const st_model_config_t *c = &s->m->cfg;
+    int d = (int)c->d_model, H = (int)c->kda_heads, hd = (int)c->kda_head_dim, hk = H * hd;
+    float *state = s->kda + (size_t)L->sub * (size_t)H * (size_t)hd * (size_t)hd;
+    st_status_t st;
+
+    en_matvec(L->kq, s->xn, d, hk, s->q);
+    en_matvec(L->kk, s->xn, d, hk, s->k);
+    en_matvec(L->kv, s->xn, d, hk, s->v);
+    en_matvec(L->kg, s->xn, d, hk, s->g);
+    en_matvec(L->kb, s->xn, d, H, s->beta);
+    for (int i = 0; i < hk; i++) {
+        s->g[i] = -en_softplus(s->g[i] - 1.0f); /* log-decay <= 0, about -0.3 */
+    }
+    for (int h = 0; h < H; h++) {
+        s->beta[h] = 1.0f / (1.0f + expf(-s->beta[h]));
+    }
+    st = st_cpu_kda_decode(state, s->q, s->k, s->v, s->g, s->beta, H, hd, hd, EN_G_LO, s->o);
+    if (st != ST_OK) {
+        return st;
+    }
+    en_matvec(L->ko, s->o, hk, d, s->att);
+    return ST_OK;
+}
+
+static st_status_t en_dsa_layer(st_seq_t *s, const en_layer_t *L, size_t pos)
+{
+    const st_model_t *m = s->m;
+    const st_model_config_t *c = &m->cfg;
+    en_dsa_store_t *st = &s->dsa[L->sub];
+    int d = (int)c->d_model, row = m->row, H = (int)c->dsa_heads, dv = (int)c->dsa_latent;
+    int Hi = (int)c->idx_heads, di = (int)c->idx_dim, B = (int)c->block_tokens;
+    float *kv_row = st->kv + pos * (size_t)row;
+    float *key = st->keys + pos * (size_t)di;
+    float *sum = st->summary + (pos / (size_t)B) * 2u * (size_t)di;
+    size_t n_keys = pos + 1, open = pos - pos % (size_t)B;
+    int k = (int)(c->topk < n_keys ? c->topk : n_keys), na = 0, nb = 0;
+    float wscale = (float)(1.0 / sqrt((double)Hi));
+    st_status_t r;
+
+    /* This token's latent row (rope part rotated) and indexer key. */
+    en_matvec(L->dkv, s->xn, d, row, kv_row);
+    en_rope(kv_row + dv, (int)c->dsa_rope, pos);
+    en_matvec(L->dik, s->xn, d, di, key);
+    for (int j = 0; j < di; j++) {
+        if (pos % (size_t)B == 0) {
+            sum[j] = sum[di + j] = key[j];
+        } else {
+            sum[j] = key[j] < sum[j] ? key[j] : sum[j];
+            sum[di + j] = key[j] > sum[di + j] ? key[j] : sum[di + j];
+        }
+    }
+    /* Indexer: select the top-k rows of all history, two-stage. */
+    en_matvec(L->diq, s->xn, d, Hi * di, s->tmp);
+    en_matvec(L->diw, s->xn, d, Hi, s->w);
+    for (int j = 0; j < Hi; j++) {
+        s->w[j] *= wscale;
+    }
+    r = st_cpu_indexer_topk(s->tmp, s->w, Hi, di, st->keys, (int)n_keys, B, st->summary, k, s->sel,
+                            NULL, NULL);
+    if (r != ST_OK) {
+        return r;
+    }
+    /* Rows of closed blocks (those the cache holds) and of the open block:
+     * two partials, merged by their log-sum-exp. */
+    for (int i = 0; i < k; i++) {
+        const float *p = st->kv + (size_t)s->sel[i] * (size_t)row;
+
+        if ((size_t)s->sel[i] < open) {
+            s->rows_a[na++] = p;
+        } else {
+            s->rows_b[nb++] = p;
+        }
+    }
+    en_matvec(L->dq, s->xn, d, H * row, s->q);
+    for (int h = 0; h < H; h++) {
+        en_rope(s->q + (size_t)h * (size_t)row + dv, (int)c->dsa_rope, pos);
+    }
+    {
+        float scale = (float)(1.0 / sqrt((double)row));
+
+        r = st_cpu_sparse_attn(s->q, H, row, dv, s->rows_a, na, scale, s->o, s->lse_a);
+        if (r == ST_OK) {
+            r = st_cpu_sparse_attn(s->q, H, row, dv, s->rows_b, nb, scale, s->out_b, s->lse_b);
+        }
+        if (r == ST_OK) {
+            r = st_cpu_lse_merge(s->o, s->lse_a, s->out_b, s->lse_b, H, dv);
+        }
+        if (r != ST_OK) {
+            return r;
+        }
+    }
+    en_matvec(L->dout, s->o, H * dv, d, s->att);
+    return ST_OK;
+}
+
+static void en_ffn(st_seq_t *s, const en_layer_t *L)
+{
+    const st_model_config_t *c = &s->m->cfg;
+    int d = (int)c->d_model, F = (int)c->ffn_hidden;
+    int idx[256], n = 1;
+    float wt[256];
+
+    if (L->router) {
+        en_matvec(L->router, s->xn, d, (int)c->moe_experts, s->router);
+        en_moe_route(s->router, (int)c->moe_experts, (int)c->moe_topk, idx, wt);
+        n = (int)c->moe_topk;
+    } else {
+        idx[0] = 0;
+        wt[0] = 1.0f;
+    }
+    memset(s->x, 0, sizeof(float) * (size_t)d);
+    for (int j = 0; j < n; j++) {
+        int e = idx[j];
+
+        en_matvec(L->w1[e], s->xn, d, F, s->h1);
+        en_matvec(L->w3[e], s->xn, d, F, s->h3);
+        for (int i = 0; i < F; i++) {
+            float a = s->h1[i];
+
+            s->h1[i] = a / (1.0f + expf(-a)) * s->h3[i]; /* SiLU gate */
+        }
+        en_matvec(L->w2[e], s->h1, F, d, s->tmp);
+        for (int i = 0; i < d; i++) {
+            s->x[i] += wt[j] * s->tmp[i];
+        }
+    }
+}
+
+st_status_t st_seq_forward(st_seq_t *seq, uint32_t token, float *logits)
+{
+    const st_model_t *m;
+    int d;
+    size_t pos;
+    st_status_t r;
+
+    if (!seq) {
+        return ST_ERR_INVALID;
+    }
+    m = seq->m;
+    d = (int)m->cfg.d_model;
+    if (token >= m->cfg.vocab) {
+        st_error("token out of range token=%u vocab=%u", token, m->cfg.vocab);
+        return ST_ERR_INVALID;
+    }
+    pos = seq->len;
+    r = en_seq_reserve(seq, pos + 1);
+    if (r != ST_OK) {
+        return r;
+    }
+    memcpy(seq->x, m->emb + (size_t)token * (size_t)d, sizeof(float) * (size_t)d);
+    memset(seq->res, 0, sizeof(float) * (size_t)d);
+    for (int l = 0; l < m->n_layers; l++) {
+        const en_layer_t *L = &m->layer[l];
+
+        st_cpu_rmsnorm_residual(seq->x, seq->res, L->ln_attn, 1, d, EN_EPS, seq->xn);
+        r = L->kind == 'K' ? en_kda_layer(seq, L) : en_dsa_layer(seq, L, pos);
+        if (r != ST_OK) {
+            st_error("forward failed layer=%d pos=%zu status=%s", l, pos, st_status_name(r));
+            return r;
+        }
+        st_cpu_rmsnorm_residual(seq->att, seq->res, L->ln_ffn, 1, d, EN_EPS, seq->xn);
+        en_ffn(seq, L);
+    }
+    st_cpu_rmsnorm_residual(seq->x, seq->res, m->ln_final, 1, d, EN_EPS, seq->xn);
+    if (logits) {
+        en_matvec(m->w_out, seq->xn, d, (int)m->cfg.vocab, logits);
+    }
+    seq->tokens[pos] = token;
+    seq->len = pos + 1;
+    return ST_OK;
+}

@@ -1,0 +1,184 @@
+/*
+ * strata/engine.h - libstrata-engine: a reference hybrid model and the engine
+ * that runs it beside a strata cluster.
+ *
+ * The model interleaves KDA layers (linear attention with a recurrent state)
+ * and DSA layers (sparse attention over latent KV rows chosen by an
+ * indexer), each followed by a dense or mixture-of-experts feed-forward. Its
+ * weights are synthetic and deterministic: a function of the seed and the
+ * shape, generated at creation, no files. It exists so that the cache path
+ * (block objects, KDA checkpoints, resume, fallback) can be exercised and
+ * checked for numerical consistency end to end. docs/engine.md describes the
+ * model, the object layouts and what resumes how.
+ *
+ * Memory: the caller owns what it passes in; st_model_t, st_seq_t and
+ * st_engine_t are owned by the library until freed. Nothing keeps a pointer to
+ * a caller's buffer after the call returns, except the objects named as
+ * borrowed (the model of a sequence or engine, the client of an engine),
+ * which must outlive their user.
+ *
+ * Threads: a model is read-only after creation and may be shared by any
+ * number of threads. A sequence or an engine must be used by one thread at a
+ * time.
+ */
+#ifndef STRATA_ENGINE_H
+#define STRATA_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "strata/status.h"
+#include "strata/strata.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ST_MODEL_MAX_LAYERS 64
+
+/*
+ * The shape of a model. Fill it with st_model_config_default() and change
+ * the fields you need; st_model_create() checks every field.
+ */
+typedef struct st_model_config {
+    char pattern[ST_MODEL_MAX_LAYERS + 1]; /* one letter per layer: 'K' = KDA, 'D' = DSA */
+    uint32_t d_model;                      /* width of the residual stream */
+    uint32_t vocab;                        /* token ids are 0..vocab-1 */
+    uint32_t block_tokens;                 /* tokens per cached block, a multiple of 16 */
+    /* KDA layers */
+    uint32_t kda_heads;
+    uint32_t kda_head_dim; /* dk = dv */
+    /* DSA layers: MLA-style shared latent rows (latent + rope) per token */
+    uint32_t dsa_heads;
+    uint32_t dsa_latent; /* d_v: the value part of a row */
+    uint32_t dsa_rope;   /* rotary part of a row (even); d_qk = latent + rope */
+    uint32_t idx_heads;  /* indexer heads */
+    uint32_t idx_dim;    /* indexer key width */
+    uint32_t topk;       /* rows each query attends to */
+    /* feed-forward, after every layer */
+    uint32_t ffn_hidden;  /* dense: hidden width; MoE: width of each expert */
+    uint32_t moe_experts; /* 0: dense; otherwise the number of experts */
+    uint32_t moe_topk;    /* experts per token (1..moe_experts) */
+    uint64_t seed;        /* weights are a pure function of (seed, shape) */
+} st_model_config_t;
+
+typedef struct st_model st_model_t;
+typedef struct st_seq st_seq_t;
+
+/*
+ * The default shape, small enough to run on two CPU cores: pattern "KDKD",
+ * d_model 128, vocab 512, block 64, KDA 2 heads of 32, DSA 4 heads over rows
+ * of 64 + 16, indexer 4 heads of 32, top-k 128, MoE of 4 experts of 128 with
+ * top-2 routing, seed 1. Never fails.
+ */
+ST_API void st_model_config_default(st_model_config_t *cfg);
+
+/*
+ * Checks cfg and builds the model with its synthetic weights.
+ * Returns ST_OK with *model_p set; ST_ERR_INVALID (a field out of range: the
+ * error log line names the field and the limit); ST_ERR_NOMEM.
+ */
+ST_API st_status_t st_model_create(const st_model_config_t *cfg, st_model_t **model_p);
+
+/* Frees a model (NULL is fine). No sequence or engine may still use it. */
+ST_API void st_model_free(st_model_t *model);
+
+/* The shape the model was built with. */
+ST_API const st_model_config_t *st_model_config(const st_model_t *model);
+
+/* A 64-bit fingerprint of (shape, seed); stored in KDA checkpoints. */
+ST_API uint64_t st_model_fingerprint(const st_model_t *model);
+
+/*
+ * Creates an empty sequence of the model (borrowed). Returns ST_OK,
+ * ST_ERR_INVALID (NULL), ST_ERR_NOMEM.
+ */
+ST_API st_status_t st_seq_create(const st_model_t *model, st_seq_t **seq_p);
+ST_API void st_seq_free(st_seq_t *seq);
+
+/* Empties the sequence (keeps its memory). */
+ST_API void st_seq_reset(st_seq_t *seq);
+
+/* Tokens in the sequence so far. */
+ST_API size_t st_seq_length(const st_seq_t *seq);
+
+/*
+ * Appends one token and runs it through every layer. When logits is not NULL
+ * it receives vocab floats: the model's prediction for the next token.
+ * Returns ST_OK; ST_ERR_INVALID (token >= vocab; the sequence is unchanged);
+ * ST_ERR_NOMEM (the stores could not grow: the sequence is unchanged; or a
+ * kernel's scratch could not be allocated: the sequence is then undefined
+ * and must be reset).
+ */
+ST_API st_status_t st_seq_forward(st_seq_t *seq, uint32_t token, float *logits);
+
+/* ---- the engine ---------------------------------------------------------- */
+
+enum st_engine_field {
+    ST_ENGINE_FIELD_CLIENT = 1u << 0,
+    ST_ENGINE_FIELD_KDA_INTERVAL = 1u << 1,
+    ST_ENGINE_FIELD_ON_LOOKUP = 1u << 2,
+};
+
+typedef struct st_engine_params {
+    uint64_t field_mask;
+    st_client_t *client;   /* borrowed; NULL or absent: no cache, always recompute */
+    uint32_t kda_interval; /* blocks between KDA checkpoints, default 16 */
+    /* Called after each lookup, before the objects are fetched (tests use it
+     * to kill a node in the middle of a resume). */
+    void (*on_lookup)(void *arg, const st_lookup_result_t *result);
+    void *on_lookup_arg;
+} st_engine_params_t;
+
+/* What one st_engine_run did. */
+typedef struct st_engine_stats {
+    uint64_t lookup_resumable; /* resumable blocks the first lookup reported */
+    uint64_t resumed_blocks;   /* blocks restored from the cache */
+    uint64_t computed_tokens;  /* prompt tokens run through the model */
+    uint64_t lookups;          /* lookups made (more than 1 after a failed fetch) */
+    uint64_t fetch_misses;     /* fetched objects that missed or failed */
+    uint64_t objects_written;  /* KV, IDX and KDA objects stored */
+    uint64_t kda_written;      /* KDA checkpoints among them */
+    uint64_t write_failures;   /* objects the cluster did not store */
+} st_engine_stats_t;
+
+typedef struct st_engine st_engine_t;
+
+/*
+ * Creates an engine for the model (borrowed). Returns ST_OK;
+ * ST_ERR_INVALID (NULL model, kda_interval 0, a client whose block size
+ * differs from the model's); ST_ERR_NOMEM.
+ */
+ST_API st_status_t st_engine_create(const st_model_t *model, const st_engine_params_t *params,
+                                    st_engine_t **engine_p);
+
+/* Frees the engine (waits for its writes). NULL is fine. */
+ST_API void st_engine_free(st_engine_t *engine);
+
+/*
+ * Runs one request: the prompt tokens[0..n_tokens), then n_decode greedy
+ * (argmax) decode steps. With a client: resumes from the longest resumable
+ * cached prefix of the prompt (recomputing what fails to load), writes the KV
+ * and IDX objects of each full block it computes while it goes on, a KDA
+ * checkpoint every kda_interval blocks and at the prompt's last full block,
+ * and waits for its writes before returning.
+ * @param[out] logits     vocab floats: the logits after the last prompt token
+ *                        (may be NULL)
+ * @param[out] out_ids    n_decode generated ids (may be NULL when n_decode is 0)
+ * @param[out] stats      what happened (may be NULL)
+ * The prompt's last token is always computed (its logits are the answer),
+ * so a prompt of whole blocks resumes at most at its next-to-last block.
+ * Tokens generated by decode are not written to the cluster.
+ * Returns ST_OK (cache failures are not errors: a miss, a dead node or a
+ * refused write falls back to recomputing or skipping the write, is logged
+ * and counted in stats); ST_ERR_INVALID (NULL engine or tokens, n_tokens 0,
+ * a token out of range, out_ids NULL with n_decode > 0); ST_ERR_NOMEM.
+ */
+ST_API st_status_t st_engine_run(st_engine_t *engine, const uint32_t *tokens, size_t n_tokens,
+                                 uint32_t n_decode, float *logits, uint32_t *out_ids,
+                                 st_engine_stats_t *stats);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* STRATA_ENGINE_H */
