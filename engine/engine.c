@@ -318,13 +318,36 @@ static uint32_t en_argmax(const float *v, uint32_t n)
     return best;
 }
 
+/* chain[b] from chain[b - 1] and the sequence's tokens of block b. */
+static st_status_t en_hash_block(st_engine_t *e, st_hash_t *chain, size_t b)
+{
+    size_t B = e->m->cfg.block_tokens, nb = 0;
+    st_hash_t first;
+    st_status_t r;
+
+    if (b > 0) {
+        r = st_hash_block(&chain[b - 1], e->seq->tokens + b * B, (uint32_t)B, NULL, NULL, 0,
+                          &chain[b]);
+    } else {
+        /* Block 0 hangs off the namespace seed, which only the client knows. */
+        r = st_client_hash(e->client, e->seq->tokens, B, NULL, 0, &first, 1, &nb);
+        if (r == ST_OK) {
+            chain[0] = first;
+        }
+    }
+    if (r != ST_OK) {
+        st_warn("hashing a decoded block failed block=%zu status=%s", b, st_status_name(r));
+    }
+    return r;
+}
+
 st_status_t st_engine_run(st_engine_t *e, const uint32_t *tokens, size_t n_tokens,
                           uint32_t n_decode, float *logits, uint32_t *out_ids,
                           st_engine_stats_t *stats_p)
 {
     const st_model_t *m;
     st_engine_stats_t stats = {0};
-    size_t B, n_full = 0, start = 0, n_look;
+    size_t B, n_full = 0, n_turn = 0, start = 0, n_look;
     st_hash_t *chain = NULL;
     float *lg = NULL;
     st_status_t r = ST_OK;
@@ -350,16 +373,18 @@ st_status_t st_engine_run(st_engine_t *e, const uint32_t *tokens, size_t n_token
         return ST_ERR_NOMEM;
     }
     st_seq_reset(e->seq);
-    if (e->client && n_tokens >= B) {
+    if (e->client && (n_tokens + n_decode) / B > 0) {
         size_t nb = 0;
 
         n_full = n_tokens / B;
-        chain = malloc(sizeof(*chain) * n_full);
+        n_turn = (n_tokens + n_decode) / B;
+        chain = malloc(sizeof(*chain) * n_turn);
         if (!chain) {
             free(lg);
             return ST_ERR_NOMEM;
         }
-        r = st_client_hash(e->client, tokens, n_full * B, NULL, 0, chain, n_full, &nb);
+        r = n_full ? st_client_hash(e->client, tokens, n_full * B, NULL, 0, chain, n_full, &nb)
+                   : ST_OK;
         if (r != ST_OK || nb != n_full) {
             st_error("hashing the prompt failed status=%s", st_status_name(r));
             free(chain);
@@ -380,8 +405,8 @@ st_status_t st_engine_run(st_engine_t *e, const uint32_t *tokens, size_t n_token
         if (chain && (t + 1) % B == 0) {
             size_t b = (t + 1) / B - 1;
 
-            en_put_block(e, chain, n_full, b, (b + 1) % e->interval == 0 || b + 1 == n_full,
-                         &stats);
+            en_put_block(e, chain, n_full, b,
+                         (b + 1) % e->interval == 0 || b + 1 == n_full || b + 1 == n_turn, &stats);
             en_put_reap(e, 0, &stats);
         }
     }
@@ -389,10 +414,24 @@ st_status_t st_engine_run(st_engine_t *e, const uint32_t *tokens, size_t n_token
         memcpy(logits, lg, sizeof(float) * m->cfg.vocab);
     }
     for (uint32_t i = 0; i < n_decode; i++) {
+        size_t len;
+
         out_ids[i] = en_argmax(lg, m->cfg.vocab);
         r = st_seq_forward(e->seq, out_ids[i], lg);
         if (r != ST_OK) {
             goto out;
+        }
+        len = st_seq_length(e->seq);
+        if (chain && len % B == 0) {
+            /* A block of the reply completed: name it and write it, with the
+             * end-of-turn checkpoint when it is the turn's last full block. */
+            size_t b = len / B - 1;
+
+            if (en_hash_block(e, chain, b) == ST_OK) {
+                en_put_block(e, chain, b + 1, b, (b + 1) % e->interval == 0 || b + 1 == n_turn,
+                             &stats);
+                en_put_reap(e, 0, &stats);
+            }
         }
     }
 out:

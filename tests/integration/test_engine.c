@@ -140,7 +140,7 @@ static st_engine_stats_t run_and_compare(fixture_t *f, const uint32_t *tok, size
     return s;
 }
 
-/* A cold turn through the cached engine alone (the cold case is compared in test_turns). */
+/* A cold turn through the cached engine alone (the cold case is compared in test_resume_turns). */
 static void write_turn(fixture_t *f, const uint32_t *tok, size_t n)
 {
     st_engine_stats_t s;
@@ -157,7 +157,7 @@ static void write_turn(fixture_t *f, const uint32_t *tok, size_t n)
  * blocks but the last checkpoint inside it is after block 3, so it resumes
  * at block 4, between checkpoints.
  */
-static void test_turns(void **state)
+static void test_resume_turns(void **state)
 {
     fixture_t *f = *state;
     uint32_t *t1 = prompt(NULL, 0, 900, 1), *t3 = prompt(t1, 420, 700, 3);
@@ -186,8 +186,35 @@ static void test_turns(void **state)
     free(t3);
 }
 
+/*
+ * A conversation: turn 1 is a 600-token prompt and a 100-token reply (the
+ * reply completes block 9, written with the end-of-turn checkpoint); turn 2
+ * is turn 1's prompt, the reply and 200 new tokens, and resumes after the
+ * reply.
+ */
+static void test_resume_after_reply(void **state)
+{
+    fixture_t *f = *state;
+    uint32_t *t = prompt(NULL, 0, 900, 41), ids[100], ids_ref[100];
+    float lc[VOCAB], lr[VOCAB];
+    st_engine_stats_t s;
+
+    assert_int_equal(st_engine_run(f->cached, t, 600, 100, lc, ids, &s), ST_OK);
+    assert_int_equal(st_engine_run(f->ref, t, 600, 100, lr, ids_ref, NULL), ST_OK);
+    assert_memory_equal(ids, ids_ref, sizeof(ids));
+    assert_memory_equal(lc, lr, sizeof(lc));
+    assert_int_equal(s.kda_written, 4); /* 3, 7, 8 (prompt end), 9 (turn end) */
+    assert_int_equal(s.objects_written, 10 * 2 * 2 + 4);
+    memcpy(t + 600, ids, sizeof(ids));
+    s = run_and_compare(f, t, 900, "turn 2 after a reply");
+    assert_int_equal(s.lookup_resumable, 10);
+    assert_int_equal(s.resumed_blocks, 10);
+    assert_int_equal(s.computed_tokens, 900 - 640);
+    free(t);
+}
+
 /* With the default interval of 16 blocks: resume exactly at a periodic checkpoint. */
-static void test_periodic_checkpoint(void **state)
+static void test_resume_periodic_checkpoint(void **state)
 {
     fixture_t *f = *state;
     st_engine_t *e16 = NULL;
@@ -301,16 +328,20 @@ static void test_node_killed_mid_stream(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_turns, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_periodic_checkpoint, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resume_turns, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resume_after_reply, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resume_periodic_checkpoint, setup, teardown),
         cmocka_unit_test_setup_teardown(test_node_killed_before, setup, teardown),
         cmocka_unit_test_setup_teardown(test_node_killed_mid_stream, setup, teardown),
     };
 
     if (argc < 2) {
-        fprintf(stderr, "usage: test_engine PATH-TO-STRATAD\n");
+        fprintf(stderr, "usage: test_engine PATH-TO-STRATAD [TEST-NAME-PATTERN]\n");
         return 2;
     }
     stratad_path = argv[1];
+    if (argc > 2) {
+        cmocka_set_test_filter(argv[2]); /* ctest runs the cases in two groups */
+    }
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
