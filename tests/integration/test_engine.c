@@ -213,6 +213,45 @@ static void test_resume_after_reply(void **state)
     free(t);
 }
 
+/*
+ * Another model (seed 2, same shape) in the same namespace finds turn 1's
+ * objects, but every KDA checkpoint carries the other model's fingerprint:
+ * each resume attempt fails, and the engine recomputes from the start. (KV
+ * and IDX rows carry no fingerprint, so the namespace, the client's model
+ * name, must name the weights.)
+ */
+static void test_resume_other_model(void **state)
+{
+    fixture_t *f = *state;
+    st_model_config_t mc;
+    st_model_t *m2;
+    st_engine_t *e2, *r2;
+    st_engine_params_t ep = {.field_mask = ST_ENGINE_FIELD_CLIENT | ST_ENGINE_FIELD_KDA_INTERVAL,
+                             .client = f->client,
+                             .kda_interval = 4};
+    uint32_t *t = prompt(NULL, 0, 600, 51);
+    float lc[VOCAB], lr[VOCAB];
+    st_engine_stats_t s;
+
+    write_turn(f, t, 600);
+    st_model_config_default(&mc);
+    mc.seed = 2;
+    assert_int_equal(st_model_create(&mc, &m2), ST_OK);
+    assert_int_equal(st_engine_create(m2, &ep, &e2), ST_OK);
+    assert_int_equal(st_engine_create(m2, NULL, &r2), ST_OK);
+    assert_int_equal(st_engine_run(e2, t, 600, 0, lc, NULL, &s), ST_OK);
+    assert_int_equal(st_engine_run(r2, t, 600, 0, lr, NULL, NULL), ST_OK);
+    assert_int_equal(s.lookup_resumable, 9);
+    assert_int_equal(s.resumed_blocks, 0);
+    assert_true(s.fetch_misses >= 3);
+    assert_true(s.write_failures > 0); /* objects are immutable: other bytes are refused */
+    assert_memory_equal(lc, lr, sizeof(lc));
+    st_engine_free(e2);
+    st_engine_free(r2);
+    st_model_free(m2);
+    free(t);
+}
+
 /* With the default interval of 16 blocks: resume exactly at a periodic checkpoint. */
 static void test_resume_periodic_checkpoint(void **state)
 {
@@ -330,6 +369,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_resume_turns, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_after_reply, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resume_other_model, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_periodic_checkpoint, setup, teardown),
         cmocka_unit_test_setup_teardown(test_node_killed_before, setup, teardown),
         cmocka_unit_test_setup_teardown(test_node_killed_mid_stream, setup, teardown),
