@@ -4,12 +4,19 @@ strata_add_test(test_engine_model SOURCES unit/test_engine_model.c
                 LIBS strata_engine PkgConfig::CMOCKA LABELS unit engine TIMEOUT 120)
 target_include_directories(test_engine_model PRIVATE ${PROJECT_SOURCE_DIR}/engine)
 
-# One executable against three daemons, registered as two tests (resume
-# cases, node failures) so that each stays short under the sanitizers.
+# One executable against three daemons, registered as three tests (resume
+# cases, cache edge cases, node failures; a cmocka filter in argv[2]) so that
+# each stays short under the sanitizers.
 strata_add_test(test_engine SOURCES integration/test_engine.c
                 LIBS strata_engine strata_test_cluster PkgConfig::CMOCKA
                 ARGS $<TARGET_FILE:stratad> "test_resume_*" LABELS integration engine TIMEOUT 300)
 add_dependencies(test_engine stratad)
-add_test(NAME test_engine_faults COMMAND test_engine $<TARGET_FILE:stratad> "test_node_*")
-set_tests_properties(test_engine_faults PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
-                     LABELS "integration;engine")
+foreach(group "cache|test_cache_*" "faults|test_node_*")
+  string(REPLACE "|" ";" group "${group}")
+  list(GET group 0 group_name)
+  list(GET group 1 group_filter)
+  add_test(NAME test_engine_${group_name}
+           COMMAND test_engine $<TARGET_FILE:stratad> "${group_filter}")
+  set_tests_properties(test_engine_${group_name} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                       LABELS "integration;engine")
+endforeach()

@@ -214,13 +214,43 @@ static void test_resume_after_reply(void **state)
 }
 
 /*
+ * Edges: a prompt shorter than a block whose reply completes block 0 (named
+ * from the namespace seed during decode), resumed by the next turn; a prompt
+ * of whole blocks, whose last block is never resumed (its last token must
+ * be computed) and so resumes at the checkpoint before it.
+ */
+static void test_cache_edges(void **state)
+{
+    fixture_t *f = *state;
+    uint32_t *t = prompt(NULL, 0, 700, 61), ids[40];
+    float lg[VOCAB];
+    st_engine_stats_t s;
+
+    assert_int_equal(st_engine_run(f->cached, t, 30, 40, lg, ids, &s), ST_OK);
+    assert_int_equal(s.lookups, 0);
+    assert_int_equal(s.objects_written, 2 * 2 + 1); /* block 0 and its end-of-turn KDA */
+    memcpy(t + 30, ids, sizeof(ids));
+    s = run_and_compare(f, t, 100, "short prompt + reply");
+    assert_int_equal(s.resumed_blocks, 1);
+
+    free(t);
+    t = prompt(NULL, 0, 640, 62);
+    write_turn(f, t, 640);
+    s = run_and_compare(f, t, 640, "whole blocks, again");
+    assert_int_equal(s.lookup_resumable, 8); /* looked up within 9 blocks: checkpoint 7 */
+    assert_int_equal(s.resumed_blocks, 8);
+    assert_int_equal(s.computed_tokens, 128);
+    free(t);
+}
+
+/*
  * Another model (seed 2, same shape) in the same namespace finds turn 1's
  * objects, but every KDA checkpoint carries the other model's fingerprint:
  * each resume attempt fails, and the engine recomputes from the start. (KV
  * and IDX rows carry no fingerprint, so the namespace, the client's model
  * name, must name the weights.)
  */
-static void test_resume_other_model(void **state)
+static void test_cache_other_model(void **state)
 {
     fixture_t *f = *state;
     st_model_config_t mc;
@@ -369,7 +399,8 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_resume_turns, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_after_reply, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_resume_other_model, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cache_edges, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cache_other_model, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_periodic_checkpoint, setup, teardown),
         cmocka_unit_test_setup_teardown(test_node_killed_before, setup, teardown),
         cmocka_unit_test_setup_teardown(test_node_killed_mid_stream, setup, teardown),
