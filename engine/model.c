@@ -237,12 +237,31 @@ st_status_t st_model_create(const st_model_config_t *cfg, st_model_t **model_p)
     a.tensor = 0;
     en_layout(m, &a); /* assign and fill */
     {
-        /* The fingerprint covers the shape and the seed (the weights follow). */
-        st_model_config_t c = *cfg;
+        /* The fingerprint covers the shape and the seed (the weights follow),
+         * field by field so that no padding byte enters it. */
+        uint64_t f[17] = {(uint64_t)m->n_layers,
+                          cfg->d_model,
+                          cfg->vocab,
+                          cfg->block_tokens,
+                          cfg->kda_heads,
+                          cfg->kda_head_dim,
+                          cfg->dsa_heads,
+                          cfg->dsa_latent,
+                          cfg->dsa_rope,
+                          cfg->idx_heads,
+                          cfg->idx_dim,
+                          cfg->topk,
+                          cfg->ffn_hidden,
+                          cfg->moe_experts,
+                          cfg->moe_experts ? cfg->moe_topk : 0,
+                          cfg->seed,
+                          EN_KDA_VERSION};
+        XXH3_state_t st;
 
-        memset(c.pattern, 0, sizeof(c.pattern));
-        memcpy(c.pattern, cfg->pattern, (size_t)m->n_layers);
-        m->fingerprint = XXH3_64bits(&c, sizeof(c));
+        XXH3_64bits_reset(&st);
+        XXH3_64bits_update(&st, cfg->pattern, (size_t)m->n_layers);
+        XXH3_64bits_update(&st, f, sizeof(f));
+        m->fingerprint = XXH3_64bits_digest(&st);
     }
     *model_p = m;
     return ST_OK;
