@@ -257,6 +257,14 @@ static void cd_region_removed(void *ctx, uint32_t ns_id, uint32_t region, void *
     pthread_mutex_unlock(&d->region_lock);
 }
 
+uint64_t cd_daemon_ns_region_epoch(cd_daemon_t *d, const cd_ns_entry_t *e)
+{
+    uint64_t epoch;
+
+    cd_daemon_ns_regions(d, e, NULL, 0, &epoch);
+    return epoch;
+}
+
 uint32_t cd_daemon_ns_regions(cd_daemon_t *d, const cd_ns_entry_t *e, cd_region_t *out,
                               uint32_t max, uint64_t *epoch_p)
 {
@@ -267,7 +275,9 @@ uint32_t cd_daemon_ns_regions(cd_daemon_t *d, const cd_ns_entry_t *e, cd_region_
     t = e->local_id <= CD_MAX_NS ? d->regions[e->local_id] : NULL;
     if (t != NULL) {
         n = t->n < max ? t->n : max;
-        memcpy(out, t->r, sizeof(*out) * n);
+        if (n > 0) {
+            memcpy(out, t->r, sizeof(*out) * n);
+        }
         *epoch_p = t->epoch;
     } else {
         *epoch_p = 0;

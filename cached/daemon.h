@@ -168,6 +168,9 @@ st_status_t cd_daemon_ns_open(cd_daemon_t *d, const char *tenant, const char *mo
 /* Finds a namespace by its wire id; NULL if this daemon does not know it. */
 cd_ns_entry_t *cd_daemon_ns_find(cd_daemon_t *d, uint64_t wire_id);
 
+/* The namespace's region epoch (bumps whenever its regions change). */
+uint64_t cd_daemon_ns_region_epoch(cd_daemon_t *d, const cd_ns_entry_t *e);
+
 /* Copies the namespace's regions under the lock; returns how many. */
 uint32_t cd_daemon_ns_regions(cd_daemon_t *d, const cd_ns_entry_t *e, cd_region_t *out,
                               uint32_t max, uint64_t *epoch_p);

@@ -284,11 +284,7 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
 
         resp->lease_ms = lease_exp > now ? (uint32_t)(lease_exp - now) : 0;
     }
-    {
-        cd_region_t r;
-
-        cd_daemon_ns_regions(d, e, &r, 0, &resp->region_epoch);
-    }
+    resp->region_epoch = cd_daemon_ns_region_epoch(d, e);
     return ST_OK;
 }
 
@@ -382,11 +378,7 @@ st_status_t cd_h_locate(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
 
         resp->lease_ms = lease_exp > now ? (uint32_t)(lease_exp - now) : 0;
     }
-    {
-        cd_region_t r;
-
-        cd_daemon_ns_regions(d, e, &r, 0, &resp->region_epoch);
-    }
+    resp->region_epoch = cd_daemon_ns_region_epoch(d, e);
     return ST_OK;
 }
 
@@ -551,11 +543,7 @@ st_status_t cd_h_reserve(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, Protobuf
         return status;
     }
     resp->ttl_ms = (uint32_t)d->cfg.reservation_ms;
-    {
-        cd_region_t r;
-
-        cd_daemon_ns_regions(d, e, &r, 0, &resp->region_epoch);
-    }
+    resp->region_epoch = cd_daemon_ns_region_epoch(d, e);
     return ST_OK;
 }
 
