@@ -81,16 +81,29 @@ st_status_t st_cpu_kda_decode(float *state, const float *q, const float *k, cons
 
 /* Scratch of one chunk of C <= 64 tokens for one head. */
 typedef struct kn_chunk {
-    float *qn, *kn, *G; /* C x dk: normalised q, k; cumulative log-decay */
-    float *kt, *qt;     /* C x dk: kn * exp(G), qn * exp(G) */
-    float *u;           /* C x dv */
-    float *M, *P;       /* C x C */
-    float *kr;          /* C x dk: kn_j * exp(G_r - G_j), r the last token of j's sub-block */
-    float *diff, *e;    /* dk: exponents and their exp */
-    float *qa, *ka;     /* dk: qn_i, kn_i decayed to a sub-block's end */
+    float *qn, *kn;  /* C x dk: normalised q, k */
+    float *G, *Gl;   /* C x dk: cumulative log-decay as an unevaluated sum G + Gl */
+    float *kt, *qt;  /* C x dk: kn * exp(G), qn * exp(G) */
+    float *u;        /* C x dv */
+    float *M, *P;    /* C x C */
+    float *kr;       /* C x dk: kn_j * exp(G_r - G_j), r the last token of j's sub-block */
+    float *diff, *e; /* dk: exponents and their exp */
+    float *qa, *ka;  /* dk: qn_i, kn_i decayed to a sub-block's end */
 } kn_chunk_t;
 
 #define KN_SUB 16 /* sub-blocks of the chunk for the pairwise decays */
+
+/*
+ * G_a - G_b for rows a and b of the chunk. The cumulative log-decay reaches
+ * -5 x 64 = -320 within a chunk, where one float ulp is 3e-5: a plain difference
+ * of two such sums would put that much relative error on e^(G_a - G_b) exactly
+ * where it matters (a and b close, the factor near 1). The sums are kept as
+ * hi + lo pairs (two-sum), so the difference is good to an ulp of itself.
+ */
+static inline float kn_gdiff(const kn_chunk_t *w, size_t a, size_t b)
+{
+    return (w->G[a] - w->G[b]) + (w->Gl[a] - w->Gl[b]);
+}
 
 /*
  * M_ij (j < i) and P_ij (j <= i). Within a sub-block of 16 tokens, e^(G_i - G_j) is
@@ -105,7 +118,7 @@ static void kn_chunk_pairs(int C, int dk, kn_chunk_t *w)
         int r = (j / KN_SUB) * KN_SUB + KN_SUB - 1;
         r = r < C ? r : C - 1;
         for (int c = 0; c < dk; c++) {
-            w->diff[c] = w->G[(size_t)r * dk + c] - w->G[(size_t)j * dk + c];
+            w->diff[c] = kn_gdiff(w, (size_t)r * dk + c, (size_t)j * dk + c);
         }
         kn_exp_neg(w->diff, w->e, dk);
         for (int c = 0; c < dk; c++) {
@@ -113,13 +126,13 @@ static void kn_chunk_pairs(int C, int dk, kn_chunk_t *w)
         }
     }
     for (int i = 0; i < C; i++) {
-        const float *Gi = w->G + (size_t)i * dk, *qi = w->qn + (size_t)i * dk;
+        const float *qi = w->qn + (size_t)i * dk;
         const float *ki = w->kn + (size_t)i * dk;
         int si = i / KN_SUB;
         for (int sj = 0; sj < si; sj++) { /* earlier sub-blocks, through their last token */
-            const float *Gr = w->G + (size_t)(sj * KN_SUB + KN_SUB - 1) * dk;
+            size_t r = (size_t)(sj * KN_SUB + KN_SUB - 1) * dk;
             for (int c = 0; c < dk; c++) {
-                w->diff[c] = Gi[c] - Gr[c];
+                w->diff[c] = kn_gdiff(w, (size_t)i * dk + c, r + c);
             }
             kn_exp_neg(w->diff, w->e, dk);
             for (int c = 0; c < dk; c++) {
@@ -133,9 +146,9 @@ static void kn_chunk_pairs(int C, int dk, kn_chunk_t *w)
             }
         }
         for (int j = si * KN_SUB; j <= i; j++) { /* the same sub-block, pair by pair */
-            const float *Gj = w->G + (size_t)j * dk, *kj = w->kn + (size_t)j * dk;
+            const float *kj = w->kn + (size_t)j * dk;
             for (int c = 0; c < dk; c++) {
-                w->diff[c] = Gi[c] - Gj[c];
+                w->diff[c] = kn_gdiff(w, (size_t)i * dk + c, (size_t)j * dk + c);
             }
             kn_exp_neg(w->diff, w->e, dk);
             for (int c = 0; c < dk; c++) {
@@ -163,10 +176,14 @@ static void kn_kda_chunk(float *S, const float *q, const float *k, const float *
         kn_l2norm(q + i * sk, w->qn + (size_t)i * dk, dk);
         kn_l2norm(k + i * sk, w->kn + (size_t)i * dk, dk);
         const float *gi = g + i * sk;
-        float *Gi = w->G + (size_t)i * dk;
+        float *Gi = w->G + (size_t)i * dk, *Li = w->Gl + (size_t)i * dk;
         for (int c = 0; c < dk; c++) {
             float gc = gi[c] < g_lo ? g_lo : gi[c];
-            Gi[c] = (i > 0 ? Gi[c - dk] : 0.0f) + gc;
+            float hi = i > 0 ? Gi[c - dk] : 0.0f, lo = i > 0 ? Li[c - dk] : 0.0f;
+            float sum = hi + gc, bv = sum - hi; /* two-sum: hi + gc = sum + err exactly */
+            float err = (hi - (sum - bv)) + (gc - bv);
+            Gi[c] = sum;
+            Li[c] = lo + err;
         }
         kn_exp_neg(Gi, w->e, dk);
         for (int c = 0; c < dk; c++) {
@@ -203,15 +220,14 @@ static void kn_kda_chunk(float *S, const float *q, const float *k, const float *
         }
     }
     /* S_C = Diag(A_C) S_0 + sum_j (k_j * exp(G_C - G_j)) u_j^T */
-    const float *GC = w->G + (size_t)(C - 1) * dk;
-    kn_exp_neg(GC, w->e, dk);
+    const size_t last = (size_t)(C - 1) * dk;
+    kn_exp_neg(w->G + last, w->e, dk);
     for (int c = 0; c < dk; c++) {
         kn_ops.scale(w->e[c], S + (size_t)c * dv, dv);
     }
     for (int j = 0; j < C; j++) {
-        const float *Gj = w->G + (size_t)j * dk;
         for (int c = 0; c < dk; c++) {
-            w->diff[c] = GC[c] - Gj[c];
+            w->diff[c] = kn_gdiff(w, last + c, (size_t)j * dk + c);
         }
         kn_exp_neg(w->diff, w->e, dk);
         for (int c = 0; c < dk; c++) {
@@ -229,7 +245,7 @@ st_status_t st_cpu_kda_prefill(float *state, const float *q, const float *k, con
         return ST_ERR_INVALID;
     }
     size_t per_dk = (size_t)KN_CHUNK * dk;
-    size_t total = 6 * per_dk + (size_t)KN_CHUNK * dv + 2 * KN_CHUNK * KN_CHUNK + 4 * (size_t)dk;
+    size_t total = 7 * per_dk + (size_t)KN_CHUNK * dv + 2 * KN_CHUNK * KN_CHUNK + 4 * (size_t)dk;
     float *buf = malloc(sizeof(float) * total);
     if (!buf) {
         return ST_ERR_NOMEM;
@@ -238,7 +254,8 @@ st_status_t st_cpu_kda_prefill(float *state, const float *q, const float *k, con
     w.qn = buf;
     w.kn = w.qn + per_dk;
     w.G = w.kn + per_dk;
-    w.kt = w.G + per_dk;
+    w.Gl = w.G + per_dk;
+    w.kt = w.Gl + per_dk;
     w.qt = w.kt + per_dk;
     w.u = w.qt + per_dk;
     w.M = w.u + (size_t)KN_CHUNK * dv;

@@ -11,6 +11,13 @@
 #define KK_D 128
 #define KK_C 64
 
+/*
+ * G_a - G_b of the chunk's cumulative log-decay. The sums reach -320, where a
+ * float ulp is 3e-5; kept as hi + lo pairs, their difference is good to an ulp
+ * of itself, which is what e^(G_a - G_b) near 1 needs (kernels/kda.c does the same).
+ */
+#define KK_GDIFF(sm, a, b, c) (((sm)->G[a][c] - (sm)->G[b][c]) + ((sm)->Gl[a][c] - (sm)->Gl[b][c]))
+
 /* Sum of v over the CTA's 128 threads; red holds 4 floats. */
 __device__ __forceinline__ float kk_sum128(float v, float *red)
 {
@@ -74,7 +81,8 @@ extern "C" st_status_t st_cuda_kda_decode(float *state, const float *q, const fl
 struct kk_smem {
     float qn[KK_C][KK_D];
     float kn[KK_C][KK_D]; /* normalised k; at the end of a chunk k * exp(G_C - G_j) */
-    float G[KK_C][KK_D];  /* cumulative log-decay within the chunk */
+    float G[KK_C][KK_D];  /* cumulative log-decay within the chunk, as G + Gl (two-sum) */
+    float Gl[KK_C][KK_D];
     float M[KK_C][KK_C];
     float P[KK_C][KK_C];
     float u[KK_C][KK_D];
@@ -99,7 +107,7 @@ __global__ void __launch_bounds__(KK_D)
     for (int t0 = 0; t0 < n_tok; t0 += KK_C) {
         const int C = min(KK_C, n_tok - t0);
         /* Normalise q and k, cumulative log-decay (thread e = channel e). */
-        float Gc = 0.0f;
+        float Gc = 0.0f, Gl = 0.0f;
         for (int i = 0; i < C; i++) {
             size_t o = (size_t)(t0 + i) * sk + (size_t)h * KK_D + e;
             float qe = q[o], ke = k[o];
@@ -107,8 +115,12 @@ __global__ void __launch_bounds__(KK_D)
             float nk = kk_sum128(ke * ke, sm->red);
             sm->qn[i][e] = qe * rsqrtf(nq + 1e-12f);
             sm->kn[i][e] = ke * rsqrtf(nk + 1e-12f);
-            Gc += fmaxf(g[o], g_lo);
+            float gc = fmaxf(g[o], g_lo);
+            float sum = Gc + gc, bv = sum - Gc; /* two-sum: Gc + gc = sum + err exactly */
+            Gl += (Gc - (sum - bv)) + (gc - bv);
+            Gc = sum;
             sm->G[i][e] = Gc;
+            sm->Gl[i][e] = Gl;
             if (e == 0) {
                 sm->beta[i] = beta[(size_t)(t0 + i) * n_heads + h];
             }
@@ -120,7 +132,7 @@ __global__ void __launch_bounds__(KK_D)
             float mv = 0.0f, pv = 0.0f;
             if (j <= i) {
                 for (int c = 0; c < KK_D; c++) {
-                    float d = __expf(sm->G[i][c] - sm->G[j][c]) * sm->kn[j][c];
+                    float d = __expf(KK_GDIFF(sm, i, j, c)) * sm->kn[j][c];
                     mv = fmaf(sm->kn[i][c], d, mv);
                     pv = fmaf(sm->qn[i][c], d, pv);
                 }
@@ -152,7 +164,7 @@ __global__ void __launch_bounds__(KK_D)
         __syncthreads();
         /* S_C = Diag(A_C) S_0 + sum_j (k_j * exp(G_C - G_j)) u_j^T. */
         for (int j = 0; j < C; j++) {
-            sm->kn[j][e] *= __expf(sm->G[C - 1][e] - sm->G[j][e]);
+            sm->kn[j][e] *= __expf(KK_GDIFF(sm, C - 1, j, e));
         }
         __syncthreads();
 #pragma unroll

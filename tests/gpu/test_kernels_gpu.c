@@ -287,15 +287,24 @@ static void test_attention(void)
     cudaFree(dq), cudaFree(dout), cudaFree(dlse);
 }
 
-static void test_kda(void)
+/*
+ * strong: every channel decays at the lower bound for 48 tokens, then hardly at
+ * all for 16 (the case where a plain float running sum of the log-decay loses
+ * 1e-5; tests/unit/test_kernels_kda.c has the same for the C kernels).
+ */
+static void test_kda(int T, int strong)
 {
-    int T = 150, Hh = 4, D = 128;
+    int Hh = 4, D = 128;
     size_t nk = (size_t)T * Hh * D, ns = (size_t)Hh * D * D;
     float *q = malloc(sizeof(float) * nk), *k = malloc(sizeof(float) * nk);
     float *g = malloc(sizeof(float) * nk), *v = malloc(sizeof(float) * nk);
     float *beta = malloc(sizeof(float) * T * Hh), *s0 = malloc(sizeof(float) * ns);
     tk_fill(q, nk, -1, 1), tk_fill(k, nk, -1, 1), tk_fill(g, nk, -6, 0), tk_fill(v, nk, -1, 1);
     tk_fill(beta, (size_t)T * Hh, 0, 1), tk_fill(s0, ns, -1, 1);
+    if (strong) {
+        size_t head = (size_t)(T - 16) * Hh * D;
+        tk_fill(g, head, -5.0, -4.9), tk_fill(g + head, nk - head, -0.05, 0.0);
+    }
     double *rs = malloc(sizeof(double) * ns), *ro = malloc(sizeof(double) * nk);
     for (size_t i = 0; i < ns; i++) {
         rs[i] = s0[i];
@@ -320,9 +329,9 @@ static void test_kda(void)
     host_copy(sc, dsc, sizeof(float) * ns), host_copy(sr, dsr, sizeof(float) * ns);
     double e[6] = {tk_rel_err(oc, ro, nk), tk_rel_err(sc, rs, ns),    tk_rel_err(orr, ro, nk),
                    tk_rel_err(sr, rs, ns), tk_rel_err_f(oc, orr, nk), tk_rel_err_f(sc, sr, ns)};
-    printf("# gpu kda T=%d chunked out %.3g state %.3g | recurrent out %.3g state %.3g | "
+    printf("# gpu kda T=%d%s chunked out %.3g state %.3g | recurrent out %.3g state %.3g | "
            "chunked vs recurrent %.3g %.3g\n",
-           T, e[0], e[1], e[2], e[3], e[4], e[5]);
+           T, strong ? " strong decay" : "", e[0], e[1], e[2], e[3], e[4], e[5]);
     for (int i = 0; i < 6; i++) {
         CHECK(e[i] <= 1e-5, "kda error %d = %.3g", i, e[i]);
     }
@@ -362,7 +371,8 @@ int main(void)
     tk_seed();
     test_indexer();
     test_attention();
-    test_kda();
+    test_kda(150, 0);
+    test_kda(64, 1);
     test_rmsnorm();
     CUDA_OK(cudaDeviceSynchronize());
     printf("%s: %d failure(s)\n", failures ? "FAILED" : "PASSED", failures);
