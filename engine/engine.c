@@ -6,6 +6,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "en_internal.h"
 #include "st_log.h"
@@ -80,6 +81,25 @@ st_status_t st_engine_create(const st_model_t *model, const st_engine_params_t *
     return ST_OK;
 }
 
+static uint64_t en_now_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+double st_engine_overlap(const st_engine_stats_t *s)
+{
+    uint64_t lo;
+
+    if (!s || s->fetch_us == 0) {
+        return 0.0;
+    }
+    lo = s->fetch_us > s->compute_us ? s->fetch_us : s->compute_us;
+    return (double)(s->compute_us + s->stall_us) / (double)lo;
+}
+
 /* ----------------------------------------------------------- writes -- */
 
 static void en_put_finish(st_engine_t *e, en_put_t *p, st_engine_stats_t *stats)
@@ -88,6 +108,7 @@ static void en_put_finish(st_engine_t *e, en_put_t *p, st_engine_stats_t *stats)
     for (size_t i = 0; i < p->n; i++) {
         if (p->ops[i].status == ST_OK) {
             stats->objects_written++;
+            stats->bytes_written += p->ops[i].len;
             stats->kda_written += p->ops[i].kind == ST_KIND_KDA;
         } else {
             stats->write_failures++;
@@ -221,10 +242,17 @@ static size_t en_fetch(st_engine_t *e, const st_hash_t *chain, size_t n_chain, s
                              .layer = 0,
                              .dst = stage + r * (size_t)m->n_dsa * ixb,
                              .dst_len = kdb};
+    uint64_t t0 = en_now_us();
     st = st_client_get(e->client, chain, n_chain, ops, k, &h);
     if (st == ST_OK) {
         st = st_handle_wait(h, EN_WAIT_MS);
         st_handle_release(h);
+    }
+    /* One batch up front: the computation waits for all of it. */
+    stats->fetch_us += en_now_us() - t0;
+    stats->stall_us += en_now_us() - t0;
+    for (size_t i = 0; i < k; i++) {
+        stats->bytes_fetched += ops[i].status == ST_OK ? ops[i].length : 0;
     }
     if (st != ST_OK) {
         st_warn("cache fetch failed blocks=%zu status=%s error=\"%s\"", r, st_status_name(st),
@@ -351,6 +379,7 @@ st_status_t st_engine_run(st_engine_t *e, const uint32_t *tokens, size_t n_token
     st_hash_t *chain = NULL;
     float *lg = NULL;
     st_status_t r = ST_OK;
+    uint64_t t_start = en_now_us(), t0;
 
     if (!e || !tokens || n_tokens == 0 || (n_decode > 0 && !out_ids)) {
         st_error("st_engine_run refused: %s", !e              ? "NULL engine"
@@ -397,7 +426,9 @@ st_status_t st_engine_run(st_engine_t *e, const uint32_t *tokens, size_t n_token
         stats.resumed_blocks = start / B;
     }
     for (size_t t = start; t < n_tokens; t++) {
+        t0 = en_now_us();
         r = st_seq_forward(e->seq, tokens[t], t + 1 == n_tokens ? lg : NULL);
+        stats.compute_us += en_now_us() - t0;
         if (r != ST_OK) {
             goto out;
         }
@@ -410,9 +441,11 @@ st_status_t st_engine_run(st_engine_t *e, const uint32_t *tokens, size_t n_token
             en_put_reap(e, 0, &stats);
         }
     }
+    stats.ttft_us = en_now_us() - t_start;
     if (logits) {
         memcpy(logits, lg, sizeof(float) * m->cfg.vocab);
     }
+    t0 = en_now_us();
     for (uint32_t i = 0; i < n_decode; i++) {
         size_t len;
 
@@ -434,6 +467,7 @@ st_status_t st_engine_run(st_engine_t *e, const uint32_t *tokens, size_t n_token
             }
         }
     }
+    stats.decode_us = en_now_us() - t0;
 out:
     en_put_reap(e, 1, &stats);
     free(chain);

@@ -140,7 +140,23 @@ typedef struct st_engine_stats {
     uint64_t objects_written;  /* KV, IDX and KDA objects stored */
     uint64_t kda_written;      /* KDA checkpoints among them */
     uint64_t write_failures;   /* objects the cluster did not store */
+    uint64_t bytes_fetched;    /* bytes read from the cluster: objects and rows */
+    uint64_t bytes_written;    /* bytes of the objects stored */
+    uint64_t ttft_us;          /* from the call to the logits of the last prompt token */
+    uint64_t decode_us;        /* the n_decode steps together */
+    /* The pipeline (docs/engine.md, "Overlap"): time with a fetch in flight,
+     * time computing, and time the computation waited for a fetch. Overlap
+     * efficiency of the run = (compute_us + stall_us) / max(fetch_us,
+     * compute_us); 1.0 is perfect, see st_engine_overlap(). */
+    uint64_t fetch_us;
+    uint64_t compute_us;
+    uint64_t stall_us;
+    uint64_t rows_local;  /* selected DSA rows found in the local pool */
+    uint64_t rows_remote; /* selected DSA rows read from the cluster */
 } st_engine_stats_t;
+
+/* Overlap efficiency of a run (see st_engine_stats_t); 0 when nothing was fetched. */
+ST_API double st_engine_overlap(const st_engine_stats_t *stats);
 
 typedef struct st_engine st_engine_t;
 
