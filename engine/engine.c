@@ -28,6 +28,8 @@ struct st_engine {
     uint32_t interval;
     void (*on_lookup)(void *arg, const st_lookup_result_t *result);
     void *on_lookup_arg;
+    void (*on_progress)(void *arg, size_t done, size_t total);
+    void *on_progress_arg;
     st_seq_t *seq;
     en_put_t *puts;
     size_t n_puts, cap_puts;
@@ -59,6 +61,10 @@ st_status_t st_engine_create(const st_model_t *model, const st_engine_params_t *
         if (params->field_mask & ST_ENGINE_FIELD_ON_LOOKUP) {
             e->on_lookup = params->on_lookup;
             e->on_lookup_arg = params->on_lookup_arg;
+        }
+        if (params->field_mask & ST_ENGINE_FIELD_ON_PROGRESS) {
+            e->on_progress = params->on_progress;
+            e->on_progress_arg = params->on_progress_arg;
         }
     }
     if (e->interval == 0) {
@@ -433,6 +439,9 @@ st_status_t st_engine_run(st_engine_t *e, const uint32_t *tokens, size_t n_token
             goto out;
         }
         stats.computed_tokens++;
+        if (e->on_progress && ((t + 1) % B == 0 || t + 1 == n_tokens)) {
+            e->on_progress(e->on_progress_arg, t + 1, n_tokens);
+        }
         if (chain && (t + 1) % B == 0) {
             size_t b = (t + 1) / B - 1;
 

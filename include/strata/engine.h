@@ -118,6 +118,7 @@ enum st_engine_field {
     ST_ENGINE_FIELD_CLIENT = 1u << 0,
     ST_ENGINE_FIELD_KDA_INTERVAL = 1u << 1,
     ST_ENGINE_FIELD_ON_LOOKUP = 1u << 2,
+    ST_ENGINE_FIELD_ON_PROGRESS = 1u << 3,
 };
 
 typedef struct st_engine_params {
@@ -128,6 +129,11 @@ typedef struct st_engine_params {
      * to kill a node in the middle of a resume). */
     void (*on_lookup)(void *arg, const st_lookup_result_t *result);
     void *on_lookup_arg;
+    /* Called during a run after each computed prompt block and after the
+     * last prompt token: done of total prompt tokens are in the sequence
+     * (resumed ones included). For progress bars; must not call the engine. */
+    void (*on_progress)(void *arg, size_t done, size_t total);
+    void *on_progress_arg;
 } st_engine_params_t;
 
 /* What one st_engine_run did. */
