@@ -46,23 +46,50 @@ struct st_model {
     float **ptrs; /* the per-expert pointer arrays */
 };
 
-/* One DSA layer's stores: rows and indexer keys of every token, summaries. */
+/*
+ * One DSA layer's stores: latent rows, indexer keys of every token, block
+ * summaries. Unbounded (ring 0), kv holds every token's row (cap x row).
+ * With a bounded local pool of ring blocks, kv holds ring blocks, block b in
+ * slot b % ring: the open block and the ring - 1 blocks before it; older
+ * rows are read from the cluster (en_rowsrc_t) or from an orphan copy.
+ */
 typedef struct en_dsa_store {
-    float *kv;      /* cap x row */
+    float *kv;      /* cap x row, or ring x block_tokens x row */
     float *keys;    /* cap x idx_dim */
     float *summary; /* cap_blocks x 2 x idx_dim */
 } en_dsa_store_t;
 
+/*
+ * Where the rows of blocks outside the local pool come from (the engine).
+ * start() issues the reads of n rows (token positions, ascending) of DSA
+ * layer l into dst (n x row floats, in that order) and returns at once;
+ * finish() waits for them: ST_OK when every row landed with the right
+ * bytes, else an error (the rows are lost to this sequence). local() may
+ * return a pointer to block b's rows of layer l kept outside the pool (a
+ * block whose write failed), or NULL.
+ */
+typedef struct en_rowsrc {
+    void *arg;
+    st_status_t (*start)(void *arg, int l, const int32_t *tok, size_t n, float *dst);
+    st_status_t (*finish)(void *arg);
+    const float *(*local)(void *arg, int l, size_t b);
+} en_rowsrc_t;
+
 struct st_seq {
     const st_model_t *m;
     size_t len, cap;
+    size_t ring;          /* local pool in blocks (0: unbounded) */
+    en_rowsrc_t rowsrc;   /* set by the engine when ring > 0 */
+    uint64_t rows_local;  /* selected rows of closed blocks found locally */
+    uint64_t rows_remote; /* selected rows read through rowsrc */
     uint32_t *tokens;
     en_dsa_store_t *dsa; /* n_dsa */
     float *kda;          /* n_kda x heads x hd x hd */
     /* scratch for one token */
     float *x, *res, *xn, *att, *tmp, *q, *k, *v, *g, *beta, *o, *w, *h1, *h3, *router;
-    int32_t *sel;
+    int32_t *sel, *remote;
     const float **rows_a, **rows_b;
+    float *stage; /* topk x row: remote rows land here */
     float *out_b, *lse_a, *lse_b;
 };
 
@@ -77,6 +104,21 @@ void en_moe_route(const float *logits, int n, int k, int *idx, float *weight);
 
 /* Grows the sequence's stores to hold at least n tokens. ST_OK or ST_ERR_NOMEM. */
 st_status_t en_seq_reserve(st_seq_t *seq, size_t n);
+
+/*
+ * Sets the local pool to ring blocks (0: unbounded; else at least 2) and
+ * resets the sequence. ST_OK, ST_ERR_INVALID (ring 1) or ST_ERR_NOMEM.
+ */
+st_status_t en_seq_set_ring(st_seq_t *seq, size_t ring);
+
+/* Row of token t of DSA layer l in the local stores (t must be local). */
+float *en_kv_row(const st_seq_t *seq, int l, size_t t);
+
+/* Whether block b is in the local pool while block open is the open one. */
+static inline int en_block_local(const st_seq_t *seq, size_t b, size_t open)
+{
+    return seq->ring == 0 || b + seq->ring > open;
+}
 
 /* Object sizes in bytes for the model. */
 size_t en_kv_bytes(const st_model_t *m);

@@ -16,6 +16,7 @@
 
 /* One block's objects on their way to the cluster. */
 typedef struct en_put {
+    size_t block;
     st_handle_t *h;
     st_put_op_t *ops;
     size_t n;
@@ -33,7 +34,27 @@ struct st_engine {
     st_seq_t *seq;
     en_put_t *puts;
     size_t n_puts, cap_puts;
+    size_t ring; /* local pool in blocks, the open one included (0: unbounded) */
+    /* The run in progress: its chain, which blocks the cluster holds, the
+     * blocks kept aside because it does not, and the row reads in flight. */
+    st_engine_stats_t *stats;
+    st_hash_t *chain;
+    size_t n_chain;   /* valid entries */
+    uint8_t *stored;  /* per block: 1 when every KV object is in the cluster */
+    size_t n_stored;  /* blocks that stored covers */
+    size_t *orphan_b; /* blocks outside the pool kept locally, and their rows */
+    float **orphan;
+    size_t n_orphans, cap_orphans;
+    st_handle_t *rh;
+    st_get_op_t *rops;
+    uint32_t *ridx;
+    size_t n_rops;
+    uint64_t rt0;
 };
+
+static const float *en_orphan(void *arg, int l, size_t b);
+static st_status_t en_rows_start(void *arg, int l, const int32_t *tok, size_t n, float *dst);
+static st_status_t en_rows_finish(void *arg);
 
 st_status_t st_engine_create(const st_model_t *model, const st_engine_params_t *params,
                              st_engine_t **engine_p)
@@ -66,6 +87,9 @@ st_status_t st_engine_create(const st_model_t *model, const st_engine_params_t *
             e->on_progress = params->on_progress;
             e->on_progress_arg = params->on_progress_arg;
         }
+        if (params->field_mask & ST_ENGINE_FIELD_LOCAL_BLOCKS && params->local_blocks > 0) {
+            e->ring = (size_t)params->local_blocks + 1;
+        }
     }
     if (e->interval == 0) {
         st_error("engine refused field=kda_interval value=0 min=1");
@@ -78,8 +102,30 @@ st_status_t st_engine_create(const st_model_t *model, const st_engine_params_t *
         free(e);
         return ST_ERR_INVALID;
     }
+    if (e->ring && !e->client) {
+        st_error("engine refused field=local_blocks value=%zu reason=\"needs a client\"",
+                 e->ring - 1);
+        free(e);
+        return ST_ERR_INVALID;
+    }
     r = st_seq_create(model, &e->seq);
+    if (r == ST_OK && e->ring) {
+        size_t k = model->cfg.topk + 1;
+
+        e->rops = calloc(k, sizeof(*e->rops));
+        e->ridx = calloc(k, sizeof(*e->ridx));
+        r = e->rops && e->ridx ? en_seq_set_ring(e->seq, e->ring) : ST_ERR_NOMEM;
+        if (r == ST_OK) {
+            e->seq->rowsrc = (en_rowsrc_t){e, en_rows_start, en_rows_finish, en_orphan};
+            /* Remote rows land in the sequence's stage: registered once. */
+            st_client_register(e->client, e->seq->stage,
+                               sizeof(float) * (size_t)model->cfg.topk * (size_t)model->row);
+        }
+    }
     if (r != ST_OK) {
+        st_seq_free(e->seq);
+        free(e->rops);
+        free(e->ridx);
         free(e);
         return r;
     }
@@ -110,8 +156,11 @@ double st_engine_overlap(const st_engine_stats_t *s)
 
 static void en_put_finish(st_engine_t *e, en_put_t *p, st_engine_stats_t *stats)
 {
+    int kv_ok = 1;
+
     st_handle_release(p->h); /* waits if needed */
     for (size_t i = 0; i < p->n; i++) {
+        kv_ok &= p->ops[i].kind != ST_KIND_KV || p->ops[i].status == ST_OK;
         if (p->ops[i].status == ST_OK) {
             stats->objects_written++;
             stats->bytes_written += p->ops[i].len;
@@ -122,6 +171,9 @@ static void en_put_finish(st_engine_t *e, en_put_t *p, st_engine_stats_t *stats)
                                 (unsigned long long)p->ops[i].block, p->ops[i].kind,
                                 p->ops[i].layer, st_status_name(p->ops[i].status));
         }
+    }
+    if (kv_ok && p->block < e->n_stored) {
+        e->stored[p->block] = 1;
     }
     free(p->ops);
     free(p->buf);
@@ -153,7 +205,7 @@ static void en_put_block(st_engine_t *e, const st_hash_t *chain, size_t n_chain,
     const st_model_t *m = e->m;
     size_t kvb = en_kv_bytes(m), ixb = en_idx_bytes(m), kdb = en_kda_bytes(m);
     size_t n = (size_t)m->n_dsa * 2 + (kda ? 1 : 0), off = 0, k = 0;
-    en_put_t p = {0};
+    en_put_t p = {.block = b};
     st_status_t r;
 
     if (n == 0) {
@@ -203,6 +255,147 @@ static void en_put_block(st_engine_t *e, const st_hash_t *chain, size_t n_chain,
     e->puts[e->n_puts++] = p;
 }
 
+/* ------------------------------------------------------- local pool -- */
+
+static const float *en_orphan(void *arg, int l, size_t b)
+{
+    st_engine_t *e = arg;
+
+    for (size_t i = 0; i < e->n_orphans; i++) {
+        if (e->orphan_b[i] == b) {
+            return e->orphan[i] + (size_t)l * en_kv_bytes(e->m) / sizeof(float);
+        }
+    }
+    return NULL;
+}
+
+/* Issues the reads of n rows (ascending positions) of DSA layer l: one row
+ * read per block, straight into dst. */
+static st_status_t en_rows_start(void *arg, int l, const int32_t *tok, size_t n, float *dst)
+{
+    st_engine_t *e = arg;
+    size_t B = e->m->cfg.block_tokens, k = 0, row_bytes = (size_t)e->m->row * sizeof(float);
+    st_status_t r;
+
+    for (size_t i = 0; i < n;) {
+        size_t b = (size_t)tok[i] / B, j = i;
+
+        if (b >= e->n_chain) {
+            st_error("row outside the named chain block=%zu chain=%zu", b, e->n_chain);
+            return ST_ERR_INTERNAL;
+        }
+        for (; j < n && (size_t)tok[j] / B == b; j++) {
+            e->ridx[j] = (uint32_t)((size_t)tok[j] % B);
+        }
+        e->rops[k++] = (st_get_op_t){.block = b,
+                                     .kind = ST_KIND_KV,
+                                     .layer = (uint16_t)l,
+                                     .dst = dst + i * (size_t)e->m->row,
+                                     .dst_len = (j - i) * row_bytes,
+                                     .row_bytes = (uint32_t)row_bytes,
+                                     .rows = e->ridx + i,
+                                     .n_rows = (uint32_t)(j - i)};
+        i = j;
+    }
+    e->rt0 = en_now_us();
+    r = st_client_get(e->client, e->chain, e->n_chain, e->rops, k, &e->rh);
+    if (r != ST_OK) {
+        st_warn("row read not started layer=%d rows=%zu status=%s error=\"%s\"", l, n,
+                st_status_name(r), st_client_last_error());
+        e->rh = NULL;
+        return ST_ERR_UNAVAILABLE;
+    }
+    e->n_rops = k;
+    return ST_OK;
+}
+
+static st_status_t en_rows_finish(void *arg)
+{
+    st_engine_t *e = arg;
+    uint64_t t0 = en_now_us(), t1;
+    st_status_t r;
+
+    if (!e->rh) {
+        return ST_ERR_UNAVAILABLE;
+    }
+    r = st_handle_wait(e->rh, EN_WAIT_MS);
+    st_handle_release(e->rh);
+    e->rh = NULL;
+    t1 = en_now_us();
+    e->stats->stall_us += t1 - t0;
+    e->stats->fetch_us += t1 - e->rt0;
+    for (size_t i = 0; i < e->n_rops; i++) {
+        st_get_op_t *op = &e->rops[i];
+
+        if (r == ST_OK && (op->status != ST_OK || op->length != op->dst_len)) {
+            st_warn("remote rows lost block=%llu layer=%u rows=%u status=%s",
+                    (unsigned long long)op->block, op->layer, op->n_rows,
+                    st_status_name(op->status));
+            r = ST_ERR_UNAVAILABLE;
+        }
+        e->stats->bytes_fetched += op->status == ST_OK ? op->length : 0;
+    }
+    return r;
+}
+
+/*
+ * Block b is about to leave the local pool (its slot is reused). It must be
+ * in the cluster first: wait for its write; if the write failed, or it was
+ * never written, keep a copy of its rows aside (outside the pool's bound,
+ * counted) so nothing is lost.
+ */
+static void en_pool_release(st_engine_t *e, size_t b)
+{
+    const st_model_t *m = e->m;
+    size_t kvb = en_kv_bytes(m);
+
+    for (size_t i = 0; i < e->n_puts; i++) {
+        if (e->puts[i].block == b) {
+            en_put_finish(e, &e->puts[i], e->stats);
+            e->puts[i] = e->puts[--e->n_puts];
+            break;
+        }
+    }
+    if (b < e->n_stored && e->stored[b]) {
+        return;
+    }
+    if (e->n_orphans == e->cap_orphans) {
+        size_t cap = e->cap_orphans ? e->cap_orphans * 2 : 8;
+        size_t *nb = realloc(e->orphan_b, cap * sizeof(*nb));
+        float **no;
+
+        if (nb) {
+            e->orphan_b = nb;
+        }
+        no = nb ? realloc(e->orphan, cap * sizeof(*no)) : NULL;
+        if (!no) {
+            st_error("no memory to keep a block that the cluster does not hold block=%zu", b);
+            return; /* its rows are lost: a read of them fails and the run recomputes */
+        }
+        e->orphan = no;
+        e->cap_orphans = cap;
+    }
+    e->orphan[e->n_orphans] = malloc(kvb * (size_t)m->n_dsa + 1);
+    if (!e->orphan[e->n_orphans]) {
+        st_error("no memory to keep a block that the cluster does not hold block=%zu", b);
+        return;
+    }
+    for (int l = 0; l < m->n_dsa; l++) {
+        en_export_kv(e->seq, l, b, (char *)e->orphan[e->n_orphans] + (size_t)l * kvb);
+    }
+    e->orphan_b[e->n_orphans++] = b;
+    st_info("block kept outside the local pool (not in the cluster) block=%zu kept=%zu", b,
+            e->n_orphans);
+}
+
+static void en_pool_clear(st_engine_t *e)
+{
+    for (size_t i = 0; i < e->n_orphans; i++) {
+        free(e->orphan[i]);
+    }
+    e->n_orphans = 0;
+}
+
 /* ----------------------------------------------------------- resume -- */
 
 /*
@@ -231,11 +424,15 @@ static size_t en_fetch(st_engine_t *e, const st_hash_t *chain, size_t n_chain, s
     }
     for (size_t b = 0; b < r; b++) {
         for (int l = 0; l < m->n_dsa; l++) {
-            ops[k++] = (st_get_op_t){.block = b,
-                                     .kind = ST_KIND_KV,
-                                     .layer = (uint16_t)l,
-                                     .dst = s->dsa[l].kv + b * B * (size_t)m->row,
-                                     .dst_len = kvb};
+            /* KV rows only of the blocks that the local pool holds after the
+             * resume; the rest are read row by row when selected. */
+            if (en_block_local(s, b, r)) {
+                ops[k++] = (st_get_op_t){.block = b,
+                                         .kind = ST_KIND_KV,
+                                         .layer = (uint16_t)l,
+                                         .dst = en_kv_row(s, l, b * B),
+                                         .dst_len = kvb};
+            }
             ops[k++] = (st_get_op_t){.block = b,
                                      .kind = ST_KIND_IDX,
                                      .layer = (uint16_t)l,
@@ -375,6 +572,76 @@ static st_status_t en_hash_block(st_engine_t *e, st_hash_t *chain, size_t b)
     return r;
 }
 
+/*
+ * Recomputes the sequence from its first token with every block local,
+ * after rows outside the pool were lost. The tokens are the sequence's own.
+ */
+static st_status_t en_pool_fallback(st_engine_t *e, st_engine_stats_t *stats)
+{
+    size_t n = e->seq->len;
+    uint32_t *toks = malloc(sizeof(uint32_t) * (n + 1));
+    st_status_t r;
+
+    if (!toks) {
+        return ST_ERR_NOMEM;
+    }
+    memcpy(toks, e->seq->tokens, sizeof(uint32_t) * n);
+    stats->rows_local += e->seq->rows_local;
+    stats->rows_remote += e->seq->rows_remote;
+    stats->pool_fallbacks++;
+    st_warn("rows outside the local pool were lost: recomputing the sequence with every block "
+            "local tokens=%zu",
+            n);
+    en_pool_clear(e);
+    r = en_seq_set_ring(e->seq, 0);
+    for (size_t t = 0; r == ST_OK && t < n; t++) {
+        r = st_seq_forward(e->seq, toks[t], NULL);
+        stats->computed_tokens++;
+    }
+    free(toks);
+    return r;
+}
+
+/*
+ * One token through the model: frees the pool slot it needs, times it, and
+ * falls back to a full local recompute when remote rows are lost.
+ */
+static st_status_t en_step(st_engine_t *e, uint32_t token, float *logits, st_engine_stats_t *stats)
+{
+    size_t pos = e->seq->len, B = e->m->cfg.block_tokens;
+    uint64_t t0 = en_now_us(), stall0 = stats->stall_us;
+    st_status_t r;
+
+    if (e->seq->ring && pos % B == 0 && pos / B >= e->seq->ring) {
+        en_pool_release(e, pos / B - e->seq->ring);
+    }
+    r = st_seq_forward(e->seq, token, logits);
+    if (r == ST_ERR_UNAVAILABLE && e->seq->ring) {
+        r = en_pool_fallback(e, stats);
+        if (r == ST_OK) {
+            r = st_seq_forward(e->seq, token, logits);
+        }
+    }
+    stats->compute_us += en_now_us() - t0 - (stats->stall_us - stall0);
+    return r;
+}
+
+/* Grows the run's chain bookkeeping to n blocks (stored flags). */
+static st_status_t en_run_blocks(st_engine_t *e, size_t n)
+{
+    if (n > e->n_stored) {
+        uint8_t *p = realloc(e->stored, n);
+
+        if (!p) {
+            return ST_ERR_NOMEM;
+        }
+        memset(p + e->n_stored, 0, n - e->n_stored);
+        e->stored = p;
+        e->n_stored = n;
+    }
+    return ST_OK;
+}
+
 st_status_t st_engine_run(st_engine_t *e, const uint32_t *tokens, size_t n_tokens,
                           uint32_t n_decode, float *logits, uint32_t *out_ids,
                           st_engine_stats_t *stats_p)
@@ -407,14 +674,27 @@ st_status_t st_engine_run(st_engine_t *e, const uint32_t *tokens, size_t n_token
     if (!lg) {
         return ST_ERR_NOMEM;
     }
+    /* A pool that fell back to unbounded in the last run is bounded again. */
+    r = e->seq->ring != e->ring ? en_seq_set_ring(e->seq, e->ring) : ST_OK;
+    if (r != ST_OK) {
+        free(lg);
+        return r;
+    }
     st_seq_reset(e->seq);
+    en_pool_clear(e);
+    e->stats = &stats;
+    e->n_chain = 0;
+    if (e->n_stored) {
+        memset(e->stored, 0, e->n_stored);
+    }
     if (e->client && (n_tokens + n_decode) / B > 0) {
         size_t nb = 0;
 
         n_full = n_tokens / B;
         n_turn = (n_tokens + n_decode) / B;
         chain = malloc(sizeof(*chain) * n_turn);
-        if (!chain) {
+        if (!chain || en_run_blocks(e, n_turn) != ST_OK) {
+            free(chain);
             free(lg);
             return ST_ERR_NOMEM;
         }
@@ -426,15 +706,19 @@ st_status_t st_engine_run(st_engine_t *e, const uint32_t *tokens, size_t n_token
             free(lg);
             return r != ST_OK ? r : ST_ERR_INTERNAL;
         }
+        e->chain = chain;
+        e->n_chain = n_full;
         /* At least the last prompt token is computed: its logits are the answer. */
         n_look = n_full * B == n_tokens ? n_full - 1 : n_full;
         start = en_resume(e, tokens, chain, n_full, n_look, &stats) * B;
         stats.resumed_blocks = start / B;
+        memset(e->stored, 1, stats.resumed_blocks); /* found in the cluster */
+    }
+    if (e->on_progress && start > 0) {
+        e->on_progress(e->on_progress_arg, start, n_tokens);
     }
     for (size_t t = start; t < n_tokens; t++) {
-        t0 = en_now_us();
-        r = st_seq_forward(e->seq, tokens[t], t + 1 == n_tokens ? lg : NULL);
-        stats.compute_us += en_now_us() - t0;
+        r = en_step(e, tokens[t], t + 1 == n_tokens ? lg : NULL, &stats);
         if (r != ST_OK) {
             goto out;
         }
@@ -459,7 +743,7 @@ st_status_t st_engine_run(st_engine_t *e, const uint32_t *tokens, size_t n_token
         size_t len;
 
         out_ids[i] = en_argmax(lg, m->cfg.vocab);
-        r = st_seq_forward(e->seq, out_ids[i], lg);
+        r = en_step(e, out_ids[i], lg, &stats);
         if (r != ST_OK) {
             goto out;
         }
@@ -470,6 +754,7 @@ st_status_t st_engine_run(st_engine_t *e, const uint32_t *tokens, size_t n_token
             size_t b = len / B - 1;
 
             if (en_hash_block(e, chain, b) == ST_OK) {
+                e->n_chain = b + 1;
                 en_put_block(e, chain, b + 1, b, (b + 1) % e->interval == 0 || b + 1 == n_turn,
                              &stats);
                 en_put_reap(e, 0, &stats);
@@ -479,6 +764,13 @@ st_status_t st_engine_run(st_engine_t *e, const uint32_t *tokens, size_t n_token
     stats.decode_us = en_now_us() - t0;
 out:
     en_put_reap(e, 1, &stats);
+    stats.rows_local += e->seq->rows_local;
+    stats.rows_remote += e->seq->rows_remote;
+    e->seq->rows_local = e->seq->rows_remote = 0;
+    en_pool_clear(e);
+    e->stats = NULL;
+    e->chain = NULL;
+    e->n_chain = 0;
     free(chain);
     free(lg);
     if (stats_p) {
@@ -493,6 +785,15 @@ void st_engine_free(st_engine_t *engine)
         st_engine_stats_t stats = {0};
 
         en_put_reap(engine, 1, &stats);
+        en_pool_clear(engine);
+        free(engine->orphan);
+        free(engine->orphan_b);
+        free(engine->stored);
+        free(engine->rops);
+        free(engine->ridx);
+        if (engine->ring && engine->client) {
+            st_client_deregister(engine->client, engine->seq->stage);
+        }
         free(engine->puts);
         st_seq_free(engine->seq);
         free(engine);

@@ -387,10 +387,10 @@ static st_status_t en_dsa_layer(st_seq_t *s, const en_layer_t *L, size_t pos)
     en_dsa_store_t *st = &s->dsa[L->sub];
     int d = (int)c->d_model, row = m->row, H = (int)c->dsa_heads, dv = (int)c->dsa_latent;
     int Hi = (int)c->idx_heads, di = (int)c->idx_dim, B = (int)c->block_tokens;
-    float *kv_row = st->kv + pos * (size_t)row;
+    float *kv_row = en_kv_row(s, L->sub, pos);
     float *key = st->keys + pos * (size_t)di;
     float *sum = st->summary + (pos / (size_t)B) * 2u * (size_t)di;
-    size_t n_keys = pos + 1, open = pos - pos % (size_t)B;
+    size_t n_keys = pos + 1;
     int k = (int)(c->topk < n_keys ? c->topk : n_keys), na = 0, nb = 0;
     float wscale = (float)(1.0 / sqrt((double)Hi));
     st_status_t r;
@@ -418,15 +418,53 @@ static st_status_t en_dsa_layer(st_seq_t *s, const en_layer_t *L, size_t pos)
     if (r != ST_OK) {
         return r;
     }
-    /* Rows of closed blocks (those the cache holds) and of the open block:
-     * two partials, merged by their log-sum-exp. */
-    for (int i = 0; i < k; i++) {
-        const float *p = st->kv + (size_t)s->sel[i] * (size_t)row;
+    /*
+     * Rows of closed blocks (those the cache holds) and of the open block:
+     * two partials, merged by their log-sum-exp. Closed blocks outside the
+     * local pool are read through rowsrc while the local partials compute,
+     * and their partial is merged last (docs/engine.md, "Overlap").
+     */
+    size_t nr = 0, Bz = (size_t)B, blk = pos / Bz;
 
-        if ((size_t)s->sel[i] < open) {
-            s->rows_a[na++] = p;
+    for (int i = 0; i < k; i++) {
+        size_t t = (size_t)s->sel[i], b = t / Bz;
+        const float *p;
+
+        if (b == blk) {
+            s->rows_b[nb++] = en_kv_row(s, L->sub, t);
+            continue;
+        }
+        if (en_block_local(s, b, blk)) {
+            p = en_kv_row(s, L->sub, t);
+        } else if (s->rowsrc.local && (p = s->rowsrc.local(s->rowsrc.arg, L->sub, b)) != NULL) {
+            p += (t % Bz) * (size_t)row;
         } else {
-            s->rows_b[nb++] = p;
+            s->remote[nr++] = (int32_t)t;
+            continue;
+        }
+        s->rows_a[na++] = p;
+    }
+    s->rows_local += (uint64_t)na;
+    s->rows_remote += (uint64_t)nr;
+    if (nr > 0) {
+        if (!s->rowsrc.start) {
+            st_error("rows outside the local pool and no source for them layer=%d rows=%zu", L->sub,
+                     nr);
+            return ST_ERR_INTERNAL;
+        }
+        /* Ascending positions: rows of one block together. */
+        for (size_t i = 1; i < nr; i++) {
+            int32_t v = s->remote[i];
+            size_t j = i;
+
+            for (; j > 0 && s->remote[j - 1] > v; j--) {
+                s->remote[j] = s->remote[j - 1];
+            }
+            s->remote[j] = v;
+        }
+        r = s->rowsrc.start(s->rowsrc.arg, L->sub, s->remote, nr, s->stage);
+        if (r != ST_OK) {
+            return r;
         }
     }
     en_matvec(L->dq, s->xn, d, H * row, s->q);
@@ -435,6 +473,7 @@ static st_status_t en_dsa_layer(st_seq_t *s, const en_layer_t *L, size_t pos)
     }
     {
         float scale = (float)(1.0 / sqrt((double)row));
+        st_status_t rf;
 
         r = st_cpu_sparse_attn(s->q, H, row, dv, s->rows_a, na, scale, s->o, s->lse_a);
         if (r == ST_OK) {
@@ -442,6 +481,20 @@ static st_status_t en_dsa_layer(st_seq_t *s, const en_layer_t *L, size_t pos)
         }
         if (r == ST_OK) {
             r = st_cpu_lse_merge(s->o, s->lse_a, s->out_b, s->lse_b, H, dv);
+        }
+        if (nr > 0) {
+            rf = s->rowsrc.finish(s->rowsrc.arg); /* always, so nothing stays in flight */
+            r = r != ST_OK ? r : rf;
+            for (size_t i = 0; r == ST_OK && i < nr; i++) {
+                s->rows_a[i] = s->stage + i * (size_t)row;
+            }
+            if (r == ST_OK) {
+                r = st_cpu_sparse_attn(s->q, H, row, dv, s->rows_a, (int)nr, scale, s->out_b,
+                                       s->lse_b);
+            }
+            if (r == ST_OK) {
+                r = st_cpu_lse_merge(s->o, s->lse_a, s->out_b, s->lse_b, H, dv);
+            }
         }
         if (r != ST_OK) {
             return r;
@@ -513,7 +566,10 @@ st_status_t st_seq_forward(st_seq_t *seq, uint32_t token, float *logits)
         st_cpu_rmsnorm_residual(seq->x, seq->res, L->ln_attn, 1, d, EN_EPS, seq->xn);
         r = L->kind == 'K' ? en_kda_layer(seq, L) : en_dsa_layer(seq, L, pos);
         if (r != ST_OK) {
-            st_error("forward failed layer=%d pos=%zu status=%s", l, pos, st_status_name(r));
+            /* Lost remote rows are the engine's to handle (and log). */
+            if (r != ST_ERR_UNAVAILABLE) {
+                st_error("forward failed layer=%d pos=%zu status=%s", l, pos, st_status_name(r));
+            }
             return r;
         }
         st_cpu_rmsnorm_residual(seq->att, seq->res, L->ln_ffn, 1, d, EN_EPS, seq->xn);

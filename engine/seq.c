@@ -41,9 +41,12 @@ st_status_t st_seq_create(const st_model_t *model, st_seq_t **seq_p)
     /* One block of scratch vectors of S floats each. */
     s->x = malloc(sizeof(float) * S * 15);
     s->sel = malloc(sizeof(int32_t) * (c->topk + 1));
+    s->remote = malloc(sizeof(int32_t) * (c->topk + 1));
+    s->stage = malloc(sizeof(float) * ((size_t)c->topk + 1) * (size_t)model->row);
     s->rows_a = malloc(sizeof(float *) * (c->topk + 1));
     s->rows_b = malloc(sizeof(float *) * (c->topk + 1));
-    if (!s->dsa || !s->kda || !s->x || !s->sel || !s->rows_a || !s->rows_b) {
+    if (!s->dsa || !s->kda || !s->x || !s->sel || !s->remote || !s->stage || !s->rows_a ||
+        !s->rows_b) {
         st_seq_free(s);
         return ST_ERR_NOMEM;
     }
@@ -84,6 +87,8 @@ void st_seq_free(st_seq_t *seq)
     free(seq->tokens);
     free(seq->x);
     free(seq->sel);
+    free(seq->remote);
+    free(seq->stage);
     free(seq->rows_a);
     free(seq->rows_b);
     free(seq->out_b);
@@ -97,6 +102,7 @@ void st_seq_reset(st_seq_t *seq)
     const st_model_config_t *c = &seq->m->cfg;
 
     seq->len = 0;
+    seq->rows_local = seq->rows_remote = 0;
     memset(seq->kda, 0,
            sizeof(float) * (size_t)seq->m->n_kda * c->kda_heads * c->kda_head_dim *
                c->kda_head_dim);
@@ -128,13 +134,16 @@ st_status_t en_seq_reserve(st_seq_t *seq, size_t n)
     seq->tokens = t;
     for (int l = 0; l < m->n_dsa; l++) {
         en_dsa_store_t *d = &seq->dsa[l];
-        float *kv = realloc(d->kv, sizeof(float) * cap * (size_t)m->row);
         float *keys, *sum;
 
-        if (!kv) {
-            return ST_ERR_NOMEM;
+        if (seq->ring == 0) {
+            float *kv = realloc(d->kv, sizeof(float) * cap * (size_t)m->row);
+
+            if (!kv) {
+                return ST_ERR_NOMEM;
+            }
+            d->kv = kv;
         }
-        d->kv = kv;
         keys = realloc(d->keys, sizeof(float) * cap * di);
         if (!keys) {
             return ST_ERR_NOMEM;
@@ -149,6 +158,57 @@ st_status_t en_seq_reserve(st_seq_t *seq, size_t n)
     /* Only now is every store at least cap long. */
     seq->cap = cap;
     return ST_OK;
+}
+
+st_status_t en_seq_set_ring(st_seq_t *seq, size_t ring)
+{
+    const st_model_t *m = seq->m;
+    size_t B = m->cfg.block_tokens;
+
+    if (ring == 1) {
+        return ST_ERR_INVALID;
+    }
+    st_seq_reset(seq);
+    if (ring == seq->ring) {
+        return ST_OK;
+    }
+    for (int l = 0; l < m->n_dsa; l++) {
+        free(seq->dsa[l].kv);
+        seq->dsa[l].kv = NULL;
+    }
+    seq->ring = ring;
+    /* The keys and summaries keep their capacity; the rows start over. */
+    for (int l = 0; l < m->n_dsa; l++) {
+        size_t n = ring ? ring * B : seq->cap;
+
+        seq->dsa[l].kv = malloc(sizeof(float) * (n + 1) * (size_t)m->row);
+        if (!seq->dsa[l].kv) {
+            /* Leave a consistent, empty unbounded sequence behind. */
+            for (int j = 0; j < m->n_dsa; j++) {
+                free(seq->dsa[j].kv);
+                seq->dsa[j].kv = NULL;
+                free(seq->dsa[j].keys);
+                seq->dsa[j].keys = NULL;
+                free(seq->dsa[j].summary);
+                seq->dsa[j].summary = NULL;
+            }
+            seq->cap = 0;
+            seq->ring = 0;
+            return ST_ERR_NOMEM;
+        }
+    }
+    return ST_OK;
+}
+
+float *en_kv_row(const st_seq_t *seq, int l, size_t t)
+{
+    const st_model_t *m = seq->m;
+    size_t B = m->cfg.block_tokens;
+
+    if (seq->ring == 0) {
+        return seq->dsa[l].kv + t * (size_t)m->row;
+    }
+    return seq->dsa[l].kv + ((t / B) % seq->ring * B + t % B) * (size_t)m->row;
 }
 
 /* ---------------------------------------------------------- objects -- */
@@ -175,7 +235,7 @@ void en_export_kv(const st_seq_t *seq, int l, size_t b, void *dst)
 {
     const st_model_t *m = seq->m;
 
-    memcpy(dst, seq->dsa[l].kv + b * m->cfg.block_tokens * (size_t)m->row, en_kv_bytes(m));
+    memcpy(dst, en_kv_row(seq, l, b * m->cfg.block_tokens), en_kv_bytes(m));
 }
 
 void en_export_idx(const st_seq_t *seq, int l, size_t b, void *dst)
@@ -229,7 +289,7 @@ st_status_t en_import_kv(st_seq_t *seq, int l, size_t b, const void *src, size_t
     }
     r = en_seq_reserve(seq, (b + 1) * m->cfg.block_tokens);
     if (r == ST_OK) {
-        memcpy(seq->dsa[l].kv + b * m->cfg.block_tokens * (size_t)m->row, src, len);
+        memcpy(en_kv_row(seq, l, b * m->cfg.block_tokens), src, len);
     }
     return r;
 }

@@ -11,7 +11,7 @@ strata_add_test(test_engine SOURCES integration/test_engine.c
                 LIBS strata_engine strata_test_cluster PkgConfig::CMOCKA
                 ARGS $<TARGET_FILE:stratad> "test_resume_*" LABELS integration engine TIMEOUT 300)
 add_dependencies(test_engine stratad)
-foreach(group "cache|test_cache_*" "faults|test_node_*")
+foreach(group "cache|test_cache_*" "faults|test_node_*" "pool|test_pool_*")
   string(REPLACE "|" ";" group "${group}")
   list(GET group 0 group_name)
   list(GET group 1 group_filter)

@@ -119,6 +119,7 @@ enum st_engine_field {
     ST_ENGINE_FIELD_KDA_INTERVAL = 1u << 1,
     ST_ENGINE_FIELD_ON_LOOKUP = 1u << 2,
     ST_ENGINE_FIELD_ON_PROGRESS = 1u << 3,
+    ST_ENGINE_FIELD_LOCAL_BLOCKS = 1u << 4,
 };
 
 typedef struct st_engine_params {
@@ -134,6 +135,12 @@ typedef struct st_engine_params {
      * (resumed ones included). For progress bars; must not call the engine. */
     void (*on_progress)(void *arg, size_t done, size_t total);
     void *on_progress_arg;
+    /* The bounded local pool: closed blocks whose KV rows stay in memory per
+     * DSA layer, the most recent ones (docs/engine.md, "Overlap"); rows of
+     * older blocks that the indexer selects are read from the cluster while
+     * the local rows compute. 0 (the default): every block stays local.
+     * Needs a client. */
+    uint32_t local_blocks;
 } st_engine_params_t;
 
 /* What one st_engine_run did. */
@@ -157,8 +164,10 @@ typedef struct st_engine_stats {
     uint64_t fetch_us;
     uint64_t compute_us;
     uint64_t stall_us;
-    uint64_t rows_local;  /* selected DSA rows found in the local pool */
-    uint64_t rows_remote; /* selected DSA rows read from the cluster */
+    uint64_t rows_local;     /* selected DSA rows found in the local pool */
+    uint64_t rows_remote;    /* selected DSA rows read from the cluster */
+    uint64_t pool_fallbacks; /* remote rows lost (a dead node, an eviction): the
+                                sequence was recomputed with every block local */
 } st_engine_stats_t;
 
 /* Overlap efficiency of a run (see st_engine_stats_t); 0 when nothing was fetched. */
@@ -169,7 +178,7 @@ typedef struct st_engine st_engine_t;
 /*
  * Creates an engine for the model (borrowed). Returns ST_OK;
  * ST_ERR_INVALID (NULL model, kda_interval 0, a client whose block size
- * differs from the model's); ST_ERR_NOMEM.
+ * differs from the model's, local_blocks > 0 without a client); ST_ERR_NOMEM.
  */
 ST_API st_status_t st_engine_create(const st_model_t *model, const st_engine_params_t *params,
                                     st_engine_t **engine_p);
@@ -200,6 +209,126 @@ ST_API void st_engine_free(st_engine_t *engine);
 ST_API st_status_t st_engine_run(st_engine_t *engine, const uint32_t *tokens, size_t n_tokens,
                                  uint32_t n_decode, float *logits, uint32_t *out_ids,
                                  st_engine_stats_t *stats);
+
+/* ---- sessions: multi-turn conversations (engine/session.c) ---------------- */
+
+/*
+ * A session is a conversation that grows turn by turn: the application
+ * appends a user turn, the engine generates a reply, and the next turn is
+ * run over the whole conversation so far, so that everything before it is
+ * resumed from the cache instead of recomputed (docs/engine.md, "Sessions").
+ *
+ * Who holds what: the conversation's tokens are held by the session object,
+ * in this process; the cluster holds the KV, IDX and KDA objects of its
+ * blocks (written by st_engine_run) and the session record (strata.h,
+ * st_session_*): the hash of the conversation's last full block (head) and
+ * the tokens that block ends at (length, a multiple of the block size). The
+ * tokens themselves are never sent to the cluster, so an application that
+ * reopens a session in another process gives the history back with
+ * st_engine_session_restore(), which checks it against the record.
+ *
+ * Memory and threads: the session borrows the engine, the model and the
+ * client, which must outlive it; while a session generates, its engine must
+ * not be used by anyone else. One session is used by one thread at a time.
+ */
+typedef struct st_engine_session st_engine_session_t;
+
+/*
+ * Opens (creates, or reopens) the session record id in the cluster with
+ * st_session_open() and returns an empty local conversation.
+ * @param[in] engine  the engine that runs the turns (borrowed)
+ * @param[in] model   the engine's model (borrowed): token range, block size
+ * @param[in] client  the engine's client (borrowed): holds the record
+ * @param[in] id      the session id, 1..63 bytes (copied)
+ * @param[in] ttl_ms  time to live of the record after its last use; 0: the
+ *                    cluster's session_ttl (a reopen restarts the TTL)
+ * @param[out] sess_p the session, written only on ST_OK
+ * On reopen, st_engine_session_info() gives the record found (its length
+ * and head); the local conversation still starts empty.
+ * Returns ST_OK; ST_ERR_INVALID (a NULL argument, an id that is empty or
+ * longer than 63 bytes, a model whose block size differs from the
+ * client's); ST_ERR_UNAVAILABLE (no replica of the record answered);
+ * ST_ERR_EXHAUSTED (the namespace has max_sessions open); ST_ERR_NOMEM.
+ * Every error is logged with the session id and the reason.
+ */
+ST_API st_status_t st_engine_session_open(st_engine_t *engine, const st_model_t *model,
+                                          st_client_t *client, const char *id, uint64_t ttl_ms,
+                                          st_engine_session_t **sess_p);
+
+/*
+ * Appends a user turn: n tokens (copied) at the end of the conversation.
+ * Nothing runs until st_engine_session_generate(); several appends in a row
+ * make one longer turn.
+ * Returns ST_OK; ST_ERR_INVALID (NULL session or tokens, n 0, a token out
+ * of the model's vocabulary: the log line names its index and value; the
+ * conversation is unchanged); ST_ERR_NOMEM (unchanged as well).
+ */
+ST_API st_status_t st_engine_session_append(st_engine_session_t *sess, const uint32_t *tokens,
+                                            size_t n);
+
+/*
+ * Runs the conversation so far, the appended turn included, through
+ * st_engine_run() (which resumes whatever the cluster holds of it and
+ * writes the blocks it computes), then n_decode greedy decode steps. The
+ * reply's tokens are appended to the conversation, and the record is set to
+ * the head and length of the conversation's last full block
+ * (st_session_append; skipped while the conversation is shorter than a
+ * block).
+ * @param[in]  n_decode  tokens to generate (0: prefill the turn only)
+ * @param[out] out_ids   the n_decode generated ids, or NULL (the reply is in
+ *                       the conversation either way)
+ * @param[out] logits    vocab floats after the turn's last token, or NULL
+ * @param[out] stats     what st_engine_run did, or NULL
+ * Returns ST_OK; ST_ERR_INVALID (NULL session, an empty conversation);
+ * ST_ERR_NOMEM, or any other error of st_engine_run (the conversation is
+ * then unchanged and the turn still pending); the error of st_session_append
+ * (ST_ERR_UNAVAILABLE, ST_ERR_NOT_FOUND when the record expired): the turn
+ * and the reply are then in the conversation, out_ids, logits and stats are
+ * filled, only the record lags (the next successful generate catches it up).
+ */
+ST_API st_status_t st_engine_session_generate(st_engine_session_t *sess, uint32_t n_decode,
+                                              uint32_t *out_ids, float *logits,
+                                              st_engine_stats_t *stats);
+
+/* Tokens in the conversation, the turn not yet generated included; 0 for NULL. */
+ST_API size_t st_engine_session_length(const st_engine_session_t *sess);
+
+/*
+ * The conversation's tokens (st_engine_session_length() of them), owned by
+ * the session: valid until the next append, generate, restore or free.
+ * NULL for NULL or an empty conversation.
+ */
+ST_API const uint32_t *st_engine_session_tokens(const st_engine_session_t *sess);
+
+/*
+ * The session record as last seen: returned by the open, then updated after
+ * each successful st_session_append (head, length, updated_ms). NULL for NULL.
+ */
+ST_API const st_session_info_t *st_engine_session_info(const st_engine_session_t *sess);
+
+/*
+ * Gives a reopened session its history: n tokens (copied) that must start
+ * with the tokens the record covers (n >= the record's length, and the hash
+ * of their block record.length / block_size - 1 equals the record's head).
+ * The conversation must be empty. Then append and generate as usual.
+ * Returns ST_OK; ST_ERR_INVALID (NULL, n 0, a token out of range, n shorter
+ * than the record, a conversation that is not empty); ST_ERR_CORRUPT (the
+ * tokens do not hash to the record's head: another conversation); ST_ERR_NOMEM.
+ */
+ST_API st_status_t st_engine_session_restore(st_engine_session_t *sess, const uint32_t *tokens,
+                                             size_t n);
+
+/*
+ * Closes the record in the cluster (st_session_close: it is deleted) and
+ * frees the session. The objects of the conversation's blocks stay cached
+ * for other requests. Returns ST_OK or the error of st_session_close
+ * (ST_ERR_NOT_FOUND when it had expired; ST_ERR_UNAVAILABLE); the session is
+ * freed in every case. NULL is ST_OK.
+ */
+ST_API st_status_t st_engine_session_close(st_engine_session_t *sess);
+
+/* Frees the session object only; the record lives on until its TTL. NULL is fine. */
+ST_API void st_engine_session_free(st_engine_session_t *sess);
 
 #ifdef __cplusplus
 }
