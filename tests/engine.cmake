@@ -20,3 +20,10 @@ foreach(group "cache|test_cache_*" "faults|test_node_*" "pool|test_pool_*")
   set_tests_properties(test_engine_${group_name} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                        LABELS "integration;engine")
 endforeach()
+
+# Engine sessions: a multi-turn conversation, reopening, refusals, against
+# three daemons.
+strata_add_test(test_engine_session SOURCES integration/test_engine_session.c
+                LIBS strata_engine strata_test_cluster PkgConfig::CMOCKA
+                ARGS $<TARGET_FILE:stratad> LABELS integration engine TIMEOUT 300)
+add_dependencies(test_engine_session stratad)

@@ -1,0 +1,345 @@
+/*
+ * test_engine_session.c - engine sessions (engine/session.c) against three
+ * real daemons on loopback (segments of 4 blocks, KDA checkpoints every 4
+ * blocks): a three-turn conversation whose later turns resume the earlier
+ * ones, with the logits of a fresh engine without the cache over the same
+ * tokens; the session record's head and length; reopening a session and
+ * giving it its history back; and what is refused.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "cluster.h"
+#include "strata/engine.h"
+
+#define N_NODES 3
+#define VOCAB   512
+#define BT      64
+#define TOL     1e-5
+
+static const char *stratad_path;
+
+typedef struct fixture {
+    tc_cluster_t cl;
+    st_client_t *client;
+    st_model_t *model;
+    st_engine_t *ref;    /* no cache */
+    st_engine_t *cached; /* with the cluster */
+} fixture_t;
+
+static int setup(void **state)
+{
+    fixture_t *f = calloc(1, sizeof(*f));
+    st_client_params_t p = {0};
+    st_model_config_t mc;
+    st_engine_params_t ep = {0};
+
+    assert_non_null(f);
+    assert_int_equal(tc_start(&f->cl, stratad_path, N_NODES, "--segment-blocks 4"), 0);
+    p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TENANT | ST_CLIENT_FIELD_MODEL |
+                   ST_CLIENT_FIELD_HEALTH_INTERVAL | ST_CLIENT_FIELD_TIMEOUT;
+    p.nodes = f->cl.peers;
+    p.tenant = "acme";
+    p.model = "reference-hybrid";
+    p.health_interval_ms = 100;
+    p.timeout_ms = 30000;
+    assert_int_equal(st_client_connect(&p, &f->client), ST_OK);
+    st_model_config_default(&mc);
+    assert_int_equal(st_model_create(&mc, &f->model), ST_OK);
+    assert_int_equal(st_engine_create(f->model, NULL, &f->ref), ST_OK);
+    ep.field_mask = ST_ENGINE_FIELD_CLIENT | ST_ENGINE_FIELD_KDA_INTERVAL;
+    ep.client = f->client;
+    ep.kda_interval = 4;
+    assert_int_equal(st_engine_create(f->model, &ep, &f->cached), ST_OK);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture_t *f = *state;
+
+    st_engine_free(f->cached);
+    st_engine_free(f->ref);
+    st_model_free(f->model);
+    st_client_close(f->client);
+    tc_stop_all(&f->cl);
+    free(f);
+    return 0;
+}
+
+/* n tokens of stream salt. */
+static uint32_t *turn_tokens(size_t n, uint32_t salt)
+{
+    uint32_t *t = malloc(sizeof(uint32_t) * n);
+
+    assert_non_null(t);
+    for (size_t i = 0; i < n; i++) {
+        t[i] = (uint32_t)(((i + 1) * 2654435761u) ^ (salt * 2246822519u)) % VOCAB;
+    }
+    return t;
+}
+
+/*
+ * Appends n tokens of stream salt to the session, generates n_decode, and
+ * checks the logits and the reply against the engine without the cache
+ * run over the same conversation. Returns the session's stats.
+ */
+static st_engine_stats_t turn(fixture_t *f, st_engine_session_t *s, size_t n, uint32_t salt,
+                              uint32_t n_decode, const char *what)
+{
+    uint32_t *t = turn_tokens(n, salt), ids[64], ids_ref[64];
+    float lc[VOCAB], lr[VOCAB];
+    size_t before = st_engine_session_length(s), prompt = before + n;
+    uint32_t *conv = malloc(sizeof(uint32_t) * prompt);
+    st_engine_stats_t st, sr;
+    double diff = 0.0, ref = 0.0;
+
+    assert_true(n_decode <= 64);
+    assert_non_null(conv);
+    assert_int_equal(st_engine_session_append(s, t, n), ST_OK);
+    assert_int_equal(st_engine_session_length(s), prompt);
+    memcpy(conv, st_engine_session_tokens(s), sizeof(uint32_t) * prompt);
+    assert_int_equal(st_engine_session_generate(s, n_decode, ids, lc, &st), ST_OK);
+    assert_int_equal(st_engine_session_length(s), prompt + n_decode);
+    assert_memory_equal(st_engine_session_tokens(s), conv, sizeof(uint32_t) * prompt);
+    assert_memory_equal(st_engine_session_tokens(s) + prompt, ids, sizeof(uint32_t) * n_decode);
+
+    assert_int_equal(st_engine_run(f->ref, conv, prompt, n_decode, lr, ids_ref, &sr), ST_OK);
+    assert_int_equal(sr.computed_tokens, prompt);
+    assert_int_equal(st.computed_tokens + st.resumed_blocks * BT, prompt);
+    for (int v = 0; v < VOCAB; v++) {
+        diff = fmax(diff, fabs((double)lc[v] - lr[v]));
+        ref = fmax(ref, fabs((double)lr[v]));
+    }
+    printf("# %-22s prompt=%zu resumed_blocks=%llu computed=%llu fetched=%llu written=%llu "
+           "rel_diff=%.3g\n",
+           what, prompt, (unsigned long long)st.resumed_blocks,
+           (unsigned long long)st.computed_tokens, (unsigned long long)st.bytes_fetched,
+           (unsigned long long)st.bytes_written, diff / ref);
+    assert_true(ref > 0.0);
+    assert_true(diff / ref <= TOL);
+    assert_memory_equal(ids, ids_ref, sizeof(uint32_t) * n_decode);
+    assert_int_equal(st.write_failures, 0);
+    free(conv);
+    free(t);
+    return st;
+}
+
+/* The record in the cluster matches the conversation's last full block. */
+static void check_record(fixture_t *f, st_engine_session_t *s, const char *id)
+{
+    size_t n = st_engine_session_length(s), nb = n / BT, got = 0;
+    st_hash_t *chain = malloc(sizeof(*chain) * (nb + 1));
+    st_session_info_t info;
+
+    assert_non_null(chain);
+    assert_int_equal(st_session_get(f->client, id, &info), ST_OK);
+    assert_int_equal(info.length, nb * BT);
+    assert_int_equal(
+        st_client_hash(f->client, st_engine_session_tokens(s), nb * BT, NULL, 0, chain, nb, &got),
+        ST_OK);
+    assert_int_equal(got, nb);
+    assert_memory_equal(&info.head, &chain[nb - 1], sizeof(st_hash_t));
+    assert_memory_equal(&st_engine_session_info(s)->head, &info.head, sizeof(st_hash_t));
+    assert_int_equal(st_engine_session_info(s)->length, info.length);
+    free(chain);
+}
+
+/*
+ * Three turns: 600 tokens + a 40-token reply (block 9 completes during the
+ * reply, with the end-of-turn checkpoint), then 300 more + 40, then 250
+ * more + 40. Each later turn resumes every block of the turns before it and
+ * computes only its own tokens (and the partial block before them).
+ */
+static void test_session_turns(void **state)
+{
+    fixture_t *f = *state;
+    st_engine_session_t *s;
+    st_engine_stats_t st;
+
+    assert_int_equal(st_engine_session_open(f->cached, f->model, f->client, "chat-1", 60000, &s),
+                     ST_OK);
+    assert_int_equal(st_engine_session_info(s)->length, 0);
+    assert_int_equal(st_engine_session_length(s), 0);
+    assert_null(st_engine_session_tokens(s));
+
+    st = turn(f, s, 600, 1, 40, "turn 1 (cold)");
+    assert_int_equal(st.resumed_blocks, 0);
+    assert_int_equal(st.computed_tokens, 600);
+    check_record(f, s, "chat-1");
+    assert_int_equal(st_engine_session_info(s)->length, 640);
+
+    st = turn(f, s, 300, 2, 40, "turn 2");
+    assert_int_equal(st.resumed_blocks, 10); /* 640 tokens: prompt 1 and its reply */
+    assert_int_equal(st.computed_tokens, 940 - 640);
+    assert_true(st.bytes_fetched > 0);
+    check_record(f, s, "chat-1");
+    assert_int_equal(st_engine_session_info(s)->length, 960);
+
+    st = turn(f, s, 250, 3, 40, "turn 3");
+    assert_int_equal(st.resumed_blocks, 15); /* 980 tokens before it: 15 full blocks */
+    assert_int_equal(st.computed_tokens, 1230 - 960);
+    assert_true(st.computed_tokens * 4 < 1230);
+    check_record(f, s, "chat-1");
+    assert_int_equal(st_engine_session_length(s), 1270);
+    assert_int_equal(st_engine_session_info(s)->length, 1216);
+
+    /* A prefill-only turn (no reply) moves the record too. */
+    st = turn(f, s, 100, 4, 0, "turn 4 (prefill only)");
+    assert_int_equal(st.resumed_blocks, 19);
+    check_record(f, s, "chat-1");
+    assert_int_equal(st_engine_session_info(s)->length, 1344);
+
+    assert_int_equal(st_engine_session_close(s), ST_OK);
+    assert_int_equal(st_session_get(f->client, "chat-1", NULL), ST_ERR_NOT_FOUND);
+}
+
+/*
+ * A session freed (not closed) keeps its record; another session object
+ * reopens it, gets the history back (checked against the record's head)
+ * and goes on, resuming everything before the new turn. A history that is
+ * another conversation, or shorter than the record, is refused.
+ */
+static void test_session_reopen(void **state)
+{
+    fixture_t *f = *state;
+    st_engine_session_t *s, *s2;
+    st_engine_stats_t st;
+    uint32_t *hist, *other;
+    size_t n;
+
+    assert_int_equal(st_engine_session_open(f->cached, f->model, f->client, "chat-2", 0, &s),
+                     ST_OK);
+    turn(f, s, 700, 11, 20, "first life, turn 1");
+    turn(f, s, 200, 12, 20, "first life, turn 2");
+    n = st_engine_session_length(s);
+    assert_int_equal(n, 940);
+    hist = malloc(sizeof(uint32_t) * n);
+    assert_non_null(hist);
+    memcpy(hist, st_engine_session_tokens(s), sizeof(uint32_t) * n);
+    st_engine_session_free(s);
+
+    assert_int_equal(st_engine_session_open(f->cached, f->model, f->client, "chat-2", 0, &s2),
+                     ST_OK);
+    assert_int_equal(st_engine_session_info(s2)->length, 896);
+    assert_int_equal(st_engine_session_length(s2), 0);
+    /* Another conversation of the same length, and one too short. */
+    other = turn_tokens(n, 99);
+    assert_int_equal(st_engine_session_restore(s2, other, n), ST_ERR_CORRUPT);
+    other[0] = hist[0] + 1 >= VOCAB ? 0 : hist[0] + 1; /* the rest equal, the first not */
+    memcpy(other + 1, hist + 1, sizeof(uint32_t) * (n - 1));
+    assert_int_equal(st_engine_session_restore(s2, other, n), ST_ERR_CORRUPT);
+    assert_int_equal(st_engine_session_restore(s2, hist, 800), ST_ERR_INVALID);
+    assert_int_equal(st_engine_session_length(s2), 0);
+    assert_int_equal(st_engine_session_restore(s2, hist, n), ST_OK);
+    assert_int_equal(st_engine_session_length(s2), n);
+    assert_int_equal(st_engine_session_restore(s2, hist, n), ST_ERR_INVALID); /* not empty */
+
+    st = turn(f, s2, 150, 13, 20, "second life, turn 3");
+    assert_int_equal(st.resumed_blocks, 14); /* 940 tokens: 14 full blocks */
+    assert_int_equal(st.computed_tokens, 1090 - 896);
+    check_record(f, s2, "chat-2");
+    assert_int_equal(st_engine_session_close(s2), ST_OK);
+    free(hist);
+    free(other);
+}
+
+/* What is refused, and what happens when the cluster goes away. */
+static void test_session_refused(void **state)
+{
+    fixture_t *f = *state;
+    st_engine_session_t *s = NULL;
+    st_model_config_t mc;
+    st_model_t *m32;
+    uint32_t tok[4] = {1, 2, 3, VOCAB}, ids[8];
+    char long_id[80];
+    uint32_t *t = turn_tokens(200, 21);
+    st_engine_stats_t st;
+
+    memset(long_id, 'x', sizeof(long_id) - 1);
+    long_id[64] = '\0';
+    assert_int_equal(st_engine_session_open(NULL, f->model, f->client, "a", 0, &s), ST_ERR_INVALID);
+    assert_int_equal(st_engine_session_open(f->cached, NULL, f->client, "a", 0, &s),
+                     ST_ERR_INVALID);
+    assert_int_equal(st_engine_session_open(f->cached, f->model, NULL, "a", 0, &s), ST_ERR_INVALID);
+    assert_int_equal(st_engine_session_open(f->cached, f->model, f->client, NULL, 0, &s),
+                     ST_ERR_INVALID);
+    assert_int_equal(st_engine_session_open(f->cached, f->model, f->client, "a", 0, NULL),
+                     ST_ERR_INVALID);
+    assert_int_equal(st_engine_session_open(f->cached, f->model, f->client, "", 0, &s),
+                     ST_ERR_INVALID);
+    assert_int_equal(st_engine_session_open(f->cached, f->model, f->client, long_id, 0, &s),
+                     ST_ERR_INVALID);
+    st_model_config_default(&mc);
+    mc.block_tokens = 32;
+    assert_int_equal(st_model_create(&mc, &m32), ST_OK);
+    assert_int_equal(st_engine_session_open(f->cached, m32, f->client, "a", 0, &s), ST_ERR_INVALID);
+    st_model_free(m32);
+    assert_null(s);
+
+    assert_int_equal(st_engine_session_append(NULL, tok, 3), ST_ERR_INVALID);
+    assert_int_equal(st_engine_session_generate(NULL, 1, ids, NULL, NULL), ST_ERR_INVALID);
+    assert_int_equal(st_engine_session_restore(NULL, tok, 3), ST_ERR_INVALID);
+    assert_int_equal(st_engine_session_close(NULL), ST_OK);
+    assert_int_equal(st_engine_session_length(NULL), 0);
+    assert_null(st_engine_session_tokens(NULL));
+    assert_null(st_engine_session_info(NULL));
+    st_engine_session_free(NULL);
+
+    assert_int_equal(st_engine_session_open(f->cached, f->model, f->client, "chat-3", 0, &s),
+                     ST_OK);
+    assert_int_equal(st_engine_session_generate(s, 1, ids, NULL, NULL), ST_ERR_INVALID);
+    assert_int_equal(st_engine_session_append(s, NULL, 3), ST_ERR_INVALID);
+    assert_int_equal(st_engine_session_append(s, tok, 0), ST_ERR_INVALID);
+    assert_int_equal(st_engine_session_append(s, tok, 4), ST_ERR_INVALID); /* 512 >= vocab */
+    assert_int_equal(st_engine_session_length(s), 0);
+    assert_int_equal(st_engine_session_restore(s, tok, 4), ST_ERR_INVALID);
+    assert_int_equal(st_engine_session_append(s, tok, 3), ST_OK);
+    /* A conversation shorter than a block: no head to record yet. */
+    assert_int_equal(st_engine_session_generate(s, 8, NULL, NULL, &st), ST_OK);
+    assert_int_equal(st_engine_session_length(s), 11);
+    assert_int_equal(st_engine_session_info(s)->length, 0);
+
+    /* The cluster goes away: the turn still runs (recomputed, nothing
+     * written), the reply joins the conversation, and the record's update
+     * fails with the cluster's status. Opening a session fails too. */
+    for (int i = 0; i < N_NODES; i++) {
+        tc_kill(&f->cl, i);
+    }
+    assert_int_equal(st_engine_session_append(s, t, 200), ST_OK);
+    assert_int_equal(st_engine_session_generate(s, 8, ids, NULL, &st), ST_ERR_UNAVAILABLE);
+    assert_int_equal(st.computed_tokens, 211);
+    assert_int_equal(st_engine_session_length(s), 219);
+    assert_memory_equal(st_engine_session_tokens(s) + 211, ids, sizeof(ids));
+    assert_int_equal(st_engine_session_info(s)->length, 0);
+    st_engine_session_free(s);
+    s = NULL;
+    assert_int_equal(st_engine_session_open(f->cached, f->model, f->client, "chat-4", 0, &s),
+                     ST_ERR_UNAVAILABLE);
+    assert_null(s);
+    free(t);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_session_turns, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_session_reopen, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_session_refused, setup, teardown),
+    };
+
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_engine_session PATH-TO-STRATAD\n");
+        return 2;
+    }
+    stratad_path = argv[1];
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
