@@ -4,10 +4,18 @@
  *
  * Read: Locate with a lease -> one get per object (one per row for row
  * reads) into the caller's buffer -> Release. A whole object counts only if
- * the XXH3-64 of what landed matches the checksum Locate gave; rows (which
- * carry no checksum) count only if Release finds the lease still alive: a
+ * the XXH3-64 of what landed matches the checksum Locate gave. Rows carry no
+ * checksum: they count only if they landed while the lease was alive (a
  * leased block is never evicted and its extents are never reused, so rows
- * read under a live lease are the committed bytes. Anything else is a miss.
+ * read under a live lease are the committed bytes). Anything else is a miss.
+ *
+ * Row reads keep their lease: the location and the lease's end (as this
+ * client's monotonic clock bounds it: the time the Locate was sent plus 90%
+ * of the lease) go into a lease cache, and later row reads of the same
+ * object go straight to one-sided gets, without an RPC, while at least
+ * SC_LC_MIN_LEFT of the lease is left; rows that land after the bound are
+ * read again inline. Such leases are not released: they end by time. A
+ * node whose endpoint or regions change invalidates its entries.
  *
  * Write: Reserve -> one put per object -> flush -> Commit with the XXH3-64
  * of each object; the daemon checks it before anything becomes visible. A
@@ -33,6 +41,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Checksums of whole objects run at memory speed over every byte read or
  * written, so they use libxxhash's runtime dispatch (AVX2/AVX-512 where the
@@ -61,6 +70,7 @@ typedef struct sc_dp_region {
 
 typedef struct sc_dp_node {
     pthread_mutex_t lock;
+    uint64_t gen; /* bumped when the endpoint or the regions change (lease cache) */
     st_transport_ep_t *ep;
     uint8_t *addr;
     size_t addr_len;
@@ -77,7 +87,22 @@ typedef struct sc_dp_buf {
     st_transport_mem_t *mem;
 } sc_dp_buf_t;
 
+/* The lease cache of row reads: direct-mapped, a collision replaces. */
+#define SC_LC_SLOTS    16384u
+#define SC_LC_MIN_LEFT 1000000000ull /* ns of lease a cached entry must have left */
+
+typedef struct sc_lc_ent {
+    st_hash_t hash;
+    uint64_t gen; /* the node's generation when cached; 0: empty */
+    uint64_t epoch, offset, length, expiry_ns;
+    uint32_t node, region_id;
+    uint16_t layer;
+    uint8_t kind;
+} sc_lc_ent_t;
+
 struct sc_dp {
+    pthread_mutex_t lc_lock;
+    sc_lc_ent_t *lc;      /* SC_LC_SLOTS */
     pthread_mutex_t lock; /* the transport and bufs */
     st_transport_t *tp;
     st_transport_backend_t backend;
@@ -115,18 +140,22 @@ st_status_t sc_dp_create(st_client_t *c, const char *spec)
     }
     cfg.fabric_provider = provider[0] ? provider : NULL;
     dp = calloc(1, sizeof(*dp));
-    if (dp == NULL) {
+    if (dp == NULL || (dp->lc = calloc(SC_LC_SLOTS, sizeof(*dp->lc))) == NULL) {
+        free(dp);
         return ST_ERR_NOMEM;
     }
     st = st_transport_create(&cfg, &dp->tp);
     if (st != ST_OK) {
+        free(dp->lc);
         free(dp);
         return sc_error(st, "transport '%s' cannot start here: %s", spec, st_strerror(st));
     }
     dp->backend = cfg.backend;
     pthread_mutex_init(&dp->lock, NULL);
+    pthread_mutex_init(&dp->lc_lock, NULL);
     for (uint32_t i = 0; i < SC_MAX_NODES; i++) {
         pthread_mutex_init(&dp->node[i].lock, NULL);
+        dp->node[i].gen = 1;
     }
     c->dp = dp;
     return ST_OK;
@@ -147,6 +176,7 @@ static void sc_dp_node_reset(sc_dp_node_t *n)
     n->old = NULL;
     n->n_old = n->cap_old = 0;
     n->epoch = 0;
+    n->gen++;
 }
 
 void sc_dp_destroy(st_client_t *c)
@@ -166,6 +196,8 @@ void sc_dp_destroy(st_client_t *c)
     free(dp->bufs);
     st_transport_destroy(dp->tp);
     pthread_mutex_destroy(&dp->lock);
+    pthread_mutex_destroy(&dp->lc_lock);
+    free(dp->lc);
     free(dp);
     c->dp = NULL;
 }
@@ -252,6 +284,7 @@ static st_status_t sc_dp_take_hello(sc_dp_t *dp, uint32_t i, const Strata__V1__H
         x->len = g->length;
     }
     if (st == ST_OK) {
+        n->gen += n->epoch != r->region_epoch;
         n->epoch = r->region_epoch;
     }
     pthread_mutex_unlock(&dp->lock);
@@ -378,8 +411,64 @@ typedef struct sc_dp_op {
     uint32_t node;
     int posted; /* transfers were posted (the op is decided after them) */
     uint64_t checksum;
-    uint64_t lease; /* index into the node's Locate answer */
+    uint64_t lease;     /* index into the node's Locate answer */
+    uint64_t expiry_ns; /* rows: the lease's end by our clock (0: ask Release) */
+    int cached;         /* rows posted from the lease cache, without a Locate */
 } sc_dp_op_t;
+
+static uint64_t sc_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static sc_lc_ent_t *sc_lc_slot(sc_dp_t *dp, const st_hash_t *h, uint8_t kind, uint16_t layer)
+{
+    uint64_t x;
+
+    memcpy(&x, h->b, sizeof(x));
+    x ^= (uint64_t)kind * 0x9e3779b97f4a7c15ull ^ (uint64_t)layer * 0xc2b2ae3d27d4eb4full;
+    return &dp->lc[(x ^ (x >> 29)) % SC_LC_SLOTS];
+}
+
+/* The cached location of a row read's object with enough lease left, into *out. */
+static int sc_lc_find(sc_dp_t *dp, uint32_t node, const st_hash_t *h, uint8_t kind, uint16_t layer,
+                      uint64_t now, sc_lc_ent_t *out)
+{
+    sc_lc_ent_t *e;
+    int hit;
+
+    pthread_mutex_lock(&dp->lc_lock);
+    e = sc_lc_slot(dp, h, kind, layer);
+    hit = e->gen != 0 && e->node == node && e->kind == kind && e->layer == layer &&
+          memcmp(e->hash.b, h->b, ST_HASH_BYTES) == 0 && now + SC_LC_MIN_LEFT < e->expiry_ns;
+    if (hit) {
+        *out = *e;
+    }
+    pthread_mutex_unlock(&dp->lc_lock);
+    return hit;
+}
+
+static void sc_lc_put(sc_dp_t *dp, const sc_lc_ent_t *v)
+{
+    pthread_mutex_lock(&dp->lc_lock);
+    *sc_lc_slot(dp, &v->hash, v->kind, v->layer) = *v;
+    pthread_mutex_unlock(&dp->lc_lock);
+}
+
+static void sc_lc_drop(sc_dp_t *dp, const st_hash_t *h, uint8_t kind, uint16_t layer)
+{
+    sc_lc_ent_t *e;
+
+    pthread_mutex_lock(&dp->lc_lock);
+    e = sc_lc_slot(dp, h, kind, layer);
+    if (memcmp(e->hash.b, h->b, ST_HASH_BYTES) == 0 && e->kind == kind && e->layer == layer) {
+        e->gen = 0;
+    }
+    pthread_mutex_unlock(&dp->lc_lock);
+}
 
 static void sc_dp_done(void *user, st_status_t status)
 {
@@ -544,47 +633,129 @@ static void sc_dp_verify_all(st_handle_t *h, const sc_dp_op_t *ops, size_t n, ui
     sc_dp_verify_range(&a);
 }
 
+/* Whether op fits an object of len bytes: ST_OK or ST_ERR_INVALID. */
+static st_status_t sc_dp_get_fits(const st_get_op_t *op, uint64_t len)
+{
+    if (op->n_rows == 0) {
+        return len > op->dst_len ? ST_ERR_INVALID : ST_OK;
+    }
+    if ((size_t)op->n_rows * op->row_bytes > op->dst_len) {
+        return ST_ERR_INVALID;
+    }
+    for (uint32_t x = 0; x < op->n_rows; x++) {
+        if (((uint64_t)op->rows[x] + 1) * op->row_bytes > len) {
+            return ST_ERR_INVALID;
+        }
+    }
+    return ST_OK;
+}
+
+/* Posts op's gets (the object, or its rows) from reg at off. Node lock held. */
+static void sc_dp_post_get(sc_dp_t *dp, sc_dp_node_t *nd, st_get_op_t *op, sc_dp_op_t *o,
+                           const sc_dp_region_t *reg, uint64_t off, uint64_t len)
+{
+    size_t nx = op->n_rows ? op->n_rows : 1, xlen = op->n_rows ? op->row_bytes : len;
+    st_transport_mem_t *mem;
+
+    pthread_mutex_lock(&dp->lock);
+    mem =
+        sc_dp_local(dp, o, op->dst, op->n_rows ? (size_t)op->n_rows * op->row_bytes : (size_t)len);
+    for (size_t x = 0; mem != NULL && x < nx; x++) {
+        uint64_t src = reg->base + off + (op->n_rows ? (uint64_t)op->rows[x] * op->row_bytes : 0);
+        st_status_t st;
+
+        atomic_fetch_add(o->pending, 1);
+        st = st_transport_get(nd->ep, (uint8_t *)op->dst + x * xlen, xlen, mem, src, reg->rkey,
+                              sc_dp_done, o);
+        if (st != ST_OK) {
+            atomic_fetch_sub(o->pending, 1);
+            o->failed = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&dp->lock);
+    o->posted = mem != NULL;
+    op->length = op->n_rows ? (size_t)op->n_rows * op->row_bytes : (size_t)len;
+}
+
+/* Posts a row read from its lease-cache entry; 0 when the entry is stale. */
+static int sc_dp_post_cached(st_client_t *c, st_get_op_t *op, sc_dp_op_t *o, const sc_lc_ent_t *e)
+{
+    sc_dp_t *dp = c->dp;
+    sc_dp_node_t *nd = &dp->node[e->node];
+    int ok;
+
+    pthread_mutex_lock(&nd->lock);
+    ok = nd->gen == e->gen && nd->epoch == e->epoch && nd->ep != NULL && e->region_id < nd->cap &&
+         nd->reg[e->region_id].rkey != NULL && e->offset + e->length <= nd->reg[e->region_id].len;
+    if (ok) {
+        op->status = sc_dp_get_fits(op, e->length);
+        if (op->status == ST_OK) {
+            o->expiry_ns = e->expiry_ns;
+            sc_dp_post_get(dp, nd, op, o, &nd->reg[e->region_id], e->offset, e->length);
+        }
+    }
+    pthread_mutex_unlock(&nd->lock);
+    return ok;
+}
+
 void sc_dp_get(st_handle_t *h, uint8_t *todo)
 {
     st_client_t *c = h->client;
     sc_dp_t *dp = c->dp;
-    size_t n = h->n, nb;
+    size_t n = h->n, nb, n_cached = 0;
     int *owner = calloc(n + 1, sizeof(*owner));
     size_t *perm = calloc(n + 1, sizeof(*perm));
     uint32_t *bnode = calloc(n + 1, sizeof(*bnode));
     size_t *bfirst = calloc(n + 1, sizeof(*bfirst)), *bcount = calloc(n + 1, sizeof(*bcount));
     sc_dp_op_t *ops = calloc(n + 1, sizeof(*ops));
+    sc_lc_ent_t *ce = calloc(n + 1, sizeof(*ce));
     Strata__V1__LocateRequest *reqs = NULL;
     Strata__V1__ReleaseRequest *rel = NULL;
     Strata__V1__ObjectKey *keys = NULL, **kp = NULL;
     srpc_fanout_item_t *items = NULL, *ritems = NULL;
-    uint64_t *lease_ids = NULL;
-    uint8_t *alive = NULL, *verified = NULL;
+    uint64_t *lease_ids = NULL, now = sc_now_ns(), t_sent = 0;
+    uint8_t *alive = NULL, *verified = NULL, *keep = NULL;
     _Atomic size_t pending = 0;
+    int located = 0;
 
-    if (!owner || !perm || !bnode || !bfirst || !bcount || !ops) {
+    if (!owner || !perm || !bnode || !bfirst || !bcount || !ops || !ce) {
         goto out; /* everything stays todo: the inline path answers */
     }
     for (size_t i = 0; i < n; i++) {
-        owner[i] = sc_dp_owner(c, h->chain, h->gets[i].block);
-        todo[i] = owner[i] < 0;
+        st_get_op_t *op = &h->gets[i];
+
+        owner[i] = sc_dp_owner(c, h->chain, op->block);
         ops[i].pending = &pending;
+        if (owner[i] >= 0 && op->n_rows > 0 &&
+            sc_lc_find(dp, (uint32_t)owner[i], &h->chain[op->block], op->kind, op->layer, now,
+                       &ce[i])) {
+            ops[i].cached = 1; /* no Locate: straight to the gets below */
+            ops[i].node = (uint32_t)owner[i];
+            owner[i] = -1;
+            n_cached++;
+            todo[i] = 0;
+            continue;
+        }
+        todo[i] = owner[i] < 0;
     }
     nb = sc_dp_batches(c, owner, n, perm, bnode, bfirst, bcount);
-    if (nb == 0) {
+    if (nb == 0 && n_cached == 0) {
         goto out;
     }
-    reqs = calloc(nb, sizeof(*reqs));
-    rel = calloc(nb, sizeof(*rel));
-    items = calloc(nb, sizeof(*items));
-    ritems = calloc(nb, sizeof(*ritems));
-    keys = calloc(n, sizeof(*keys));
-    kp = calloc(n, sizeof(*kp));
-    lease_ids = calloc(nb, sizeof(*lease_ids));
-    alive = calloc(nb, 1);
-    if (!reqs || !rel || !items || !ritems || !keys || !kp || !lease_ids || !alive) {
+    reqs = calloc(nb + 1, sizeof(*reqs));
+    rel = calloc(nb + 1, sizeof(*rel));
+    items = calloc(nb + 1, sizeof(*items));
+    ritems = calloc(nb + 1, sizeof(*ritems));
+    keys = calloc(n + 1, sizeof(*keys));
+    kp = calloc(n + 1, sizeof(*kp));
+    lease_ids = calloc(nb + 1, sizeof(*lease_ids));
+    alive = calloc(nb + 1, 1);
+    keep = calloc(nb + 1, 1);
+    if (!reqs || !rel || !items || !ritems || !keys || !kp || !lease_ids || !alive || !keep) {
         for (size_t i = 0; i < n; i++) {
             todo[i] = 1;
+            ops[i].cached = 0;
         }
         goto out;
     }
@@ -607,15 +778,18 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
         items[b].ch = c->nodes[bnode[b]].ch;
         items[b].req = &reqs[b].base;
     }
-    if (srpc_fanout(&srpc_cache_methods[SRPC_CACHE_LOCATE], items, nb, (int)c->timeout_ms) !=
-        ST_OK) {
-        for (size_t i = 0; i < n; i++) {
-            todo[i] = 1;
+    t_sent = sc_now_ns();
+    if (nb > 0) {
+        located = srpc_fanout(&srpc_cache_methods[SRPC_CACHE_LOCATE], items, nb,
+                              (int)c->timeout_ms) == ST_OK;
+        if (!located) {
+            for (size_t j = 0; j < bfirst[nb - 1] + bcount[nb - 1]; j++) {
+                todo[perm[j]] = 1;
+            }
         }
-        goto out;
     }
     /* Post every get of every batch, then wait for all of them. */
-    for (size_t b = 0; b < nb; b++) {
+    for (size_t b = 0; located && b < nb; b++) {
         const Strata__V1__LocateResponse *r = (const void *)items[b].resp;
         const Strata__V1__Locations *l = r != NULL ? r->locations : NULL;
         sc_dp_node_t *nd = &dp->node[bnode[b]];
@@ -635,29 +809,16 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
             sc_dp_op_t *o = &ops[i];
             sc_dp_region_t *reg;
             uint64_t len = l->length[j], off = l->offset[j];
-            size_t nx = op->n_rows ? op->n_rows : 1, xlen = op->n_rows ? op->row_bytes : len;
-            st_transport_mem_t *mem;
 
             op->status = ST_ERR_NOT_FOUND;
             if (l->state[j] != STRATA__V1__OBJECT_STATE__OBJECT_PRESENT) {
                 todo[i] = op->kind == ST_KIND_KDA; /* the next replica may have it */
                 continue;
             }
-            if (op->n_rows == 0 && len > op->dst_len) {
+            if (sc_dp_get_fits(op, len) != ST_OK) {
                 op->status = ST_ERR_INVALID;
-                op->length = len;
+                op->length = op->n_rows ? 0 : len;
                 continue;
-            }
-            if (op->n_rows != 0) {
-                int bad = (size_t)op->n_rows * op->row_bytes > op->dst_len;
-
-                for (uint32_t x = 0; !bad && x < op->n_rows; x++) {
-                    bad = ((uint64_t)op->rows[x] + 1) * op->row_bytes > len;
-                }
-                if (bad) {
-                    op->status = ST_ERR_INVALID;
-                    continue;
-                }
             }
             reg = sc_dp_region(c, bnode[b], l->region_id[j], r->region_epoch, &refreshed);
             if (reg == NULL || off + len > reg->len) {
@@ -666,38 +827,45 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
             o->node = bnode[b];
             o->checksum = l->checksum[j];
             o->lease = b;
-            pthread_mutex_lock(&dp->lock);
-            mem = sc_dp_local(dp, o, op->dst,
-                              op->n_rows ? (size_t)op->n_rows * op->row_bytes : (size_t)len);
-            for (size_t x = 0; mem != NULL && x < nx; x++) {
-                uint64_t src =
-                    reg->base + off + (op->n_rows ? (uint64_t)op->rows[x] * op->row_bytes : 0);
-                st_status_t st;
+            if (op->n_rows != 0 && r->lease_id != 0) {
+                /* Rows keep the lease: valid until 90% of it by our clock. */
+                sc_lc_ent_t e = {.hash = h->chain[op->block],
+                                 .gen = nd->gen,
+                                 .epoch = r->region_epoch,
+                                 .offset = off,
+                                 .length = len,
+                                 .expiry_ns = t_sent + (uint64_t)r->lease_ms * 900000ull,
+                                 .node = bnode[b],
+                                 .region_id = l->region_id[j],
+                                 .layer = op->layer,
+                                 .kind = op->kind};
 
-                atomic_fetch_add(&pending, 1);
-                st = st_transport_get(nd->ep, (uint8_t *)op->dst + x * xlen, xlen, mem, src,
-                                      reg->rkey, sc_dp_done, o);
-                if (st != ST_OK) {
-                    atomic_fetch_sub(&pending, 1);
-                    o->failed = 1;
-                    break;
-                }
+                o->expiry_ns = e.expiry_ns;
+                keep[b] = 1;
+                sc_lc_put(dp, &e);
             }
-            pthread_mutex_unlock(&dp->lock);
-            o->posted = mem != NULL;
-            op->length = op->n_rows ? (size_t)op->n_rows * op->row_bytes : (size_t)len;
+            sc_dp_post_get(dp, nd, op, o, reg, off, len);
         }
         pthread_mutex_unlock(&nd->lock);
     }
+    for (size_t i = 0; i < n; i++) {
+        if (ops[i].cached && !sc_dp_post_cached(c, &h->gets[i], &ops[i], &ce[i])) {
+            ops[i].cached = 0; /* stale: the inline path answers */
+            todo[i] = 1;
+            sc_lc_drop(dp, &h->chain[h->gets[i].block], h->gets[i].kind, h->gets[i].layer);
+        }
+    }
     sc_dp_wait(dp, &pending);
+    now = sc_now_ns();
 
-    /* Release the leases; a lease still alive vouches for the rows. */
+    /* Release the leases that no row read keeps; a lease still alive
+     * vouches for rows located without one (lease_ms 0). */
     {
         size_t nr = 0;
-        size_t *which = calloc(nb, sizeof(*which));
+        size_t *which = calloc(nb + 1, sizeof(*which));
 
         for (size_t b = 0; which != NULL && b < nb; b++) {
-            if (lease_ids[b] == 0) {
+            if (lease_ids[b] == 0 || keep[b]) {
                 continue;
             }
             strata__v1__release_request__init(&rel[nr]);
@@ -743,12 +911,19 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
                                     "extent was reused): a miss bytes=%zu",
                                     op->length);
             }
+        } else if (o->expiry_ns != 0) {
+            op->status = now < o->expiry_ns ? ST_OK : ST_ERR_NOT_FOUND;
         } else {
             op->status = alive[o->lease] ? ST_OK : ST_ERR_NOT_FOUND;
         }
         if (op->status != ST_OK) {
             op->length = 0;
-            todo[i] = op->kind == ST_KIND_KDA;
+            /* KDA may be on the next replica; rows under a cached lease that
+             * ran out or failed are read again inline. */
+            todo[i] = op->kind == ST_KIND_KDA || o->cached || o->expiry_ns != 0;
+            if (o->expiry_ns != 0) {
+                sc_lc_drop(dp, &h->chain[op->block], op->kind, op->layer);
+            }
         }
     }
 out:
@@ -758,9 +933,9 @@ out:
     if (ops != NULL) {
         sc_dp_free_tmp(dp, ops, n);
     }
-    free(owner), free(perm), free(bnode), free(bfirst), free(bcount), free(ops);
+    free(owner), free(perm), free(bnode), free(bfirst), free(bcount), free(ops), free(ce);
     free(reqs), free(rel), free(items), free(ritems), free(keys), free(kp), free(lease_ids);
-    free(alive), free(verified);
+    free(alive), free(verified), free(keep);
 }
 
 void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked)

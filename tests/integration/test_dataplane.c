@@ -17,6 +17,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <cmocka.h>
 
 #define XXH_INLINE_ALL
@@ -241,6 +244,107 @@ static void test_row_reads(void **state)
     run(h);
     assert_int_equal(gets[0].status, ST_ERR_INVALID);
     free(obj), free(dst), free(rows), free(chain);
+    st_client_close(c);
+    tc_stop_all(&cl);
+}
+
+/* ------------------------------------------------------ lease cache -- */
+
+/* The daemon's count of answered Locate calls, from its /metrics. */
+static long locate_calls(int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    static char buf[1 << 20];
+    const char *key = "strata_request_duration_seconds_count{method=\"Locate\"} ", *p;
+    size_t got = 0;
+    ssize_t k;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
+
+    assert_true(write(fd, req, sizeof(req) - 1) == (ssize_t)(sizeof(req) - 1));
+    while (got + 1 < sizeof(buf) && (k = read(fd, buf + got, sizeof(buf) - 1 - got)) > 0) {
+        got += (size_t)k;
+    }
+    close(fd);
+    buf[got] = '\0';
+    p = strstr(buf, key);
+    return p ? atol(p + strlen(key)) : 0;
+}
+
+/*
+ * Row reads keep their lease and reuse the location without a Locate while
+ * more than a second of it is left (dataplane.c): a second row read of the
+ * same object costs no RPC and returns the right bytes; a whole-object read
+ * still locates; once the lease is nearly over, the next row read locates
+ * again.
+ */
+static void test_row_lease_cache(void **state)
+{
+    enum { ROWS = 256, RB = 128, PER = 32 };
+    tc_cluster_t cl;
+    st_client_t *c;
+    st_hash_t *chain;
+    uint8_t *obj = malloc(ROWS * RB), *dst = malloc(ROWS * RB);
+    uint32_t rows[PER];
+    st_put_op_t put;
+    st_get_op_t g;
+    st_handle_t *h;
+    char more[160];
+    int port = tc_free_port();
+    long n0, n1;
+
+    (void)state;
+    assert_non_null(obj);
+    assert_non_null(dst);
+    snprintf(more, sizeof(more), "--memory-limit 128M --metrics-listen 127.0.0.1:%d", port);
+    start(&cl, more);
+    c = connect_to(&cl);
+    chain = make_chain(c, 9, 1);
+    fill(obj, ROWS * RB, 0, 77);
+    put = (st_put_op_t){.block = 0, .kind = ST_KIND_KV, .layer = 1, .src = obj, .len = ROWS * RB};
+    assert_int_equal(st_client_put(c, chain, 1, &put, 1, 0, &h), ST_OK);
+    run(h);
+    assert_int_equal(put.status, ST_OK);
+    for (int round = 0; round < 4; round++) {
+        for (int r = 0; r < PER; r++) {
+            rows[r] = (uint32_t)((r * 7 + round * 13) % ROWS);
+        }
+        g = (st_get_op_t){.block = 0,
+                          .kind = ST_KIND_KV,
+                          .layer = 1,
+                          .dst = dst,
+                          .dst_len = PER * RB,
+                          .row_bytes = RB,
+                          .rows = rows,
+                          .n_rows = PER};
+        if (round == 3) {
+            usleep(3700 * 1000); /* 5 s lease: less than a second of its 90% is left */
+        }
+        n0 = locate_calls(port);
+        assert_int_equal(st_client_get(c, chain, 1, &g, 1, &h), ST_OK);
+        run(h);
+        n1 = locate_calls(port);
+        assert_int_equal(g.status, ST_OK);
+        for (int r = 0; r < PER; r++) {
+            assert_memory_equal(dst + (size_t)r * RB, obj + (size_t)rows[r] * RB, RB);
+        }
+        printf("# row read %d: Locate calls %ld -> %ld\n", round, n0, n1);
+        /* The first read locates; the next two ride its lease; the last, late, locates. */
+        assert_int_equal(n1 - n0, round == 0 || round == 3 ? 1 : 0);
+    }
+    /* A whole-object read is checked by its checksum and always locates. */
+    g = (st_get_op_t){.block = 0, .kind = ST_KIND_KV, .layer = 1, .dst = dst, .dst_len = ROWS * RB};
+    n0 = locate_calls(port);
+    assert_int_equal(st_client_get(c, chain, 1, &g, 1, &h), ST_OK);
+    run(h);
+    assert_int_equal(g.status, ST_OK);
+    assert_memory_equal(dst, obj, ROWS * RB);
+    assert_int_equal(locate_calls(port) - n0, 1);
+    free(obj), free(dst), free(chain);
     st_client_close(c);
     tc_stop_all(&cl);
 }
@@ -678,6 +782,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip_random_sizes),
         cmocka_unit_test(test_row_reads),
+        cmocka_unit_test(test_row_lease_cache),
         cmocka_unit_test(test_readers_during_eviction),
         cmocka_unit_test(test_commit_checksum_abort_expiry),
         cmocka_unit_test(test_read_after_lease_expiry_is_a_miss),
