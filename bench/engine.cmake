@@ -7,3 +7,14 @@ if(TARGET stratad)
   target_link_libraries(bench_engine PRIVATE strata_engine m)
   add_dependencies(bench_engine stratad)
 endif()
+
+# engine at long context: TTFT with a cached history, overlap efficiency, decode
+# with 10% of the blocks local. Run by hand:
+# bench_engine_long $(build)/cached/stratad [HISTORY] [DECODE] [REPS] [TRANSPORT].
+if(TARGET stratad)
+  add_executable(bench_engine_long bench_engine_long.c bench_util.c
+                 ${PROJECT_SOURCE_DIR}/tests/support/cluster.c)
+  target_include_directories(bench_engine_long PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
+  target_link_libraries(bench_engine_long PRIVATE strata_engine m)
+  add_dependencies(bench_engine_long stratad)
+endif()

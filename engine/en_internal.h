@@ -73,6 +73,7 @@ typedef struct en_rowsrc {
     st_status_t (*start)(void *arg, int l, const int32_t *tok, size_t n, float *dst);
     st_status_t (*finish)(void *arg);
     const float *(*local)(void *arg, int l, size_t b);
+    int serial; /* wait for the rows before the local partials (measurement) */
 } en_rowsrc_t;
 
 struct st_seq {

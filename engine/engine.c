@@ -35,6 +35,7 @@ struct st_engine {
     en_put_t *puts;
     size_t n_puts, cap_puts;
     size_t ring; /* local pool in blocks, the open one included (0: unbounded) */
+    int serial;  /* serial_rows */
     /* The run in progress: its chain, which blocks the cluster holds, the
      * blocks kept aside because it does not, and the row reads in flight. */
     st_engine_stats_t *stats;
@@ -87,6 +88,9 @@ st_status_t st_engine_create(const st_model_t *model, const st_engine_params_t *
             e->on_progress = params->on_progress;
             e->on_progress_arg = params->on_progress_arg;
         }
+        if (params->field_mask & ST_ENGINE_FIELD_SERIAL_ROWS) {
+            e->serial = params->serial_rows != 0;
+        }
         if (params->field_mask & ST_ENGINE_FIELD_LOCAL_BLOCKS && params->local_blocks > 0) {
             e->ring = (size_t)params->local_blocks + 1;
         }
@@ -116,7 +120,7 @@ st_status_t st_engine_create(const st_model_t *model, const st_engine_params_t *
         e->ridx = calloc(k, sizeof(*e->ridx));
         r = e->rops && e->ridx ? en_seq_set_ring(e->seq, e->ring) : ST_ERR_NOMEM;
         if (r == ST_OK) {
-            e->seq->rowsrc = (en_rowsrc_t){e, en_rows_start, en_rows_finish, en_orphan};
+            e->seq->rowsrc = (en_rowsrc_t){e, en_rows_start, en_rows_finish, en_orphan, e->serial};
             /* Remote rows land in the sequence's stage: registered once. */
             st_client_register(e->client, e->seq->stage,
                                sizeof(float) * (size_t)model->cfg.topk * (size_t)model->row);

@@ -467,13 +467,16 @@ static st_status_t en_dsa_layer(st_seq_t *s, const en_layer_t *L, size_t pos)
             return r;
         }
     }
+    st_status_t rf = ST_OK;
+    if (nr > 0 && s->rowsrc.serial) {
+        rf = s->rowsrc.finish(s->rowsrc.arg); /* measurement: no overlap */
+    }
     en_matvec(L->dq, s->xn, d, H * row, s->q);
     for (int h = 0; h < H; h++) {
         en_rope(s->q + (size_t)h * (size_t)row + dv, (int)c->dsa_rope, pos);
     }
     {
         float scale = (float)(1.0 / sqrt((double)row));
-        st_status_t rf;
 
         r = st_cpu_sparse_attn(s->q, H, row, dv, s->rows_a, na, scale, s->o, s->lse_a);
         if (r == ST_OK) {
@@ -483,7 +486,9 @@ static st_status_t en_dsa_layer(st_seq_t *s, const en_layer_t *L, size_t pos)
             r = st_cpu_lse_merge(s->o, s->lse_a, s->out_b, s->lse_b, H, dv);
         }
         if (nr > 0) {
-            rf = s->rowsrc.finish(s->rowsrc.arg); /* always, so nothing stays in flight */
+            if (!s->rowsrc.serial) {
+                rf = s->rowsrc.finish(s->rowsrc.arg); /* always, so nothing stays in flight */
+            }
             r = r != ST_OK ? r : rf;
             for (size_t i = 0; r == ST_OK && i < nr; i++) {
                 s->rows_a[i] = s->stage + i * (size_t)row;

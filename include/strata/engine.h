@@ -120,6 +120,7 @@ enum st_engine_field {
     ST_ENGINE_FIELD_ON_LOOKUP = 1u << 2,
     ST_ENGINE_FIELD_ON_PROGRESS = 1u << 3,
     ST_ENGINE_FIELD_LOCAL_BLOCKS = 1u << 4,
+    ST_ENGINE_FIELD_SERIAL_ROWS = 1u << 5,
 };
 
 typedef struct st_engine_params {
@@ -141,6 +142,9 @@ typedef struct st_engine_params {
      * the local rows compute. 0 (the default): every block stays local.
      * Needs a client. */
     uint32_t local_blocks;
+    /* 1: wait for the remote rows before computing the local partials (no
+     * overlap). For measuring the overlap (bench_engine_long); default 0. */
+    uint32_t serial_rows;
 } st_engine_params_t;
 
 /* What one st_engine_run did. */
