@@ -27,3 +27,18 @@ strata_add_test(test_engine_session SOURCES integration/test_engine_session.c
                 LIBS strata_engine strata_test_cluster PkgConfig::CMOCKA
                 ARGS $<TARGET_FILE:stratad> LABELS integration engine TIMEOUT 300)
 add_dependencies(test_engine_session stratad)
+
+# strata-engine against three daemons: --help, exit codes, per-turn lines,
+# its /metrics through promtool (tests/integration/test_engine_runner.py).
+add_test(NAME test_engine_runner
+         COMMAND ${STRATA_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_engine_runner.py
+                 --stratad $<TARGET_FILE:stratad> --engine $<TARGET_FILE:strata_engine_cli>)
+set_tests_properties(test_engine_runner PROPERTIES LABELS "integration;engine" TIMEOUT 300
+                     SKIP_RETURN_CODE 77)
+
+# docs/configuration.md and --help are generated from strata-engine's table.
+add_test(NAME test_config_doc_engine
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tools/check_config_doc.sh
+                 $<TARGET_FILE:strata_engine_cli> ${PROJECT_SOURCE_DIR}/docs/configuration.md
+                 strata-engine STRATA_ENGINE_MARKDOWN)
+set_tests_properties(test_config_doc_engine PROPERTIES LABELS "unit;docs" TIMEOUT 60)

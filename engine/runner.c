@@ -1,0 +1,586 @@
+/*
+ * runner.c - strata-engine: runs a multi-turn long-context conversation
+ * through the reference model beside a strata cluster, with engine sessions
+ * (engine/session.c). The first turn is a long history; every later turn
+ * adds tokens and is run over the whole conversation, so that the turns
+ * before it are resumed from the cluster. It prints one line per turn
+ * (prompt, reused and recomputed tokens, time to first token, decode time
+ * per token, bytes fetched, overlap efficiency, local hit rate) and a
+ * summary, and can serve its own metrics (docs/engine.md, "strata-engine").
+ *
+ * Exit codes: 0 success; 1 a runtime failure (the cluster is unreachable, a
+ * turn or the session record failed); 2 a usage error.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "runner.h"
+#include "st_config.h"
+#include "st_log.h"
+
+typedef struct rn_conf {
+    /* cluster */
+    char *nodes, *tenant, *model, *token, *transport;
+    uint64_t timeout_ms;
+    int64_t replicas;
+    /* model */
+    char *pattern;
+    int64_t d_model, vocab, block_tokens, topk, moe_experts, seed;
+    /* engine */
+    int64_t kda_interval, local_blocks;
+    /* workload */
+    int64_t turns, history_tokens, turn_tokens, decode_tokens, token_seed;
+    char *session;
+    uint64_t session_ttl_ms;
+    int keep_session, compare, progress;
+    /* metrics, logs */
+    char *metrics_listen;
+    uint64_t metrics_linger_ms;
+    int log_level;
+} rn_conf_t;
+
+/* docs/engine.md, "Numerical consistency": resumed against full recompute. */
+#define RN_TOLERANCE 1e-5
+
+static const char *const rn_log_levels[] = {"error", "warn", "info", "debug", "trace", NULL};
+
+#define RN_OFF(m) offsetof(rn_conf_t, m)
+static const st_cfg_option_t rn_options[] = {
+    {"nodes", ST_CFG_STRING, RN_OFF(nodes), "127.0.0.1:7700", 0, 0, 0, NULL, 'n',
+     "the cluster's nodes, host:port,host:port (as for the strata command)"},
+    {"tenant", ST_CFG_STRING, RN_OFF(tenant), "default", 0, 0, 0, NULL, 0, "tenant name"},
+    {"model", ST_CFG_STRING, RN_OFF(model), "", 0, 0, 0, NULL, 0,
+     "model name of the namespace, which must name the weights (default: "
+     "reference-<fingerprint of shape and seed>)"},
+    {"token", ST_CFG_STRING, RN_OFF(token), "", 0, 0, ST_CFG_SENSITIVE, NULL, 0,
+     "authentication token"},
+    {"timeout", ST_CFG_DURATION, RN_OFF(timeout_ms), "30s", 10, 600000, 0, NULL, 0,
+     "deadline of one cluster call"},
+    {"replicas", ST_CFG_INT, RN_OFF(replicas), "2", 1, 16, 0, NULL, 0,
+     "copies of KDA and SESSION objects"},
+    {"transport", ST_CFG_STRING, RN_OFF(transport), "inline", 0, 0, 0, NULL, 0,
+     "how object bytes move: inline (in the control plane), ucx, libfabric[:provider]"},
+    {"pattern", ST_CFG_STRING, RN_OFF(pattern), "KDKD", 0, 0, 0, NULL, 0,
+     "the model's layers, one letter each: K a KDA layer, D a DSA layer"},
+    {"d_model", ST_CFG_INT, RN_OFF(d_model), "128", 16, 8192, 0, NULL, 0,
+     "width of the residual stream"},
+    {"vocab", ST_CFG_INT, RN_OFF(vocab), "512", 2, 1 << 20, 0, NULL, 0,
+     "vocabulary size; token ids are 0..vocab-1"},
+    {"block_tokens", ST_CFG_INT, RN_OFF(block_tokens), "64", 16, 4096, 0, NULL, 0,
+     "tokens per block, a multiple of 16; must equal the cluster's"},
+    {"topk", ST_CFG_INT, RN_OFF(topk), "128", 1, 65536, 0, NULL, 0,
+     "rows each DSA query attends to"},
+    {"moe_experts", ST_CFG_INT, RN_OFF(moe_experts), "4", 0, 256, 0, NULL, 0,
+     "experts of the feed-forward (0: dense)"},
+    {"seed", ST_CFG_INT, RN_OFF(seed), "1", 0, INT64_MAX, 0, NULL, 0,
+     "seed of the synthetic weights"},
+    {"kda_interval", ST_CFG_INT, RN_OFF(kda_interval), "16", 1, 65536, 0, NULL, 0,
+     "blocks between KDA checkpoints"},
+    {"local_blocks", ST_CFG_INT, RN_OFF(local_blocks), "0", 0, 1 << 24, 0, NULL, 0,
+     "closed blocks whose KV rows stay local per DSA layer; older rows are read from the "
+     "cluster (0: every block stays local)"},
+    {"turns", ST_CFG_INT, RN_OFF(turns), "4", 1, 100000, 0, NULL, 't', "turns of the conversation"},
+    {"history_tokens", ST_CFG_INT, RN_OFF(history_tokens), "8192", 1, 1 << 24, 0, NULL, 0,
+     "tokens of the first turn (the long context)"},
+    {"turn_tokens", ST_CFG_INT, RN_OFF(turn_tokens), "512", 0, 1 << 24, 0, NULL, 0,
+     "tokens the user adds in each later turn"},
+    {"decode_tokens", ST_CFG_INT, RN_OFF(decode_tokens), "32", 0, 1 << 20, 0, NULL, 0,
+     "tokens generated in each turn (greedy)"},
+    {"token_seed", ST_CFG_INT, RN_OFF(token_seed), "1", 0, INT64_MAX, 0, NULL, 0,
+     "seed of the deterministic user tokens"},
+    {"session", ST_CFG_STRING, RN_OFF(session), "strata-engine", 0, 0, 0, NULL, 's',
+     "session id in the cluster (1..63 bytes)"},
+    {"session_ttl", ST_CFG_DURATION, RN_OFF(session_ttl_ms), "0", 0, 2592000000ll, 0, NULL, 0,
+     "time to live of the session record (0: the cluster's session_ttl)"},
+    {"keep_session", ST_CFG_BOOL, RN_OFF(keep_session), "false", 0, 0, 0, NULL, 0,
+     "leave the session record in the cluster at the end instead of closing it"},
+    {"compare", ST_CFG_BOOL, RN_OFF(compare), "false", 0, 0, 0, NULL, 0,
+     "also compute every later turn in full without the cache: its time, and the largest "
+     "relative difference of the logits (above 1e-5 is a failure)"},
+    {"progress", ST_CFG_BOOL, RN_OFF(progress), "false", 0, 0, 0, NULL, 0,
+     "draw the prefill progress bar on stderr even when it is not a terminal"},
+    {"metrics_listen", ST_CFG_STRING, RN_OFF(metrics_listen), "", 0, 0, 0, NULL, 0,
+     "HTTP address of the engine's /metrics and /stats, host:port (empty: off)"},
+    {"metrics_linger", ST_CFG_DURATION, RN_OFF(metrics_linger_ms), "0", 0, 3600000, 0, NULL, 0,
+     "keep serving /metrics this long after the last turn"},
+    {"log_level", ST_CFG_ENUM, RN_OFF(log_level), "warn", 0, 0, 0, rn_log_levels, 0,
+     "lowest level logged on stderr"},
+};
+
+static const st_cfg_table_t rn_table = {
+    "strata-engine",
+    "runs a multi-turn long-context conversation through the reference model beside a strata "
+    "cluster and prints, per turn, reused and recomputed tokens, time to first token, decode "
+    "time, bytes fetched, overlap efficiency and local hit rate",
+    NULL,
+    rn_options,
+    sizeof(rn_options) / sizeof(rn_options[0]),
+};
+
+/* ------------------------------------------------------------ progress -- */
+
+typedef struct rn_progress {
+    int on;
+    unsigned turn;
+    uint64_t t0_ns, last_ns;
+    int drawn;
+} rn_progress_t;
+
+static uint64_t rn_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The engine's on_progress hook: a bar on stderr, at most 10 times a second. */
+static void rn_progress_cb(void *arg, size_t done, size_t total)
+{
+    rn_progress_t *p = arg;
+    uint64_t now = rn_now_ns();
+    int width = 30, filled;
+
+    if (!p->on || total == 0 || (done < total && now - p->last_ns < 100000000ull)) {
+        return;
+    }
+    p->last_ns = now;
+    filled = (int)((double)done / (double)total * width);
+    fprintf(stderr, "\rturn %u prefill [%.*s%*s] %3d%% %zu/%zu tokens %.1fs", p->turn, filled,
+            "##############################", width - filled, "",
+            (int)(100.0 * (double)done / (double)total), done, total,
+            (double)(now - p->t0_ns) / 1e9);
+    p->drawn = 1;
+}
+
+/* Erases the bar before a turn's line is printed. */
+static void rn_progress_clear(rn_progress_t *p)
+{
+    if (p->drawn) {
+        fprintf(stderr, "\r%*s\r", 79, "");
+        p->drawn = 0;
+    }
+}
+
+/* -------------------------------------------------------------- helpers -- */
+
+/* User token i of the workload: a pure function of (token_seed, i). */
+static uint32_t rn_token(const rn_conf_t *cf, uint64_t i)
+{
+    return (uint32_t)(XXH3_64bits_withSeed(&i, sizeof(i), (uint64_t)cf->token_seed) %
+                      (uint64_t)cf->vocab);
+}
+
+static void rn_fmt(char *buf, size_t len, int ok, const char *fmt, double v)
+{
+    if (ok) {
+        snprintf(buf, len, fmt, v);
+    } else {
+        snprintf(buf, len, "-");
+    }
+}
+
+/* Checks what the table cannot; prints the message. Returns 0 or 2. */
+static int rn_check(const rn_conf_t *cf)
+{
+    size_t sl = strlen(cf->session);
+
+    if (cf->nodes[0] == '\0') {
+        fprintf(stderr, "strata-engine: --nodes is empty (give host:port,host:port)\n");
+        return 2;
+    }
+    if (sl == 0 || sl > 63) {
+        fprintf(stderr, "strata-engine: --session '%s' must be 1..63 bytes\n", cf->session);
+        return 2;
+    }
+    if (strlen(cf->pattern) == 0 || strlen(cf->pattern) > ST_MODEL_MAX_LAYERS ||
+        strspn(cf->pattern, "KD") != strlen(cf->pattern)) {
+        fprintf(stderr,
+                "strata-engine: --pattern '%s' must be 1..%d letters, each K (KDA) or D (DSA)\n",
+                cf->pattern, ST_MODEL_MAX_LAYERS);
+        return 2;
+    }
+    if (cf->block_tokens % 16 != 0) {
+        fprintf(stderr, "strata-engine: --block-tokens %" PRId64 " is not a multiple of 16\n",
+                cf->block_tokens);
+        return 2;
+    }
+    if (cf->metrics_listen[0] != '\0') {
+        const char *colon = strrchr(cf->metrics_listen, ':');
+        char *end = NULL;
+        long port = colon ? strtol(colon + 1, &end, 10) : -1;
+
+        if (colon == NULL || colon == cf->metrics_listen || end == colon + 1 || *end != '\0' ||
+            port < 0 || port > 65535) {
+            fprintf(stderr, "strata-engine: --metrics-listen '%s' is not host:port\n",
+                    cf->metrics_listen);
+            return 2;
+        }
+    }
+    if (cf->local_blocks > 0 && strchr(cf->pattern, 'D') == NULL) {
+        fprintf(stderr, "strata-engine: --local-blocks needs a DSA layer in --pattern\n");
+        return 2;
+    }
+    return 0;
+}
+
+/* -------------------------------------------------------------- the run -- */
+
+typedef struct rn_run {
+    const rn_conf_t *cf;
+    st_model_t *model;
+    st_client_t *client;
+    st_engine_t *engine, *ref;
+    st_engine_session_t *sess;
+    rn_metrics_t *mx;
+    rn_progress_t prog;
+    uint32_t bt;
+    float *logits, *ref_logits;
+    uint32_t *user;  /* a turn's user tokens */
+    double *ttft_ms; /* per turn */
+} rn_run_t;
+
+static void rn_header(const rn_run_t *r, const char *model_name)
+{
+    const rn_conf_t *cf = r->cf;
+
+    printf("strata-engine: model %s (pattern %s, d_model %" PRId64 ", top-k %" PRId64
+           ", block %u tokens), namespace %s/%s\n",
+           model_name, cf->pattern, cf->d_model, cf->topk, r->bt, cf->tenant, model_name);
+    printf("cluster %s (transport %s); session %s; %" PRId64 " turns: %" PRId64
+           " tokens of history, +%" PRId64 " per turn, %" PRId64 " decoded per turn",
+           cf->nodes, cf->transport, cf->session, cf->turns, cf->history_tokens, cf->turn_tokens,
+           cf->decode_tokens);
+    if (cf->local_blocks > 0) {
+        printf(", %" PRId64 " local blocks", cf->local_blocks);
+    }
+    printf("\n\n%4s %8s %8s %10s %9s %13s %10s %7s %9s", "turn", "prompt", "reused", "recomputed",
+           "ttft_ms", "decode_ms/tok", "fetched_MB", "overlap", "local_hit");
+    if (cf->compare) {
+        printf(" %9s %8s %12s", "full_ms", "speedup", "max_rel_diff");
+    }
+    printf("\n");
+    fflush(stdout);
+}
+
+/* Computes the turn in full without the cache; prints its columns. */
+static int rn_compare(rn_run_t *r, unsigned turn, size_t prompt, double ttft_ms)
+{
+    const uint32_t *conv = st_engine_session_tokens(r->sess);
+    st_engine_stats_t sr;
+    double diff = 0.0, ref = 0.0;
+    st_status_t st;
+
+    if (turn == 1) {
+        printf(" %9s %8s %12s", "-", "-", "-");
+        return 0;
+    }
+    st = st_engine_run(r->ref, conv, prompt, 0, r->ref_logits, NULL, &sr);
+    if (st != ST_OK) {
+        fprintf(stderr, "strata-engine: the full recompute of turn %u failed: %s\n", turn,
+                st_strerror(st));
+        return 1;
+    }
+    for (int64_t v = 0; v < r->cf->vocab; v++) {
+        diff = fmax(diff, fabs((double)r->logits[v] - r->ref_logits[v]));
+        ref = fmax(ref, fabs((double)r->ref_logits[v]));
+    }
+    diff = ref > 0 ? diff / ref : diff;
+    printf(" %9.1f %7.1fx %12.3g", (double)sr.ttft_us / 1e3, (double)sr.ttft_us / 1e3 / ttft_ms,
+           diff);
+    if (diff > RN_TOLERANCE) {
+        fflush(stdout);
+        fprintf(stderr,
+                "\nstrata-engine: turn %u: the resumed logits differ from the full recompute by "
+                "%.3g (max |diff| / max |logit|), above the tolerance %g\n",
+                turn, diff, RN_TOLERANCE);
+        return 1;
+    }
+    return 0;
+}
+
+/* One turn: the user's tokens, the reply, the line. Returns 0 or 1. */
+static int rn_turn(rn_run_t *r, unsigned turn, uint64_t *next_user, uint64_t sums[4])
+{
+    const rn_conf_t *cf = r->cf;
+    size_t add = (size_t)(turn == 1 ? cf->history_tokens : cf->turn_tokens), prompt;
+    uint32_t n_decode = (uint32_t)cf->decode_tokens;
+    st_engine_stats_t st;
+    char dec[32], ovl[32], loc[32];
+    uint64_t reused, rows;
+    st_status_t s;
+
+    for (size_t i = 0; i < add; i++) {
+        r->user[i] = rn_token(cf, (*next_user)++);
+    }
+    if (add > 0 && (s = st_engine_session_append(r->sess, r->user, add)) != ST_OK) {
+        fprintf(stderr, "strata-engine: turn %u: appending the user's tokens failed: %s\n", turn,
+                st_strerror(s));
+        return 1;
+    }
+    prompt = st_engine_session_length(r->sess);
+    r->prog.turn = turn;
+    r->prog.t0_ns = rn_now_ns();
+    r->prog.last_ns = 0;
+    s = st_engine_session_generate(r->sess, n_decode, NULL, r->logits, &st);
+    rn_progress_clear(&r->prog);
+    if (s != ST_OK) {
+        fprintf(stderr, "strata-engine: turn %u failed: %s (the error line above says why)\n", turn,
+                st_strerror(s));
+        return 1;
+    }
+    reused = st.resumed_blocks * r->bt;
+    rows = st.rows_local + st.rows_remote;
+    r->ttft_ms[turn - 1] = (double)st.ttft_us / 1e3;
+    sums[0] += prompt;
+    sums[1] += reused;
+    sums[2] += st.computed_tokens;
+    sums[3] += st.bytes_fetched;
+    /* Counted before the line is printed: a scrape that saw the line sees the turn. */
+    rn_metrics_turn(r->mx, prompt, &st, n_decode, r->bt);
+    rn_fmt(dec, sizeof(dec), n_decode > 0, "%.2f", (double)st.decode_us / 1e3 / n_decode);
+    rn_fmt(ovl, sizeof(ovl), st.fetch_us > 0, "%.2f", st_engine_overlap(&st));
+    rn_fmt(loc, sizeof(loc), rows > 0, "%.1f%%", 100.0 * (double)st.rows_local / (double)rows);
+    printf("%4u %8zu %8" PRIu64 " %10" PRIu64 " %9.1f %13s %10.2f %7s %9s", turn, prompt, reused,
+           st.computed_tokens, r->ttft_ms[turn - 1], dec, (double)st.bytes_fetched / 1e6, ovl, loc);
+    if (cf->compare && rn_compare(r, turn, prompt, r->ttft_ms[turn - 1]) != 0) {
+        printf("\n");
+        return 1;
+    }
+    printf("\n");
+    fflush(stdout);
+    if (st.write_failures > 0 || st.fetch_misses > 0) {
+        fprintf(stderr,
+                "strata-engine: turn %u: %" PRIu64 " objects not stored, %" PRIu64
+                " fetches missed (the engine recomputed; see the warnings above)\n",
+                turn, st.write_failures, st.fetch_misses);
+    }
+    return 0;
+}
+
+static void rn_summary(const rn_run_t *r, unsigned turns, const uint64_t sums[4], uint64_t t0)
+{
+    printf("\nsummary over %u turns (%.1f s):\n", turns, (double)(rn_now_ns() - t0) / 1e9);
+    printf("  token hit rate  %.1f%%  (%" PRIu64 " of %" PRIu64 " prompt tokens reused, %" PRIu64
+           " recomputed)\n",
+           sums[0] ? 100.0 * (double)sums[1] / (double)sums[0] : 0.0, sums[1], sums[0], sums[2]);
+    printf("  ttft vs turn 1 ");
+    for (unsigned t = 1; t < turns; t++) {
+        printf(" turn %u: %.3fx%s", t + 1, r->ttft_ms[t] / r->ttft_ms[0], t + 1 < turns ? "," : "");
+    }
+    printf(turns > 1 ? "  (turn 1: %.1f ms)\n" : " turn 1: %.1f ms\n", r->ttft_ms[0]);
+    /* One line for scripts and tests. */
+    printf("result turns=%u prompt_tokens=%" PRIu64 " reused_tokens=%" PRIu64
+           " computed_tokens=%" PRIu64 " fetched_bytes=%" PRIu64 " token_hit_rate=%.6f\n",
+           turns, sums[0], sums[1], sums[2], sums[3],
+           sums[0] ? (double)sums[1] / (double)sums[0] : 0.0);
+    fflush(stdout);
+}
+
+/* Connects, builds the model and the engines, opens the session. Returns 0, 1 or 2. */
+static int rn_setup(rn_run_t *r, char *model_name, size_t name_len)
+{
+    const rn_conf_t *cf = r->cf;
+    st_model_config_t mc;
+    st_client_params_t cp = {0};
+    st_engine_params_t ep = {0};
+    st_status_t s;
+
+    st_model_config_default(&mc);
+    snprintf(mc.pattern, sizeof(mc.pattern), "%s", cf->pattern);
+    mc.d_model = (uint32_t)cf->d_model;
+    mc.vocab = (uint32_t)cf->vocab;
+    mc.block_tokens = (uint32_t)cf->block_tokens;
+    mc.topk = (uint32_t)cf->topk;
+    mc.moe_experts = (uint32_t)cf->moe_experts;
+    mc.moe_topk = mc.moe_experts == 0 ? 0 : (mc.moe_experts < 2 ? 1 : 2);
+    mc.seed = (uint64_t)cf->seed;
+    s = st_model_create(&mc, &r->model);
+    if (s != ST_OK) {
+        fprintf(stderr,
+                "strata-engine: the model shape is refused: %s (the line above names "
+                "the field)\n",
+                st_strerror(s));
+        return s == ST_ERR_INVALID ? 2 : 1;
+    }
+    if (cf->model[0] != '\0') {
+        snprintf(model_name, name_len, "%s", cf->model);
+    } else {
+        snprintf(model_name, name_len, "reference-%016" PRIx64, st_model_fingerprint(r->model));
+    }
+    cp.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TENANT | ST_CLIENT_FIELD_MODEL |
+                    ST_CLIENT_FIELD_TOKEN | ST_CLIENT_FIELD_TIMEOUT | ST_CLIENT_FIELD_REPLICAS |
+                    ST_CLIENT_FIELD_TRANSPORT;
+    cp.nodes = cf->nodes;
+    cp.tenant = cf->tenant;
+    cp.model = model_name;
+    cp.token = cf->token;
+    cp.timeout_ms = (uint32_t)cf->timeout_ms;
+    cp.replicas = (uint32_t)cf->replicas;
+    cp.transport = cf->transport;
+    s = st_client_connect(&cp, &r->client);
+    if (s != ST_OK) {
+        fprintf(stderr, "strata-engine: cannot connect to the cluster at %s: %s (%s)\n", cf->nodes,
+                st_client_last_error(), st_strerror(s));
+        return s == ST_ERR_INVALID ? 2 : 1;
+    }
+    r->bt = st_client_block_tokens(r->client);
+    if (r->bt != (uint32_t)cf->block_tokens) {
+        fprintf(stderr,
+                "strata-engine: --block-tokens %" PRId64
+                " differs from the cluster's %u tokens per block\n",
+                cf->block_tokens, r->bt);
+        return 2;
+    }
+    ep.field_mask = ST_ENGINE_FIELD_CLIENT | ST_ENGINE_FIELD_KDA_INTERVAL |
+                    ST_ENGINE_FIELD_ON_PROGRESS | ST_ENGINE_FIELD_LOCAL_BLOCKS;
+    ep.client = r->client;
+    ep.kda_interval = (uint32_t)cf->kda_interval;
+    ep.on_progress = rn_progress_cb;
+    ep.on_progress_arg = &r->prog;
+    ep.local_blocks = (uint32_t)cf->local_blocks;
+    s = st_engine_create(r->model, &ep, &r->engine);
+    if (s == ST_OK && cf->compare) {
+        s = st_engine_create(r->model, NULL, &r->ref);
+    }
+    if (s != ST_OK) {
+        fprintf(stderr, "strata-engine: cannot create the engine: %s\n", st_strerror(s));
+        return 1;
+    }
+    r->logits = malloc(sizeof(float) * (size_t)cf->vocab);
+    r->ref_logits = malloc(sizeof(float) * (size_t)cf->vocab);
+    r->user =
+        malloc(sizeof(uint32_t) * (size_t)(cf->history_tokens > cf->turn_tokens ? cf->history_tokens
+                                                                                : cf->turn_tokens));
+    r->ttft_ms = calloc((size_t)cf->turns, sizeof(double));
+    if (!r->logits || !r->ref_logits || !r->user || !r->ttft_ms) {
+        fprintf(stderr, "strata-engine: out of memory\n");
+        return 1;
+    }
+    return 0;
+}
+
+static int rn_open_session(rn_run_t *r)
+{
+    st_status_t s = st_engine_session_open(r->engine, r->model, r->client, r->cf->session,
+                                           r->cf->session_ttl_ms, &r->sess);
+
+    if (s != ST_OK) {
+        fprintf(stderr, "strata-engine: cannot open session %s: %s (%s)\n", r->cf->session,
+                st_client_last_error(), st_strerror(s));
+        return 1;
+    }
+    if (st_engine_session_info(r->sess)->length > 0) {
+        printf("session %s reopened (its record covered %" PRIu64
+               " tokens); this run starts a new conversation in it\n",
+               r->cf->session, st_engine_session_info(r->sess)->length);
+    }
+    return 0;
+}
+
+static void rn_teardown(rn_run_t *r)
+{
+    if (r->sess != NULL && !r->cf->keep_session) {
+        st_engine_session_close(r->sess);
+    } else {
+        st_engine_session_free(r->sess);
+    }
+    st_engine_free(r->ref);
+    st_engine_free(r->engine);
+    if (r->client != NULL) {
+        st_client_close(r->client);
+    }
+    st_model_free(r->model);
+    free(r->logits);
+    free(r->ref_logits);
+    free(r->user);
+    free(r->ttft_ms);
+}
+
+static int rn_main(const rn_conf_t *cf)
+{
+    rn_run_t r = {0};
+    char model_name[128], ns[300];
+    uint64_t sums[4] = {0}, next_user = 0, t0 = rn_now_ns();
+    unsigned t = 0;
+    int rc, port = 0;
+
+    r.cf = cf;
+    r.prog.on = cf->progress || isatty(STDERR_FILENO);
+    rc = rn_setup(&r, model_name, sizeof(model_name));
+    if (rc == 0 && cf->metrics_listen[0] != '\0') {
+        snprintf(ns, sizeof(ns), "%s/%s", cf->tenant, model_name);
+        if (rn_metrics_start(cf->metrics_listen, ns, &r.mx, &port) != ST_OK) {
+            fprintf(stderr, "strata-engine: cannot serve metrics on %s\n", cf->metrics_listen);
+            rc = 1;
+        } else {
+            printf("metrics_port=%d\n", port);
+        }
+    }
+    if (rc == 0) {
+        rc = rn_open_session(&r);
+    }
+    if (rc == 0) {
+        rn_header(&r, model_name);
+        for (t = 1; t <= (unsigned)cf->turns && rc == 0; t++) {
+            rc = rn_turn(&r, t, &next_user, sums);
+        }
+        if (rc == 0) {
+            rn_summary(&r, (unsigned)cf->turns, sums, t0);
+        }
+    }
+    /* The session is closed and the client gone before the metrics linger. */
+    rn_teardown(&r);
+    if (r.mx != NULL && cf->metrics_linger_ms > 0) {
+        fflush(stdout);
+        nanosleep(&(struct timespec){(time_t)(cf->metrics_linger_ms / 1000),
+                                     (long)(cf->metrics_linger_ms % 1000) * 1000000L},
+                  NULL);
+    }
+    rn_metrics_stop(r.mx);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    rn_conf_t cf;
+    char err[512];
+    int npos = 0, help = 0, rc;
+    st_status_t s;
+
+    memset(&cf, 0, sizeof(cf));
+    st_log_set_ident("strata-engine");
+    if (st_config_defaults(&rn_table, &cf) != ST_OK) {
+        fprintf(stderr, "strata-engine: a default of the config table does not parse (a bug), "
+                        "or out of memory\n");
+        return 1;
+    }
+    s = st_config_parse_args(&rn_table, &cf, argc, argv, &npos, &help, err, sizeof(err));
+    if (s != ST_OK) {
+        fprintf(stderr, "strata-engine: %s\n", err);
+        rc = 2;
+    } else if (help) {
+        st_config_usage(&rn_table, stdout);
+        rc = 0;
+    } else if (npos > 0) {
+        fprintf(stderr, "strata-engine: unexpected argument '%s' (see strata-engine --help)\n",
+                argv[1]);
+        rc = 2;
+    } else if (getenv("STRATA_ENGINE_MARKDOWN") != NULL) {
+        st_config_markdown(&rn_table, stdout);
+        rc = 0;
+    } else if ((rc = rn_check(&cf)) == 0) {
+        st_log_set_level((st_log_level_t)cf.log_level);
+        rc = rn_main(&cf);
+    }
+    st_config_free(&rn_table, &cf);
+    return rc;
+}
