@@ -11,6 +11,8 @@ trap 'rm -rf "$prefix"' EXIT
 cmake --install "$build_dir" --prefix "$prefix" > "$prefix/install.log"
 test -f "$prefix/include/strata/status.h"
 test -f "$prefix/include/strata/hash.h"
+# The installed commands run (strata-engine links libstrata-engine statically).
+"$prefix/bin/strata-engine" --help | grep -q "^Usage: strata-engine"
 libdir="$(dirname "$(find "$prefix" -name strata.pc | head -1)")/.."
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
 # shellcheck disable=SC2086
