@@ -1,19 +1,29 @@
 #!/usr/bin/env bash
 # The README's main-job command: installs what is missing, builds strata,
-# starts a local cluster of three stratad daemons on loopback, and serves a
-# multi-turn long-context workload through it with `strata bench`, which
-# prints every turn (prompt, reused, resumable and recomputed tokens, lookup
-# and write times) and a summary of hit rates and timings. The cluster is
-# stopped at the end, also on failure.
+# starts a local cluster of three stratad daemons on loopback, and runs the
+# engine beside it: `strata-engine` holds a multi-turn long-context
+# conversation (an 8192-token history, then three more turns) through the
+# cluster, printing per turn the prompt, the tokens reused from the cluster
+# and recomputed, time to first token, decode time per token, bytes fetched,
+# overlap efficiency and local hit rate, each later turn checked against a
+# full recompute (--compare). Then `strata bench` drives the cache alone with
+# 64K-token conversations. The cluster is stopped at the end, also on failure
+# or Ctrl-C.
 #
-#   STRATA_DEMO_ARGS="--sessions 8 --prompt-tokens 131072" bash scripts/run-demo.sh
+#   STRATA_DEMO_ENGINE_ARGS="--history-tokens 16384" bash scripts/run-demo.sh
+#   STRATA_DEMO_ARGS="--sessions 8 --prompt-tokens 131072" bash scripts/run-demo.sh  # bench
+#   STRATA_DEMO_BUILD=build-mine bash scripts/run-demo.sh  # an existing build; no install, no build
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/install-deps.sh
-bash scripts/build.sh release
+if [ -n "${STRATA_DEMO_BUILD:-}" ]; then
+    bin="$STRATA_DEMO_BUILD"
+else
+    bash scripts/install-deps.sh
+    bash scripts/build.sh release
+    bin=build/release
+fi
 
-bin=build/release
 work="$(mktemp -d /tmp/strata-demo.XXXXXX)"
 pids=()
 stop_cluster() {
@@ -26,6 +36,7 @@ stop_cluster() {
     rm -rf "$work"
 }
 trap stop_cluster EXIT
+trap 'exit 130' INT TERM
 
 # Three free loopback ports.
 mapfile -t ports < <(/usr/bin/python3 - <<'PY'
@@ -64,7 +75,17 @@ done
 "$bin/client/strata" status --nodes "$nodes"
 
 echo
-echo "== a multi-turn long-context workload"
+echo "== the engine: a 4-turn conversation over an 8192-token history, resumed from the cluster"
+# UCX one-sided reads; 32 blocks of KV rows kept local per DSA layer, older
+# rows read from the cluster while the local ones compute; every later turn
+# also computed in full without the cache to compare time and logits.
+# shellcheck disable=SC2086
+"$bin/engine/strata-engine" --nodes "$nodes" --transport ucx --session demo \
+    --turns 4 --history-tokens 8192 --turn-tokens 256 --decode-tokens 32 \
+    --local-blocks 32 --compare ${STRATA_DEMO_ENGINE_ARGS:-}
+
+echo
+echo "== the cache alone: 4 conversations of 4 turns over 64K-token prompts (strata bench)"
 # shellcheck disable=SC2086
 "$bin/client/strata" bench --nodes "$nodes" --transport ucx --sessions 4 --turns 4 \
     --prompt-tokens 65536 --turn-tokens 4096 --layers 2 ${STRATA_DEMO_ARGS:-}
