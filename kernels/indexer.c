@@ -17,10 +17,7 @@ st_status_t st_cpu_indexer_scores(const float *q, const float *w, int n_q, int n
     for (int t = 0; t < n_q; t++) {
         const float *qt = q + (size_t)t * n_heads * dim;
         const float *wt = w + (size_t)t * n_heads;
-        for (int s = 0; s < n_keys; s++) {
-            scores[(size_t)t * n_keys + s] =
-                kn_score_row(qt, wt, n_heads, dim, keys + (size_t)s * dim);
-        }
+        kn_ops.score_rows(qt, wt, n_heads, dim, keys, n_keys, scores + (size_t)t * n_keys);
     }
     return ST_OK;
 }
@@ -181,8 +178,9 @@ st_status_t st_cpu_indexer_topk(const float *q, const float *w, int n_heads, int
     kn_pair_t *order = malloc(sizeof(kn_pair_t) * n_blocks);
     kn_pair_t *pairs = malloc(sizeof(kn_pair_t) * k);
     kn_heap_t heap = {malloc(sizeof(float) * k), malloc(sizeof(int32_t) * k), 0};
+    float *rowsc = malloc(sizeof(float) * (size_t)block_rows);
     st_status_t st = ST_ERR_NOMEM;
-    if (!bound || !order || !pairs || !heap.s || !heap.i) {
+    if (!bound || !order || !pairs || !heap.s || !heap.i || !rowsc) {
         goto out;
     }
     st = st_cpu_block_bounds(q, w, n_heads, dim, summary, n_blocks, bound);
@@ -203,9 +201,10 @@ st_status_t st_cpu_indexer_topk(const float *q, const float *w, int n_heads, int
             break;
         }
         int end = (b + 1) * block_rows < n_keys ? (b + 1) * block_rows : n_keys;
+        kn_ops.score_rows(q, w, n_heads, dim, keys + (size_t)b * block_rows * dim,
+                          end - b * block_rows, rowsc);
         for (int s = b * block_rows; s < end; s++) {
-            float v = kn_score_row(q, w, n_heads, dim, keys + (size_t)s * dim);
-            kn_heap_offer(&heap, k, v, s);
+            kn_heap_offer(&heap, k, rowsc[s - b * block_rows], s);
         }
         scored++;
     }
@@ -229,5 +228,6 @@ out:
     free(pairs);
     free(heap.s);
     free(heap.i);
+    free(rowsc);
     return st;
 }

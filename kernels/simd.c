@@ -8,7 +8,7 @@
 
 #include "kn_internal.h"
 
-kn_ops_t kn_ops = {kn_dot_portable, kn_axpy_portable, kn_scale_portable};
+kn_ops_t kn_ops = {kn_dot_portable, kn_axpy_portable, kn_scale_portable, kn_score_rows_portable};
 static st_simd_t kn_current = ST_SIMD_PORTABLE;
 
 /* Eight independent partial sums let the compiler vectorise without -ffast-math. */
@@ -81,6 +81,14 @@ float kn_score_row(const float *q, const float *w, int n_heads, int dim, const f
     return s;
 }
 
+void kn_score_rows_portable(const float *q, const float *w, int n_heads, int dim, const float *keys,
+                            int n, float *out)
+{
+    for (int r = 0; r < n; r++) {
+        out[r] = kn_score_row(q, w, n_heads, dim, keys + (size_t)r * dim);
+    }
+}
+
 static int kn_have_avx2(void)
 {
 #if defined(__x86_64__) && defined(STRATA_KN_AVX2)
@@ -95,7 +103,8 @@ st_status_t st_kernels_set_simd(st_simd_t simd)
 {
     switch (simd) {
     case ST_SIMD_PORTABLE:
-        kn_ops = (kn_ops_t){kn_dot_portable, kn_axpy_portable, kn_scale_portable};
+        kn_ops = (kn_ops_t){kn_dot_portable, kn_axpy_portable, kn_scale_portable,
+                            kn_score_rows_portable};
         kn_current = ST_SIMD_PORTABLE;
         return ST_OK;
     case ST_SIMD_AUTO:
@@ -108,7 +117,7 @@ st_status_t st_kernels_set_simd(st_simd_t simd)
         if (!kn_have_avx2()) {
             return ST_ERR_UNSUPPORTED;
         }
-        kn_ops = (kn_ops_t){kn_dot_avx2, kn_axpy_avx2, kn_scale_avx2};
+        kn_ops = (kn_ops_t){kn_dot_avx2, kn_axpy_avx2, kn_scale_avx2, kn_score_rows_avx2};
         kn_current = ST_SIMD_AVX2;
         return ST_OK;
 #else
