@@ -25,8 +25,15 @@ endforeach()
 # three daemons.
 strata_add_test(test_engine_session SOURCES integration/test_engine_session.c
                 LIBS strata_engine strata_test_cluster PkgConfig::CMOCKA
-                ARGS $<TARGET_FILE:stratad> LABELS integration engine TIMEOUT 300)
+                ARGS $<TARGET_FILE:stratad> "test_session_turns"
+                LABELS integration engine TIMEOUT 300)
 add_dependencies(test_engine_session stratad)
+foreach(case reopen refused)
+  add_test(NAME test_engine_session_${case}
+           COMMAND test_engine_session $<TARGET_FILE:stratad> "test_session_${case}")
+  set_tests_properties(test_engine_session_${case} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                       LABELS "integration;engine")
+endforeach()
 
 # strata-engine against three daemons: --help, exit codes, per-turn lines,
 # its /metrics through promtool (tests/integration/test_engine_runner.py).

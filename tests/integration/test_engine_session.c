@@ -154,10 +154,11 @@ static void check_record(fixture_t *f, st_engine_session_t *s, const char *id)
 }
 
 /*
- * Three turns: 600 tokens + a 40-token reply (block 9 completes during the
- * reply, with the end-of-turn checkpoint), then 300 more + 40, then 250
- * more + 40. Each later turn resumes every block of the turns before it and
- * computes only its own tokens (and the partial block before them).
+ * Three turns: 300 tokens + a 20-token reply (block 4 completes during the
+ * reply, with the end-of-turn checkpoint), then 150 more + 20, then 130
+ * more + 20, then 70 more without a reply. Each later turn resumes every
+ * block of the turns before it and computes only its own tokens (and the
+ * partial block before them).
  */
 static void test_session_turns(void **state)
 {
@@ -171,32 +172,33 @@ static void test_session_turns(void **state)
     assert_int_equal(st_engine_session_length(s), 0);
     assert_null(st_engine_session_tokens(s));
 
-    st = turn(f, s, 600, 1, 40, "turn 1 (cold)");
+    st = turn(f, s, 300, 1, 20, "turn 1 (cold)");
     assert_int_equal(st.resumed_blocks, 0);
-    assert_int_equal(st.computed_tokens, 600);
+    assert_int_equal(st.computed_tokens, 300);
     check_record(f, s, "chat-1");
-    assert_int_equal(st_engine_session_info(s)->length, 640);
+    assert_int_equal(st_engine_session_info(s)->length, 320);
 
-    st = turn(f, s, 300, 2, 40, "turn 2");
-    assert_int_equal(st.resumed_blocks, 10); /* 640 tokens: prompt 1 and its reply */
-    assert_int_equal(st.computed_tokens, 940 - 640);
+    st = turn(f, s, 150, 2, 20, "turn 2");
+    assert_int_equal(st.resumed_blocks, 5); /* 320 tokens: prompt 1 and its reply */
+    assert_int_equal(st.computed_tokens, 470 - 320);
     assert_true(st.bytes_fetched > 0);
     check_record(f, s, "chat-1");
-    assert_int_equal(st_engine_session_info(s)->length, 960);
+    assert_int_equal(st_engine_session_info(s)->length, 448);
 
-    st = turn(f, s, 250, 3, 40, "turn 3");
-    assert_int_equal(st.resumed_blocks, 15); /* 980 tokens before it: 15 full blocks */
-    assert_int_equal(st.computed_tokens, 1230 - 960);
-    assert_true(st.computed_tokens * 4 < 1230);
+    st = turn(f, s, 130, 3, 20, "turn 3");
+    assert_int_equal(st.resumed_blocks, 7); /* 490 tokens before it: 7 full blocks */
+    assert_int_equal(st.computed_tokens, 620 - 448);
+    assert_true(st.computed_tokens * 3 < 620);
     check_record(f, s, "chat-1");
-    assert_int_equal(st_engine_session_length(s), 1270);
-    assert_int_equal(st_engine_session_info(s)->length, 1216);
+    assert_int_equal(st_engine_session_length(s), 640);
+    assert_int_equal(st_engine_session_info(s)->length, 640);
 
     /* A prefill-only turn (no reply) moves the record too. */
-    st = turn(f, s, 100, 4, 0, "turn 4 (prefill only)");
-    assert_int_equal(st.resumed_blocks, 19);
+    st = turn(f, s, 70, 4, 0, "turn 4 (prefill only)");
+    assert_int_equal(st.resumed_blocks, 10);
+    assert_int_equal(st.computed_tokens, 70);
     check_record(f, s, "chat-1");
-    assert_int_equal(st_engine_session_info(s)->length, 1344);
+    assert_int_equal(st_engine_session_info(s)->length, 704);
 
     assert_int_equal(st_engine_session_close(s), ST_OK);
     assert_int_equal(st_session_get(f->client, "chat-1", NULL), ST_ERR_NOT_FOUND);
@@ -218,10 +220,10 @@ static void test_session_reopen(void **state)
 
     assert_int_equal(st_engine_session_open(f->cached, f->model, f->client, "chat-2", 0, &s),
                      ST_OK);
-    turn(f, s, 700, 11, 20, "first life, turn 1");
-    turn(f, s, 200, 12, 20, "first life, turn 2");
+    turn(f, s, 350, 11, 10, "first life, turn 1");
+    turn(f, s, 100, 12, 10, "first life, turn 2");
     n = st_engine_session_length(s);
-    assert_int_equal(n, 940);
+    assert_int_equal(n, 470);
     hist = malloc(sizeof(uint32_t) * n);
     assert_non_null(hist);
     memcpy(hist, st_engine_session_tokens(s), sizeof(uint32_t) * n);
@@ -229,7 +231,7 @@ static void test_session_reopen(void **state)
 
     assert_int_equal(st_engine_session_open(f->cached, f->model, f->client, "chat-2", 0, &s2),
                      ST_OK);
-    assert_int_equal(st_engine_session_info(s2)->length, 896);
+    assert_int_equal(st_engine_session_info(s2)->length, 448);
     assert_int_equal(st_engine_session_length(s2), 0);
     /* Another conversation of the same length, and one too short. */
     other = turn_tokens(n, 99);
@@ -237,15 +239,15 @@ static void test_session_reopen(void **state)
     other[0] = hist[0] + 1 >= VOCAB ? 0 : hist[0] + 1; /* the rest equal, the first not */
     memcpy(other + 1, hist + 1, sizeof(uint32_t) * (n - 1));
     assert_int_equal(st_engine_session_restore(s2, other, n), ST_ERR_CORRUPT);
-    assert_int_equal(st_engine_session_restore(s2, hist, 800), ST_ERR_INVALID);
+    assert_int_equal(st_engine_session_restore(s2, hist, 440), ST_ERR_INVALID);
     assert_int_equal(st_engine_session_length(s2), 0);
     assert_int_equal(st_engine_session_restore(s2, hist, n), ST_OK);
     assert_int_equal(st_engine_session_length(s2), n);
     assert_int_equal(st_engine_session_restore(s2, hist, n), ST_ERR_INVALID); /* not empty */
 
-    st = turn(f, s2, 150, 13, 20, "second life, turn 3");
-    assert_int_equal(st.resumed_blocks, 14); /* 940 tokens: 14 full blocks */
-    assert_int_equal(st.computed_tokens, 1090 - 896);
+    st = turn(f, s2, 75, 13, 10, "second life, turn 3");
+    assert_int_equal(st.resumed_blocks, 7); /* 470 tokens: 7 full blocks */
+    assert_int_equal(st.computed_tokens, 545 - 448);
     check_record(f, s2, "chat-2");
     assert_int_equal(st_engine_session_close(s2), ST_OK);
     free(hist);
@@ -337,9 +339,12 @@ int main(int argc, char **argv)
     };
 
     if (argc < 2) {
-        fprintf(stderr, "usage: test_engine_session PATH-TO-STRATAD\n");
+        fprintf(stderr, "usage: test_engine_session PATH-TO-STRATAD [TEST-NAME-PATTERN]\n");
         return 2;
     }
     stratad_path = argv[1];
+    if (argc > 2) {
+        cmocka_set_test_filter(argv[2]);
+    }
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
