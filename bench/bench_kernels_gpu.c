@@ -2,7 +2,9 @@
  * bench_kernels_gpu.c - the CUDA kernels on the device against its limits,
  * measured in the same run: HBM bandwidth (a device-to-device copy) and the
  * bf16 tensor rate (a cuBLAS 8192^3 GEMM). Prints one line per result.
- * Usage: bench_kernels_gpu [reps]   (docs/performance.md, "Kernels")
+ * Usage: bench_kernels_gpu [reps [attn|indexer|kda]]   (docs/performance.md, "Kernels");
+ * a section name runs only that section (for profiling one kernel under ncu). Variant knobs
+ * (docs/kernels.md) are timed side by side.
  */
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -172,8 +174,22 @@ static float *dev_random(size_t n, float lo, float hi)
     return d;
 }
 
+/* Times fn with the environment variable name set to value (NULL: unset). */
+static double time_variant(bench_fn fn, void *ctx, const char *name, const char *value)
+{
+    if (value) {
+        setenv(name, value, 1);
+    } else {
+        unsetenv(name);
+    }
+    double t = time_gpu(fn, ctx);
+    unsetenv(name);
+    return t;
+}
+
 int main(int argc, char **argv)
 {
+    const char *only = argc > 2 ? argv[2] : NULL;
     if (argc > 1) {
         reps = atoi(argv[1]) > 0 ? atoi(argv[1]) : reps;
     }
@@ -187,34 +203,38 @@ int main(int argc, char **argv)
     CK(cudaEventCreate(&ev0));
     CK(cudaEventCreate(&ev1));
 
-    /* Limits. */
-    copy_ctx cc = {dmalloc(2ull << 30), dmalloc(2ull << 30), 2ull << 30};
-    CK(cudaMemset(cc.a, 1, cc.n));
-    double t = time_gpu(run_copy, &cc);
-    double bw = 2.0 * cc.n / t;
-    printf("limit hbm_copy_bw=%.0f GB/s (read+write of %zu MiB in %.1f us)\n", bw / 1e9, cc.n >> 20,
-           t * 1e6);
-    cudaFree(cc.a), cudaFree(cc.b);
-    gemm_ctx gc = {NULL, NULL, NULL, NULL, 8192};
-    CK(cublasCreate(&gc.h));
-    size_t gbytes = (size_t)gc.n * gc.n * 2;
-    uint16_t *hb = malloc(gbytes);
-    for (size_t i = 0; i < (size_t)gc.n * gc.n; i++) {
-        float f = frand(-1, 1);
-        uint32_t u;
-        memcpy(&u, &f, 4);
-        hb[i] = (uint16_t)(u >> 16);
+    /* Limits (skipped when one section runs alone: nominal values then). */
+    double t, bw = 4.2e12, rate = 782e12;
+    if (!only) {
+        copy_ctx cc = {dmalloc(2ull << 30), dmalloc(2ull << 30), 2ull << 30};
+        CK(cudaMemset(cc.a, 1, cc.n));
+        t = time_gpu(run_copy, &cc);
+        bw = 2.0 * cc.n / t;
+        printf("limit hbm_copy_bw=%.0f GB/s (read+write of %zu MiB in %.1f us)\n", bw / 1e9,
+               cc.n >> 20, t * 1e6);
+        cudaFree(cc.a), cudaFree(cc.b);
+        gemm_ctx gc = {NULL, NULL, NULL, NULL, 8192};
+        CK(cublasCreate(&gc.h));
+        size_t gbytes = (size_t)gc.n * gc.n * 2;
+        uint16_t *hb = malloc(gbytes);
+        for (size_t i = 0; i < (size_t)gc.n * gc.n; i++) {
+            float f = frand(-1, 1);
+            uint32_t u;
+            memcpy(&u, &f, 4);
+            hb[i] = (uint16_t)(u >> 16);
+        }
+        gc.a = dcopy(hb, gbytes), gc.b = dcopy(hb, gbytes), gc.c = dmalloc(gbytes);
+        free(hb);
+        t = time_gpu(run_gemm, &gc);
+        rate = 2.0 * gc.n * (double)gc.n * gc.n / t;
+        printf("limit bf16_tensor=%.0f TFLOP/s (cuBLAS %d^3 GEMM, random data)\n", rate / 1e12,
+               gc.n);
+        cudaFree(gc.a), cudaFree(gc.b), cudaFree(gc.c);
+        cublasDestroy(gc.h);
     }
-    gc.a = dcopy(hb, gbytes), gc.b = dcopy(hb, gbytes), gc.c = dmalloc(gbytes);
-    free(hb);
-    t = time_gpu(run_gemm, &gc);
-    double rate = 2.0 * gc.n * (double)gc.n * gc.n / t;
-    printf("limit bf16_tensor=%.0f TFLOP/s (cuBLAS %d^3 GEMM, random data)\n", rate / 1e12, gc.n);
-    cudaFree(gc.a), cudaFree(gc.b), cudaFree(gc.c);
-    cublasDestroy(gc.h);
 
     /* Sparse decode attention: batch 64, 128 heads, 2048 rows of 576 bf16, scattered. */
-    {
+    if (!only || strcmp(only, "attn") == 0) {
         int B = 64, H = 128, R = 2048;
         size_t pool_rows = (size_t)B * R;
         uint16_t *pool = dmalloc(pool_rows * 576 * 2);
@@ -248,11 +268,11 @@ int main(int argc, char **argv)
                        B,
                        H,
                        R};
-        t = time_gpu(run_attn, &ac);
         double bytes = (double)pool_rows * 576 * 2 + (double)B * H * 576 * 2 +
                        (double)B * H * 512 * 4 + (double)B * H * 4 + (double)pool_rows * 8;
         double flops = 2.0 * B * H * (double)R * (576 + 512);
         double roof = fmax(bytes / bw, flops / rate);
+        t = time_gpu(run_attn, &ac);
         printf("sparse_attn batch=%d heads=%d rows=%d: %.1f us, %.0f TFLOP/s, %.0f GB/s; "
                "roofline %.1f us (bytes %.1f us, flops %.1f us) -> %.0f%% of roofline\n",
                B, H, R, t * 1e6, flops / t / 1e12, bytes / t / 1e9, roof * 1e6, bytes / bw * 1e6,
@@ -262,7 +282,7 @@ int main(int argc, char **argv)
     }
 
     /* Indexer + two-stage selection over 1M tokens, one query, 64 heads, k = 2048. */
-    {
+    if (!only || strcmp(only, "indexer") == 0) {
         int N = 1 << 20, nb = N / 64;
         uint8_t *hk = malloc((size_t)N * 128);
         float *hs = malloc(sizeof(float) * N);
@@ -293,6 +313,21 @@ int main(int argc, char **argv)
             ic.stream = NULL;
             double tt = time_gpu(run_topk, &ic), td = time_gpu(run_dense, &ic);
             double tb = time_gpu(run_bounds, &ic);
+            /* The variants, one knob at a time (docs/kernels.md). */
+            static const char *knobs[][2] = {{"STRATA_KN_SCORER", "mma"},
+                                             {"STRATA_KN_SEED", "1"},
+                                             {"STRATA_KN_SEED", "4"},
+                                             {"STRATA_KN_SEED", "8"}};
+            for (int kv = 0; kv < 4; kv++) {
+                double tv = time_variant(run_topk, &ic, knobs[kv][0], knobs[kv][1]);
+                printf("  indexer_topk keys=%s %s=%s: two-stage %.1f us",
+                       structured ? "structured" : "random", knobs[kv][0], knobs[kv][1], tv * 1e6);
+                if (kv == 0) {
+                    printf("; dense fp8 scoring alone %.1f us",
+                           time_variant(run_dense, &ic, knobs[kv][0], knobs[kv][1]) * 1e6);
+                }
+                printf("\n");
+            }
             /* The same pipeline captured once as a CUDA graph: no launch gaps between its kernels. */
             cudaGraph_t g;
             CK(cudaStreamCreate(&ic.stream));
@@ -317,7 +352,7 @@ int main(int argc, char **argv)
     }
 
     /* KDA: decode step for 16 sequences x 96 heads; chunked prefill of 8192 tokens x 96 heads. */
-    {
+    if (!only || strcmp(only, "kda") == 0) {
         int Hd = 16 * 96;
         kda_ctx kc = {dev_random((size_t)Hd * 128 * 128, -0.1f, 0.1f),
                       dev_random(Hd * 128, -1, 1),

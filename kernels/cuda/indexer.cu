@@ -69,33 +69,60 @@ extern "C" st_status_t st_cuda_indexer_scores(const float *q, const float *w, in
     return kn_launch_status("indexer_scores_f32");
 }
 
-/* fp8: each warp streams groups of 16 keys through tensor cores (kn_fp8.cuh). */
-__global__ void __launch_bounds__(128, 2)
+/*
+ * fp8: each warp streams groups of 16 keys through tensor cores (kn_fp8.cuh): with WG (and an
+ * sm_90a build) a warpgroup scores 64 keys per step with wgmma, else each warp with mma.sync.
+ */
+template <bool WG>
+__global__ void __launch_bounds__(128, WG ? 4 : 2)
     ki_scores_fp8_kernel(const float *q, const float *w, int n_heads, const uint8_t *keys8,
                          const float *key_scale, int n_keys, float *scores)
 {
-    __shared__ kf_stage_t ring[4][KF_STAGES];
+    extern __shared__ __align__(128) unsigned char ki_dyn[];
     const int t = blockIdx.y, lane = threadIdx.x & 31;
+    float *out = scores + (size_t)t * n_keys;
+    const int n_groups = (n_keys + 15) / 16;
+    auto emit = [&](int, int g, float s0, float s1) { /* item i is group g = i */
+                                                      int r0 = g * 16 + (lane >> 2), r1 = r0 + 8;
+                                                      if ((lane & 3) == 0) {
+                                                          if (r0 < n_keys) {
+                                                              out[r0] = s0;
+                                                          }
+                                                          if (r1 < n_keys) {
+                                                              out[r1] = s1;
+                                                          }
+                                                      }
+    };
+    auto ident = [](int i) { return i; };
+#if KF_WGMMA
+    if (WG) {
+        unsigned char *base = kf_align1k(ki_dyn);
+        __half *qs = reinterpret_cast<__half *>(base);
+        kf_wg_stage_t *ring = reinterpret_cast<kf_wg_stage_t *>(base + 64 * KF_DIM * 2);
+        float wl[8][2];
+        kf_store_query_smem(q + (size_t)t * n_heads * KF_DIM, n_heads, qs, threadIdx.x);
+        kf_load_weights(w + (size_t)t * n_heads, n_heads, lane, wl);
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads();
+        kf_wg_stream(keys8, key_scale, n_keys, 0, n_groups, blockIdx.x, gridDim.x, ident, emit, qs,
+                     ring, wl);
+        return;
+    }
+#endif
+    kf_stage_t(*ring)[KF_STAGES] = reinterpret_cast<kf_stage_t(*)[KF_STAGES]>(ki_dyn);
     uint32_t bq[8][8][2];
     float wl[8][2];
     kf_load_query(q + (size_t)t * n_heads * KF_DIM, w + (size_t)t * n_heads, n_heads, lane, bq, wl);
     const int warp_id = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int n_warps = (gridDim.x * blockDim.x) >> 5;
-    float *out = scores + (size_t)t * n_keys;
-    kf_stream(
-        keys8, key_scale, n_keys, warp_id, n_warps, (n_keys + 15) / 16, [](int i) { return i; },
-        [&](int g, float s0, float s1) { /* item g is group g */
-                                         int r0 = g * 16 + (lane >> 2), r1 = r0 + 8;
-                                         if ((lane & 3) == 0) {
-                                             if (r0 < n_keys) {
-                                                 out[r0] = s0;
-                                             }
-                                             if (r1 < n_keys) {
-                                                 out[r1] = s1;
-                                             }
-                                         }
-        },
-        ring[threadIdx.x >> 5], lane, bq, wl);
+    kf_stream(keys8, key_scale, n_keys, warp_id, n_warps, n_groups, ident, emit,
+              ring[threadIdx.x >> 5], lane, bq, wl);
+}
+
+/* The scorer the launches use: wgmma unless STRATA_KN_SCORER=mma. */
+static bool ki_use_wgmma(void)
+{
+    return !kn_variant_is("STRATA_KN_SCORER", "mma");
 }
 
 extern "C" st_status_t st_cuda_indexer_scores_fp8(const float *q, const float *w, int n_q,
@@ -109,10 +136,18 @@ extern "C" st_status_t st_cuda_indexer_scores_fp8(const float *q, const float *w
     }
     int n_groups = (n_keys + 15) / 16;
     int blocks = (n_groups + 3) / 4;
-    int max_blocks = 132 * 2;
+    const bool wg = ki_use_wgmma();
+    int max_blocks = kn_num_sms() * (wg ? 4 : 2);
     dim3 grid(blocks < max_blocks ? blocks : max_blocks, n_q);
-    ki_scores_fp8_kernel<<<grid, 128, 0, KN_STREAM(stream)>>>(q, w, n_heads, keys8, key_scale,
-                                                              n_keys, scores);
+    if (wg) {
+        cudaFuncSetAttribute(ki_scores_fp8_kernel<true>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, KF_WG_SMEM);
+        ki_scores_fp8_kernel<true><<<grid, 128, KF_WG_SMEM, KN_STREAM(stream)>>>(
+            q, w, n_heads, keys8, key_scale, n_keys, scores);
+    } else {
+        ki_scores_fp8_kernel<false><<<grid, 128, KF_MMA_SMEM, KN_STREAM(stream)>>>(
+            q, w, n_heads, keys8, key_scale, n_keys, scores);
+    }
     return kn_launch_status("indexer_scores_fp8");
 }
 

@@ -6,6 +6,8 @@
 
 #include <cuda_runtime.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "strata/kernels.h"
 
@@ -21,6 +23,41 @@ static inline st_status_t kn_launch_status(const char *what)
         return ST_ERR_INTERNAL;
     }
     return ST_OK;
+}
+
+/*
+ * Variant knobs for benchmarks and tests (docs/kernels.md): the environment variable `name`
+ * equals `value`. Read at each launch, so a test can switch between runs.
+ */
+static inline int kn_variant_is(const char *name, const char *value)
+{
+    const char *v = getenv(name);
+    return v && strcmp(v, value) == 0;
+}
+
+/* The environment variable `name` as a positive integer, else dflt. */
+static inline int kn_variant_int(const char *name, int dflt)
+{
+    const char *v = getenv(name);
+    int x = v ? atoi(v) : 0;
+    return x > 0 ? x : dflt;
+}
+
+/* Multiprocessors of the current device (132 on an H200), read once. */
+static inline int kn_num_sms(void)
+{
+    static int n = 0;
+    if (n == 0) {
+        int dev = 0, x = 0;
+        if (cudaGetDevice(&dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&x, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
+            x > 0) {
+            n = x;
+        } else {
+            n = 132;
+        }
+    }
+    return n;
 }
 
 #endif

@@ -148,7 +148,7 @@ __device__ __forceinline__ void kf_score_stage(const kf_stage_t *st, int lane,
 /*
  * A warp scores the work items first, first + stride, ... below n_items, item i
  * being the group map(i), with KF_STAGES groups in flight through its ring of
- * shared-memory stages, and calls emit(i, s0, s1) for each (all lanes; see
+ * shared-memory stages, and calls emit(i, map(i), s0, s1) for each (all lanes; see
  * kf_score_stage for which lanes hold scores).
  */
 template <class Map, class Emit>
@@ -172,7 +172,7 @@ __device__ __forceinline__ void kf_stream(const uint8_t *keys8, const float *key
         kf_stage_t *st = &ring[slot];
         float s0, s1;
         kf_score_stage(st, lane, bq, wl, &s0, &s1);
-        emit(ci, s0, s1);
+        emit(ci, map(ci), s0, s1);
         __syncwarp();
         if (fi < n_items) {
             kf_issue(keys8, key_scale, n_keys, map(fi), st, lane);
@@ -182,6 +182,219 @@ __device__ __forceinline__ void kf_stream(const uint8_t *keys8, const float *key
         slot = slot + 1 == KF_STAGES ? 0 : slot + 1;
     }
     asm volatile("cp.async.wait_all;\n" ::);
+}
+
+/* Weights of one query row as this lane needs them: wl[nt][e] = w[nt*8 + 2*(lane&3) + e]. */
+__device__ __forceinline__ void kf_load_weights(const float *wt, int n_heads, int lane,
+                                                float wl[8][2])
+{
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            int hh = nt * 8 + 2 * (lane & 3) + e;
+            wl[nt][e] = hh < n_heads ? wt[hh] : 0.0f;
+        }
+}
+
+/*
+ * wgmma scorer (sm_90a): a warpgroup scores 64 keys (its 4 warps' 16-key groups, any four)
+ * against 64 heads with 8 x wgmma m64n64k16 (fp16 in, fp32 accumulation): A = the keys,
+ * converted from e4m3 in registers (the mma.sync A fragment layout, channel permutation as
+ * above), B = q in shared memory (kf_store_query_smem), so no thread keeps the query in
+ * registers. Each thread brings its own two key rows through a cp.async ring (kf_wg_issue),
+ * three steps ahead. The result per key equals the mma.sync scorer's up to the tensor cores'
+ * summation order.
+ */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define KF_WGMMA 1
+#else
+#define KF_WGMMA 0
+#endif
+
+/* Element offset of (head, k) in the query tile: 128-byte-wide panels of 64 k values, 128-byte
+ * swizzle (as attn.cu's ka_swz). */
+__device__ __forceinline__ int kf_swz(int row, int col)
+{
+    return (col >> 6) * (64 * 64) + row * 64 + ((((col >> 3) ^ row) & 7) << 3) + (col & 7);
+}
+
+/* q of one query row as the B operand: qs[h][16 s + kk] = fp16(q[h][channel of (s, kk)]) with
+ * kk = 2t + e -> channel 64(s/4) + 16t + 4(s%4) + e and kk = 2t + 8 + e -> the same + 2. */
+__device__ __forceinline__ void kf_store_query_smem(const float *qt, int n_heads, __half *qs,
+                                                    int tid)
+{
+    /* 128 threads, 16 float4 each: all loads first, then the stores. */
+    float4 v[16];
+#pragma unroll
+    for (int u = 0; u < 16; u++) {
+        int i = tid + 128 * u, h = i & 63, c0 = (i >> 6) * 4;
+        v[u] = h < n_heads ? __ldg(reinterpret_cast<const float4 *>(qt + h * KF_DIM + c0))
+                           : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+#pragma unroll
+    for (int u = 0; u < 16; u++) {
+        int i = tid + 128 * u, h = i & 63, c0 = (i >> 6) * 4;
+        int s = ((c0 >> 6) << 2) | ((c0 >> 2) & 3), t = (c0 >> 4) & 3, k = 16 * s + 2 * t;
+        *reinterpret_cast<__half2 *>(&qs[kf_swz(h, k)]) = __floats2half2_rn(v[u].x, v[u].y);
+        *reinterpret_cast<__half2 *>(&qs[kf_swz(h, k + 8)]) = __floats2half2_rn(v[u].z, v[u].w);
+    }
+}
+
+/*
+ * The key ring of a warpgroup: KF_WG_STAGES stages of 64 keys. Each thread copies its own
+ * 2 x 32 bytes (rows g and g + 8 of its warp's group, bytes 16t.. and 64 + 16t..) and the two
+ * scales with cp.async and reads back only what it copied, so no barrier is needed: chunk c
+ * of thread tid sits at k[c][tid] (conflict-free 16-byte reads).
+ */
+#define KF_WG_STAGES 4
+typedef struct kf_wg_stage {
+    uint4 k[4][128];
+    float sc[2][128];
+    int grp[128]; /* the group each thread's copies belong to (-1: none) */
+} kf_wg_stage_t;
+
+/* Dynamic shared memory of a wgmma scoring CTA: the query tile, then the ring. */
+#define KF_WG_SMEM (1024 + 64 * KF_DIM * 2 + KF_WG_STAGES * (int)sizeof(kf_wg_stage_t))
+
+__device__ __forceinline__ void kf_cp4(void *dst, const void *src, int src_bytes)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(
+                     (uint32_t)__cvta_generic_to_shared(dst)),
+                 "l"(src), "r"(src_bytes));
+}
+
+#if KF_WGMMA
+__device__ __forceinline__ uint64_t kf_desc(uint32_t addr)
+{
+    return (uint64_t)((addr & 0x3ffff) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
+           ((uint64_t)1 << 62);
+}
+
+/* d (64 keys x 64 heads) (+)= A (64 x 16, registers) * B (16 x 64, K-major in shared memory). */
+__device__ __forceinline__ void kf_wgmma_64x64(float (&d)[8][4], const uint32_t (&a)[4],
+                                               uint64_t db, int accumulate)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,"
+                 "%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n"
+                 "}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]),
+                   "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]),
+                   "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]),
+                   "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+                   "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]),
+                   "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+                   "+f"(d[7][2]), "+f"(d[7][3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+}
+
+/* Issues this thread's copies of 16-key group grp (none when grp < 0) and commits a group. */
+__device__ __forceinline__ void kf_wg_issue(const uint8_t *keys8, const float *key_scale,
+                                            int n_keys, int grp, kf_wg_stage_t *st, int tid)
+{
+    const int lane = tid & 31, t = lane & 3;
+    st->grp[tid] = grp;
+    if (grp >= 0) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int row = grp * 16 + (lane >> 2) + 8 * h;
+            const bool ok = row < n_keys;
+            const uint8_t *src = ok ? keys8 + (size_t)row * KF_DIM : keys8;
+            kf_cp16(&st->k[2 * h][tid], src + 16 * t, ok ? 16 : 0);
+            kf_cp16(&st->k[2 * h + 1][tid], src + 64 + 16 * t, ok ? 16 : 0);
+            kf_cp4(&st->sc[h][tid], ok ? key_scale + row : key_scale, ok ? 4 : 0);
+        }
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+
+/*
+ * A warpgroup (all 128 threads of the CTA call this) scores items first + 4*wg + j*4*n_wg +
+ * (warp in the warpgroup) below n_items, item i being the 16-key group map(i), and calls
+ * emit(i, map(i), s0, s1) per valid item (all lanes of the warp; lanes with (lane & 3) == 0
+ * hold key lane/4 in s0 and lane/4 + 8 in s1). qs: kf_store_query_smem's tile, fenced for the async
+ * proxy and visible; ring: KF_WG_STAGES stages. Keys are in flight KF_WG_STAGES - 1 steps
+ * ahead; map is evaluated one step before its keys are issued.
+ */
+template <class Map, class Emit>
+__device__ __forceinline__ void kf_wg_stream(const uint8_t *keys8, const float *key_scale,
+                                             int n_keys, int first, int n_items, int wg, int n_wg,
+                                             Map map, Emit emit, const __half *qs,
+                                             kf_wg_stage_t *ring, const float (&wl)[8][2])
+{
+    const int tid = threadIdx.x, wq = tid >> 5;
+    const uint32_t qa = (uint32_t)__cvta_generic_to_shared(qs);
+    const int stride = 4 * n_wg, base0 = first + 4 * wg;
+#pragma unroll
+    for (int j = 0; j < KF_WG_STAGES - 1; j++) {
+        const int item = base0 + j * stride + wq;
+        kf_wg_issue(keys8, key_scale, n_keys, item < n_items ? map(item) : -1, &ring[j], tid);
+    }
+    int ahead = base0 + (KF_WG_STAGES - 1) * stride + wq;
+    int g_ahead = ahead < n_items ? map(ahead) : -1;
+    float d[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            d[j][e] = 0.0f;
+    int slot = 0;
+    for (int base = base0; base < n_items; base += stride) {
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(KF_WG_STAGES - 2));
+        kf_wg_stage_t *st = &ring[slot];
+        const uint4 c0 = st->k[0][tid], c1 = st->k[1][tid], c2 = st->k[2][tid], c3 = st->k[3][tid];
+        const float sc0 = st->sc[0][tid], sc1 = st->sc[1][tid];
+        const int grp = st->grp[tid];
+        const uint32_t w0[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
+        const uint32_t w1[8] = {c2.x, c2.y, c2.z, c2.w, c3.x, c3.y, c3.z, c3.w};
+        uint32_t a[8][4];
+#pragma unroll
+        for (int s = 0; s < 8; s++) {
+            a[s][0] = kf_f8x2_to_h2(w0[s] & 0xffffu);
+            a[s][1] = kf_f8x2_to_h2(w1[s] & 0xffffu);
+            a[s][2] = kf_f8x2_to_h2(w0[s] >> 16);
+            a[s][3] = kf_f8x2_to_h2(w1[s] >> 16);
+        }
+        /* The slot consumed one step ago takes the keys KF_WG_STAGES - 1 steps ahead. */
+        const int refill = slot == 0 ? KF_WG_STAGES - 1 : slot - 1;
+        kf_wg_issue(keys8, key_scale, n_keys, g_ahead, &ring[refill], tid);
+        ahead += stride;
+        g_ahead = ahead < n_items ? map(ahead) : -1;
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+        for (int s = 0; s < 8; s++) {
+            kf_wgmma_64x64(d, a[s], kf_desc(qa + (s >> 2) * (64 * 128) + (s & 3) * 32), s > 0);
+        }
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) {
+            s0 += wl[nt][0] * fmaxf(d[nt][0], 0.0f) + wl[nt][1] * fmaxf(d[nt][1], 0.0f);
+            s1 += wl[nt][0] * fmaxf(d[nt][2], 0.0f) + wl[nt][1] * fmaxf(d[nt][3], 0.0f);
+        }
+        s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
+        s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
+        s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
+        s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+        if (base + wq < n_items) {
+            emit(base + wq, grp, s0 * sc0, s1 * sc1);
+        }
+        slot = slot + 1 == KF_WG_STAGES ? 0 : slot + 1;
+    }
+    asm volatile("cp.async.wait_all;\n" ::);
+}
+#endif
+
+/* Dynamic shared memory of an mma.sync scoring CTA: 4 warps' rings. */
+#define KF_MMA_SMEM (4 * KF_STAGES * (int)sizeof(kf_stage_t))
+
+/* The 1024-byte-aligned start of dynamic shared memory (launches ask for 1 KiB more). */
+__device__ __forceinline__ unsigned char *kf_align1k(unsigned char *p)
+{
+    return reinterpret_cast<unsigned char *>(((uintptr_t)p + 1023) & ~(uintptr_t)1023);
 }
 
 #endif

@@ -1,15 +1,27 @@
 /*
  * select.cu - exact two-stage top-k of one query's fp8 indexer scores on the
- * GPU, with no host round trip:
- *   1. bounds of every block (indexer.cu's kernel);
- *   2. seed: the blocks whose bound ranks in the top n_seed (radix select);
- *      their rows are scored and appended to a candidate list;
- *   3. tau = the k-th best seed score, a lower bound on the true k-th score;
- *   4. every other block whose bound is >= tau is scored and appended (a block
- *      whose bound is below tau cannot hold a top-k row);
- *   5. the top k of the candidates (radix select, then a gather).
- * Radix select: 4 passes of 8 bits over order-preserving keys of the floats;
- * each pass is one kernel whose last CTA to finish picks the digit.
+ * GPU, with no host round trip, in eight kernels:
+ *   1. bounds of every block (indexer.cu);
+ *   2. seed (one CTA): the n_seed-th best bound (radix select), and the list of
+ *      the blocks whose bound is at least that;
+ *   3. the seed blocks are scored into candidate slots (list entry i: rows
+ *      i*block_rows..);
+ *   4. tau (one CTA): the k-th best seed score, a lower bound on the true k-th
+ *      score; the list of every other block whose bound is >= tau (a block
+ *      whose bound is below tau cannot hold a top-k row); a histogram of the
+ *      top 11 key bits of the seed rows >= tau;
+ *   5. the other listed blocks are scored into the slots after the seed's;
+ *      rows >= tau are counted in the histogram; the last CTA picks the first
+ *      digit of the k-th best (only rows >= tau are counted: the k-th best of
+ *      those is the k-th best of all, and the later digits may count any rows,
+ *      since rows below tau rank below it);
+ *   6, 7. the second (11 bits) and third (10 bits) digits over all slots;
+ *   8. gather: the rows above the k-th key, and as many equal to it as the
+ *      rank asks.
+ * Keys are order-preserving uint32 images of the floats; an empty slot holds a
+ * NaN whose key is 0, below every number, so it never matches a digit picked
+ * from counted rows. Radix digits are 11, 11 and 10 bits, counted in shared
+ * memory.
  */
 #include <float.h>
 #include <math.h>
@@ -18,8 +30,12 @@
 #include "kn_cuda.h"
 #include "kn_fp8.cuh"
 
-#define KS_GRID    264
-#define KS_THREADS 256
+#define KS_GRID     264
+#define KS_THREADS  256
+#define KS_BINS     2048
+#define KS_1CTA     1024 /* threads of the single-CTA kernels */
+#define KS_1CTA_PER 16   /* values per thread per sweep in those (all loads first) */
+#define KS_EMPTY    __uint_as_float(0xffffffffu) /* a NaN with key 0: an empty slot */
 
 /* Larger float, larger key. */
 __device__ __forceinline__ uint32_t ks_key(float f)
@@ -28,96 +44,64 @@ __device__ __forceinline__ uint32_t ks_key(float f)
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
+/* Radix pass p (0, 1, 2): digit position and width. */
+__device__ __forceinline__ int ks_shift(int p)
+{
+    return p == 0 ? 21 : (p == 1 ? 10 : 0);
+}
+__device__ __forceinline__ uint32_t ks_dmask(int p)
+{
+    return p == 2 ? 0x3ffu : 0x7ffu;
+}
+
 typedef struct ks_state {
-    uint32_t hist[256];
-    uint32_t prefix, mask; /* key bits fixed so far */
-    int k_left;            /* rank still wanted among keys that match the prefix */
-    unsigned int done;     /* CTAs finished in this pass */
-    int n_cand;            /* candidates appended */
-    int n_taken_eq;        /* gather: ties taken */
-    int n_out;             /* gather: rows written */
-    int n_list;            /* blocks listed so far; candidate rows of entry i: i*block_rows.. */
-    int list_start;        /* first entry of the list that the next scoring pass takes */
+    uint32_t hist[KS_BINS]; /* global histogram of the multi-CTA passes (zero between passes) */
+    uint32_t prefix, mask;  /* key bits of the k-th best candidate fixed so far */
+    int k_left;             /* rank still wanted among candidates that match the prefix */
+    unsigned int done;      /* CTAs finished in this pass */
+    int n_cand;             /* candidate slots: the seed's, then (after tau) all */
+    int n_taken_eq;         /* gather: ties taken */
+    int n_out;              /* gather: rows written */
+    int n_list;     /* blocks listed so far; seed candidate rows of entry i: i*block_rows.. */
+    int list_start; /* first entry of the list that the next scoring pass takes */
 } ks_state_t;
 
-/* One radix pass over vals[0..n) (n = *n_dev when n_dev is set). */
-__global__ void ks_radix_pass(const float *vals, int n_host, const int *n_dev, int k, int shift,
-                              ks_state_t *st)
+/*
+ * Adds 1 to h[digit] for the lanes with hit (all lanes of the warp call it). Float keys crowd
+ * into few digits: when every hitting lane has the same digit, one lane adds them all; else
+ * each adds its own (match.any, which would group any digits, is slow on a whole CTA).
+ */
+__device__ __forceinline__ void ks_count(uint32_t *h, bool hit, uint32_t digit, int lane)
 {
-    __shared__ uint32_t h[256];
-    __shared__ bool last;
-    const int n = n_dev ? *n_dev : n_host;
-    for (int i = threadIdx.x; i < 256; i += blockDim.x) {
-        h[i] = 0;
-    }
-    __syncthreads();
-    const uint32_t prefix = st->prefix, mask = st->mask;
-    /* Float keys crowd into a few digits: lanes with the same digit add once (warp-aggregated). */
-    const int stride = gridDim.x * blockDim.x;
-    const int lane = threadIdx.x & 31;
-    for (int base = blockIdx.x * blockDim.x; base < n; base += stride) {
-        int i = base + threadIdx.x;
-        bool hit = false;
-        uint32_t digit = 0;
-        if (i < n) {
-            uint32_t key = ks_key(vals[i]);
-            hit = (key & mask) == prefix;
-            digit = (key >> shift) & 0xff;
-        }
-        unsigned voters = __ballot_sync(0xffffffffu, hit);
-        if (hit) {
-            unsigned same = __match_any_sync(voters, digit);
-            if (lane == __ffs(same) - 1) {
-                atomicAdd(&h[digit], (uint32_t)__popc(same));
-            }
-        }
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < 256; i += blockDim.x) {
-        if (h[i]) {
-            atomicAdd(&st->hist[i], h[i]);
-        }
-    }
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        last = atomicAdd(&st->done, 1u) == gridDim.x - 1;
-    }
-    __syncthreads();
-    if (!last) {
+    const unsigned voters = __ballot_sync(0xffffffffu, hit);
+    if (voters == 0) {
         return;
     }
-    /* The last CTA: take the global histogram (and clear it for the next pass), pick the digit. */
-    __threadfence();
-    for (int i = threadIdx.x; i < 256; i += blockDim.x) {
-        h[i] = atomicExch(&st->hist[i], 0u);
-    }
-    __syncthreads();
-    /* Warp 0 finds the digit: lane l sums digits 255-8l-7 .. 255-8l, a prefix sum over the
-     * lanes (highest digits first) picks the lane, which scans its eight. */
-    if (threadIdx.x >= 32) {
-        return;
-    }
-    if (threadIdx.x == 0) {
-        st->done = 0;
-    }
-    if (shift == 24 && n < k) {
-        /* Fewer values than the rank: the threshold is the lowest key, every value passes. */
-        if (threadIdx.x == 0) {
-            st->prefix = 0;
-            st->mask = 0xffffffffu;
-            st->k_left = 0;
+    const int leader = __ffs(voters) - 1;
+    const uint32_t d0 = __shfl_sync(0xffffffffu, digit, leader);
+    const unsigned same = __ballot_sync(0xffffffffu, hit && digit == d0);
+    if (same == voters) {
+        if (lane == leader) {
+            atomicAdd(&h[d0], (uint32_t)__popc(voters));
         }
-        return;
+    } else if (hit) {
+        atomicAdd(&h[digit], 1u);
     }
-    if (mask == 0xffffffffu) {
-        return;
-    }
-    const int want = shift == 24 ? k : st->k_left;
-    const int hi = 255 - 8 * lane, lo = hi - 7;
+}
+
+/*
+ * The whole CTA (any multiple of 32 threads up to 1024) finds, in the histogram h (shared),
+ * the digit d, highest first, at which the count from the top reaches want: res[0] = d,
+ * res[1] = want - (count above d); res[0] = -1 when the total is below want. scratch: 32
+ * shared words. Ends with a barrier.
+ */
+__device__ void ks_pick(const uint32_t *h, uint32_t want, uint32_t *scratch, int *res)
+{
+    const int nt = blockDim.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int per = KS_BINS / nt, top = KS_BINS - 1 - tid * per;
     uint32_t part = 0;
-    for (int d = lo; d <= hi; d++) {
-        part += h[d];
+    for (int i = 0; i < per; i++) {
+        part += h[top - i];
     }
     uint32_t incl = part;
     for (int o = 1; o < 32; o <<= 1) {
@@ -126,147 +110,461 @@ __global__ void ks_radix_pass(const float *vals, int n_host, const int *n_dev, i
             incl += v;
         }
     }
-    unsigned hit = __ballot_sync(0xffffffffu, incl >= (uint32_t)want);
-    const int first = hit ? __ffs(hit) - 1 : 31;
-    if (lane == first) {
-        uint32_t cum = incl - part;
-        int d = hi;
-        for (; d > lo; d--) {
-            if (cum + h[d] >= (uint32_t)want) {
+    if (lane == 31) {
+        scratch[warp] = incl;
+    }
+    if (tid == 0) {
+        res[0] = -1;
+        res[1] = 0;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        uint32_t x = lane < (nt >> 5) ? scratch[lane] : 0;
+        for (int o = 1; o < 32; o <<= 1) {
+            uint32_t v = __shfl_up_sync(0xffffffffu, x, o);
+            if (lane >= o) {
+                x += v;
+            }
+        }
+        scratch[lane] = x;
+    }
+    __syncthreads();
+    incl += warp > 0 ? scratch[warp - 1] : 0;
+    const uint32_t excl = incl - part;
+    if (excl < want && incl >= want) {
+        uint32_t cum = excl;
+        int d = top;
+        for (int i = 0; i < per - 1; i++, d--) {
+            if (cum + h[d] >= want) {
                 break;
             }
             cum += h[d];
         }
-        st->k_left = want - (int)cum;
-        st->prefix = prefix | ((uint32_t)d << shift);
-        st->mask = mask | (0xffu << shift);
+        res[0] = d;
+        res[1] = (int)(want - cum);
+    }
+    __syncthreads();
+}
+
+/*
+ * One CTA of KS_1CTA threads: the key of the k-th largest of vals[0..n) in *thr and how many
+ * values equal to it are among the k best in *k_left (both uniform). Fewer than k values: the
+ * threshold is key 0, so that every value passes. h: KS_BINS shared words.
+ */
+__device__ void ks_cta_select(const float *vals, int n, int k, uint32_t *h, uint32_t *scratch,
+                              int *res, uint32_t *thr, int *k_left)
+{
+    const int tid = threadIdx.x, lane = tid & 31;
+    uint32_t prefix = 0, mask = 0;
+    int want = k;
+    if (n < k) {
+        *thr = 0;
+        *k_left = 0;
+        return;
+    }
+    const bool resident = n <= KS_1CTA * KS_1CTA_PER; /* one sweep: load once for all passes */
+    uint32_t key[KS_1CTA_PER];
+    auto load = [&](int base) {
+#pragma unroll
+        for (int u = 0; u < KS_1CTA_PER; u++) {
+            int i = base + u * KS_1CTA + tid;
+            key[u] = i < n ? ks_key(vals[i]) : 0;
+        }
+    };
+    if (resident) {
+        load(0);
+    }
+    for (int p = 0; p < 3; p++) {
+        const int shift = ks_shift(p);
+        const uint32_t dm = ks_dmask(p);
+        for (int i = tid; i < KS_BINS; i += KS_1CTA) {
+            h[i] = 0;
+        }
+        __syncthreads();
+        for (int base = 0; base < n; base += KS_1CTA * KS_1CTA_PER) {
+            if (!resident) {
+                load(base);
+            }
+#pragma unroll
+            for (int u = 0; u < KS_1CTA_PER; u++) {
+                int i = base + u * KS_1CTA + tid;
+                ks_count(h, i < n && (key[u] & mask) == prefix, (key[u] >> shift) & dm, lane);
+            }
+        }
+        __syncthreads();
+        ks_pick(h, (uint32_t)want, scratch, res);
+        const int d = res[0] < 0 ? 0 : res[0], kl = res[1];
+        __syncthreads(); /* res and h are rewritten next */
+        prefix |= (uint32_t)d << shift;
+        mask |= dm << shift;
+        want = kl;
+    }
+    *thr = prefix;
+    *k_left = want;
+}
+
+/* Appends idx to out at a slot from the shared counter *cnt (lanes of a warp share one atomic). */
+__device__ __forceinline__ void ks_append(bool take, int32_t idx, int32_t *out, int *cnt, int lane)
+{
+    unsigned m = __ballot_sync(0xffffffffu, take);
+    int base = 0;
+    if (lane == 0 && m) {
+        base = atomicAdd(cnt, __popc(m));
+    }
+    base = __shfl_sync(0xffffffffu, base, 0);
+    if (take) {
+        out[base + __popc(m & ((1u << lane) - 1))] = idx;
     }
 }
 
-/* After 4 passes st->prefix is the key of the k-th largest value. */
-static st_status_t ks_select(const float *vals, int n_host, const int *n_dev, int k, ks_state_t *st,
-                             cudaStream_t s)
+/* Kernel 2: resets the state, selects the seed threshold thr[0], lists the seed blocks. */
+__global__ void __launch_bounds__(KS_1CTA)
+    ks_seed_kernel(const float *bound, int nb, int n_seed, ks_state_t *st, uint32_t *thr,
+                   int32_t *list)
 {
-    for (int shift = 24; shift >= 0; shift -= 8) {
-        ks_radix_pass<<<KS_GRID, KS_THREADS, 0, s>>>(vals, n_host, n_dev, k, shift, st);
+    __shared__ uint32_t h[KS_BINS], scratch[32];
+    __shared__ int res[2], cnt;
+    const int tid = threadIdx.x, lane = tid & 31;
+    for (int i = tid; i < KS_BINS; i += KS_1CTA) {
+        st->hist[i] = 0;
     }
-    return kn_launch_status("radix_select");
-}
-
-__global__ void ks_reset(ks_state_t *st, int keep_cand)
-{
-    if (threadIdx.x == 0) {
+    if (tid == 0) {
         st->prefix = 0;
         st->mask = 0;
         st->k_left = 0;
         st->done = 0;
-        if (!keep_cand) {
-            st->n_cand = 0;
-            st->n_list = 0;
-            st->list_start = 0;
-        }
+        st->n_cand = 0;
         st->n_taken_eq = 0;
         st->n_out = 0;
+        cnt = 0;
     }
-    for (int i = threadIdx.x; i < 256; i += blockDim.x) {
-        st->hist[i] = 0;
+    __syncthreads();
+    uint32_t t0;
+    int kl;
+    ks_cta_select(bound, nb, n_seed, h, scratch, res, &t0, &kl);
+    for (int base = 0; base < nb; base += KS_1CTA * KS_1CTA_PER) {
+        float v[KS_1CTA_PER];
+#pragma unroll
+        for (int u = 0; u < KS_1CTA_PER; u++) {
+            int b = base + u * KS_1CTA + tid;
+            v[u] = b < nb ? bound[b] : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < KS_1CTA_PER; u++) {
+            int b = base + u * KS_1CTA + tid;
+            ks_append(b < nb && ks_key(v[u]) >= t0, b, list, &cnt, lane);
+        }
     }
-}
-
-/* Copies the selected key threshold into *thr (as a key) before the state is reused. */
-__global__ void ks_save_threshold(ks_state_t *st, uint32_t *thr)
-{
-    *thr = st->prefix;
-    st->list_start = st->n_list; /* the next list pass appends after what is scored */
-}
-
-/* Lists the blocks whose bound key is >= *lo_key (and < *hi_key when given). */
-__global__ void ks_list_blocks(const float *bound, int n_blocks, const uint32_t *lo_key,
-                               const uint32_t *hi_key, int32_t *list, ks_state_t *st)
-{
-    const int b = blockIdx.x * blockDim.x + threadIdx.x, lane = threadIdx.x & 31;
-    bool take = false;
-    if (b < n_blocks) {
-        uint32_t bk = ks_key(bound[b]);
-        take = bk >= *lo_key && (hi_key == NULL || bk < *hi_key);
-    }
-    unsigned m = __ballot_sync(0xffffffffu, take);
-    int base = 0;
-    if (lane == 0 && m) {
-        base = atomicAdd(&st->n_list, __popc(m));
-    }
-    base = __shfl_sync(0xffffffffu, base, 0);
-    if (take) {
-        list[base + __popc(m & ((1u << lane) - 1))] = b;
+    __syncthreads();
+    if (tid == 0) {
+        thr[0] = t0;
+        st->n_list = cnt;
+        st->list_start = 0;
     }
 }
 
 /*
- * Scores the rows of the list entries from list_start on (block_rows / 16 groups
- * each); entry i's rows go to candidates i*block_rows .., so no atomics are needed.
+ * Kernel 4: tau = thr[1]; lists the blocks with tau <= bound < thr[0] after the seed's; counts
+ * the first digits of the seed rows >= tau into st->hist; st->n_cand becomes the slots of the
+ * whole list.
  */
-__global__ void __launch_bounds__(128, 2)
-    ks_score_blocks(const float *q, const float *w, int n_heads, const uint8_t *keys8,
-                    const float *key_scale, int n_keys, int block_rows, const int32_t *list,
-                    float *cand_s, int32_t *cand_i, ks_state_t *st)
+__global__ void __launch_bounds__(KS_1CTA)
+    ks_tau_kernel(const float *bound, int nb, int k, int block_rows, const float *cand_s,
+                  int32_t *list, ks_state_t *st, uint32_t *thr)
 {
-    __shared__ kf_stage_t ring[4][KF_STAGES];
-    const int lane = threadIdx.x & 31, gpb = block_rows / 16;
-    const int first = st->list_start * gpb, n_items = st->n_list * gpb;
-    if (blockIdx.x == 0 && threadIdx.x == 0) {
-        st->n_cand = st->n_list * block_rows;
+    __shared__ uint32_t h[KS_BINS], scratch[32];
+    __shared__ int res[2], cnt_list;
+    const int tid = threadIdx.x, lane = tid & 31;
+    const int n = st->n_cand, n_list0 = st->n_list;
+    const uint32_t t0 = thr[0];
+    if (tid == 0) {
+        cnt_list = 0;
     }
-    const int warp_id = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    const int n_warps = (gridDim.x * blockDim.x) >> 5;
-    if (first + warp_id >= n_items) {
-        return;
+    __syncthreads();
+    uint32_t t1;
+    int kl;
+    ks_cta_select(cand_s, n, k, h, scratch, res, &t1, &kl);
+    for (int base = 0; base < nb; base += KS_1CTA * KS_1CTA_PER) {
+        float v[KS_1CTA_PER];
+#pragma unroll
+        for (int u = 0; u < KS_1CTA_PER; u++) {
+            int b = base + u * KS_1CTA + tid;
+            v[u] = b < nb ? bound[b] : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < KS_1CTA_PER; u++) {
+            int b = base + u * KS_1CTA + tid;
+            uint32_t bk = ks_key(v[u]);
+            ks_append(b < nb && bk >= t1 && bk < t0, b, list + n_list0, &cnt_list, lane);
+        }
     }
-    uint32_t bq[8][8][2];
-    float wl[8][2];
-    kf_load_query(q, w, n_heads, lane, bq, wl);
-    kf_stream(
-        keys8, key_scale, n_keys, first + warp_id, n_warps, n_items,
-        [&](int i) { return __ldg(list + i / gpb) * gpb + i % gpb; },
-        [&](int i, float s0, float s1) {
-            if ((lane & 3) == 0) {
-                int g = __ldg(list + i / gpb) * gpb + i % gpb;
-                int r0 = g * 16 + (lane >> 2), r1 = r0 + 8;
-                int o0 = i * 16 + (lane >> 2), o1 = o0 + 8;
-                cand_s[o0] = r0 < n_keys ? s0 : -INFINITY;
-                cand_i[o0] = r0 < n_keys ? r0 : -1;
-                cand_s[o1] = r1 < n_keys ? s1 : -INFINITY;
-                cand_i[o1] = r1 < n_keys ? r1 : -1;
-            }
-        },
-        ring[threadIdx.x >> 5], lane, bq, wl);
+    for (int i = tid; i < KS_BINS; i += KS_1CTA) {
+        h[i] = 0;
+    }
+    __syncthreads();
+    for (int base = 0; base < n; base += KS_1CTA * KS_1CTA_PER) {
+        float v[KS_1CTA_PER];
+#pragma unroll
+        for (int u = 0; u < KS_1CTA_PER; u++) {
+            int i = base + u * KS_1CTA + tid;
+            v[u] = i < n ? cand_s[i] : KS_EMPTY;
+        }
+#pragma unroll
+        for (int u = 0; u < KS_1CTA_PER; u++) {
+            uint32_t key = ks_key(v[u]);
+            ks_count(h, key != 0 && key >= t1, key >> 21, lane);
+        }
+    }
+    __syncthreads();
+    for (int i = tid; i < KS_BINS; i += KS_1CTA) {
+        if (h[i]) {
+            atomicAdd(&st->hist[i], h[i]);
+        }
+    }
+    if (tid == 0) {
+        thr[1] = t1;
+        st->list_start = n_list0;
+        st->n_list = n_list0 + cnt_list;
+        st->n_cand = (n_list0 + cnt_list) * block_rows;
+        st->done = 0;
+    }
 }
 
-/* Writes the candidates above the threshold, and as many equal to it as the rank asks. */
-__global__ void ks_gather(const float *cand_s, const int32_t *cand_i, ks_state_t *st, int k,
-                          int32_t *idx, float *score)
+/*
+ * The end of a multi-CTA histogram pass: adds this CTA's h (shared) into st->hist; the last CTA
+ * to finish takes the global histogram (clearing it), picks digit p of the k_left-th best
+ * candidate matching the prefix, and extends the prefix. want0 > 0 replaces st->k_left (the
+ * first pass). Every thread of every CTA must call it.
+ */
+__device__ void ks_pass_end(uint32_t *h, uint32_t *scratch, int *res, bool *last, ks_state_t *st,
+                            int p, int want0)
 {
-    const int n = st->n_cand;
-    const uint32_t thr = st->prefix;
-    const int eq_wanted = st->k_left;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        if (cand_i[i] < 0) {
-            continue;
+    const int tid = threadIdx.x;
+    __syncthreads();
+    for (int i = tid; i < KS_BINS; i += blockDim.x) {
+        if (h[i]) {
+            atomicAdd(&st->hist[i], h[i]);
         }
-        uint32_t key = ks_key(cand_s[i]);
-        bool take = key > thr;
-        if (key == thr) {
-            take = atomicAdd(&st->n_taken_eq, 1) < eq_wanted;
+    }
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) {
+        *last = atomicAdd(&st->done, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!*last) {
+        return;
+    }
+    __threadfence();
+    for (int i = tid; i < KS_BINS; i += blockDim.x) {
+        h[i] = atomicExch(&st->hist[i], 0u);
+    }
+    if (tid == 0) {
+        st->done = 0; /* every CTA has counted itself */
+    }
+    __syncthreads();
+    const uint32_t mask = st->mask;
+    const int want = want0 > 0 ? want0 : st->k_left;
+    if (mask == 0xffffffffu) {
+        return; /* uniform: every digit is fixed already */
+    }
+    ks_pick(h, (uint32_t)want, scratch, res);
+    if (tid == 0) {
+        const int d = res[0] < 0 ? 0 : res[0];
+        st->prefix |= (uint32_t)d << ks_shift(p);
+        st->mask = mask | (ks_dmask(p) << ks_shift(p));
+        st->k_left = res[1];
+    }
+}
+
+/*
+ * Kernels 3 and 5: score the rows of the list entries from list_start on (block_rows / 16
+ * groups each) into the candidate slots (entry i: i*block_rows ..). REST (kernel 5): rows
+ * whose score is >= tau (thr[1]) are counted in the histogram, and the last CTA picks the first
+ * digit of the k-th best.
+ */
+template <bool WG, bool REST>
+__global__ void __launch_bounds__(128, WG ? (REST ? 3 : 4) : 2)
+    ks_score_blocks(const float *q, const float *w, int n_heads, const uint8_t *keys8,
+                    const float *key_scale, int n_keys, int block_rows, const int32_t *list,
+                    float *cand_s, int32_t *cand_i, ks_state_t *st, const uint32_t *thr, int k)
+{
+    extern __shared__ __align__(128) unsigned char ks_dyn[];
+    __shared__ uint32_t h[REST ? KS_BINS : 1], scratch[32];
+    __shared__ int res[2];
+    __shared__ bool last;
+    const int lane = threadIdx.x & 31, gpb = block_rows / 16;
+    const int first = st->list_start * gpb, n_items = st->n_list * gpb;
+    if (!REST && blockIdx.x == 0 && threadIdx.x == 0) {
+        st->n_cand = st->n_list * block_rows;
+    }
+    if (REST) {
+        for (int i = threadIdx.x; i < KS_BINS; i += blockDim.x) {
+            h[i] = 0;
         }
-        if (take) {
-            int o = atomicAdd(&st->n_out, 1);
-            if (o < k) {
-                idx[o] = cand_i[i];
-                if (score) {
-                    score[o] = cand_s[i];
+        __syncthreads();
+    }
+    const uint32_t tau = thr[REST ? 1 : 0]; /* used when REST */
+    auto map = [&](int i) { return __ldg(list + i / gpb) * gpb + i % gpb; };
+    auto emit = [&](int i, int g, float s0, float s1) {
+        if ((lane & 3) == 0) {
+            const int r0 = g * 16 + (lane >> 2), r1 = r0 + 8;
+            const int o0 = i * 16 + (lane >> 2), o1 = o0 + 8;
+            cand_s[o0] = r0 < n_keys ? s0 : KS_EMPTY;
+            cand_i[o0] = r0 < n_keys ? r0 : -1;
+            cand_s[o1] = r1 < n_keys ? s1 : KS_EMPTY;
+            cand_i[o1] = r1 < n_keys ? r1 : -1;
+            if (REST) {
+                const uint32_t k0 = ks_key(s0), k1 = ks_key(s1);
+                if (r0 < n_keys && k0 >= tau) {
+                    atomicAdd(&h[k0 >> 21], 1u);
+                }
+                if (r1 < n_keys && k1 >= tau) {
+                    atomicAdd(&h[k1 >> 21], 1u);
+                }
+            }
+        }
+    };
+#if KF_WGMMA
+    if (WG) {
+        if (first + 4 * (int)blockIdx.x < n_items) {
+            unsigned char *base = kf_align1k(ks_dyn);
+            __half *qs = reinterpret_cast<__half *>(base);
+            kf_wg_stage_t *ring = reinterpret_cast<kf_wg_stage_t *>(base + 64 * KF_DIM * 2);
+            float wl[8][2];
+            kf_store_query_smem(q, n_heads, qs, threadIdx.x);
+            kf_load_weights(w, n_heads, lane, wl);
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            __syncthreads();
+            kf_wg_stream(keys8, key_scale, n_keys, first, n_items, blockIdx.x, gridDim.x, map, emit,
+                         qs, ring, wl);
+        }
+    } else
+#endif
+    {
+        kf_stage_t(*ring)[KF_STAGES] = reinterpret_cast<kf_stage_t(*)[KF_STAGES]>(ks_dyn);
+        const int warp_id = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+        const int n_warps = (gridDim.x * blockDim.x) >> 5;
+        if (first + warp_id < n_items) {
+            uint32_t bq[8][8][2];
+            float wl[8][2];
+            kf_load_query(q, w, n_heads, lane, bq, wl);
+            kf_stream(keys8, key_scale, n_keys, first + warp_id, n_warps, n_items, map, emit,
+                      ring[threadIdx.x >> 5], lane, bq, wl);
+        }
+    }
+    if (REST) {
+        ks_pass_end(h, scratch, res, &last, st, 0, k);
+    }
+}
+
+/* Kernels 6 and 7: digit p (1, 2) of the k-th best candidate, over every slot. */
+#define KS_PASS_PER 4 /* float4 loads per thread per sweep, all issued first */
+__global__ void __launch_bounds__(KS_THREADS)
+    ks_pass_kernel(const float *vals, ks_state_t *st, int p)
+{
+    __shared__ uint32_t h[KS_BINS], scratch[32];
+    __shared__ int res[2];
+    __shared__ bool last;
+    const int tid = threadIdx.x, lane = tid & 31;
+    for (int i = tid; i < KS_BINS; i += KS_THREADS) {
+        h[i] = 0;
+    }
+    __syncthreads();
+    const int n = st->n_cand, shift = ks_shift(p);
+    const uint32_t prefix = st->prefix, mask = st->mask, dm = ks_dmask(p);
+    if (mask != 0xffffffffu) {
+        /* n is a multiple of 16 (whole groups of slots). */
+        const int n4 = n >> 2, stride = gridDim.x * KS_THREADS * KS_PASS_PER;
+        for (int base = blockIdx.x * KS_THREADS * KS_PASS_PER; base < n4; base += stride) {
+            float4 v[KS_PASS_PER];
+#pragma unroll
+            for (int u = 0; u < KS_PASS_PER; u++) {
+                int i4 = base + u * KS_THREADS + tid;
+                v[u] = i4 < n4 ? reinterpret_cast<const float4 *>(vals)[i4]
+                               : make_float4(KS_EMPTY, KS_EMPTY, KS_EMPTY, KS_EMPTY);
+            }
+#pragma unroll
+            for (int u = 0; u < KS_PASS_PER; u++) {
+                const float f[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    uint32_t key = ks_key(f[e]);
+                    ks_count(h, (key & mask) == prefix, (key >> shift) & dm, lane);
                 }
             }
         }
     }
+    ks_pass_end(h, scratch, res, &last, st, p, 0);
+}
+
+/* Kernel 8: the candidates above the threshold, and as many equal to it as the rank asks. */
+__global__ void __launch_bounds__(KS_THREADS)
+    ks_gather(const float *cand_s, const int32_t *cand_i, ks_state_t *st, int k, int32_t *idx,
+              float *score)
+{
+    const int n4 = st->n_cand >> 2; /* a multiple of 16 slots */
+    const uint32_t thr = st->prefix;
+    const int eq_wanted = st->k_left;
+    const int stride = gridDim.x * KS_THREADS * KS_PASS_PER;
+    for (int base = blockIdx.x * KS_THREADS * KS_PASS_PER; base < n4; base += stride) {
+        float4 v[KS_PASS_PER];
+#pragma unroll
+        for (int u = 0; u < KS_PASS_PER; u++) {
+            int i4 = base + u * KS_THREADS + threadIdx.x;
+            v[u] = i4 < n4 ? reinterpret_cast<const float4 *>(cand_s)[i4]
+                           : make_float4(KS_EMPTY, KS_EMPTY, KS_EMPTY, KS_EMPTY);
+        }
+#pragma unroll
+        for (int u = 0; u < KS_PASS_PER; u++) {
+            const float f[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const uint32_t key = ks_key(f[e]);
+                if (key < thr) {
+                    continue;
+                }
+                bool take = key > thr;
+                if (key == thr) {
+                    take = atomicAdd(&st->n_taken_eq, 1) < eq_wanted;
+                }
+                if (take) {
+                    const int i = 4 * (base + u * KS_THREADS + threadIdx.x) + e;
+                    int o = atomicAdd(&st->n_out, 1);
+                    if (o < k) {
+                        idx[o] = cand_i[i];
+                        if (score) {
+                            score[o] = f[e];
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* Workspace layout (byte offsets, each 256-aligned). */
+typedef struct ks_layout {
+    size_t st, bound, cand_s, cand_i, list, total;
+} ks_layout_t;
+
+static size_t ks_up(size_t x)
+{
+    return (x + 255) & ~(size_t)255;
+}
+
+static ks_layout_t ks_layout(int n_keys, int block_rows)
+{
+    ks_layout_t l;
+    size_t nb = (size_t)(n_keys + block_rows - 1) / block_rows;
+    size_t nc = nb * (size_t)block_rows; /* a slot per row of every block */
+    l.st = 256;                          /* [0, 256): thresholds */
+    l.bound = l.st + ks_up(sizeof(ks_state_t));
+    l.cand_s = l.bound + ks_up(nb * sizeof(float));
+    l.cand_i = l.cand_s + ks_up(nc * sizeof(float));
+    l.list = l.cand_i + ks_up(nc * sizeof(int32_t));
+    l.total = l.list + ks_up(nb * sizeof(int32_t));
+    return l;
 }
 
 extern "C" size_t st_cuda_indexer_topk_workspace(int n_keys, int block_rows)
@@ -274,10 +572,7 @@ extern "C" size_t st_cuda_indexer_topk_workspace(int n_keys, int block_rows)
     if (n_keys <= 0 || block_rows <= 0) {
         return 0;
     }
-    size_t nb = (size_t)(n_keys + block_rows - 1) / block_rows;
-    size_t nc = (size_t)n_keys + 16 * ((size_t)block_rows / 16 + 2) + nb * 16;
-    return 256 + sizeof(ks_state_t) + nb * (sizeof(float) + sizeof(int32_t)) +
-           nc * (sizeof(float) + sizeof(int32_t));
+    return ks_layout(n_keys, block_rows).total;
 }
 
 extern "C" st_status_t st_cuda_indexer_topk_fp8(const float *q, const float *w, int n_heads,
@@ -293,40 +588,45 @@ extern "C" st_status_t st_cuda_indexer_topk_fp8(const float *q, const float *w, 
     }
     cudaStream_t s = KN_STREAM(stream);
     const int nb = (n_keys + block_rows - 1) / block_rows;
+    const ks_layout_t l = ks_layout(n_keys, block_rows);
     unsigned char *p = (unsigned char *)workspace;
     uint32_t *thr = (uint32_t *)p; /* [0] seed bound key, [1] tau key */
-    ks_state_t *st = (ks_state_t *)(p + 256);
-    float *bound = (float *)(st + 1);
-    float *cand_s = bound + nb;
-    size_t nc = (size_t)n_keys + 16 * ((size_t)block_rows / 16 + 2) + (size_t)nb * 16;
-    int32_t *cand_i = (int32_t *)(cand_s + nc);
-    int32_t *list = cand_i + nc;
-    const int lb = (nb + 255) / 256;
+    ks_state_t *st = (ks_state_t *)(p + l.st);
+    float *bound = (float *)(p + l.bound), *cand_s = (float *)(p + l.cand_s);
+    int32_t *cand_i = (int32_t *)(p + l.cand_i), *list = (int32_t *)(p + l.list);
     st_status_t rc;
 
     rc = st_cuda_block_bounds(q, w, n_heads, KF_DIM, summary, nb, bound, stream);
     if (rc != ST_OK) {
         return rc;
     }
-    /* Seed: blocks whose bound ranks among the best n_seed. */
-    int n_seed = 4 * ((k + block_rows - 1) / block_rows); /* tau near the median of the seed */
+    /* Seed: blocks whose bound ranks among the best n_seed (STRATA_KN_SEED times the blocks
+     * that k rows fill; 2 puts tau near the seed's median). */
+    int n_seed = kn_variant_int("STRATA_KN_SEED", 2) * ((k + block_rows - 1) / block_rows);
     n_seed = n_seed < nb ? n_seed : nb;
-    ks_reset<<<1, 256, 0, s>>>(st, 0);
-    ks_select(bound, nb, NULL, n_seed, st, s);
-    ks_save_threshold<<<1, 1, 0, s>>>(st, &thr[0]);
-    ks_list_blocks<<<lb, 256, 0, s>>>(bound, nb, &thr[0], NULL, list, st);
-    ks_score_blocks<<<KS_GRID, 128, 0, s>>>(q, w, n_heads, keys8, key_scale, n_keys, block_rows,
-                                            list, cand_s, cand_i, st);
-    /* tau: the k-th best seed score (-inf ranks lowest when there are fewer than k). */
-    ks_reset<<<1, 256, 0, s>>>(st, 1);
-    ks_select(cand_s, 0, &st->n_cand, k, st, s);
-    ks_save_threshold<<<1, 1, 0, s>>>(st, &thr[1]);
-    ks_list_blocks<<<lb, 256, 0, s>>>(bound, nb, &thr[1], &thr[0], list, st);
-    ks_score_blocks<<<KS_GRID, 128, 0, s>>>(q, w, n_heads, keys8, key_scale, n_keys, block_rows,
-                                            list, cand_s, cand_i, st);
-    /* The k best candidates. */
-    ks_reset<<<1, 256, 0, s>>>(st, 1);
-    ks_select(cand_s, 0, &st->n_cand, k, st, s);
+    ks_seed_kernel<<<1, KS_1CTA, 0, s>>>(bound, nb, n_seed, st, thr, list);
+    const int sms = kn_num_sms();
+    if (!kn_variant_is("STRATA_KN_SCORER", "mma")) {
+        const int smem = KF_WG_SMEM;
+        cudaFuncSetAttribute(ks_score_blocks<true, false>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        cudaFuncSetAttribute(ks_score_blocks<true, true>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        ks_score_blocks<true, false><<<4 * sms, 128, smem, s>>>(
+            q, w, n_heads, keys8, key_scale, n_keys, block_rows, list, cand_s, cand_i, st, thr, k);
+        ks_tau_kernel<<<1, KS_1CTA, 0, s>>>(bound, nb, k, block_rows, cand_s, list, st, thr);
+        ks_score_blocks<true, true><<<3 * sms, 128, smem, s>>>(
+            q, w, n_heads, keys8, key_scale, n_keys, block_rows, list, cand_s, cand_i, st, thr, k);
+    } else {
+        const int smem = KF_MMA_SMEM;
+        ks_score_blocks<false, false><<<2 * sms, 128, smem, s>>>(
+            q, w, n_heads, keys8, key_scale, n_keys, block_rows, list, cand_s, cand_i, st, thr, k);
+        ks_tau_kernel<<<1, KS_1CTA, 0, s>>>(bound, nb, k, block_rows, cand_s, list, st, thr);
+        ks_score_blocks<false, true><<<2 * sms, 128, smem, s>>>(
+            q, w, n_heads, keys8, key_scale, n_keys, block_rows, list, cand_s, cand_i, st, thr, k);
+    }
+    ks_pass_kernel<<<KS_GRID, KS_THREADS, 0, s>>>(cand_s, st, 1);
+    ks_pass_kernel<<<KS_GRID, KS_THREADS, 0, s>>>(cand_s, st, 2);
     ks_gather<<<KS_GRID, KS_THREADS, 0, s>>>(cand_s, cand_i, st, k, idx, score);
     return kn_launch_status("indexer_topk_fp8");
 }

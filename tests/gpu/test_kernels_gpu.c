@@ -361,6 +361,97 @@ static void test_rmsnorm(void)
     free(x), free(res), free(wt), free(out), free(rres), free(rout);
 }
 
+/*
+ * The selection at a size where every kernel runs many CTAs: n rows of random fp8 keys
+ * (structured: 2% of the blocks 200x larger, the rest prunable), k = 2048. Checks that the
+ * bounds hold for every row, that the rows equal the exact top-k of the dense fp8 scores and
+ * that the returned scores are those rows' dense scores.
+ */
+static void test_topk_large(int N, int structured)
+{
+    const int H = 64, D = 128, B = 64, K = 2048, nb = (N + B - 1) / B;
+    float *q = malloc(sizeof(float) * H * D), *w = malloc(sizeof(float) * H);
+    float *kscale = malloc(sizeof(float) * N), *s = malloc(sizeof(float) * N);
+    float *bound = malloc(sizeof(float) * nb), *sc = malloc(sizeof(float) * K);
+    uint8_t *k8 = malloc((size_t)N * D);
+    int32_t *idx = malloc(sizeof(int32_t) * K), *want = malloc(sizeof(int32_t) * K);
+    tk_fill(q, (size_t)H * D, -1, 1);
+    tk_fill(w, H, -0.2, 1);
+    for (size_t i = 0; i < (size_t)N * D; i++) {
+        int sg = tk_uniform() < 0.5, ex = 4 + (int)(tk_uniform() * 6), m = (int)(tk_uniform() * 8);
+        k8[i] = (uint8_t)(sg << 7 | ex << 3 | m);
+    }
+    for (int b = 0; b < nb; b++) {
+        float boost = structured ? (tk_uniform() < 0.02 ? 4.0f : 0.02f) : 1.0f;
+        for (int r = b * B; r < N && r < (b + 1) * B; r++) {
+            kscale[r] = boost * tk_range(0.01, 0.05);
+        }
+    }
+    float *dq = dev_copy(q, sizeof(float) * H * D), *dw = dev_copy(w, sizeof(float) * H);
+    float *dsc = dev_copy(kscale, sizeof(float) * N), *ds = dev_copy(NULL, sizeof(float) * N);
+    uint8_t *dk8 = dev_copy(k8, (size_t)N * D);
+    float *dsum = dev_copy(NULL, sizeof(float) * nb * 2 * D),
+          *dbound = dev_copy(NULL, sizeof(float) * nb), *dscore = dev_copy(NULL, sizeof(float) * K);
+    size_t wsb = st_cuda_indexer_topk_workspace(N, B);
+    void *ws = dev_copy(NULL, wsb);
+    int32_t *didx = dev_copy(NULL, sizeof(int32_t) * K);
+    CHECK(st_cuda_block_summary_fp8(dk8, dsc, N, D, B, dsum, NULL) == ST_OK, "summary");
+    CHECK(st_cuda_block_bounds(dq, dw, H, D, dsum, nb, dbound, NULL) == ST_OK, "bounds");
+    CHECK(st_cuda_indexer_scores_fp8(dq, dw, 1, H, D, dk8, dsc, N, ds, NULL) == ST_OK, "fp8");
+    CUDA_OK(cudaMemset(didx, 0xff, sizeof(int32_t) * K));
+    CHECK(st_cuda_indexer_topk_fp8(dq, dw, H, dk8, dsc, dsum, N, B, K, ws, wsb, didx, dscore,
+                                   NULL) == ST_OK,
+          "topk launch");
+    host_copy(bound, dbound, sizeof(float) * nb);
+    host_copy(s, ds, sizeof(float) * N);
+    host_copy(idx, didx, sizeof(int32_t) * K);
+    host_copy(sc, dscore, sizeof(float) * K);
+    int bad = 0, bad_score = 0;
+    for (int r = 0; r < N; r++) {
+        bad += s[r] > bound[r / B];
+    }
+    for (int i = 0; i < K; i++) {
+        bad_score += idx[i] < 0 || idx[i] >= N || sc[i] != s[idx[i]];
+    }
+    rank_t *all = malloc(sizeof(rank_t) * N);
+    for (int r = 0; r < N; r++) {
+        all[r].s = s[r];
+        all[r].i = r;
+    }
+    qsort(all, N, sizeof(rank_t), cmp_rank);
+    for (int i = 0; i < K; i++) {
+        want[i] = all[i].i;
+    }
+    qsort(want, K, sizeof(int32_t), cmp_i32);
+    qsort(idx, K, sizeof(int32_t), cmp_i32);
+    int diff = 0;
+    for (int i = 0; i < K; i++) {
+        diff += idx[i] != want[i];
+    }
+    printf("# gpu topk large n=%d structured=%d k=%d: rows above bound %d, mismatches %d, "
+           "wrong scores %d\n",
+           N, structured, K, bad, diff, bad_score);
+    CHECK(bad == 0, "%d rows above their block bound (large)", bad);
+    CHECK(diff == 0, "large two-stage top-k differs from exact top-k in %d rows", diff);
+    CHECK(bad_score == 0, "large top-k: %d returned scores differ from the dense scores",
+          bad_score);
+    cudaFree(dq), cudaFree(dw), cudaFree(dsc), cudaFree(ds), cudaFree(dk8), cudaFree(dsum);
+    cudaFree(dbound), cudaFree(dscore), cudaFree(ws), cudaFree(didx);
+    free(q), free(w), free(kscale), free(s), free(bound), free(sc), free(k8), free(idx);
+    free(want), free(all);
+}
+
+/* Runs the indexer checks under one setting of a variant knob (docs/kernels.md). */
+static void test_indexer_variant(const char *name, const char *value)
+{
+    printf("# variant %s=%s\n", name, value);
+    setenv(name, value, 1);
+    test_indexer();
+    test_topk_large((1 << 18) + 77, 0);
+    test_topk_large((1 << 18) + 77, 1);
+    unsetenv(name);
+}
+
 int main(void)
 {
     if (st_cuda_available() != ST_OK) {
@@ -370,6 +461,10 @@ int main(void)
     }
     tk_seed();
     test_indexer();
+    test_topk_large((1 << 18) + 77, 0);
+    test_topk_large((1 << 18) + 77, 1);
+    test_indexer_variant("STRATA_KN_SCORER", "mma");
+    test_indexer_variant("STRATA_KN_SEED", "1");
     test_attention();
     test_kda(150, 0);
     test_kda(64, 1);
