@@ -92,26 +92,38 @@ static void test_kda_against_reference(void **unused)
     }
 }
 
+/*
+ * The chunked prefill of in against the double recurrence: asserts the output
+ * and the final state are within tol, prints both errors under label.
+ */
+static void kda_check_chunked(const kda_in_t *in, double tol, const char *label)
+{
+    size_t ns = (size_t)in->Hh * in->dk * in->dv, no = (size_t)in->T * in->Hh * in->dv;
+    double *rs = malloc(sizeof(double) * ns), *ro = malloc(sizeof(double) * no);
+    float *cs = malloc(sizeof(float) * ns), *co = malloc(sizeof(float) * no);
+
+    for (size_t i = 0; i < ns; i++) {
+        rs[i] = in->s0[i];
+    }
+    memcpy(cs, in->s0, sizeof(float) * ns);
+    assert_int_equal(st_ref_kda(rs, in->q, in->k, in->v, in->g, in->beta, in->T, in->Hh, in->dk,
+                                in->dv, -5.0f, ro),
+                     ST_OK);
+    assert_int_equal(st_cpu_kda_prefill(cs, in->q, in->k, in->v, in->g, in->beta, in->T, in->Hh,
+                                        in->dk, in->dv, -5.0f, co),
+                     ST_OK);
+    double eo = tk_rel_err(co, ro, no), es = tk_rel_err(cs, rs, ns);
+    printf("# kda %s path=%d out %.3g state %.3g\n", label, st_kernels_simd(), eo, es);
+    assert_true(eo <= tol);
+    assert_true(es <= tol);
+    free(rs), free(ro), free(cs), free(co);
+}
+
 static void test_kda_odd_sizes(void **unused)
 {
     kda_in_t in;
     kda_make(&in, 70, 2, 24, 40);
-    size_t ns = (size_t)in.Hh * in.dk * in.dv, no = (size_t)in.T * in.Hh * in.dv;
-    double *rs = malloc(sizeof(double) * ns), *ro = malloc(sizeof(double) * no);
-    float *cs = malloc(sizeof(float) * ns), *co = malloc(sizeof(float) * no);
-    for (size_t i = 0; i < ns; i++) {
-        rs[i] = in.s0[i];
-    }
-    memcpy(cs, in.s0, sizeof(float) * ns);
-    assert_int_equal(
-        st_ref_kda(rs, in.q, in.k, in.v, in.g, in.beta, in.T, in.Hh, in.dk, in.dv, -5.0f, ro),
-        ST_OK);
-    assert_int_equal(st_cpu_kda_prefill(cs, in.q, in.k, in.v, in.g, in.beta, in.T, in.Hh, in.dk,
-                                        in.dv, -5.0f, co),
-                     ST_OK);
-    assert_true(tk_rel_err(co, ro, no) <= TK_TOL);
-    assert_true(tk_rel_err(cs, rs, ns) <= TK_TOL);
-    free(rs), free(ro), free(cs), free(co);
+    kda_check_chunked(&in, TK_TOL, "odd sizes");
     kda_free(&in);
 }
 
@@ -132,24 +144,7 @@ static void test_kda_strong_decay(void **unused)
         size_t tail = (size_t)48 * in.Hh * in.dk;
         tk_fill(in.g, tail, -5.0, -4.9);
         tk_fill(in.g + tail, (size_t)16 * in.Hh * in.dk, -0.05, 0.0);
-        size_t ns = (size_t)in.Hh * in.dk * in.dv, no = (size_t)in.T * in.Hh * in.dv;
-        double *rs = malloc(sizeof(double) * ns), *ro = malloc(sizeof(double) * no);
-        float *cs = malloc(sizeof(float) * ns), *co = malloc(sizeof(float) * no);
-        for (size_t i = 0; i < ns; i++) {
-            rs[i] = in.s0[i];
-        }
-        memcpy(cs, in.s0, sizeof(float) * ns);
-        assert_int_equal(
-            st_ref_kda(rs, in.q, in.k, in.v, in.g, in.beta, in.T, in.Hh, in.dk, in.dv, -5.0f, ro),
-            ST_OK);
-        assert_int_equal(st_cpu_kda_prefill(cs, in.q, in.k, in.v, in.g, in.beta, in.T, in.Hh, in.dk,
-                                            in.dv, -5.0f, co),
-                         ST_OK);
-        double eo = tk_rel_err(co, ro, no), es = tk_rel_err(cs, rs, ns);
-        printf("# kda strong decay path=%d out %.3g state %.3g\n", st_kernels_simd(), eo, es);
-        assert_true(eo <= 2e-6);
-        assert_true(es <= 2e-6);
-        free(rs), free(ro), free(cs), free(co);
+        kda_check_chunked(&in, 2e-6, "strong decay");
         kda_free(&in);
     }
 }
