@@ -281,7 +281,7 @@ int main(int argc, char **argv)
         free(hp), free(perm);
     }
 
-    /* Indexer + two-stage selection over 1M tokens, one query, 64 heads, k = 2048. */
+    /* Indexer + exact top-k over 1M tokens, one query, 64 heads, k = 2048: both paths. */
     if (!only || strcmp(only, "indexer") == 0) {
         int N = 1 << 20, nb = N / 64;
         uint8_t *hk = malloc((size_t)N * 128);
@@ -313,37 +313,58 @@ int main(int argc, char **argv)
             ic.stream = NULL;
             double tt = time_gpu(run_topk, &ic), td = time_gpu(run_dense, &ic);
             double tb = time_gpu(run_bounds, &ic);
-            /* The variants, one knob at a time (docs/kernels.md). */
-            static const char *knobs[][2] = {{"STRATA_KN_SCORER", "mma"},
-                                             {"STRATA_KN_SEED", "1"},
-                                             {"STRATA_KN_SEED", "4"},
-                                             {"STRATA_KN_SEED", "8"}};
-            for (int kv = 0; kv < 4; kv++) {
+            /* The variants, one or two knobs at a time (docs/kernels.md). The default (auto)
+             * takes the dense path; the seed knob only acts on the two-stage path. */
+            static const char *knobs[][4] = {
+                {"STRATA_KN_TOPK", "dense", NULL, NULL},
+                {"STRATA_KN_TOPK", "twostage", NULL, NULL},
+                {"STRATA_KN_DENSE_RING", "3", NULL, NULL},
+                {"STRATA_KN_SCORER", "mma", NULL, NULL},
+                {"STRATA_KN_SCORER", "mma", "STRATA_KN_TOPK", "twostage"},
+                {"STRATA_KN_SEED", "1", "STRATA_KN_TOPK", "twostage"},
+                {"STRATA_KN_SEED", "4", "STRATA_KN_TOPK", "twostage"},
+                {"STRATA_KN_SEED", "8", "STRATA_KN_TOPK", "twostage"}};
+            for (int kv = 0; kv < 8; kv++) {
+                if (knobs[kv][2]) {
+                    setenv(knobs[kv][2], knobs[kv][3], 1);
+                }
                 double tv = time_variant(run_topk, &ic, knobs[kv][0], knobs[kv][1]);
-                printf("  indexer_topk keys=%s %s=%s: two-stage %.1f us",
-                       structured ? "structured" : "random", knobs[kv][0], knobs[kv][1], tv * 1e6);
-                if (kv == 0) {
+                printf("  indexer_topk keys=%s %s=%s%s%s%s%s: %.1f us",
+                       structured ? "structured" : "random", knobs[kv][0], knobs[kv][1],
+                       knobs[kv][2] ? " " : "", knobs[kv][2] ? knobs[kv][2] : "",
+                       knobs[kv][2] ? "=" : "", knobs[kv][2] ? knobs[kv][3] : "", tv * 1e6);
+                if (kv == 3) {
                     printf("; dense fp8 scoring alone %.1f us",
                            time_variant(run_dense, &ic, knobs[kv][0], knobs[kv][1]) * 1e6);
                 }
                 printf("\n");
+                if (knobs[kv][2]) {
+                    unsetenv(knobs[kv][2]);
+                }
             }
-            /* The same pipeline captured once as a CUDA graph: no launch gaps between its kernels. */
-            cudaGraph_t g;
-            CK(cudaStreamCreate(&ic.stream));
-            CK(cudaStreamBeginCapture(ic.stream, cudaStreamCaptureModeRelaxed));
-            run_topk(&ic);
-            CK(cudaStreamEndCapture(ic.stream, &g));
-            CK(cudaGraphInstantiate(&ic.graph, g, 0));
-            double tg = time_gpu(run_graph, &ic);
-            CK(cudaGraphExecDestroy(ic.graph));
-            CK(cudaGraphDestroy(g));
-            CK(cudaStreamDestroy(ic.stream));
-            printf("indexer_topk 1M tokens k=2048 keys=%s: two-stage %.1f us, as a CUDA graph "
-                   "%.1f us (goal < 100); dense fp8 scoring alone %.1f us; block bounds alone "
-                   "%.1f us; reading every key once %.1f us\n",
-                   structured ? "structured" : "random", tt * 1e6, tg * 1e6, td * 1e6, tb * 1e6,
-                   read_all * 1e6);
+            /* Each path captured once as a CUDA graph: no launch gaps between its kernels. */
+            double tgr[2];
+            for (int path = 0; path < 2; path++) {
+                setenv("STRATA_KN_TOPK", path ? "twostage" : "dense", 1);
+                cudaGraph_t g;
+                CK(cudaStreamCreate(&ic.stream));
+                CK(cudaStreamBeginCapture(ic.stream, cudaStreamCaptureModeRelaxed));
+                run_topk(&ic);
+                CK(cudaStreamEndCapture(ic.stream, &g));
+                CK(cudaGraphInstantiate(&ic.graph, g, 0));
+                tgr[path] = time_gpu(run_graph, &ic);
+                CK(cudaGraphExecDestroy(ic.graph));
+                CK(cudaGraphDestroy(g));
+                CK(cudaStreamDestroy(ic.stream));
+                ic.stream = NULL;
+                unsetenv("STRATA_KN_TOPK");
+            }
+            printf(
+                "indexer_topk 1M tokens k=2048 keys=%s: default (auto) %.1f us; as a CUDA graph: "
+                "dense path %.1f us, two-stage %.1f us (goal < 100); dense fp8 scoring alone "
+                "%.1f us; block bounds alone %.1f us; reading every key once %.1f us\n",
+                structured ? "structured" : "random", tt * 1e6, tgr[0] * 1e6, tgr[1] * 1e6,
+                td * 1e6, tb * 1e6, read_all * 1e6);
             cudaFree(ic.scale);
         }
         free(hk), free(hs);

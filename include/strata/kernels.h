@@ -219,10 +219,12 @@ ST_API st_status_t st_cuda_block_summary_fp8(const uint8_t *keys8, const float *
 ST_API size_t st_cuda_indexer_topk_workspace(int n_keys, int block_rows);
 
 /*
- * Exact top-k of one query row's fp8 indexer scores (dim 128, n_heads <= 64)
- * by two-stage selection, entirely on the device: block bounds, a seed of the
- * best-bounded blocks gives a lower bound tau on the k-th score, then only the
- * blocks whose bound reaches tau are scored. The k rows are those with the k
+ * Exact top-k of one query row's fp8 indexer scores (dim 128, n_heads <= 64),
+ * entirely on the device (docs/kernels.md §2): by default every row is scored
+ * and a radix select runs fused into the scoring; STRATA_KN_TOPK=twostage
+ * takes two-stage selection instead (block bounds, a seed of the best-bounded
+ * blocks gives a lower bound tau on the k-th score, then only the blocks whose
+ * bound reaches tau are scored; summary is used there). The k rows are those with the k
  * highest scores of st_cuda_indexer_scores_fp8, in no particular order (ties
  * at the k-th score are broken arbitrarily).
  * @param[in]  summary    from st_cuda_block_summary_fp8 with the same block_rows

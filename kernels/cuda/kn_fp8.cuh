@@ -254,8 +254,9 @@ typedef struct kf_wg_stage {
     int grp[128]; /* the group each thread's copies belong to (-1: none) */
 } kf_wg_stage_t;
 
-/* Dynamic shared memory of a wgmma scoring CTA: the query tile, then the ring. */
-#define KF_WG_SMEM (1024 + 64 * KF_DIM * 2 + KF_WG_STAGES * (int)sizeof(kf_wg_stage_t))
+/* Dynamic shared memory of a wgmma scoring CTA: the query tile, then a ring of ns stages. */
+#define KF_WG_SMEM_N(ns) (1024 + 64 * KF_DIM * 2 + (ns) * (int)sizeof(kf_wg_stage_t))
+#define KF_WG_SMEM       KF_WG_SMEM_N(KF_WG_STAGES)
 
 __device__ __forceinline__ void kf_cp4(void *dst, const void *src, int src_bytes)
 {
@@ -315,10 +316,10 @@ __device__ __forceinline__ void kf_wg_issue(const uint8_t *keys8, const float *k
  * (warp in the warpgroup) below n_items, item i being the 16-key group map(i), and calls
  * emit(i, map(i), s0, s1) per valid item (all lanes of the warp; lanes with (lane & 3) == 0
  * hold key lane/4 in s0 and lane/4 + 8 in s1). qs: kf_store_query_smem's tile, fenced for the async
- * proxy and visible; ring: KF_WG_STAGES stages. Keys are in flight KF_WG_STAGES - 1 steps
+ * proxy and visible; ring: NS stages (default KF_WG_STAGES). Keys are in flight NS - 1 steps
  * ahead; map is evaluated one step before its keys are issued.
  */
-template <class Map, class Emit>
+template <int NS = KF_WG_STAGES, class Map, class Emit>
 __device__ __forceinline__ void kf_wg_stream(const uint8_t *keys8, const float *key_scale,
                                              int n_keys, int first, int n_items, int wg, int n_wg,
                                              Map map, Emit emit, const __half *qs,
@@ -328,11 +329,11 @@ __device__ __forceinline__ void kf_wg_stream(const uint8_t *keys8, const float *
     const uint32_t qa = (uint32_t)__cvta_generic_to_shared(qs);
     const int stride = 4 * n_wg, base0 = first + 4 * wg;
 #pragma unroll
-    for (int j = 0; j < KF_WG_STAGES - 1; j++) {
+    for (int j = 0; j < NS - 1; j++) {
         const int item = base0 + j * stride + wq;
         kf_wg_issue(keys8, key_scale, n_keys, item < n_items ? map(item) : -1, &ring[j], tid);
     }
-    int ahead = base0 + (KF_WG_STAGES - 1) * stride + wq;
+    int ahead = base0 + (NS - 1) * stride + wq;
     int g_ahead = ahead < n_items ? map(ahead) : -1;
     float d[8][4];
 #pragma unroll
@@ -342,7 +343,7 @@ __device__ __forceinline__ void kf_wg_stream(const uint8_t *keys8, const float *
             d[j][e] = 0.0f;
     int slot = 0;
     for (int base = base0; base < n_items; base += stride) {
-        asm volatile("cp.async.wait_group %0;\n" ::"n"(KF_WG_STAGES - 2));
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(NS - 2));
         kf_wg_stage_t *st = &ring[slot];
         const uint4 c0 = st->k[0][tid], c1 = st->k[1][tid], c2 = st->k[2][tid], c3 = st->k[3][tid];
         const float sc0 = st->sc[0][tid], sc1 = st->sc[1][tid];
@@ -357,8 +358,8 @@ __device__ __forceinline__ void kf_wg_stream(const uint8_t *keys8, const float *
             a[s][2] = kf_f8x2_to_h2(w0[s] >> 16);
             a[s][3] = kf_f8x2_to_h2(w1[s] >> 16);
         }
-        /* The slot consumed one step ago takes the keys KF_WG_STAGES - 1 steps ahead. */
-        const int refill = slot == 0 ? KF_WG_STAGES - 1 : slot - 1;
+        /* The slot consumed one step ago takes the keys NS - 1 steps ahead. */
+        const int refill = slot == 0 ? NS - 1 : slot - 1;
         kf_wg_issue(keys8, key_scale, n_keys, g_ahead, &ring[refill], tid);
         ahead += stride;
         g_ahead = ahead < n_items ? map(ahead) : -1;
@@ -382,7 +383,7 @@ __device__ __forceinline__ void kf_wg_stream(const uint8_t *keys8, const float *
         if (base + wq < n_items) {
             emit(base + wq, grp, s0 * sc0, s1 * sc1);
         }
-        slot = slot + 1 == KF_WG_STAGES ? 0 : slot + 1;
+        slot = slot + 1 == NS ? 0 : slot + 1;
     }
     asm volatile("cp.async.wait_all;\n" ::);
 }

@@ -1,6 +1,8 @@
 /*
- * select.cu - exact two-stage top-k of one query's fp8 indexer scores on the
- * GPU, with no host round trip, in eight kernels:
+ * select.cu - exact top-k of one query's fp8 indexer scores on the GPU, with no
+ * host round trip, by one of two paths (ks_use_dense): the dense path (every
+ * row scored, a radix select fused into the scorer and a compact candidate
+ * list; D1..D4 below, the default), or the two-stage path in eight kernels:
  *   1. bounds of every block (indexer.cu);
  *   2. seed (one CTA): the n_seed-th best bound (radix select), and the list of
  *      the blocks whose bound is at least that;
@@ -64,6 +66,7 @@ typedef struct ks_state {
     int n_out;              /* gather: rows written */
     int n_list;     /* blocks listed so far; seed candidate rows of entry i: i*block_rows.. */
     int list_start; /* first entry of the list that the next scoring pass takes */
+    int n_comp;     /* dense path: rows in the compact candidate list */
 } ks_state_t;
 
 /*
@@ -356,8 +359,25 @@ __device__ void ks_pass_end(uint32_t *h, uint32_t *scratch, int *res, bool *last
         return;
     }
     __threadfence();
-    for (int i = tid; i < KS_BINS; i += blockDim.x) {
-        h[i] = atomicExch(&st->hist[i], 0u);
+    /* Every other CTA fenced its adds before counting itself: read the global histogram from
+     * L2 with all loads in flight at once (a loop of atomicExch waited for each in turn: 2-4 us
+     * a pass on the H200), then clear it. */
+    {
+        const int nt = blockDim.x;
+        uint32_t v[KS_BINS / 128]; /* bins a thread at 128 threads, the fewest that call this */
+#pragma unroll
+        for (int u = 0; u < KS_BINS / 128; u++) {
+            const int i = tid + u * nt;
+            v[u] = i < KS_BINS ? __ldcg(&st->hist[i]) : 0u;
+        }
+#pragma unroll
+        for (int u = 0; u < KS_BINS / 128; u++) {
+            const int i = tid + u * nt;
+            if (i < KS_BINS) {
+                h[i] = v[u];
+                st->hist[i] = 0u;
+            }
+        }
     }
     if (tid == 0) {
         st->done = 0; /* every CTA has counted itself */
@@ -543,6 +563,169 @@ __global__ void __launch_bounds__(KS_THREADS)
     }
 }
 
+/*
+ * The dense path (docs/kernels.md §2), five steps on a zeroed state:
+ *   D1. every row is scored (slot = row) and the first radix digit (11 bits) of every row is
+ *       counted in shared memory; the last CTA picks the digit of the k-th best;
+ *   D2. one pass over the dense scores counts the second digit of the rows with the chosen
+ *       first digit and lists every row whose first digit is at least the chosen one (the
+ *       compact list: fewer than k rows above the digit, and the rows at it);
+ *   D3. the third digit over the compact list;
+ *   D4. gather from the compact list.
+ * No bounds and no one-CTA select: the cost is that of the dense scorer plus one read of the
+ * dense scores, whatever the keys.
+ */
+template <bool WG, int NS>
+__global__ void __launch_bounds__(128, WG ? (NS <= 3 ? 4 : 3) : 2)
+    ks_dense_score(const float *q, const float *w, int n_heads, const uint8_t *keys8,
+                   const float *key_scale, int n_keys, float *vals, ks_state_t *st, int k)
+{
+    extern __shared__ __align__(128) unsigned char ks_dyn[];
+    __shared__ uint32_t h[KS_BINS], scratch[32];
+    __shared__ int res[2];
+    __shared__ bool last;
+    const int lane = threadIdx.x & 31, n_groups = (n_keys + 15) / 16;
+    for (int i = threadIdx.x; i < KS_BINS; i += blockDim.x) {
+        h[i] = 0;
+    }
+    __syncthreads();
+    auto ident = [](int i) { return i; };
+    auto emit = [&](int, int g, float s0, float s1) {
+        const int r0 = g * 16 + (lane >> 2), r1 = r0 + 8;
+        /* Plain shared atomics: warp-wide votes here would make ptxas serialise the wgmmas. */
+        if ((lane & 3) == 0) {
+            vals[r0] = r0 < n_keys ? s0 : KS_EMPTY;
+            vals[r1] = r1 < n_keys ? s1 : KS_EMPTY;
+            if (r0 < n_keys) {
+                atomicAdd(&h[ks_key(s0) >> 21], 1u);
+            }
+            if (r1 < n_keys) {
+                atomicAdd(&h[ks_key(s1) >> 21], 1u);
+            }
+        }
+    };
+#if KF_WGMMA
+    if (WG) {
+        unsigned char *base = kf_align1k(ks_dyn);
+        __half *qs = reinterpret_cast<__half *>(base);
+        kf_wg_stage_t *ring = reinterpret_cast<kf_wg_stage_t *>(base + 64 * KF_DIM * 2);
+        float wl[8][2];
+        kf_store_query_smem(q, n_heads, qs, threadIdx.x);
+        kf_load_weights(w, n_heads, lane, wl);
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads();
+        kf_wg_stream<NS>(keys8, key_scale, n_keys, 0, n_groups, blockIdx.x, gridDim.x, ident, emit,
+                         qs, ring, wl);
+    } else
+#endif
+    {
+        kf_stage_t(*ring)[KF_STAGES] = reinterpret_cast<kf_stage_t(*)[KF_STAGES]>(ks_dyn);
+        const int warp_id = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+        const int n_warps = (gridDim.x * blockDim.x) >> 5;
+        uint32_t bq[8][8][2];
+        float wl[8][2];
+        kf_load_query(q, w, n_heads, lane, bq, wl);
+        kf_stream(keys8, key_scale, n_keys, warp_id, n_warps, n_groups, ident, emit,
+                  ring[threadIdx.x >> 5], lane, bq, wl);
+    }
+    ks_pass_end(h, scratch, res, &last, st, 0, k);
+}
+
+/* D2: the second digit, and the compact list (rows, in any order) in comp. */
+__global__ void __launch_bounds__(KS_THREADS)
+    ks_dense_compact(const float *vals, int n_keys, ks_state_t *st, int32_t *comp)
+{
+    __shared__ uint32_t h[KS_BINS], scratch[32];
+    __shared__ int res[2];
+    __shared__ bool last;
+    const int tid = threadIdx.x, lane = tid & 31;
+    for (int i = tid; i < KS_BINS; i += KS_THREADS) {
+        h[i] = 0;
+    }
+    __syncthreads();
+    const uint32_t prefix = st->prefix, mask = st->mask;
+    /* vals holds whole groups of 16 slots, so the float4 reads stay inside it. */
+    const int n4 = (n_keys + 3) >> 2, stride = gridDim.x * KS_THREADS * KS_PASS_PER;
+    for (int base = blockIdx.x * KS_THREADS * KS_PASS_PER; base < n4; base += stride) {
+        float4 v[KS_PASS_PER];
+#pragma unroll
+        for (int u = 0; u < KS_PASS_PER; u++) {
+            int i4 = base + u * KS_THREADS + tid;
+            v[u] = i4 < n4 ? reinterpret_cast<const float4 *>(vals)[i4]
+                           : make_float4(KS_EMPTY, KS_EMPTY, KS_EMPTY, KS_EMPTY);
+        }
+#pragma unroll
+        for (int u = 0; u < KS_PASS_PER; u++) {
+            const float f[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int r = 4 * (base + u * KS_THREADS + tid) + e;
+                const uint32_t key = ks_key(f[e]);
+                const bool ok = r < n_keys;
+                ks_count(h, ok && (key & mask) == prefix, (key >> 10) & 0x7ffu, lane);
+                ks_append(ok && key >= prefix, r, comp, &st->n_comp, lane);
+            }
+        }
+    }
+    ks_pass_end(h, scratch, res, &last, st, 1, 0);
+}
+
+/* D3: the third digit over the compact list. */
+__global__ void __launch_bounds__(KS_THREADS)
+    ks_comp_pass(const float *vals, const int32_t *comp, ks_state_t *st)
+{
+    __shared__ uint32_t h[KS_BINS], scratch[32];
+    __shared__ int res[2];
+    __shared__ bool last;
+    const int tid = threadIdx.x, lane = tid & 31;
+    for (int i = tid; i < KS_BINS; i += KS_THREADS) {
+        h[i] = 0;
+    }
+    __syncthreads();
+    const int n = st->n_comp;
+    const uint32_t prefix = st->prefix, mask = st->mask;
+    if (mask != 0xffffffffu) {
+        for (int base = blockIdx.x * KS_THREADS; base < n; base += gridDim.x * KS_THREADS) {
+            const int j = base + tid;
+            const uint32_t key = j < n ? ks_key(vals[comp[j]]) : 0;
+            ks_count(h, j < n && (key & mask) == prefix, key & 0x3ffu, lane);
+        }
+    }
+    ks_pass_end(h, scratch, res, &last, st, 2, 0);
+}
+
+/* D4: the compact rows above the k-th key, and as many equal to it as the rank asks. */
+__global__ void __launch_bounds__(KS_THREADS)
+    ks_comp_gather(const float *vals, const int32_t *comp, ks_state_t *st, int k, int32_t *idx,
+                   float *score)
+{
+    const int n = st->n_comp, lane = threadIdx.x & 31;
+    const uint32_t thr = st->prefix;
+    const int eq_wanted = st->k_left;
+    for (int base = blockIdx.x * KS_THREADS; base < n; base += gridDim.x * KS_THREADS) {
+        const int j = base + threadIdx.x;
+        const int row = j < n ? comp[j] : -1;
+        const float f = j < n ? vals[row] : KS_EMPTY;
+        const uint32_t key = ks_key(f);
+        bool take = j < n && key > thr;
+        if (j < n && key == thr) {
+            take = atomicAdd(&st->n_taken_eq, 1) < eq_wanted;
+        }
+        const unsigned m = __ballot_sync(0xffffffffu, take);
+        int o = 0;
+        if (lane == 0 && m) {
+            o = atomicAdd(&st->n_out, __popc(m));
+        }
+        o = __shfl_sync(0xffffffffu, o, 0) + __popc(m & ((1u << lane) - 1));
+        if (take && o < k) {
+            idx[o] = row;
+            if (score) {
+                score[o] = f;
+            }
+        }
+    }
+}
+
 /* Workspace layout (byte offsets, each 256-aligned). */
 typedef struct ks_layout {
     size_t st, bound, cand_s, cand_i, list, total;
@@ -575,6 +758,62 @@ extern "C" size_t st_cuda_indexer_topk_workspace(int n_keys, int block_rows)
     return ks_layout(n_keys, block_rows).total;
 }
 
+/*
+ * Which path a call takes (docs/kernels.md §2): STRATA_KN_TOPK=twostage forces the two-stage
+ * path; otherwise (auto, or =dense) the dense path. Measured on the H200 (1M keys, 64-row
+ * blocks), the dense path wins on random keys (82 against 170 us) and on block-structured keys
+ * (83 against 99 us): the two-stage's fixed costs (block bounds 29 us, two one-CTA selects
+ * 29 us) exceed all the scoring that pruning saves.
+ */
+static bool ks_use_dense(void)
+{
+    return !kn_variant_is("STRATA_KN_TOPK", "twostage");
+}
+
+template <bool WG, int NS>
+static void ks_launch_dense(int grid, int smem, cudaStream_t s, const float *q, const float *w,
+                            int n_heads, const uint8_t *keys8, const float *key_scale, int n_keys,
+                            float *vals, ks_state_t *st, int k)
+{
+    cudaFuncSetAttribute(ks_dense_score<WG, NS>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    ks_dense_score<WG, NS>
+        <<<grid, 128, smem, s>>>(q, w, n_heads, keys8, key_scale, n_keys, vals, st, k);
+}
+
+/* The dense path: D1..D4 above, after zeroing the state. */
+static st_status_t ks_topk_dense(const float *q, const float *w, int n_heads, const uint8_t *keys8,
+                                 const float *key_scale, int n_keys, int k, ks_state_t *st,
+                                 float *vals, int32_t *comp, int32_t *idx, float *score,
+                                 cudaStream_t s)
+{
+    if (cudaMemsetAsync(st, 0, sizeof(ks_state_t), s) != cudaSuccess) {
+        return kn_launch_status("indexer_topk_dense memset");
+    }
+    const int sms = kn_num_sms(), items = ((n_keys + 15) / 16 + 3) / 4;
+    if (!kn_variant_is("STRATA_KN_SCORER", "mma")) {
+        /* A ring of 4 stages and 3 CTAs per SM (with the histogram, 4 CTAs do not fit), or
+         * STRATA_KN_DENSE_RING=3: 3 stages and 4 CTAs per SM (4.3 us slower on the H200). */
+        if (kn_variant_int("STRATA_KN_DENSE_RING", 4) != 3) {
+            const int grid = items < 3 * sms ? items : 3 * sms;
+            ks_launch_dense<true, 4>(grid, KF_WG_SMEM_N(4), s, q, w, n_heads, keys8, key_scale,
+                                     n_keys, vals, st, k);
+        } else {
+            const int grid = items < 4 * sms ? items : 4 * sms;
+            ks_launch_dense<true, 3>(grid, KF_WG_SMEM_N(3), s, q, w, n_heads, keys8, key_scale,
+                                     n_keys, vals, st, k);
+        }
+    } else {
+        const int grid = items < 2 * sms ? items : 2 * sms;
+        ks_launch_dense<false, 3>(grid, KF_MMA_SMEM, s, q, w, n_heads, keys8, key_scale, n_keys,
+                                  vals, st, k);
+    }
+    ks_dense_compact<<<KS_GRID, KS_THREADS, 0, s>>>(vals, n_keys, st, comp);
+    const int g = sms / 2 > 0 ? sms / 2 : 1;
+    ks_comp_pass<<<g, KS_THREADS, 0, s>>>(vals, comp, st);
+    ks_comp_gather<<<g, KS_THREADS, 0, s>>>(vals, comp, st, k, idx, score);
+    return kn_launch_status("indexer_topk_dense");
+}
+
 extern "C" st_status_t st_cuda_indexer_topk_fp8(const float *q, const float *w, int n_heads,
                                                 const uint8_t *keys8, const float *key_scale,
                                                 const float *summary, int n_keys, int block_rows,
@@ -596,6 +835,10 @@ extern "C" st_status_t st_cuda_indexer_topk_fp8(const float *q, const float *w, 
     int32_t *cand_i = (int32_t *)(p + l.cand_i), *list = (int32_t *)(p + l.list);
     st_status_t rc;
 
+    if (ks_use_dense()) {
+        return ks_topk_dense(q, w, n_heads, keys8, key_scale, n_keys, k, st, cand_s, cand_i, idx,
+                             score, s);
+    }
     rc = st_cuda_block_bounds(q, w, n_heads, KF_DIM, summary, nb, bound, stream);
     if (rc != ST_OK) {
         return rc;

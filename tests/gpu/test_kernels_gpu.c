@@ -86,6 +86,12 @@ static int cmp_rank(const void *a, const void *b)
     return x->i - y->i;
 }
 
+static int cmp_f32_desc(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x < y) - (x > y);
+}
+
 static void test_indexer(void)
 {
     int n_q = 2, H = 64, D = 128, N = 5000;
@@ -441,15 +447,102 @@ static void test_topk_large(int N, int structured)
     free(want), free(all);
 }
 
-/* Runs the indexer checks under one setting of a variant knob (docs/kernels.md). */
-static void test_indexer_variant(const char *name, const char *value)
+/*
+ * Heavy ties: every row is one of 61 key patterns with the same scale, so about 820 rows share
+ * each score and the k-th score is shared by hundreds of rows, some in the top-k and some not.
+ * The returned scores, sorted, must equal the k best dense scores, each returned row's dense
+ * score must be the score returned with it, and no row may come twice.
+ */
+static void test_topk_ties(void)
 {
-    printf("# variant %s=%s\n", name, value);
+    const int H = 64, D = 128, B = 64, K = 2048, N = 50000, P = 61, nb = (N + B - 1) / B;
+    float *q = malloc(sizeof(float) * H * D), *w = malloc(sizeof(float) * H);
+    float *kscale = malloc(sizeof(float) * N), *s = malloc(sizeof(float) * N);
+    float *sc = malloc(sizeof(float) * K), *best = malloc(sizeof(float) * N);
+    uint8_t *k8 = malloc((size_t)N * D), *pat = malloc((size_t)P * D);
+    int32_t *idx = malloc(sizeof(int32_t) * K);
+    tk_fill(q, (size_t)H * D, -1, 1);
+    tk_fill(w, H, -0.2, 1);
+    for (int i = 0; i < P * D; i++) {
+        int sg = tk_uniform() < 0.5, ex = 4 + (int)(tk_uniform() * 6), m = (int)(tk_uniform() * 8);
+        pat[i] = (uint8_t)(sg << 7 | ex << 3 | m);
+    }
+    for (int r = 0; r < N; r++) {
+        memcpy(k8 + (size_t)r * D, pat + (size_t)(r % P) * D, D);
+        kscale[r] = 0.03f;
+    }
+    float *dq = dev_copy(q, sizeof(float) * H * D), *dw = dev_copy(w, sizeof(float) * H);
+    float *dsc = dev_copy(kscale, sizeof(float) * N), *ds = dev_copy(NULL, sizeof(float) * N);
+    uint8_t *dk8 = dev_copy(k8, (size_t)N * D);
+    float *dsum = dev_copy(NULL, sizeof(float) * nb * 2 * D), *dscore = dev_copy(NULL, 4 * K);
+    size_t wsb = st_cuda_indexer_topk_workspace(N, B);
+    void *ws = dev_copy(NULL, wsb);
+    int32_t *didx = dev_copy(NULL, sizeof(int32_t) * K);
+    CHECK(st_cuda_block_summary_fp8(dk8, dsc, N, D, B, dsum, NULL) == ST_OK, "summary");
+    CHECK(st_cuda_indexer_scores_fp8(dq, dw, 1, H, D, dk8, dsc, N, ds, NULL) == ST_OK, "fp8");
+    CUDA_OK(cudaMemset(didx, 0xff, sizeof(int32_t) * K));
+    CHECK(st_cuda_indexer_topk_fp8(dq, dw, H, dk8, dsc, dsum, N, B, K, ws, wsb, didx, dscore,
+                                   NULL) == ST_OK,
+          "topk launch");
+    host_copy(s, ds, sizeof(float) * N);
+    host_copy(idx, didx, sizeof(int32_t) * K);
+    host_copy(sc, dscore, sizeof(float) * K);
+    int bad_row = 0, bad_score = 0, diff = 0, tied = 0;
+    for (int i = 0; i < K; i++) {
+        bad_row += idx[i] < 0 || idx[i] >= N;
+        bad_score += idx[i] >= 0 && idx[i] < N && sc[i] != s[idx[i]];
+    }
+    qsort(idx, K, sizeof(int32_t), cmp_i32);
+    for (int i = 1; i < K; i++) {
+        bad_row += idx[i] == idx[i - 1];
+    }
+    memcpy(best, s, sizeof(float) * N);
+    qsort(best, N, sizeof(float), cmp_f32_desc);
+    qsort(sc, K, sizeof(float), cmp_f32_desc);
+    for (int i = 0; i < K; i++) {
+        diff += sc[i] != best[i];
+    }
+    for (int r = 0; r < N; r++) {
+        tied += s[r] == best[K - 1];
+    }
+    printf("# gpu topk ties n=%d k=%d: rows sharing the k-th score %d, bad or repeated rows %d, "
+           "wrong scores %d, scores differing from the k best %d\n",
+           N, K, tied, bad_row, bad_score, diff);
+    CHECK(bad_row == 0, "ties: %d bad or repeated rows", bad_row);
+    CHECK(bad_score == 0, "ties: %d returned scores differ from the dense scores", bad_score);
+    CHECK(diff == 0, "ties: %d returned scores differ from the k best", diff);
+    cudaFree(dq), cudaFree(dw), cudaFree(dsc), cudaFree(ds), cudaFree(dk8), cudaFree(dsum);
+    cudaFree(dscore), cudaFree(ws), cudaFree(didx);
+    free(q), free(w), free(kscale), free(s), free(sc), free(best), free(k8), free(pat), free(idx);
+}
+
+/*
+ * Runs the indexer checks under one or two settings of variant knobs (docs/kernels.md; name2
+ * may be NULL).
+ */
+static void test_indexer_variant2(const char *name, const char *value, const char *name2,
+                                  const char *value2)
+{
+    printf("# variant %s=%s", name, value);
+    if (name2) {
+        printf(" %s=%s", name2, value2);
+        setenv(name2, value2, 1);
+    }
+    printf("\n");
     setenv(name, value, 1);
     test_indexer();
     test_topk_large((1 << 18) + 77, 0);
     test_topk_large((1 << 18) + 77, 1);
+    test_topk_ties();
     unsetenv(name);
+    if (name2) {
+        unsetenv(name2);
+    }
+}
+
+static void test_indexer_variant(const char *name, const char *value)
+{
+    test_indexer_variant2(name, value, NULL, NULL);
 }
 
 int main(void)
@@ -463,8 +556,13 @@ int main(void)
     test_indexer();
     test_topk_large((1 << 18) + 77, 0);
     test_topk_large((1 << 18) + 77, 1);
+    test_topk_ties();
+    /* The default picks the dense path (docs/kernels.md §2); each path under each knob. */
     test_indexer_variant("STRATA_KN_SCORER", "mma");
-    test_indexer_variant("STRATA_KN_SEED", "1");
+    test_indexer_variant("STRATA_KN_DENSE_RING", "3");
+    test_indexer_variant("STRATA_KN_TOPK", "twostage");
+    test_indexer_variant2("STRATA_KN_TOPK", "twostage", "STRATA_KN_SCORER", "mma");
+    test_indexer_variant2("STRATA_KN_TOPK", "twostage", "STRATA_KN_SEED", "1");
     test_attention();
     test_kda(150, 0);
     test_kda(64, 1);
