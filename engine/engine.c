@@ -156,6 +156,16 @@ double st_engine_overlap(const st_engine_stats_t *s)
     return (double)(s->compute_us + s->stall_us) / (double)lo;
 }
 
+const st_model_t *en_engine_model(const st_engine_t *e)
+{
+    return e->m;
+}
+
+st_client_t *en_engine_client(const st_engine_t *e)
+{
+    return e->client;
+}
+
 /* ----------------------------------------------------------- writes -- */
 
 static void en_put_finish(st_engine_t *e, en_put_t *p, st_engine_stats_t *stats)

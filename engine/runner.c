@@ -470,8 +470,8 @@ static int rn_setup(rn_run_t *r, char *model_name, size_t name_len)
 
 static int rn_open_session(rn_run_t *r)
 {
-    st_status_t s = st_engine_session_open(r->engine, r->model, r->client, r->cf->session,
-                                           r->cf->session_ttl_ms, &r->sess);
+    st_status_t s =
+        st_engine_session_open(r->engine, r->cf->session, r->cf->session_ttl_ms, &r->sess);
 
     if (s != ST_OK) {
         fprintf(stderr, "strata-engine: cannot open session %s: %s (%s)\n", r->cf->session,

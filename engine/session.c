@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "st_log.h"
-#include "strata/engine.h"
+#include "en_internal.h"
 
 struct st_engine_session {
     st_engine_t *engine;
@@ -21,31 +21,30 @@ struct st_engine_session {
     st_session_info_t info;
 };
 
-st_status_t st_engine_session_open(st_engine_t *engine, const st_model_t *model,
-                                   st_client_t *client, const char *id, uint64_t ttl_ms,
+st_status_t st_engine_session_open(st_engine_t *engine, const char *id, uint64_t ttl_ms,
                                    st_engine_session_t **sess_p)
 {
     st_engine_session_t *s;
+    const st_model_t *model;
+    st_client_t *client;
     st_status_t r;
     size_t len;
 
-    if (!engine || !model || !client || !id || !sess_p) {
-        st_error("st_engine_session_open refused: NULL %s", !engine   ? "engine"
-                                                            : !model  ? "model"
-                                                            : !client ? "client"
-                                                            : !id     ? "id"
-                                                                      : "sess_p");
+    if (!engine || !id || !sess_p) {
+        st_error("st_engine_session_open refused: NULL %s", !engine ? "engine"
+                                                            : !id   ? "id"
+                                                                    : "sess_p");
+        return ST_ERR_INVALID;
+    }
+    model = en_engine_model(engine);
+    client = en_engine_client(engine);
+    if (!client) {
+        st_error("st_engine_session_open refused: the engine has no client id=%s", id);
         return ST_ERR_INVALID;
     }
     len = strlen(id);
     if (len == 0 || len > 63) {
         st_error("st_engine_session_open refused: id must be 1..63 bytes id_bytes=%zu", len);
-        return ST_ERR_INVALID;
-    }
-    if (st_model_config(model)->block_tokens != st_client_block_tokens(client)) {
-        st_error("st_engine_session_open refused: block sizes differ id=%s model_block_tokens=%u "
-                 "cluster_block_tokens=%u",
-                 id, st_model_config(model)->block_tokens, st_client_block_tokens(client));
         return ST_ERR_INVALID;
     }
     s = calloc(1, sizeof(*s));

@@ -231,32 +231,30 @@ ST_API st_status_t st_engine_run(st_engine_t *engine, const uint32_t *tokens, si
  * reopens a session in another process gives the history back with
  * st_engine_session_restore(), which checks it against the record.
  *
- * Memory and threads: the session borrows the engine, the model and the
- * client, which must outlive it; while a session generates, its engine must
- * not be used by anyone else. One session is used by one thread at a time.
+ * Memory and threads: the session borrows the engine (and through it the
+ * engine's model and client), which must outlive it; while a session
+ * generates, its engine must not be used by anyone else. One session is used
+ * by one thread at a time.
  */
 typedef struct st_engine_session st_engine_session_t;
 
 /*
  * Opens (creates, or reopens) the session record id in the cluster with
  * st_session_open() and returns an empty local conversation.
- * @param[in] engine  the engine that runs the turns (borrowed)
- * @param[in] model   the engine's model (borrowed): token range, block size
- * @param[in] client  the engine's client (borrowed): holds the record
+ * @param[in] engine  the engine that runs the turns (borrowed); it must have
+ *                    a client (ST_ENGINE_FIELD_CLIENT), which holds the record
  * @param[in] id      the session id, 1..63 bytes (copied)
  * @param[in] ttl_ms  time to live of the record after its last use; 0: the
  *                    cluster's session_ttl (a reopen restarts the TTL)
  * @param[out] sess_p the session, written only on ST_OK
  * On reopen, st_engine_session_info() gives the record found (its length
  * and head); the local conversation still starts empty.
- * Returns ST_OK; ST_ERR_INVALID (a NULL argument, an id that is empty or
- * longer than 63 bytes, a model whose block size differs from the
- * client's); ST_ERR_UNAVAILABLE (no replica of the record answered);
+ * Returns ST_OK; ST_ERR_INVALID (a NULL argument, an engine without a
+ * client, an id that is empty or longer than 63 bytes); ST_ERR_UNAVAILABLE (no replica of the record answered);
  * ST_ERR_EXHAUSTED (the namespace has max_sessions open); ST_ERR_NOMEM.
  * Every error is logged with the session id and the reason.
  */
-ST_API st_status_t st_engine_session_open(st_engine_t *engine, const st_model_t *model,
-                                          st_client_t *client, const char *id, uint64_t ttl_ms,
+ST_API st_status_t st_engine_session_open(st_engine_t *engine, const char *id, uint64_t ttl_ms,
                                           st_engine_session_t **sess_p);
 
 /*

@@ -166,8 +166,7 @@ static void test_session_turns(void **state)
     st_engine_session_t *s;
     st_engine_stats_t st;
 
-    assert_int_equal(st_engine_session_open(f->cached, f->model, f->client, "chat-1", 60000, &s),
-                     ST_OK);
+    assert_int_equal(st_engine_session_open(f->cached, "chat-1", 60000, &s), ST_OK);
     assert_int_equal(st_engine_session_info(s)->length, 0);
     assert_int_equal(st_engine_session_length(s), 0);
     assert_null(st_engine_session_tokens(s));
@@ -218,8 +217,7 @@ static void test_session_reopen(void **state)
     uint32_t *hist, *other;
     size_t n;
 
-    assert_int_equal(st_engine_session_open(f->cached, f->model, f->client, "chat-2", 0, &s),
-                     ST_OK);
+    assert_int_equal(st_engine_session_open(f->cached, "chat-2", 0, &s), ST_OK);
     turn(f, s, 350, 11, 10, "first life, turn 1");
     turn(f, s, 100, 12, 10, "first life, turn 2");
     n = st_engine_session_length(s);
@@ -229,8 +227,7 @@ static void test_session_reopen(void **state)
     memcpy(hist, st_engine_session_tokens(s), sizeof(uint32_t) * n);
     st_engine_session_free(s);
 
-    assert_int_equal(st_engine_session_open(f->cached, f->model, f->client, "chat-2", 0, &s2),
-                     ST_OK);
+    assert_int_equal(st_engine_session_open(f->cached, "chat-2", 0, &s2), ST_OK);
     assert_int_equal(st_engine_session_info(s2)->length, 448);
     assert_int_equal(st_engine_session_length(s2), 0);
     /* Another conversation of the same length, and one too short. */
@@ -259,8 +256,6 @@ static void test_session_refused(void **state)
 {
     fixture_t *f = *state;
     st_engine_session_t *s = NULL;
-    st_model_config_t mc;
-    st_model_t *m32;
     uint32_t tok[4] = {1, 2, 3, VOCAB}, ids[8];
     char long_id[80];
     uint32_t *t = turn_tokens(200, 21);
@@ -268,23 +263,12 @@ static void test_session_refused(void **state)
 
     memset(long_id, 'x', sizeof(long_id) - 1);
     long_id[64] = '\0';
-    assert_int_equal(st_engine_session_open(NULL, f->model, f->client, "a", 0, &s), ST_ERR_INVALID);
-    assert_int_equal(st_engine_session_open(f->cached, NULL, f->client, "a", 0, &s),
-                     ST_ERR_INVALID);
-    assert_int_equal(st_engine_session_open(f->cached, f->model, NULL, "a", 0, &s), ST_ERR_INVALID);
-    assert_int_equal(st_engine_session_open(f->cached, f->model, f->client, NULL, 0, &s),
-                     ST_ERR_INVALID);
-    assert_int_equal(st_engine_session_open(f->cached, f->model, f->client, "a", 0, NULL),
-                     ST_ERR_INVALID);
-    assert_int_equal(st_engine_session_open(f->cached, f->model, f->client, "", 0, &s),
-                     ST_ERR_INVALID);
-    assert_int_equal(st_engine_session_open(f->cached, f->model, f->client, long_id, 0, &s),
-                     ST_ERR_INVALID);
-    st_model_config_default(&mc);
-    mc.block_tokens = 32;
-    assert_int_equal(st_model_create(&mc, &m32), ST_OK);
-    assert_int_equal(st_engine_session_open(f->cached, m32, f->client, "a", 0, &s), ST_ERR_INVALID);
-    st_model_free(m32);
+    assert_int_equal(st_engine_session_open(NULL, "a", 0, &s), ST_ERR_INVALID);
+    assert_int_equal(st_engine_session_open(f->ref, "a", 0, &s), ST_ERR_INVALID); /* no client */
+    assert_int_equal(st_engine_session_open(f->cached, NULL, 0, &s), ST_ERR_INVALID);
+    assert_int_equal(st_engine_session_open(f->cached, "a", 0, NULL), ST_ERR_INVALID);
+    assert_int_equal(st_engine_session_open(f->cached, "", 0, &s), ST_ERR_INVALID);
+    assert_int_equal(st_engine_session_open(f->cached, long_id, 0, &s), ST_ERR_INVALID);
     assert_null(s);
 
     assert_int_equal(st_engine_session_append(NULL, tok, 3), ST_ERR_INVALID);
@@ -296,8 +280,7 @@ static void test_session_refused(void **state)
     assert_null(st_engine_session_info(NULL));
     st_engine_session_free(NULL);
 
-    assert_int_equal(st_engine_session_open(f->cached, f->model, f->client, "chat-3", 0, &s),
-                     ST_OK);
+    assert_int_equal(st_engine_session_open(f->cached, "chat-3", 0, &s), ST_OK);
     assert_int_equal(st_engine_session_generate(s, 1, ids, NULL, NULL), ST_ERR_INVALID);
     assert_int_equal(st_engine_session_append(s, NULL, 3), ST_ERR_INVALID);
     assert_int_equal(st_engine_session_append(s, tok, 0), ST_ERR_INVALID);
@@ -324,8 +307,7 @@ static void test_session_refused(void **state)
     assert_int_equal(st_engine_session_info(s)->length, 0);
     st_engine_session_free(s);
     s = NULL;
-    assert_int_equal(st_engine_session_open(f->cached, f->model, f->client, "chat-4", 0, &s),
-                     ST_ERR_UNAVAILABLE);
+    assert_int_equal(st_engine_session_open(f->cached, "chat-4", 0, &s), ST_ERR_UNAVAILABLE);
     assert_null(s);
     free(t);
 }
