@@ -179,6 +179,17 @@ static void en_put_finish(st_engine_t *e, en_put_t *p, st_engine_stats_t *stats)
             stats->objects_written++;
             stats->bytes_written += p->ops[i].len;
             stats->kda_written += p->ops[i].kind == ST_KIND_KDA;
+        } else if (p->ops[i].status == ST_ERR_EXISTS) {
+            /* Objects are immutable: another run stored other bytes under this
+             * name. Within one model that is rounding (a bounded pool merges
+             * its partials in another order); across models sharing a
+             * namespace it is a misconfiguration (docs/engine.md). */
+            stats->write_failures++;
+            st_log_ratelimited(ST_LOG_INFO,
+                               "cache holds other bytes for this object, kept as is block=%llu "
+                               "kind=%u layer=%u",
+                               (unsigned long long)p->ops[i].block, p->ops[i].kind,
+                               p->ops[i].layer);
         } else {
             stats->write_failures++;
             st_warn_ratelimited("cache write failed block=%llu kind=%u layer=%u status=%s",
