@@ -199,16 +199,16 @@ def check_dashboard(chromium, daemons, bench, artifacts, work):
         loop.wait()
 
 
-def check_page(chromium, daemons, want_rate, artifacts, work):
+def page_problems(chromium, daemons, want_rate, artifacts, work, budget_ms):
     url = "http://%s/dashboard?peers=%s" % (daemons[0].metrics,
                                            ",".join(d.metrics for d in daemons[1:]))
     dom_path = os.path.join(artifacts, "cluster-dashboard-dom.html")
     png = os.path.join(artifacts, "cluster-dashboard.png")
     with open(dom_path, "wb") as out:
-        subprocess.run(dash.chromium_argv(chromium, os.path.join(work, "c1"), 8000) +
+        subprocess.run(dash.chromium_argv(chromium, os.path.join(work, "c1"), budget_ms) +
                        ["--dump-dom", url], stdout=out, stderr=subprocess.DEVNULL,
                        timeout=120, check=True)
-    subprocess.run(dash.chromium_argv(chromium, os.path.join(work, "c2"), 8000) +
+    subprocess.run(dash.chromium_argv(chromium, os.path.join(work, "c2"), budget_ms) +
                    ["--screenshot=" + png, url], stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL, timeout=120, check=True)
     with open(dom_path, encoding="utf-8") as f:
@@ -231,6 +231,22 @@ def check_page(chromium, daemons, want_rate, artifacts, work):
             problems.append("chart #%s is empty" % chart)
     if not os.path.exists(png) or os.path.getsize(png) < 10000:
         problems.append("no screenshot at %s" % png)
+    return problems, text, png
+
+
+def check_page(chromium, daemons, want_rate, artifacts, work):
+    # The page polls the nodes in real time while Chromium runs its virtual
+    # time: on a loaded machine (the sanitizer build beside other work) it
+    # can end with fewer than two samples, and then it shows the hit rate
+    # since the nodes started. That is the page being slow, not wrong: try
+    # again with a longer budget, and fail only when three loads disagree.
+    for attempt, budget_ms in enumerate((8000, 16000, 30000), 1):
+        problems, text, png = page_problems(chromium, daemons, want_rate, artifacts, work,
+                                           budget_ms)
+        if not problems:
+            break
+        print("dashboard attempt %d (%d ms of page time): %s" %
+              (attempt, budget_ms, "; ".join(problems)), flush=True)
     if problems:
         h.fail("dashboard: " + "; ".join(problems))
     print("dashboard shows %s over 3 nodes; screenshot %s" % (text, png), flush=True)
