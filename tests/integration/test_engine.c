@@ -406,13 +406,15 @@ static void kill_on_progress(void *arg, size_t done, size_t total)
 }
 
 /* An engine over the fixture's client that keeps local_blocks closed blocks. */
-static st_engine_t *pooled(fixture_t *f, uint32_t local_blocks, int kill_hook)
+static st_engine_t *pooled_ex(fixture_t *f, uint32_t local_blocks, int kill_hook, int serial)
 {
     st_engine_params_t ep = {0};
     st_engine_t *e = NULL;
 
     ep.field_mask = ST_ENGINE_FIELD_CLIENT | ST_ENGINE_FIELD_KDA_INTERVAL |
-                    ST_ENGINE_FIELD_LOCAL_BLOCKS | (kill_hook ? ST_ENGINE_FIELD_ON_PROGRESS : 0);
+                    ST_ENGINE_FIELD_LOCAL_BLOCKS | ST_ENGINE_FIELD_SERIAL_ROWS |
+                    (kill_hook ? ST_ENGINE_FIELD_ON_PROGRESS : 0);
+    ep.serial_rows = (uint32_t)serial;
     ep.client = f->client;
     ep.kda_interval = 4;
     ep.local_blocks = local_blocks;
@@ -420,6 +422,11 @@ static st_engine_t *pooled(fixture_t *f, uint32_t local_blocks, int kill_hook)
     ep.on_progress_arg = f;
     assert_int_equal(st_engine_create(f->model, &ep, &e), ST_OK);
     return e;
+}
+
+static st_engine_t *pooled(fixture_t *f, uint32_t local_blocks, int kill_hook)
+{
+    return pooled_ex(f, local_blocks, kill_hook, 0);
 }
 
 /*
@@ -457,6 +464,12 @@ static void test_pool_ratios(void **state)
         last_remote = s.rows_remote;
         st_engine_free(f->cached);
     }
+    /* The rows read before the local partials (the benchmark's no-overlap mode). */
+    f->cached = pooled_ex(f, 3, 0, 1);
+    s = run_and_compare(f, t, 1100, "pool 3 blocks, serial rows");
+    assert_true(s.rows_remote > 0);
+    assert_true(s.stall_us > 0);
+    st_engine_free(f->cached);
     f->cached = pooled(f, 2, 0);
     s = run_and_compare(f, c, 600, "pool 2 blocks, cold");
     assert_int_equal(s.resumed_blocks, 0);
