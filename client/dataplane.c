@@ -3,7 +3,8 @@
  * puts straight between the caller's buffers and the daemons' arenas.
  *
  * Read: Locate with a lease -> one get per object (one per row for row
- * reads) into the caller's buffer -> Release. A whole object counts only if
+ * reads) into the caller's buffer -> the batch completes, and the lease is
+ * released in the background (a client worker job). A whole object counts only if
  * the XXH3-64 of what landed matches the checksum Locate gave. Rows carry no
  * checksum: they count only if they landed while the lease was alive (a
  * leased block is never evicted and its extents are never reused, so rows
@@ -633,6 +634,40 @@ static void sc_dp_verify_all(st_handle_t *h, const sc_dp_op_t *ops, size_t n, ui
     sc_dp_verify_range(&a);
 }
 
+/* Leases released in the background, after the batch that took them completed. */
+typedef struct sc_dp_release_job {
+    sc_job_t job; /* first: the pool hands this pointer back */
+    st_client_t *c;
+    size_t n;
+    uint64_t *lease;
+    uint32_t *node;
+} sc_dp_release_job_t;
+
+static void sc_dp_release_run(sc_job_t *job)
+{
+    sc_dp_release_job_t *j = (sc_dp_release_job_t *)job;
+    Strata__V1__ReleaseRequest *rel = calloc(j->n, sizeof(*rel));
+    srpc_fanout_item_t *items = calloc(j->n, sizeof(*items));
+
+    if (rel != NULL && items != NULL) {
+        for (size_t k = 0; k < j->n; k++) {
+            strata__v1__release_request__init(&rel[k]);
+            rel[k].namespace_id = j->c->ns;
+            rel[k].lease_ids = &j->lease[k];
+            rel[k].n_lease_ids = 1;
+            items[k].ch = j->c->nodes[j->node[k]].ch;
+            items[k].req = &rel[k].base;
+        }
+        /* A lease that cannot be released ends by time: nothing to do on error. */
+        (void)srpc_fanout(&srpc_cache_methods[SRPC_CACHE_RELEASE], items, j->n,
+                          (int)j->c->timeout_ms);
+        srpc_fanout_free(items, j->n);
+    }
+    free(rel);
+    free(items);
+    free(j);
+}
+
 /* Whether op fits an object of len bytes: ST_OK or ST_ERR_INVALID. */
 static st_status_t sc_dp_get_fits(const st_get_op_t *op, uint64_t len)
 {
@@ -711,11 +746,10 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
     sc_dp_op_t *ops = calloc(n + 1, sizeof(*ops));
     sc_lc_ent_t *ce = calloc(n + 1, sizeof(*ce));
     Strata__V1__LocateRequest *reqs = NULL;
-    Strata__V1__ReleaseRequest *rel = NULL;
     Strata__V1__ObjectKey *keys = NULL, **kp = NULL;
-    srpc_fanout_item_t *items = NULL, *ritems = NULL;
+    srpc_fanout_item_t *items = NULL;
     uint64_t *lease_ids = NULL, now = sc_now_ns(), t_sent = 0;
-    uint8_t *alive = NULL, *verified = NULL, *keep = NULL;
+    uint8_t *verified = NULL, *keep = NULL;
     _Atomic size_t pending = 0;
     int located = 0;
 
@@ -744,15 +778,12 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
         goto out;
     }
     reqs = calloc(nb + 1, sizeof(*reqs));
-    rel = calloc(nb + 1, sizeof(*rel));
     items = calloc(nb + 1, sizeof(*items));
-    ritems = calloc(nb + 1, sizeof(*ritems));
     keys = calloc(n + 1, sizeof(*keys));
     kp = calloc(n + 1, sizeof(*kp));
     lease_ids = calloc(nb + 1, sizeof(*lease_ids));
-    alive = calloc(nb + 1, 1);
     keep = calloc(nb + 1, 1);
-    if (!reqs || !rel || !items || !ritems || !keys || !kp || !lease_ids || !alive || !keep) {
+    if (!reqs || !items || !keys || !kp || !lease_ids || !keep) {
         for (size_t i = 0; i < n; i++) {
             todo[i] = 1;
             ops[i].cached = 0;
@@ -858,35 +889,33 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
     sc_dp_wait(dp, &pending);
     now = sc_now_ns();
 
-    /* Release the leases that no row read keeps; a lease still alive
-     * vouches for rows located without one (lease_ms 0). */
+    /* Release the leases that no row read keeps, in the background: the
+     * batch does not wait for it (whole objects are vouched for by their
+     * checksum, rows by the lease they keep). */
     {
         size_t nr = 0;
-        size_t *which = calloc(nb + 1, sizeof(*which));
 
-        for (size_t b = 0; which != NULL && b < nb; b++) {
-            if (lease_ids[b] == 0 || keep[b]) {
-                continue;
-            }
-            strata__v1__release_request__init(&rel[nr]);
-            rel[nr].namespace_id = c->ns;
-            rel[nr].lease_ids = &lease_ids[b];
-            rel[nr].n_lease_ids = 1;
-            ritems[nr].ch = c->nodes[bnode[b]].ch;
-            ritems[nr].req = &rel[nr].base;
-            which[nr++] = b;
+        for (size_t b = 0; b < nb; b++) {
+            nr += lease_ids[b] != 0 && !keep[b];
         }
-        if (nr > 0 && srpc_fanout(&srpc_cache_methods[SRPC_CACHE_RELEASE], ritems, nr,
-                                  (int)c->timeout_ms) == ST_OK) {
-            for (size_t k = 0; k < nr; k++) {
-                const Strata__V1__ReleaseResponse *rr = (const void *)ritems[k].resp;
+        if (nr > 0) {
+            sc_dp_release_job_t *j =
+                calloc(1, sizeof(*j) + nr * (sizeof(uint64_t) + sizeof(uint32_t)));
 
-                alive[which[k]] = ritems[k].status == ST_OK && rr->n_status == 1 &&
-                                  rr->status[0] == STRATA__V1__KEY_STATUS__KEY_OK;
-            }
+            if (j != NULL) {
+                j->c = c;
+                j->lease = (uint64_t *)(j + 1);
+                j->node = (uint32_t *)(j->lease + nr);
+                for (size_t b = 0; b < nb; b++) {
+                    if (lease_ids[b] != 0 && !keep[b]) {
+                        j->lease[j->n] = lease_ids[b];
+                        j->node[j->n++] = bnode[b];
+                    }
+                }
+                j->job.run = sc_dp_release_run;
+                sc_pool_submit(c, &j->job);
+            } /* else the leases end by time */
         }
-        srpc_fanout_free(ritems, nr);
-        free(which);
     }
     verified = calloc(n + 1, 1);
     if (verified != NULL) {
@@ -914,7 +943,7 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
         } else if (o->expiry_ns != 0) {
             op->status = now < o->expiry_ns ? ST_OK : ST_ERR_NOT_FOUND;
         } else {
-            op->status = alive[o->lease] ? ST_OK : ST_ERR_NOT_FOUND;
+            op->status = ST_ERR_NOT_FOUND; /* rows located without a lease */
         }
         if (op->status != ST_OK) {
             op->length = 0;
@@ -934,8 +963,8 @@ out:
         sc_dp_free_tmp(dp, ops, n);
     }
     free(owner), free(perm), free(bnode), free(bfirst), free(bcount), free(ops), free(ce);
-    free(reqs), free(rel), free(items), free(ritems), free(keys), free(kp), free(lease_ids);
-    free(alive), free(verified), free(keep);
+    free(reqs), free(items), free(keys), free(kp), free(lease_ids);
+    free(verified), free(keep);
 }
 
 void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked)
