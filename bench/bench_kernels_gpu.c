@@ -2,8 +2,9 @@
  * bench_kernels_gpu.c - the CUDA kernels on the device against its limits,
  * measured in the same run: HBM bandwidth (a device-to-device copy) and the
  * bf16 tensor rate (a cuBLAS 8192^3 GEMM). Prints one line per result.
- * Usage: bench_kernels_gpu [reps [attn|indexer|kda]]   (docs/performance.md, "Kernels");
- * a section name runs only that section (for profiling one kernel under ncu). Variant knobs
+ * Usage: bench_kernels_gpu [reps [attn|indexer|kda [limits]]]   (docs/performance.md,
+ * "Kernels"); a section name runs only that section (for profiling one kernel under ncu), with
+ * the nominal limits unless "limits" follows it. Variant knobs
  * (docs/kernels.md) are timed side by side.
  */
 #include <cublas_v2.h>
@@ -203,9 +204,10 @@ int main(int argc, char **argv)
     CK(cudaEventCreate(&ev0));
     CK(cudaEventCreate(&ev1));
 
-    /* Limits (skipped when one section runs alone: nominal values then). */
+    /* Limits (skipped when one section runs alone, unless a third argument "limits" asks for
+     * them: nominal values then). */
     double t, bw = 4.2e12, rate = 782e12;
-    if (!only) {
+    if (!only || (argc > 3 && strcmp(argv[3], "limits") == 0)) {
         copy_ctx cc = {dmalloc(2ull << 30), dmalloc(2ull << 30), 2ull << 30};
         CK(cudaMemset(cc.a, 1, cc.n));
         t = time_gpu(run_copy, &cc);
@@ -277,6 +279,16 @@ int main(int argc, char **argv)
                "roofline %.1f us (bytes %.1f us, flops %.1f us) -> %.0f%% of roofline\n",
                B, H, R, t * 1e6, flops / t / 1e12, bytes / t / 1e9, roof * 1e6, bytes / bw * 1e6,
                flops / rate * 1e6, 100.0 * roof / t);
+        /* The variants (docs/kernels.md §3): the serial loop, and the L2 prefetch distance. */
+        static const char *attn_knobs[][2] = {{"STRATA_KN_ATTN", "serial"},
+                                              {"STRATA_KN_ATTN_PF", "1"},
+                                              {"STRATA_KN_ATTN_PF", "2"},
+                                              {"STRATA_KN_ATTN_PF", "3"}};
+        for (int kv = 0; kv < 4; kv++) {
+            double tv = time_variant(run_attn, &ac, attn_knobs[kv][0], attn_knobs[kv][1]);
+            printf("sparse_attn %s=%s: %.1f us -> %.0f%% of roofline\n", attn_knobs[kv][0],
+                   attn_knobs[kv][1], tv * 1e6, 100.0 * roof / tv);
+        }
         cudaFree(pool), cudaFree(q), cudaFree((void *)ac.rows), cudaFree(ac.out), cudaFree(ac.lse);
         free(hp), free(perm);
     }

@@ -4,13 +4,18 @@
  *
  * One CTA of 8 warps takes one batch entry and 64 heads and walks the selected
  * rows in tiles of 64, double-buffered in shared memory by cp.async (each row
- * fetched through its own pointer, loaded one tile ahead). Per tile: S = Q K^T with mma.sync
- * m16n8k16 bf16, or on sm_90a wgmma m64n32k16 with both operands in shared memory
- * (each warp 16 heads x 32 rows of the result), an online softmax in the log2
- * domain, P (bf16) to shared memory, then O += P V (each warp all 64 heads x
- * 64 of the 512 value columns, accumulated in fp32 registers). Shared-memory
- * tiles are unpadded, in 128-byte swizzled panels (ka_swz), so that Q plus two
- * K tiles fit and both ldmatrix and wgmma read them.
+ * fetched through its own pointer). Two loops share the grid, the shared-memory
+ * tiles and the products:
+ * - ka_ws_kernel (the default, sm_90a): warpgroup 0 computes S = Q K^T (wgmma
+ *   m64n64k16), the online softmax in registers and O[:, 0:256] += P V with P
+ *   from registers; warpgroup 1 loads the tiles and computes O[:, 256:512] += P V
+ *   with P from shared memory; S of tile t+1 overlaps P V of tile t (see below).
+ * - ka_sparse_attn_kernel (STRATA_KN_ATTN=serial, and the body of both where
+ *   wgmma is not built): all warps take each tile through S (wgmma m64n32k16 or
+ *   mma.sync m16n8k16), the softmax with shared-memory reductions, and P V
+ *   (wgmma m64n256k16 or mma.sync), one step after the other.
+ * Shared-memory tiles are unpadded, in 128-byte swizzled panels (ka_swz), so that
+ * Q plus two K tiles fit and both ldmatrix and wgmma read them.
  */
 #include <cuda_bf16.h>
 #include <math.h>
@@ -95,6 +100,43 @@ __device__ __forceinline__ void ka_wgmma_64x32(float (&d)[4][4], uint64_t da, ui
           "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
         : "l"(da), "l"(db), "r"(1));
 }
+/* The 128 accumulator operands of an m64n256 wgmma (d[i][j][e]: columns (8i + j) * 8 ..). */
+#define KA_D128(d)                                                                                \
+    "+f"(d[0][0][0]), "+f"(d[0][0][1]), "+f"(d[0][0][2]), "+f"(d[0][0][3]), "+f"(d[0][1][0]),     \
+        "+f"(d[0][1][1]), "+f"(d[0][1][2]), "+f"(d[0][1][3]), "+f"(d[0][2][0]), "+f"(d[0][2][1]), \
+        "+f"(d[0][2][2]), "+f"(d[0][2][3]), "+f"(d[0][3][0]), "+f"(d[0][3][1]), "+f"(d[0][3][2]), \
+        "+f"(d[0][3][3]), "+f"(d[0][4][0]), "+f"(d[0][4][1]), "+f"(d[0][4][2]), "+f"(d[0][4][3]), \
+        "+f"(d[0][5][0]), "+f"(d[0][5][1]), "+f"(d[0][5][2]), "+f"(d[0][5][3]), "+f"(d[0][6][0]), \
+        "+f"(d[0][6][1]), "+f"(d[0][6][2]), "+f"(d[0][6][3]), "+f"(d[0][7][0]), "+f"(d[0][7][1]), \
+        "+f"(d[0][7][2]), "+f"(d[0][7][3]), "+f"(d[1][0][0]), "+f"(d[1][0][1]), "+f"(d[1][0][2]), \
+        "+f"(d[1][0][3]), "+f"(d[1][1][0]), "+f"(d[1][1][1]), "+f"(d[1][1][2]), "+f"(d[1][1][3]), \
+        "+f"(d[1][2][0]), "+f"(d[1][2][1]), "+f"(d[1][2][2]), "+f"(d[1][2][3]), "+f"(d[1][3][0]), \
+        "+f"(d[1][3][1]), "+f"(d[1][3][2]), "+f"(d[1][3][3]), "+f"(d[1][4][0]), "+f"(d[1][4][1]), \
+        "+f"(d[1][4][2]), "+f"(d[1][4][3]), "+f"(d[1][5][0]), "+f"(d[1][5][1]), "+f"(d[1][5][2]), \
+        "+f"(d[1][5][3]), "+f"(d[1][6][0]), "+f"(d[1][6][1]), "+f"(d[1][6][2]), "+f"(d[1][6][3]), \
+        "+f"(d[1][7][0]), "+f"(d[1][7][1]), "+f"(d[1][7][2]), "+f"(d[1][7][3]), "+f"(d[2][0][0]), \
+        "+f"(d[2][0][1]), "+f"(d[2][0][2]), "+f"(d[2][0][3]), "+f"(d[2][1][0]), "+f"(d[2][1][1]), \
+        "+f"(d[2][1][2]), "+f"(d[2][1][3]), "+f"(d[2][2][0]), "+f"(d[2][2][1]), "+f"(d[2][2][2]), \
+        "+f"(d[2][2][3]), "+f"(d[2][3][0]), "+f"(d[2][3][1]), "+f"(d[2][3][2]), "+f"(d[2][3][3]), \
+        "+f"(d[2][4][0]), "+f"(d[2][4][1]), "+f"(d[2][4][2]), "+f"(d[2][4][3]), "+f"(d[2][5][0]), \
+        "+f"(d[2][5][1]), "+f"(d[2][5][2]), "+f"(d[2][5][3]), "+f"(d[2][6][0]), "+f"(d[2][6][1]), \
+        "+f"(d[2][6][2]), "+f"(d[2][6][3]), "+f"(d[2][7][0]), "+f"(d[2][7][1]), "+f"(d[2][7][2]), \
+        "+f"(d[2][7][3]), "+f"(d[3][0][0]), "+f"(d[3][0][1]), "+f"(d[3][0][2]), "+f"(d[3][0][3]), \
+        "+f"(d[3][1][0]), "+f"(d[3][1][1]), "+f"(d[3][1][2]), "+f"(d[3][1][3]), "+f"(d[3][2][0]), \
+        "+f"(d[3][2][1]), "+f"(d[3][2][2]), "+f"(d[3][2][3]), "+f"(d[3][3][0]), "+f"(d[3][3][1]), \
+        "+f"(d[3][3][2]), "+f"(d[3][3][3]), "+f"(d[3][4][0]), "+f"(d[3][4][1]), "+f"(d[3][4][2]), \
+        "+f"(d[3][4][3]), "+f"(d[3][5][0]), "+f"(d[3][5][1]), "+f"(d[3][5][2]), "+f"(d[3][5][3]), \
+        "+f"(d[3][6][0]), "+f"(d[3][6][1]), "+f"(d[3][6][2]), "+f"(d[3][6][3]), "+f"(d[3][7][0]), \
+        "+f"(d[3][7][1]), "+f"(d[3][7][2]), "+f"(d[3][7][3])
+/* The 32 accumulator operands of an m64n64 wgmma (d[j][e]: columns 8j ..). */
+#define KA_D32(d)                                                                                 \
+    "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),     \
+        "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), \
+        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), \
+        "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
+        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), \
+        "+f"(d[7][2]), "+f"(d[7][3])
+
 /* d (64 heads x 256 columns, this thread's 128 values) += A (64 x 16, K-major) * B (16 x 256,
  * MN-major: rows of V are K, their values N). */
 __device__ __forceinline__ void ka_wgmma_64x256_tb(float (&d)[4][8][4], uint64_t da, uint64_t db)
@@ -110,33 +152,41 @@ __device__ __forceinline__ void ka_wgmma_64x256_tb(float (&d)[4][8][4], uint64_t
         "110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127},"
         " %128, %129, p, 1, 1, 0, 1;\n"
         "}\n"
-        : "+f"(d[0][0][0]), "+f"(d[0][0][1]), "+f"(d[0][0][2]), "+f"(d[0][0][3]), "+f"(d[0][1][0]),
-          "+f"(d[0][1][1]), "+f"(d[0][1][2]), "+f"(d[0][1][3]), "+f"(d[0][2][0]), "+f"(d[0][2][1]),
-          "+f"(d[0][2][2]), "+f"(d[0][2][3]), "+f"(d[0][3][0]), "+f"(d[0][3][1]), "+f"(d[0][3][2]),
-          "+f"(d[0][3][3]), "+f"(d[0][4][0]), "+f"(d[0][4][1]), "+f"(d[0][4][2]), "+f"(d[0][4][3]),
-          "+f"(d[0][5][0]), "+f"(d[0][5][1]), "+f"(d[0][5][2]), "+f"(d[0][5][3]), "+f"(d[0][6][0]),
-          "+f"(d[0][6][1]), "+f"(d[0][6][2]), "+f"(d[0][6][3]), "+f"(d[0][7][0]), "+f"(d[0][7][1]),
-          "+f"(d[0][7][2]), "+f"(d[0][7][3]), "+f"(d[1][0][0]), "+f"(d[1][0][1]), "+f"(d[1][0][2]),
-          "+f"(d[1][0][3]), "+f"(d[1][1][0]), "+f"(d[1][1][1]), "+f"(d[1][1][2]), "+f"(d[1][1][3]),
-          "+f"(d[1][2][0]), "+f"(d[1][2][1]), "+f"(d[1][2][2]), "+f"(d[1][2][3]), "+f"(d[1][3][0]),
-          "+f"(d[1][3][1]), "+f"(d[1][3][2]), "+f"(d[1][3][3]), "+f"(d[1][4][0]), "+f"(d[1][4][1]),
-          "+f"(d[1][4][2]), "+f"(d[1][4][3]), "+f"(d[1][5][0]), "+f"(d[1][5][1]), "+f"(d[1][5][2]),
-          "+f"(d[1][5][3]), "+f"(d[1][6][0]), "+f"(d[1][6][1]), "+f"(d[1][6][2]), "+f"(d[1][6][3]),
-          "+f"(d[1][7][0]), "+f"(d[1][7][1]), "+f"(d[1][7][2]), "+f"(d[1][7][3]), "+f"(d[2][0][0]),
-          "+f"(d[2][0][1]), "+f"(d[2][0][2]), "+f"(d[2][0][3]), "+f"(d[2][1][0]), "+f"(d[2][1][1]),
-          "+f"(d[2][1][2]), "+f"(d[2][1][3]), "+f"(d[2][2][0]), "+f"(d[2][2][1]), "+f"(d[2][2][2]),
-          "+f"(d[2][2][3]), "+f"(d[2][3][0]), "+f"(d[2][3][1]), "+f"(d[2][3][2]), "+f"(d[2][3][3]),
-          "+f"(d[2][4][0]), "+f"(d[2][4][1]), "+f"(d[2][4][2]), "+f"(d[2][4][3]), "+f"(d[2][5][0]),
-          "+f"(d[2][5][1]), "+f"(d[2][5][2]), "+f"(d[2][5][3]), "+f"(d[2][6][0]), "+f"(d[2][6][1]),
-          "+f"(d[2][6][2]), "+f"(d[2][6][3]), "+f"(d[2][7][0]), "+f"(d[2][7][1]), "+f"(d[2][7][2]),
-          "+f"(d[2][7][3]), "+f"(d[3][0][0]), "+f"(d[3][0][1]), "+f"(d[3][0][2]), "+f"(d[3][0][3]),
-          "+f"(d[3][1][0]), "+f"(d[3][1][1]), "+f"(d[3][1][2]), "+f"(d[3][1][3]), "+f"(d[3][2][0]),
-          "+f"(d[3][2][1]), "+f"(d[3][2][2]), "+f"(d[3][2][3]), "+f"(d[3][3][0]), "+f"(d[3][3][1]),
-          "+f"(d[3][3][2]), "+f"(d[3][3][3]), "+f"(d[3][4][0]), "+f"(d[3][4][1]), "+f"(d[3][4][2]),
-          "+f"(d[3][4][3]), "+f"(d[3][5][0]), "+f"(d[3][5][1]), "+f"(d[3][5][2]), "+f"(d[3][5][3]),
-          "+f"(d[3][6][0]), "+f"(d[3][6][1]), "+f"(d[3][6][2]), "+f"(d[3][6][3]), "+f"(d[3][7][0]),
-          "+f"(d[3][7][1]), "+f"(d[3][7][2]), "+f"(d[3][7][3])
+        : KA_D128(d)
         : "l"(da), "l"(db), "r"(1));
+}
+
+/* The same with A (P: 64 x 16) in registers, laid out as the accumulator of ka_wgmma_64x64. */
+__device__ __forceinline__ void ka_wgmma_64x256_rs(float (&d)[4][8][4], const uint32_t (&a)[4],
+                                                   uint64_t db)
+{
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%"
+        "24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%"
+        "46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%"
+        "68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%"
+        "90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%"
+        "110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127},"
+        " {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n"
+        "}\n"
+        : KA_D128(d)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+
+/* d (64 heads x 64 rows) = (ScaleD ? d : 0) + A (64 x 16) * B (64 x 16)^T, both in shared memory. */
+template <int ScaleD>
+__device__ __forceinline__ void ka_wgmma_64x64(float (&d)[8][4], uint64_t da, uint64_t db)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%"
+                 "22,%23,%24,%25,%26,%27,%28,%29,%30,%31},"
+                 " %32, %33, p, 1, 1, 0, 0;\n"
+                 "}\n"
+                 : KA_D32(d)
+                 : "l"(da), "l"(db), "n"(ScaleD));
 }
 
 /* Descriptor of an MN-major operand: 128-byte swizzle; KA_PV_LBO between 64-column panels,
@@ -178,27 +228,28 @@ __device__ __forceinline__ void ka_load_tile(ka_smem *sm, int buf, const __nv_bf
     asm volatile("cp.async.commit_group;\n" ::);
 }
 
-__global__ void __launch_bounds__(KA_THREADS, 1)
-    ka_sparse_attn_kernel(const __nv_bfloat16 *q, int n_heads, const __nv_bfloat16 *const *rows_all,
-                          int n_rows, float scale_log2, float *out, float *lse)
+/* Writes the result of an empty row list (out = 0, lse = -inf) for this CTA's heads. */
+__device__ __forceinline__ void ka_write_empty(float *out, float *lse, size_t head0)
 {
-    extern __shared__ __align__(128) unsigned char ka_raw[];
-    /* wgmma's swizzle atoms need 1024-byte alignment; the launch asks for 1 KiB more. */
-    ka_smem *sm = reinterpret_cast<ka_smem *>(((uintptr_t)ka_raw + 1023) & ~(uintptr_t)1023);
-    const int b = blockIdx.y, hg = blockIdx.x, tid = threadIdx.x;
-    const int warp = tid >> 5, lane = tid & 31;
-    const __nv_bfloat16 *const *rows = rows_all + (size_t)b * n_rows;
-    const size_t head0 = (size_t)b * n_heads + (size_t)hg * KA_HG;
-
-    if (n_rows == 0) {
-        for (int i = tid; i < KA_HG * KA_DV; i += KA_THREADS) {
-            out[head0 * KA_DV + i] = 0.0f;
-        }
-        if (tid < KA_HG) {
-            lse[head0 + tid] = -INFINITY;
-        }
-        return;
+    for (int i = threadIdx.x; i < KA_HG * KA_DV; i += KA_THREADS) {
+        out[head0 * KA_DV + i] = 0.0f;
     }
+    if (threadIdx.x < KA_HG) {
+        lse[head0 + threadIdx.x] = -INFINITY;
+    }
+}
+
+/*
+ * The serial loop (STRATA_KN_ATTN=serial; the only loop where wgmma is not built): all 8 warps
+ * take each tile through S, the softmax and P V in turn, with three CTA barriers per tile.
+ */
+__device__ __forceinline__ void ka_serial_body(ka_smem *sm, const __nv_bfloat16 *q,
+                                               const __nv_bfloat16 *const *rows, int n_rows,
+                                               float scale_log2, float *out, float *lse,
+                                               size_t head0)
+{
+    const int tid = threadIdx.x;
+    const int warp = tid >> 5, lane = tid & 31;
     ka_load_tile(sm, 0, ka_row_ptr(rows, n_rows, 0));
     const int n_tiles = (n_rows + KA_BN - 1) / KA_BN;
     const __nv_bfloat16 *next_ptr = n_tiles > 1 ? ka_row_ptr(rows, n_rows, 1) : NULL;
@@ -434,6 +485,436 @@ __global__ void __launch_bounds__(KA_THREADS, 1)
     }
 }
 
+/* wgmma's swizzle atoms need 1024-byte alignment; the launch asks for 1 KiB more. */
+__device__ __forceinline__ unsigned char *ka_smem_base(unsigned char *raw)
+{
+    return reinterpret_cast<unsigned char *>(((uintptr_t)raw + 1023) & ~(uintptr_t)1023);
+}
+
+__global__ void __launch_bounds__(KA_THREADS, 1)
+    ka_sparse_attn_kernel(const __nv_bfloat16 *q, int n_heads, const __nv_bfloat16 *const *rows_all,
+                          int n_rows, float scale_log2, float *out, float *lse)
+{
+    extern __shared__ __align__(128) unsigned char ka_raw[];
+    const size_t head0 = (size_t)blockIdx.y * n_heads + (size_t)blockIdx.x * KA_HG;
+    if (n_rows == 0) {
+        ka_write_empty(out, lse, head0);
+        return;
+    }
+    ka_serial_body(reinterpret_cast<ka_smem *>(ka_smem_base(ka_raw)), q,
+                   rows_all + (size_t)blockIdx.y * n_rows, n_rows, scale_log2, out, lse, head0);
+}
+
+/*
+ * The warp-specialised kernel (the default; STRATA_KN_ATTN=serial takes the loop above).
+ * Same grid, 256 threads and shared memory as the serial one, but the two warpgroups have
+ * roles, so that one tile's softmax and products overlap the next tile's loads and S:
+ *   warpgroup 0: S = Q K^T for the whole 64 x 64 tile (m64n64k16, both operands in shared
+ *     memory), the softmax in registers (a head's row lives in one quad: no shared-memory
+ *     reduction), P to shared memory for warpgroup 1, and O[:, 0:256] += P V with P taken
+ *     straight from its registers (m64n256k16, A in registers). It issues S of tile t+1 right
+ *     behind P V of tile t.
+ *   warpgroup 1: the loads (every row through its own pointer, 16-byte cp.async into the
+ *     swizzled tile, completion counted on the tile's mbarrier; optionally a bulk L2 prefetch
+ *     of the rows pf tiles further on) and O[:, 256:512] += P V with P from shared memory.
+ * Two tile buffers; warpgroup 1 refills buffer t&1 with tile t+2 once both warpgroups are done
+ * with tile t. Named barriers (256 threads) pass P and the rescale factors from warpgroup 0 to
+ * warpgroup 1 (KA_BAR_PREADY) and back (KA_BAR_PFREE), and tell warpgroup 1 that warpgroup 0's
+ * P V of tile t is done (KA_BAR_KFREE). Each barrier's arrivals alternate with the other side's
+ * waits, so no side can arrive twice at one barrier before the other has waited.
+ */
+#define KA_BAR_PREADY 1
+#define KA_BAR_PFREE  2
+#define KA_BAR_KFREE  3
+#define KA_BAR_FINAL  4
+/* No L2 prefetch by default: on the H200 any distance was slower (74.5 us without, 93.5-94.9 us
+ * with 1-3 tiles; docs/performance.md). */
+#ifndef KA_PF_DEFAULT
+#define KA_PF_DEFAULT 0
+#endif
+
+struct ka_ws_smem {
+    __nv_bfloat16 q[KA_HG * KA_DQK];
+    __nv_bfloat16 k[2][KA_BN * KA_DQK];
+    __nv_bfloat16 p[KA_HG * KA_BN];
+    float alpha[KA_HG]; /* rescale factor of the running sums, this tile */
+    float inv_l[KA_HG];
+    unsigned long long full[2]; /* tile buffer b holds its next tile */
+};
+
+#if KA_WGMMA
+__device__ __forceinline__ void ka_bar_sync(int id)
+{
+    asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory");
+}
+
+__device__ __forceinline__ void ka_bar_arrive(int id)
+{
+    asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory");
+}
+
+__device__ __forceinline__ void ka_mbar_wait(unsigned long long *bar, uint32_t parity)
+{
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred p;\n"
+                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(ka_smem_addr(bar)), "r"(parity)
+                     : "memory");
+    } while (!done);
+    __syncwarp();
+}
+
+__device__ __forceinline__ void ka_fence_async(void)
+{
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void ka_wg_fence(void)
+{
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void ka_wg_commit(void)
+{
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+template <int N> __device__ __forceinline__ void ka_wg_wait(void)
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+/* The 4 row pointers this thread of warpgroup 1 copies in tile t (rows lr, lr+16, ..). */
+__device__ __forceinline__ void ka_ws_ptrs(const __nv_bfloat16 *const *rows, int n_rows, int t,
+                                           int lr, const __nv_bfloat16 *(&rp)[4])
+{
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        int gr = t * KA_BN + i * 16 + lr;
+        rp[i] = rows[gr < n_rows ? gr : 0];
+    }
+}
+
+/* Issues this thread's 36 chunks of a tile (8 threads per row, 128 contiguous bytes per row
+ * and instruction) and counts their completion on bar. */
+__device__ __forceinline__ void ka_ws_load(__nv_bfloat16 *dst, const __nv_bfloat16 *const (&rp)[4],
+                                           int lr, int lc, unsigned long long *bar)
+{
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int r = i * 16 + lr;
+#pragma unroll
+        for (int c = 0; c < KA_CH / 8; c++) {
+            const int ch = c * 8 + lc;
+            ka_cp16(&dst[ka_swz(r, ch * 8)], rp[i] + ch * 8);
+        }
+    }
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(ka_smem_addr(bar))
+                 : "memory");
+}
+
+__device__ __forceinline__ void ka_prefetch_row(const __nv_bfloat16 *row)
+{
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(row), "r"(KA_DQK * 2)
+                 : "memory");
+}
+
+/* x, opaque to the compiler: keeps descriptor arithmetic inside the loop instead of 72 hoisted
+ * registers. */
+__device__ __forceinline__ uint32_t ka_opaque(uint32_t x)
+{
+    asm volatile("mov.b32 %0, %0;\n" : "+r"(x));
+    return x;
+}
+
+/* S (64 heads x 64 rows) = Q K^T over k-steps [k0, k1) of 16 values; k0 == 0 starts from 0. */
+template <int K0, int K1>
+__device__ __forceinline__ void ka_ws_qk(float (&s)[8][4], uint32_t qa, uint32_t kb)
+{
+#pragma unroll
+    for (int ks = K0; ks < K1; ks++) {
+        const uint32_t off = (ks >> 2) * (64 * 128) + (ks & 3) * 32;
+        if (ks == 0) {
+            ka_wgmma_64x64<0>(s, ka_desc(qa + off), ka_desc(kb + off));
+        } else {
+            ka_wgmma_64x64<1>(s, ka_desc(qa + off), ka_desc(kb + off));
+        }
+    }
+}
+
+__device__ __forceinline__ void ka_scale_acc(float (&acc)[4][8][4], float a0, float a1)
+{
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            acc[i][j][0] *= a0;
+            acc[i][j][1] *= a0;
+            acc[i][j][2] *= a1;
+            acc[i][j][3] *= a1;
+        }
+}
+
+/* Writes O / l for heads h0 and h0 + 8, columns col0 .. col0 + 255. */
+__device__ __forceinline__ void ka_ws_store(const float (&acc)[4][8][4], float *out, size_t head0,
+                                            int h0, int col0, float inv0, float inv1)
+{
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const float inv = half ? inv1 : inv0;
+        float *o = out + (head0 + h0 + half * 8) * KA_DV + col0 + (lane & 3) * 2;
+#pragma unroll
+        for (int j = 0; j < 32; j++) {
+            *reinterpret_cast<float2 *>(o + j * 8) = make_float2(
+                acc[j >> 3][j & 7][half * 2] * inv, acc[j >> 3][j & 7][half * 2 + 1] * inv);
+        }
+    }
+}
+
+/* Warpgroup 0: S, softmax, P, O[:, 0:256]. */
+__device__ __forceinline__ void ka_ws_wg0(ka_ws_smem *sm, int n_rows, float scale_log2, float *out,
+                                          float *lse, size_t head0)
+{
+    const int tid = threadIdx.x, lane = tid & 31;
+    const int h0 = (tid >> 5) * 16 + (lane >> 2);
+    const int n_tiles = (n_rows + KA_BN - 1) / KA_BN;
+    const uint32_t qa = ka_smem_addr(sm->q);
+    float acc[4][8][4], s[8][4];
+    uint32_t pk[4][4];
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                acc[i][j][e] = 0.0f;
+
+    ka_mbar_wait(&sm->full[0], 0);
+    ka_fence_async();
+    ka_wg_fence();
+    ka_ws_qk<0, KA_DQK / 16>(s, qa, ka_smem_addr(sm->k[0]));
+    ka_wg_commit();
+    ka_wg_wait<0>();
+    for (int t = 0; t < n_tiles; t++) {
+        /* Softmax of tile t in the log2 domain; rows past the end are masked. A head's 64
+         * scores sit in one quad (16 each), so its max takes two shuffles. */
+        const int valid = n_rows - t * KA_BN;
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int c = j * 8 + (lane & 3) * 2 + (e & 1);
+                const float v = c < valid ? s[j][e] * scale_log2 : -INFINITY;
+                s[j][e] = v;
+                mx[e >> 1] = fmaxf(mx[e >> 1], v);
+            }
+        float al[2];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+            const float mnew = fmaxf(m[i], mx[i]);
+            al[i] = exp2f(m[i] - mnew);
+            m[i] = mnew;
+            l[i] *= al[i];
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const float p0 = exp2f(s[j][0] - m[0]), p1 = exp2f(s[j][1] - m[0]);
+            const float p2 = exp2f(s[j][2] - m[1]), p3 = exp2f(s[j][3] - m[1]);
+            l[0] += p0 + p1;
+            l[1] += p2 + p3;
+            __nv_bfloat162 lo = __floats2bfloat162_rn(p0, p1), hi = __floats2bfloat162_rn(p2, p3);
+            pk[j >> 1][(j & 1) * 2] = *reinterpret_cast<uint32_t *>(&lo);
+            pk[j >> 1][(j & 1) * 2 + 1] = *reinterpret_cast<uint32_t *>(&hi);
+        }
+        /* P and the factors to shared memory once warpgroup 1 is done with the last ones. */
+        if (t > 0) {
+            ka_bar_sync(KA_BAR_PFREE);
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int c = j * 8 + (lane & 3) * 2;
+            *reinterpret_cast<uint32_t *>(&sm->p[ka_swz(h0, c)]) = pk[j >> 1][(j & 1) * 2];
+            *reinterpret_cast<uint32_t *>(&sm->p[ka_swz(h0 + 8, c)]) = pk[j >> 1][(j & 1) * 2 + 1];
+        }
+        if ((lane & 3) == 0) {
+            sm->alpha[h0] = al[0];
+            sm->alpha[h0 + 8] = al[1];
+        }
+        ka_fence_async();
+        ka_bar_arrive(KA_BAR_PREADY);
+
+        /* O[:, 0:256] = alpha O + P V, then S of tile t+1 behind it. */
+        ka_scale_acc(acc, al[0], al[1]);
+        const uint32_t vb = ka_smem_addr(sm->k[t & 1]);
+        ka_wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < KA_BN / 16; kk++) {
+            ka_wgmma_64x256_rs(acc, pk[kk], ka_desc_mn(vb + kk * 16 * 128));
+        }
+        ka_wg_commit();
+        if (t + 1 < n_tiles) {
+            const int nb = (t + 1) & 1;
+            ka_mbar_wait(&sm->full[nb], ((t + 1) >> 1) & 1);
+            ka_fence_async();
+            const uint32_t kb = ka_opaque(ka_smem_addr(sm->k[nb]));
+            ka_wg_fence();
+            ka_ws_qk<0, 12>(s, ka_opaque(qa), kb);
+            ka_wg_commit();
+            ka_wg_wait<1>(); /* P V of tile t is done: its buffer is free on this side */
+            if (t + 2 < n_tiles) {
+                ka_bar_arrive(KA_BAR_KFREE);
+            }
+            ka_ws_qk<12, KA_DQK / 16>(s, ka_opaque(qa), kb);
+            ka_wg_commit();
+        }
+        ka_wg_wait<0>();
+    }
+
+    /* The row sums are spread over each quad. */
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+        l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+    }
+    const float inv0 = 1.0f / l[0], inv1 = 1.0f / l[1];
+    if ((lane & 3) == 0) {
+        sm->inv_l[h0] = inv0;
+        sm->inv_l[h0 + 8] = inv1;
+        lse[head0 + h0] = m[0] * 0.69314718056f + logf(l[0]);
+        lse[head0 + h0 + 8] = m[1] * 0.69314718056f + logf(l[1]);
+    }
+    ka_bar_arrive(KA_BAR_FINAL);
+    ka_ws_store(acc, out, head0, h0, 0, inv0, inv1);
+}
+
+/* Warpgroup 1: the loads and O[:, 256:512]. */
+__device__ __forceinline__ void ka_ws_wg1(ka_ws_smem *sm, const __nv_bfloat16 *q,
+                                          const __nv_bfloat16 *const *rows, int n_rows, int pf,
+                                          float *out, size_t head0)
+{
+    const int tid = threadIdx.x - 128, lane = tid & 31;
+    const int h0 = (tid >> 5) * 16 + (lane >> 2);
+    const int lr = tid >> 3, lc = tid & 7; /* rows lr + 16i, chunks lc + 8c */
+    const int n_tiles = (n_rows + KA_BN - 1) / KA_BN;
+    const __nv_bfloat16 *rp[4];
+
+    /* Q, then tiles 0 and 1; tile 0's barrier also covers Q. */
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int h = i * 16 + lr;
+        const __nv_bfloat16 *src = q + (head0 + h) * KA_DQK;
+#pragma unroll
+        for (int c = 0; c < KA_CH / 8; c++) {
+            const int ch = c * 8 + lc;
+            ka_cp16(&sm->q[ka_swz(h, ch * 8)], src + ch * 8);
+        }
+    }
+    ka_ws_ptrs(rows, n_rows, 0, lr, rp);
+    ka_ws_load(sm->k[0], rp, lr, lc, &sm->full[0]);
+    if (n_tiles > 1) {
+        ka_ws_ptrs(rows, n_rows, 1, lr, rp);
+        ka_ws_load(sm->k[1], rp, lr, lc, &sm->full[1]);
+    }
+    if (n_tiles > 2) {
+        ka_ws_ptrs(rows, n_rows, 2, lr, rp);
+    }
+    /* L2 prefetch: tiles 2 .. 1 + pf now, then tile t + 2 + pf when tile t + 2 is loaded. */
+    const __nv_bfloat16 *pfp = NULL;
+    if (pf > 0 && tid < KA_BN) {
+        for (int t = 2; t < 2 + pf && t < n_tiles; t++) {
+            const int gr = t * KA_BN + tid;
+            ka_prefetch_row(rows[gr < n_rows ? gr : 0]);
+        }
+        const int gr = (2 + pf) * KA_BN + tid;
+        pfp = rows[gr < n_rows ? gr : 0 /* unused past the end */];
+    }
+    __syncwarp();
+
+    float acc[4][8][4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                acc[i][j][e] = 0.0f;
+    const uint32_t pa = ka_smem_addr(sm->p);
+    for (int t = 0; t < n_tiles; t++) {
+        ka_bar_sync(KA_BAR_PREADY);
+        ka_fence_async();
+        ka_scale_acc(acc, sm->alpha[h0], sm->alpha[h0 + 8]);
+        const uint32_t vb = ka_smem_addr(sm->k[t & 1]) + 4 * (64 * 128);
+        ka_wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < KA_BN / 16; kk++) {
+            ka_wgmma_64x256_tb(acc, ka_desc(pa + kk * 32), ka_desc_mn(vb + kk * 16 * 128));
+        }
+        ka_wg_commit();
+        ka_wg_wait<0>();
+        if (t + 2 < n_tiles) {
+            /* Both warpgroups are done with buffer t&1: tile t+2 goes there. */
+            ka_bar_sync(KA_BAR_KFREE);
+            ka_ws_load(sm->k[t & 1], rp, lr, lc, &sm->full[t & 1]);
+            if (t + 3 < n_tiles) {
+                ka_ws_ptrs(rows, n_rows, t + 3, lr, rp);
+            }
+            if (pf > 0 && tid < KA_BN && t + 2 + pf < n_tiles) {
+                ka_prefetch_row(pfp);
+                const int gr = (t + 3 + pf) * KA_BN + tid;
+                pfp = rows[gr < n_rows ? gr : 0];
+            }
+            __syncwarp();
+        }
+        if (t + 1 < n_tiles) {
+            ka_bar_arrive(KA_BAR_PFREE);
+        }
+    }
+    ka_bar_sync(KA_BAR_FINAL);
+    ka_ws_store(acc, out, head0, h0, 256, sm->inv_l[h0], sm->inv_l[h0 + 8]);
+}
+#endif
+
+__global__ void __launch_bounds__(KA_THREADS, 1)
+    ka_ws_kernel(const __nv_bfloat16 *q, int n_heads, const __nv_bfloat16 *const *rows_all,
+                 int n_rows, float scale_log2, int pf, float *out, float *lse)
+{
+    extern __shared__ __align__(128) unsigned char ka_raw[];
+    const size_t head0 = (size_t)blockIdx.y * n_heads + (size_t)blockIdx.x * KA_HG;
+    const __nv_bfloat16 *const *rows = rows_all + (size_t)blockIdx.y * n_rows;
+    if (n_rows == 0) {
+        ka_write_empty(out, lse, head0);
+        return;
+    }
+#if KA_WGMMA
+    ka_ws_smem *sm = reinterpret_cast<ka_ws_smem *>(ka_smem_base(ka_raw));
+    if (threadIdx.x < 2) {
+        asm volatile(
+            "mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(ka_smem_addr(&sm->full[threadIdx.x])),
+            "r"(128)
+            : "memory");
+        ka_fence_async();
+    }
+    __syncthreads();
+    if (threadIdx.x < 128) {
+        ka_ws_wg0(sm, n_rows, scale_log2, out, lse, head0);
+    } else {
+        ka_ws_wg1(sm, q, rows, n_rows, pf, out, head0);
+    }
+#else
+    (void)pf;
+    ka_serial_body(reinterpret_cast<ka_smem *>(ka_smem_base(ka_raw)), q, rows, n_rows, scale_log2,
+                   out, lse, head0);
+#endif
+}
+
 extern "C" st_status_t st_cuda_sparse_attn_bf16(const uint16_t *q, int n_batch, int n_heads,
                                                 const uint16_t *const *rows, int n_rows,
                                                 float scale, float *out, float *lse, void *stream)
@@ -442,13 +923,28 @@ extern "C" st_status_t st_cuda_sparse_attn_bf16(const uint16_t *q, int n_batch, 
         (n_rows > 0 && !rows)) {
         return ST_ERR_INVALID;
     }
-    const int smem = (int)sizeof(ka_smem) + 1024;
-    cudaFuncSetAttribute(ka_sparse_attn_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    const size_t bytes =
+        sizeof(ka_smem) > sizeof(ka_ws_smem) ? sizeof(ka_smem) : sizeof(ka_ws_smem);
+    const int smem = (int)bytes + 1024;
     dim3 grid(n_heads / KA_HG, n_batch);
-    ka_sparse_attn_kernel<<<grid, KA_THREADS, smem, KN_STREAM(stream)>>>(
-        reinterpret_cast<const __nv_bfloat16 *>(q), n_heads,
-        reinterpret_cast<const __nv_bfloat16 *const *>(rows), n_rows, scale * 1.4426950409f, out,
-        lse);
+    const __nv_bfloat16 *qb = reinterpret_cast<const __nv_bfloat16 *>(q);
+    const __nv_bfloat16 *const *rb = reinterpret_cast<const __nv_bfloat16 *const *>(rows);
+    const float scale_log2 = scale * 1.4426950409f;
+    if (kn_variant_is("STRATA_KN_ATTN", "serial")) {
+        cudaFuncSetAttribute(ka_sparse_attn_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             smem);
+        ka_sparse_attn_kernel<<<grid, KA_THREADS, smem, KN_STREAM(stream)>>>(
+            qb, n_heads, rb, n_rows, scale_log2, out, lse);
+    } else {
+        /* STRATA_KN_ATTN_PF=n: the rows of tile t+2+n are prefetched into L2 as tile t+2 is
+         * loaded (0, the default: none). */
+        const char *pfv = getenv("STRATA_KN_ATTN_PF");
+        int pf = pfv ? atoi(pfv) : KA_PF_DEFAULT;
+        pf = pf < 0 ? 0 : pf > 8 ? 8 : pf;
+        cudaFuncSetAttribute(ka_ws_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        ka_ws_kernel<<<grid, KA_THREADS, smem, KN_STREAM(stream)>>>(qb, n_heads, rb, n_rows,
+                                                                    scale_log2, pf, out, lse);
+    }
     return kn_launch_status("sparse_attn_bf16");
 }
 

@@ -195,8 +195,10 @@ enum { AH = 128, DQK = 576, DV = 512 };
 
 static void test_attention(void)
 {
-    const int nbatch = 2, nrow_cases[] = {300, 2048, 7};
-    for (int ci = 0; ci < 3; ci++) {
+    /* Row counts: partial last tile, many tiles, one short tile, exactly one tile, one row past
+     * two tiles. */
+    const int nbatch = 2, nrow_cases[] = {300, 2048, 7, 64, 129};
+    for (int ci = 0; ci < 5; ci++) {
         int NR = nrow_cases[ci], pool_rows = 2 * NR + 8;
         size_t nq = (size_t)nbatch * AH * DQK;
         uint16_t *q = malloc(2 * nq), *pool = malloc((size_t)2 * pool_rows * DQK);
@@ -225,6 +227,9 @@ static void test_attention(void)
         float *out = malloc(sizeof(float) * no), *lse = malloc(sizeof(float) * nbatch * AH);
         double *rout = malloc(sizeof(double) * no), *rlse = malloc(sizeof(double) * nbatch * AH);
         float scale = 1.0f / sqrtf(192.0f);
+        /* Poisoned (NaN) first, so that an unwritten element fails. */
+        CUDA_OK(cudaMemset(dout, 0xff, sizeof(float) * no));
+        CUDA_OK(cudaMemset(dlse, 0xff, sizeof(float) * nbatch * AH));
         CHECK(st_cuda_sparse_attn_bf16(dq, nbatch, AH, drp, NR, scale, dout, dlse, NULL) == ST_OK,
               "attn launch");
         host_copy(out, dout, sizeof(float) * no);
@@ -545,6 +550,15 @@ static void test_indexer_variant(const char *name, const char *value)
     test_indexer_variant2(name, value, NULL, NULL);
 }
 
+/* Runs the attention checks with one variant knob set (docs/kernels.md §3). */
+static void test_attention_variant(const char *name, const char *value)
+{
+    printf("# variant %s=%s\n", name, value);
+    setenv(name, value, 1);
+    test_attention();
+    unsetenv(name);
+}
+
 int main(void)
 {
     if (st_cuda_available() != ST_OK) {
@@ -564,6 +578,10 @@ int main(void)
     test_indexer_variant2("STRATA_KN_TOPK", "twostage", "STRATA_KN_SCORER", "mma");
     test_indexer_variant2("STRATA_KN_TOPK", "twostage", "STRATA_KN_SEED", "1");
     test_attention();
+    /* The serial loop, and the warp-specialised one with a near and a far L2 prefetch. */
+    test_attention_variant("STRATA_KN_ATTN", "serial");
+    test_attention_variant("STRATA_KN_ATTN_PF", "1");
+    test_attention_variant("STRATA_KN_ATTN_PF", "5");
     test_kda(150, 0);
     test_kda(64, 1);
     test_rmsnorm();
