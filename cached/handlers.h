@@ -52,6 +52,16 @@ void cd_h_location_set(Strata__V1__Locations *l, size_t i, Strata__V1__ObjectSta
 const st_hash_t *cd_h_hashes(srpc_ctx_t *ctx, const ProtobufCBinaryData *b, size_t *n_p,
                              const char *field);
 
+/*
+ * Checks what a Lookup or ClusterLookup asks of the blocks: layers each below
+ * CD_LAYERS_MAX and none twice (a location per block x kind x layer is
+ * answered), layers given when locations of KV or IDX are wanted, lease_ms
+ * within max_lease. Returns ST_OK or ST_ERR_INVALID with the message set.
+ */
+st_status_t cd_h_lookup_check(srpc_ctx_t *ctx, cd_daemon_t *d, const uint32_t *layers,
+                              size_t n_layers, uint32_t kinds_mask, int want_loc,
+                              uint32_t lease_ms);
+
 /* Returns the handler's error for a store failure, with the store's message. */
 st_status_t cd_h_fail(srpc_ctx_t *ctx, st_status_t status, const cd_err_t *err);
 

@@ -117,6 +117,13 @@ st_status_t cd_h_cluster_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm,
                            (unsigned long long)req->first_block, S);
         return ST_ERR_INVALID;
     }
+    /* What every owner's Lookup checks, checked here: a request no owner
+     * accepts fails as a whole instead of segment by segment. */
+    status = cd_h_lookup_check(ctx, d, req->layers, req->n_layers, req->kinds_mask,
+                               req->want_locations || req->lease, req->lease_ms);
+    if (status != ST_OK) {
+        return status;
+    }
     n_segs = (n_hashes + S - 1) / S;
     own = srpc_ctx_alloc(ctx, sizeof(*own) * n_nodes);
     seg_owner = srpc_ctx_alloc(ctx, sizeof(*seg_owner) * n_segs);
@@ -202,6 +209,7 @@ st_status_t cd_h_cluster_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm,
         const Strata__V1__LookupResponse *lr = NULL;
         Strata__V1__LookupResponse *local = NULL;
         srpc_fanout_item_t *it = NULL;
+        st_status_t local_status = ST_OK;
 
         if (own[o].n == 0) {
             continue;
@@ -212,7 +220,8 @@ st_status_t cd_h_cluster_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm,
                 return ST_ERR_NOMEM;
             }
             strata__v1__lookup_response__init(local);
-            if (cd_h_lookup(ctx, &own[o].req.base, &local->base, NULL) == ST_OK) {
+            local_status = cd_h_lookup(ctx, &own[o].req.base, &local->base, NULL);
+            if (local_status == ST_OK) {
                 lr = local;
             }
         } else {
@@ -254,9 +263,15 @@ st_status_t cd_h_cluster_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm,
                 sa->lease_ms = lr->lease_ms;
                 sa->region_epoch = lr->region_epoch;
             } else {
-                const char *msg = it ? it->err.message : "peer unreachable";
+                /* The owner failed: a peer's error, this node's own, or no peer. */
+                st_status_t why = it != NULL ? it->status : local_status;
+                const char *msg = it != NULL ? it->err.message : st_strerror(why);
 
-                sa->grpc_status = (uint32_t)st_status_to_grpc(it ? it->status : ST_ERR_UNAVAILABLE);
+                if (it == NULL && why == ST_OK) {
+                    why = ST_ERR_UNAVAILABLE;
+                    msg = "peer unreachable";
+                }
+                sa->grpc_status = (uint32_t)st_status_to_grpc(why);
                 sa->error = cd_h_dup(ctx, msg, strlen(msg) + 1, 1);
                 if (sa->error == NULL) {
                     srpc_fanout_free(items, n_items);

@@ -53,6 +53,34 @@ static uint32_t cd_h_require_kinds(uint32_t mask)
 
 /* ------------------------------------------------------------- Lookup -- */
 
+st_status_t cd_h_lookup_check(srpc_ctx_t *ctx, cd_daemon_t *d, const uint32_t *layers,
+                              size_t n_layers, uint32_t kinds_mask, int want_loc, uint32_t lease_ms)
+{
+    uint64_t seen[(CD_LAYERS_MAX + 63) / 64] = {0};
+
+    for (size_t i = 0; i < n_layers; i++) {
+        if (layers[i] >= CD_LAYERS_MAX) {
+            srpc_ctx_set_error(ctx, "layers[%zu]=%u: layers are < %d", i, layers[i], CD_LAYERS_MAX);
+            return ST_ERR_INVALID;
+        }
+        if (seen[layers[i] / 64] & (1ull << (layers[i] % 64))) {
+            srpc_ctx_set_error(ctx, "layers[%zu]=%u is given twice", i, layers[i]);
+            return ST_ERR_INVALID;
+        }
+        seen[layers[i] / 64] |= 1ull << (layers[i] % 64);
+    }
+    if (want_loc && n_layers == 0 && cd_h_require_kinds(kinds_mask) != 0) {
+        srpc_ctx_set_error(ctx, "want_locations needs the layers to locate");
+        return ST_ERR_INVALID;
+    }
+    if (lease_ms > d->cfg.max_lease_ms) {
+        srpc_ctx_set_error(ctx, "lease_ms=%u exceeds max_lease=%llu", lease_ms,
+                           (unsigned long long)d->cfg.max_lease_ms);
+        return ST_ERR_INVALID;
+    }
+    return ST_OK;
+}
+
 /* Locations of the matched blocks x required kinds x layers of one segment. */
 static st_status_t cd_h_segment_locations(srpc_ctx_t *ctx, cd_daemon_t *d, uint32_t ns,
                                           const st_hash_t *hashes, uint32_t matched, uint32_t kinds,
@@ -146,14 +174,9 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
     if ((status = cd_h_batch_limit(ctx, d, req->n_segments, "segments")) != ST_OK) {
         return status;
     }
-    if (want_loc && req->n_layers == 0 && cd_h_require_kinds(req->kinds_mask) != 0) {
-        srpc_ctx_set_error(ctx, "want_locations needs the layers to locate");
-        return ST_ERR_INVALID;
-    }
-    if (req->lease_ms > d->cfg.max_lease_ms) {
-        srpc_ctx_set_error(ctx, "lease_ms=%u exceeds max_lease=%llu", req->lease_ms,
-                           (unsigned long long)d->cfg.max_lease_ms);
-        return ST_ERR_INVALID;
+    if ((status = cd_h_lookup_check(ctx, d, req->layers, req->n_layers, req->kinds_mask, want_loc,
+                                    req->lease_ms)) != ST_OK) {
+        return status;
     }
     segs = srpc_ctx_alloc(ctx, sizeof(*segs) * req->n_segments);
     ans = srpc_ctx_alloc(ctx, sizeof(*ans) * req->n_segments);
@@ -184,10 +207,6 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
     }
     rq.kinds = cd_h_require_kinds(req->kinds_mask);
     for (size_t i = 0; i < req->n_layers; i++) {
-        if (req->layers[i] >= CD_LAYERS_MAX) {
-            srpc_ctx_set_error(ctx, "layer %u >= %d", req->layers[i], CD_LAYERS_MAX);
-            return ST_ERR_INVALID;
-        }
         rq.layers[req->layers[i] / 64] |= 1ull << (req->layers[i] % 64);
     }
     kda = srpc_ctx_alloc(ctx, sizeof(*kda) * total);
@@ -314,6 +333,11 @@ st_status_t cd_h_locate(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
     }
     if ((status = cd_h_batch_limit(ctx, d, cap, "keys")) != ST_OK) {
         return status;
+    }
+    if (req->lease_ms > d->cfg.max_lease_ms) { /* as in Lookup, with or without lease */
+        srpc_ctx_set_error(ctx, "lease_ms=%u exceeds max_lease=%llu", req->lease_ms,
+                           (unsigned long long)d->cfg.max_lease_ms);
+        return ST_ERR_INVALID;
     }
     keys = srpc_ctx_alloc(ctx, sizeof(*keys) * cap);
     out = srpc_ctx_alloc(ctx, sizeof(*out) * cap);
@@ -810,6 +834,13 @@ st_status_t cd_h_get(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
                                req->rows[r]->key_index);
             return ST_ERR_INVALID;
         }
+    }
+    if (req->n_rows > 0) {
+        /* Put keeps no row size, so rows cannot be cut out here: refuse rather
+         * than answer whole objects for a row selection. */
+        srpc_ctx_set_error(ctx, "row selections (rows) are not served by this node: get whole "
+                                "objects, or read rows one-sided");
+        return ST_ERR_UNSUPPORTED;
     }
     resp->objects = srpc_ctx_alloc(ctx, sizeof(*resp->objects) * (req->n_keys + 1));
     resp->status = srpc_ctx_alloc(ctx, sizeof(*resp->status) * (req->n_keys + 1));
