@@ -3,6 +3,7 @@
  */
 #include "st_config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <ini.h>
 #include <inttypes.h>
@@ -310,19 +311,67 @@ struct st_cfg_ini_ctx {
     st_status_t status;
 };
 
+/* Stops the parse at the line being read, with the message. */
+static char *st_cfg_ini_refuse(struct st_cfg_ini_ctx *ctx, const char *what, int limit)
+{
+    char msg[160];
+
+    snprintf(msg, sizeof(msg), what, limit);
+    snprintf(ctx->err, ctx->errlen, "%s:%d: %s", ctx->path, ctx->lineno + 1, msg);
+    ctx->status = ST_ERR_INVALID;
+    return NULL;
+}
+
 /*
  * Debian's inih is built without INI_HANDLER_LINENO, so the handler gets no
- * line number: our reader counts the lines instead.
+ * line number: our reader counts the lines instead. It also refuses what
+ * inih would misread: a NUL byte (the rest of the line would be dropped), a
+ * line longer than inih's buffer (its tail would be read as a line of its
+ * own, possibly another setting) and an indented line (inih appends it to
+ * the value above as a continuation, so "  listen = x" under a key would
+ * become part of that key's value).
  */
 static char *st_cfg_ini_reader(char *str, int num, void *stream)
 {
     struct st_cfg_ini_ctx *ctx = stream;
-    char *line = fgets(str, num, ctx->file);
+    int max = num - 2; /* room for the newline and the NUL */
+    int n = 0, c;
 
-    if (line != NULL) {
-        ctx->lineno++;
+    if (ctx->status != ST_OK) {
+        return NULL; /* keep the first error */
     }
-    return line;
+    while ((c = getc(ctx->file)) != EOF) {
+        if (c == '\n') {
+            str[n++] = '\n';
+            break;
+        }
+        if (c == '\0') {
+            return st_cfg_ini_refuse(ctx, "a NUL byte in the line (config files are text)", 0);
+        }
+        if (n >= max) {
+            return st_cfg_ini_refuse(ctx, "line longer than %d bytes", max);
+        }
+        str[n++] = (char)c;
+    }
+    if (n == 0) {
+        return NULL; /* end of file */
+    }
+    str[n] = '\0';
+    if (isspace((unsigned char)str[0])) {
+        const char *p = str;
+
+        while (isspace((unsigned char)*p)) {
+            p++;
+        }
+        if (*p != '\0' && strchr(INI_START_COMMENT_PREFIXES, *p) == NULL) {
+            return st_cfg_ini_refuse(ctx,
+                                     "the line starts with white space (continuation lines are "
+                                     "not supported: start each key at the beginning of a line)",
+                                     0);
+        }
+    }
+    ctx->lineno++;
+    return str;
 }
 
 static int st_cfg_ini_handler(void *user, const char *section, const char *name, const char *value)
@@ -401,6 +450,27 @@ static int st_cfg_is_config_flag(const char *arg)
            strncmp(arg, "--config=", 9) == 0;
 }
 
+/* Returns 1 when arg is a flag whose value is the next argument
+ * ("--node-id X", "-t 4"), so that pass 1 does not read X as a flag. */
+static int st_cfg_takes_next(const st_cfg_table_t *table, const char *arg)
+{
+    const st_cfg_option_t *opt = NULL;
+
+    if (arg[0] != '-' || arg[1] == '\0') {
+        return 0;
+    }
+    if (arg[1] != '-') {
+        for (size_t k = 0; k < table->n_options && arg[2] == '\0'; k++) {
+            if (table->options[k].short_flag == arg[1]) {
+                opt = &table->options[k];
+            }
+        }
+    } else if (strchr(arg + 2, '=') == NULL && strlen(arg + 2) < 128) {
+        opt = st_cfg_find(table, arg + 2);
+    }
+    return opt != NULL && opt->type != ST_CFG_BOOL;
+}
+
 st_status_t st_config_parse_args(const st_cfg_table_t *table, void *conf, int argc, char **argv,
                                  int *n_positional_p, int *help_p, char *err, size_t errlen)
 {
@@ -434,6 +504,8 @@ st_status_t st_config_parse_args(const st_cfg_table_t *table, void *conf, int ar
             if (status != ST_OK) {
                 return status;
             }
+        } else if (st_cfg_takes_next(table, argv[i])) {
+            i++; /* a value, even "-h" or "-c", is not a flag */
         }
     }
 

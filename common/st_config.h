@@ -16,8 +16,11 @@
  *
  * Errors name what was wrong and where: an unknown key names the key and
  * file:line, a value of the wrong kind names the kind expected, a value out of
- * range names the bounds. On error the message goes into the caller's buffer;
- * nothing is logged, so the caller chooses how to report it.
+ * range names the bounds. A file line that starts with white space (other than
+ * a comment), is longer than 198 bytes or holds a NUL byte is an error too,
+ * never a continuation, a value cut short or a tail read as another line. On
+ * error the message goes into the caller's buffer; nothing is logged, so the
+ * caller chooses how to report it.
  *
  * Values:
  *   bool      true/false, yes/no, on/off, 1/0
