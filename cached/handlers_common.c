@@ -79,13 +79,12 @@ static int cd_h_token_equal(const char *a, const char *b)
     return diff == 0 && lb != 0;
 }
 
-st_status_t cd_h_auth(srpc_ctx_t *ctx, cd_daemon_t *d)
+/* cd_h_auth() with the token the call presents (NULL: none). */
+static st_status_t cd_h_auth_token(srpc_ctx_t *ctx, cd_daemon_t *d, const char *got)
 {
     const char *want = d->cfg.auth_token;
 
     if (want != NULL && want[0] != '\0') {
-        const char *got = srpc_ctx_token(ctx);
-
         if (got == NULL || !cd_h_token_equal(got, want)) {
             srpc_ctx_set_error(ctx, "%s",
                                got == NULL ? "this node requires a token "
@@ -102,6 +101,11 @@ st_status_t cd_h_auth(srpc_ctx_t *ctx, cd_daemon_t *d)
         return ST_ERR_PERMISSION;
     }
     return ST_OK;
+}
+
+st_status_t cd_h_auth(srpc_ctx_t *ctx, cd_daemon_t *d)
+{
+    return cd_h_auth_token(ctx, d, srpc_ctx_token(ctx));
 }
 
 st_status_t cd_h_ns(srpc_ctx_t *ctx, cd_daemon_t *d, uint64_t wire_id, cd_ns_entry_t **e_p)
@@ -345,6 +349,7 @@ st_status_t cd_h_hello(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
     cd_daemon_t *d = cd_h_daemon(ctx);
     const char *tenant = req->tenant && req->tenant[0] ? req->tenant : "default";
     const char *model = req->model && req->model[0] ? req->model : "default";
+    const char *token = srpc_ctx_token(ctx);
     cd_region_t *regions;
     cd_ns_entry_t *e;
     cd_err_t err = {""};
@@ -353,7 +358,17 @@ st_status_t cd_h_hello(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
     long bad_tenant, bad_model;
     st_status_t status;
 
-    status = cd_h_auth(ctx, d);
+    /* Hello may carry the token in auth_token instead of the metadata; when
+     * both are present they must match. */
+    if (req->auth_token != NULL && req->auth_token[0] != '\0') {
+        if (token != NULL && strcmp(token, req->auth_token) != 0) {
+            srpc_ctx_set_error(ctx, "auth_token differs from the token of the authorization "
+                                    "metadata");
+            return ST_ERR_PERMISSION;
+        }
+        token = req->auth_token;
+    }
+    status = cd_h_auth_token(ctx, d, token);
     if (status != ST_OK) {
         return status;
     }
