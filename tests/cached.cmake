@@ -38,3 +38,17 @@ add_test(NAME test_config_doc
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tools/check_config_doc.sh
                  $<TARGET_FILE:stratad> ${PROJECT_SOURCE_DIR}/docs/configuration.md)
 set_tests_properties(test_config_doc PROPERTIES LABELS "unit;docs" TIMEOUT 60)
+
+# Fuzz tests (tests/fuzz/, docs/protocol.md "Fuzzing"): every method of two real
+# daemons fed mutated requests; mutated config files and flag lists. Each
+# prints its seed; STRATA_TEST_SEED replays it, STRATA_FUZZ_ITERS runs longer.
+add_library(strata_fuzz_util STATIC fuzz/fuzz_util.c)
+target_link_libraries(strata_fuzz_util PUBLIC strata_proto)
+strata_add_test(test_fuzz_handlers
+                SOURCES fuzz/fuzz_handlers.c fuzz/fuzz_requests.c fuzz/fuzz_oracle.c
+                LIBS strata_fuzz_util strata_test_cluster strata_rpc strata_proto strata_wire
+                     PkgConfig::XXHASH
+                ARGS $<TARGET_FILE:stratad> LABELS fuzz integration cached TIMEOUT 300)
+add_dependencies(test_fuzz_handlers stratad)
+strata_add_test(test_fuzz_config SOURCES fuzz/fuzz_config.c
+                LIBS strata_fuzz_util strata_daemon strata_client LABELS fuzz unit TIMEOUT 300)
