@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "st_log.h"
+#include "st_utf8.h"
 
 /* The handlers, in srpc_cache_method_id_t order. */
 static const srpc_handler_fn cd_h_impl[SRPC_CACHE_N_METHODS] = {
@@ -293,48 +294,6 @@ static char *cd_h_strdup(srpc_ctx_t *ctx, const char *s)
     return p;
 }
 
-/*
- * Returns the byte offset of the first byte of s that is not part of
- * well-formed UTF-8 (no overlongs, no surrogates) or is a control character,
- * or -1 when there is none. Names end up in logs and metric labels.
- */
-static long cd_h_bad_name_byte(const char *s)
-{
-    const unsigned char *p = (const unsigned char *)s;
-
-    while (*p != '\0') {
-        unsigned c = *p, min;
-        size_t n;
-
-        if (c < 0x80) {
-            if (c < 0x20 || c == 0x7f) {
-                return (long)(p - (const unsigned char *)s);
-            }
-            p++;
-            continue;
-        } else if ((c & 0xe0) == 0xc0) {
-            n = 1, min = 0x80, c &= 0x1f;
-        } else if ((c & 0xf0) == 0xe0) {
-            n = 2, min = 0x800, c &= 0x0f;
-        } else if ((c & 0xf8) == 0xf0) {
-            n = 3, min = 0x10000, c &= 0x07;
-        } else {
-            return (long)(p - (const unsigned char *)s);
-        }
-        for (size_t i = 1; i <= n; i++) {
-            if ((p[i] & 0xc0) != 0x80) {
-                return (long)(p - (const unsigned char *)s);
-            }
-            c = (c << 6) | (p[i] & 0x3f);
-        }
-        if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) {
-            return (long)(p - (const unsigned char *)s);
-        }
-        p += n + 1;
-    }
-    return -1;
-}
-
 /* srpc_ctx_alloc for the data plane's copies. */
 static void *cd_h_alloc(void *ctx, size_t len)
 {
@@ -383,8 +342,8 @@ st_status_t cd_h_hello(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
     }
     /* Checked before the namespace is created: a name its metrics refuse
      * would leave it half made. */
-    bad_tenant = cd_h_bad_name_byte(tenant);
-    bad_model = cd_h_bad_name_byte(model);
+    bad_tenant = st_utf8_bad_byte(tenant, 1);
+    bad_model = st_utf8_bad_byte(model, 1);
     if (bad_tenant >= 0 || bad_model >= 0) {
         srpc_ctx_set_error(ctx,
                            "%s: byte %ld is not UTF-8 or is a control character (names are "

@@ -13,6 +13,7 @@
 
 #include "mx_internal.h"
 #include "st_log.h"
+#include "st_utf8.h"
 
 #ifndef STRATA_VERSION
 #define STRATA_VERSION "unknown"
@@ -69,40 +70,6 @@ static int mx_ends_with(const char *s, const char *suffix)
 {
     size_t n = strlen(s), m = strlen(suffix);
     return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
-/* Returns 1 if s is well-formed UTF-8 (no overlongs, no surrogates). */
-static int mx_valid_utf8(const char *s)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p) {
-        unsigned c = *p;
-        size_t n;
-        unsigned min;
-        if (c < 0x80) {
-            p++;
-            continue;
-        } else if ((c & 0xe0) == 0xc0) {
-            n = 1, min = 0x80, c &= 0x1f;
-        } else if ((c & 0xf0) == 0xe0) {
-            n = 2, min = 0x800, c &= 0x0f;
-        } else if ((c & 0xf8) == 0xf0) {
-            n = 3, min = 0x10000, c &= 0x07;
-        } else {
-            return 0;
-        }
-        for (size_t i = 1; i <= n; i++) {
-            if ((p[i] & 0xc0) != 0x80) {
-                return 0;
-            }
-            c = (c << 6) | (p[i] & 0x3f);
-        }
-        if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) {
-            return 0;
-        }
-        p += n + 1;
-    }
-    return 1;
 }
 
 /* Checks desc; logs and returns ST_ERR_INVALID naming what is wrong. */
@@ -407,7 +374,7 @@ static st_status_t mx_child_get(st_metric_family_t *f, const char *const *values
         return ST_ERR_INVALID;
     }
     for (size_t i = 0; i < f->n_labels; i++) {
-        if (values[i] == NULL || !mx_valid_utf8(values[i])) {
+        if (values[i] == NULL || st_utf8_bad_byte(values[i], 0) >= 0) {
             st_error("label value is NULL or not UTF-8 metric=%s label=%s", f->name,
                      f->label_names[i]);
             return ST_ERR_INVALID;
