@@ -112,6 +112,11 @@ st_status_t cd_h_cluster_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm,
                            (long long)d->cfg.max_hashes);
         return ST_ERR_INVALID;
     }
+    if (req->first_block > UINT64_MAX - (n_hashes - 1)) {
+        srpc_ctx_set_error(ctx, "first_block=%llu plus %zu blocks passes the largest chain index",
+                           (unsigned long long)req->first_block, n_hashes);
+        return ST_ERR_INVALID;
+    }
     if (req->first_block % S != 0) {
         srpc_ctx_set_error(ctx, "first_block=%llu is not at a segment start (segment_blocks=%u)",
                            (unsigned long long)req->first_block, S);

@@ -195,6 +195,13 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
             srpc_ctx_set_error(ctx, "segment %zu has no block hashes", i);
             return ST_ERR_INVALID;
         }
+        if (req->segments[i]->first_block > UINT64_MAX - (n - 1)) {
+            srpc_ctx_set_error(ctx,
+                               "segment %zu: first_block=%llu plus %zu blocks passes the largest "
+                               "chain index",
+                               i, (unsigned long long)req->segments[i]->first_block, n);
+            return ST_ERR_INVALID;
+        }
         total += n;
         if (total > (size_t)d->cfg.max_hashes) {
             srpc_ctx_set_error(ctx, "lookup of more than max_hashes=%lld block hashes",

@@ -57,7 +57,7 @@ typedef struct fz_method {
     const char *path;
     const ProtobufCMessageDescriptor *req, *resp;
     uint32_t max_bytes; /* the daemon's request limit for the method */
-    uint64_t iters, must_fail, unparsable, ok;
+    uint64_t iters, must_fail, unparsable, ok, cut_off;
     uint64_t codes[FZ_CODES];
     double secs; /* time spent on the method's iterations */
 } fz_method_t;
@@ -98,8 +98,9 @@ typedef struct fz_state {
     uint8_t canary_sid[16];
     fz_method_t m[FZ_N_METHODS];
     fz_domain_t dom;
-    fz_rng_t *r; /* the stream of the method being fuzzed */
-    int trace;   /* STRATA_FUZZ_TRACE: one line per request */
+    fz_rng_t *r;        /* the stream of the method being fuzzed */
+    int trace;          /* STRATA_FUZZ_TRACE: one line per request */
+    int short_deadline; /* this request has a 1 ms deadline: it may be cut off */
     fz_rng_t probe_rng;
     /* What a failure report prints. */
     const char *cur_method;

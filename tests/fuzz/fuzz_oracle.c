@@ -248,6 +248,8 @@ void fz_expect(int m, int node, const ProtobufCMessage *pm, fz_expect_t *e)
 
             if (len % 16 != 0 || len == 0) {
                 fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT, "segments[%zu]: %zu hash bytes", i, len);
+            } else if (q->segments[i]->first_block > UINT64_MAX - (len / 16 - 1)) {
+                fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT, "segments[%zu]: chain index overflows", i);
             }
             total += len / 16;
         }
@@ -349,7 +351,6 @@ void fz_expect(int m, int node, const ProtobufCMessage *pm, fz_expect_t *e)
         if (q->n_rows > 0) {
             fz_bad(e, GRPC_STATUS_UNIMPLEMENTED, "row selections are not served");
         }
-        e->env_codes |= CODE(DATA_LOSS); /* an object committed with a wrong checksum */
         break;
     }
     case SRPC_CACHE_DELETE: {
@@ -442,6 +443,9 @@ void fz_expect(int m, int node, const ProtobufCMessage *pm, fz_expect_t *e)
 
         if (q->block_hashes.len % 16 != 0 || n == 0 || n > F.lim.max_hashes) {
             fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT, "%zu hash bytes", q->block_hashes.len);
+        }
+        if (n > 0 && q->first_block > UINT64_MAX - (n - 1)) {
+            fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT, "first_block + %zu overflows", n);
         }
         if (q->first_block % F.segment_blocks != 0) {
             fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT, "first_block=%llu",
