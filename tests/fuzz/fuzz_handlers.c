@@ -48,11 +48,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fuzz_handlers.h"
 
 fz_state_t F;
+
+static void fz_check_alive(void);
 
 /* ------------------------------------------------------------ failures -- */
 
@@ -247,6 +250,11 @@ static void fz_one(int m, int node, const uint8_t *req, size_t len)
         return;
     }
 
+    if (code == GRPC_STATUS_UNAVAILABLE || code == GRPC_STATUS_CANCELLED) {
+        /* Most likely the daemon died: say so, with its signal. */
+        nanosleep(&(struct timespec){0, 300 * 1000 * 1000}, NULL);
+        fz_check_alive();
+    }
     FZ_CHECK(code != GRPC_STATUS_INTERNAL && code != GRPC_STATUS_UNKNOWN &&
                  code != GRPC_STATUS_DEADLINE_EXCEEDED && code != GRPC_STATUS_UNAVAILABLE &&
                  code != GRPC_STATUS_CANCELLED,
