@@ -477,8 +477,9 @@ static size_t en_fetch(st_engine_t *e, const st_hash_t *chain, size_t n_chain, s
         st_handle_release(h);
     }
     /* One batch up front: the computation waits for all of it. */
-    stats->fetch_us += en_now_us() - t0;
-    stats->stall_us += en_now_us() - t0;
+    t0 = en_now_us() - t0;
+    stats->fetch_us += t0;
+    stats->stall_us += t0;
     for (size_t i = 0; i < k; i++) {
         stats->bytes_fetched += ops[i].status == ST_OK ? ops[i].length : 0;
     }
