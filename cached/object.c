@@ -280,12 +280,24 @@ static st_status_t do_get(cd_ns_t *ns, const cd_key_t *key, void *buf, uint64_t 
     }
     p = cd_extent_ptr(&ns->ns_slab, &o->ob_ext);
     if (cd_checksum(p, o->ob_len) != o->ob_checksum) {
+        /*
+         * Damaged in memory: counted, and dropped so that no later lookup
+         * claims it, unless a lease still holds its block (one-sided readers
+         * may be reading the extent; it goes with the block's eviction).
+         */
+        int drop = o->ob_block->bk_leases == 0;
+
         ns->ns_st.corrupt++;
-        st_error("object bytes do not match their checksum ns=%u kind=%s layer=%u region=%u "
-                 "gen=%llu",
-                 ns->ns_id, kind_names[key->kind], key->layer, o->ob_ext.region,
-                 (unsigned long long)o->ob_ext.gen);
-        return cd_errf(err, ST_ERR_CORRUPT, "stored bytes fail their checksum; treat as a miss");
+        st_log_ratelimited(ST_LOG_ERROR,
+                           "object bytes do not match their checksum ns=%u kind=%s layer=%u "
+                           "region=%u gen=%llu action=%s",
+                           ns->ns_id, kind_names[key->kind], key->layer, o->ob_ext.region,
+                           (unsigned long long)o->ob_ext.gen, drop ? "dropped" : "kept_leased");
+        if (drop) {
+            do_obj_delete(ns, o);
+        }
+        return cd_errf(err, ST_ERR_CORRUPT, "stored bytes fail their checksum (%s); treat as a miss",
+                       drop ? "dropped" : "kept while leased");
     }
     memcpy(buf, p, o->ob_len);
     if (where_p != NULL) {

@@ -131,9 +131,18 @@ static void test_put_get_immutable(void **state)
     assert_int_equal(cd_store_get(st_, ns1, &k, out, 10, &len, NULL, &err), ST_ERR_INVALID);
     assert_int_equal(len, sizeof(data));
     /* Bytes damaged in the arena are never served. */
+    cd_stats_t c0, c1;
+    assert_int_equal(cd_store_stats(st_, ns1, &c0), ST_OK);
     ((uint8_t *)t_region_base[ns1][w.region])[w.offset + 99] ^= 0x40;
     assert_int_equal(cd_store_get(st_, ns1, &k, out, sizeof(out), &len, NULL, &err),
                      ST_ERR_CORRUPT);
+    assert_non_null(strstr(err.msg, "dropped"));
+    /* Counted once and dropped (nothing leases it): later reads miss. */
+    assert_int_equal(cd_store_get(st_, ns1, &k, out, sizeof(out), &len, NULL, &err),
+                     ST_ERR_NOT_FOUND);
+    assert_int_equal(cd_store_stats(st_, ns1, &c1), ST_OK);
+    assert_int_equal(c1.corrupt, c0.corrupt + 1);
+    assert_int_equal(c1.objects[CD_KIND_KV], c0.objects[CD_KIND_KV] - 1);
     /* Bad keys and sizes are refused naming the limit. */
     cd_key_t bad = t_key(1, 0, CD_KIND_KV, 128);
     assert_int_equal(cd_store_put(st_, ns1, &bad, NULL, data, 10, &err), ST_ERR_INVALID);
