@@ -296,7 +296,8 @@ static st_status_t do_get(cd_ns_t *ns, const cd_key_t *key, void *buf, uint64_t 
         if (drop) {
             do_obj_delete(ns, o);
         }
-        return cd_errf(err, ST_ERR_CORRUPT, "stored bytes fail their checksum (%s); treat as a miss",
+        return cd_errf(err, ST_ERR_CORRUPT,
+                       "stored bytes fail their checksum (%s); treat as a miss",
                        drop ? "dropped" : "kept while leased");
     }
     memcpy(buf, p, o->ob_len);
