@@ -325,6 +325,16 @@ cd_batch_t *cd_batch_take(cd_daemon_t *d, uint32_t ns_local, uint64_t id)
     return b;
 }
 
+int cd_batch_issued(cd_daemon_t *d, uint64_t id)
+{
+    uint64_t last;
+
+    pthread_mutex_lock(&d->batch_lock);
+    last = d->next_batch;
+    pthread_mutex_unlock(&d->batch_lock);
+    return id != 0 && id <= last;
+}
+
 void cd_batch_free(cd_batch_t *b)
 {
     if (b != NULL) {

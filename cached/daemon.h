@@ -179,6 +179,8 @@ uint32_t cd_daemon_ns_regions(cd_daemon_t *d, const cd_ns_entry_t *e, cd_region_
 st_status_t cd_batch_add(cd_daemon_t *d, uint32_t ns_local, uint64_t *resv, size_t n,
                          uint64_t expires_ms, uint64_t *id_p);
 cd_batch_t *cd_batch_take(cd_daemon_t *d, uint32_t ns_local, uint64_t id);
+/* 1 when this daemon has handed out reservation id `id` (it may be finished or expired). */
+int cd_batch_issued(cd_daemon_t *d, uint64_t id);
 void cd_batch_free(cd_batch_t *b);
 void cd_batch_expire(cd_daemon_t *d, uint64_t now_ms);
 

@@ -708,7 +708,12 @@ st_status_t cd_h_abort(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
     }
     b = cd_batch_take(d, e->local_id, req->reservation_id);
     if (b == NULL) {
-        srpc_ctx_set_error(ctx, "no reservation_id=%llu", (unsigned long long)req->reservation_id);
+        /* Expired, committed or aborted before: nothing is left to free. */
+        if (cd_batch_issued(d, req->reservation_id)) {
+            return ST_OK;
+        }
+        srpc_ctx_set_error(ctx, "no reservation_id=%llu was issued by this daemon",
+                           (unsigned long long)req->reservation_id);
         return ST_ERR_NOT_FOUND;
     }
     for (size_t i = 0; i < b->n; i++) {

@@ -683,6 +683,17 @@ static void test_commit_checksum_abort_expiry(void **state)
     assert_int_equal(stat_of(r, "reservations_expired"), 1);
     assert_int_equal(stat_of(r, "reservations_active"), 0);
     assert_false(raw_present(r, &h[2]));
+    /* Abort is idempotent for ids this daemon issued (aborted, committed or
+     * expired: OK, nothing more is freed); an id never issued is NOT_FOUND. */
+    uint64_t issued[3] = {ar.reservation_id, cr.reservation_id, ar.reservation_id + 1};
+    for (int i = 0; i < 3; i++) {
+        ar.reservation_id = issued[i];
+        assert_int_equal(rcall(r, SRPC_CACHE_ABORT, &ar, (void **)&aresp), ST_OK);
+        protobuf_c_message_free_unpacked(&aresp->base, NULL);
+    }
+    assert_int_equal(stat_of(r, "reservations_aborted"), 2);
+    ar.reservation_id = issued[2] + 1000;
+    assert_int_equal(rcall(r, SRPC_CACHE_ABORT, &ar, (void **)&aresp), ST_ERR_NOT_FOUND);
     raw_close(r);
     free(r);
     tc_stop_all(&cl);
