@@ -3,6 +3,10 @@
  * one stratad into one registered client buffer through libstrata's
  * one-sided data plane (transport ucx), against, in the same run:
  *
+ *   strata2   the same objects through libstrata with two batches of half
+ *             the size in flight (two handles into the two halves of the
+ *             same buffer: the next batch's Locate overlaps this one's
+ *             gets, as an engine that pipelines its reads does);
  *   bare      the same gets over UCX with no control plane, no leases and no
  *             checksum: this process's own UCX worker reads the very extents
  *             the daemon holds the objects in (its arena chunks, allocated and
@@ -25,7 +29,9 @@
  * redis at 256 KiB and above).
  *
  * usage: bench_dataplane STRATAD [--rounds N] [--ws-mib M] [--batch-mib B] [--only P]
- * (--only P runs path P alone, 0..5 in the order above, for profiling)
+ *                        [--verify-reads lease|always]
+ * (--only P runs path P alone, 0..6 in the order above, for profiling;
+ * --verify-reads is libstrata's verify_reads, default lease)
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -59,11 +65,12 @@
 #define MAX_REG   256
 #define LOCATE_AT 1024 /* keys per Locate while taking the extents */
 
-enum { P_STRATA, P_BARE, P_BARE_XXH, P_TARGET, P_REDIS, P_MEMCPY, N_PATHS };
+enum { P_STRATA, P_STRATA2, P_BARE, P_BARE_XXH, P_TARGET, P_REDIS, P_MEMCPY, N_PATHS };
 
 static const char *const path_name[N_PATHS] = {
-    "strata (libstrata, ucx)",    "bare loop (daemon's extents)",   "bare loop + XXH3 check",
-    "bare loop (spawned target)", "redis GET (hiredis, pipelined)", "memcpy (floor)"};
+    "strata (libstrata, ucx)", "strata, 2 half batches in flight", "bare loop (daemon's extents)",
+    "bare loop + XXH3 check",  "bare loop (spawned target)",       "redis GET (hiredis, pipelined)",
+    "memcpy (floor)"};
 
 /* One object size: its objects are KV objects of blocks 0..n_obj-1 at one
  * layer, object i holding src[i * bytes, (i + 1) * bytes). */
@@ -92,7 +99,8 @@ typedef struct bench {
     uint64_t reg_base[MAX_REG];
     bench_tp_loop_t target;
     redisContext *rc;
-    st_get_op_t *ops;
+    st_get_op_t *ops;                /* per_batch ops; strata2 uses two halves */
+    size_t last_first[2], last_k[2]; /* strata2: the last batch of each half */
 } bench_t;
 
 /* What a failure must stop: the processes this bench started. */
@@ -157,6 +165,76 @@ static void run_strata(bench_t *b, size_case_t *sc)
                         sc->bytes, st_strerror(b->ops[j].status));
                 exit(1);
             }
+        }
+    }
+}
+
+/* Waits for one strata2 batch (ops at b->ops + slot * half) and checks it. */
+static void finish_half(bench_t *b, const size_case_t *sc, st_handle_t *h, size_t slot, size_t half)
+{
+    st_get_op_t *ops = b->ops + slot * half;
+
+    st_handle_wait(h, -1);
+    st_handle_release(h);
+    for (size_t j = 0; j < b->last_k[slot]; j++) {
+        if (ops[j].status != ST_OK || ops[j].length != sc->bytes) {
+            fprintf(stderr, "bench_dataplane: get of object %zu (%zu B): %s\n",
+                    b->last_first[slot] + j, sc->bytes, st_strerror(ops[j].status));
+            exit(1);
+        }
+    }
+}
+
+/* Every object of sc through libstrata, two batches of half the size in
+ * flight: batch k goes to half k % 2 of the buffer, and is posted as soon
+ * as the batch that used that half before it has completed. */
+static void run_strata2(bench_t *b, size_case_t *sc)
+{
+    size_t half = sc->per_batch / 2 ? sc->per_batch / 2 : 1, first = 0, slot = 0;
+    st_handle_t *h[2] = {NULL, NULL};
+
+    for (;;) {
+        if (h[slot] != NULL) {
+            finish_half(b, sc, h[slot], slot, half);
+            h[slot] = NULL;
+        }
+        if (first >= sc->n_obj) {
+            if (h[slot ^ 1] != NULL) {
+                finish_half(b, sc, h[slot ^ 1], slot ^ 1, half);
+            }
+            break;
+        }
+        {
+            size_t k = sc->n_obj - first < half ? sc->n_obj - first : half;
+            st_get_op_t *ops = b->ops + slot * half;
+            uint8_t *dst = b->dst + slot * half * sc->bytes;
+
+            for (size_t j = 0; j < k; j++) {
+                ops[j] =
+                    (st_get_op_t){first + j, ST_KIND_KV, sc->layer, dst + j * sc->bytes, sc->bytes,
+                                  0,         NULL,       0,         ST_ERR_BUSY,         0};
+            }
+            b->last_first[slot] = first;
+            b->last_k[slot] = k;
+            if (st_client_get(b->c, b->chain, b->n_chain, ops, k, &h[slot]) != ST_OK) {
+                die(st_client_last_error());
+            }
+            first += k;
+        }
+        slot ^= 1;
+    }
+}
+
+/* strata2's last batch in each half must hold the source bytes. */
+static void check_halves(const bench_t *b, const size_case_t *sc)
+{
+    size_t half = sc->per_batch / 2 ? sc->per_batch / 2 : 1;
+
+    for (size_t slot = 0; slot < 2; slot++) {
+        if (memcmp(b->dst + slot * half * sc->bytes, b->src + b->last_first[slot] * sc->bytes,
+                   b->last_k[slot] * sc->bytes) != 0) {
+            fprintf(stderr, "bench_dataplane: %s delivered wrong bytes\n", path_name[P_STRATA2]);
+            exit(1);
         }
     }
 }
@@ -378,6 +456,7 @@ static double run_path(bench_t *b, size_case_t *sc, int p)
 
     switch (p) {
     case P_STRATA: run_strata(b, sc); break;
+    case P_STRATA2: run_strata2(b, sc); break;
     case P_BARE: run_bare(b, sc, 0); break;
     case P_BARE_XXH: run_bare(b, sc, 1); break;
     case P_TARGET:
@@ -392,6 +471,8 @@ static double run_path(bench_t *b, size_case_t *sc, int p)
     s = (double)(bench_now_ns() - t0) * 1e-9;
     if (p == P_STRATA || p == P_BARE || p == P_REDIS) {
         check_last(b, sc, path_name[p]);
+    } else if (p == P_STRATA2) {
+        check_halves(b, sc);
     }
     return (double)(sc->n_obj * sc->bytes) / s / 1e9;
 }
@@ -401,6 +482,7 @@ int main(int argc, char **argv)
     static const size_t sizes[N_SIZES] = {64 << 10, 256 << 10, 1 << 20};
     size_t rounds = 15, ws_mib = 256, batch_mib = 16;
     int only = -1; /* --only P: run path P alone (for profiling) */
+    const char *verify = "lease";
     size_case_t *sc = calloc(N_SIZES, sizeof(*sc));
     bench_t b = {0};
     tc_cluster_t *clp = &g_cl;
@@ -417,7 +499,7 @@ int main(int argc, char **argv)
 
     if (argc < 2 || sc == NULL) {
         fprintf(stderr, "usage: bench_dataplane STRATAD [--rounds N] [--ws-mib M] "
-                        "[--batch-mib B]\n");
+                        "[--batch-mib B] [--only P] [--verify-reads lease|always]\n");
         return 2;
     }
     for (int i = 2; i + 1 < argc; i += 2) {
@@ -429,6 +511,8 @@ int main(int argc, char **argv)
             only = atoi(argv[i + 1]);
         } else if (strcmp(argv[i], "--batch-mib") == 0) {
             batch_mib = strtoul(argv[i + 1], NULL, 10);
+        } else if (strcmp(argv[i], "--verify-reads") == 0) {
+            verify = argv[i + 1];
         } else {
             fprintf(stderr, "bench_dataplane: unknown option %s\n", argv[i]);
             return 2;
@@ -462,7 +546,9 @@ int main(int argc, char **argv)
     if ((b.rc = bench_redis_connect(rdp)) == NULL) {
         die("cannot connect to redis-server");
     }
-    p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_TIMEOUT;
+    p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_TIMEOUT |
+                   ST_CLIENT_FIELD_VERIFY_READS;
+    p.verify_reads = verify;
     p.nodes = clp->node[0].addr;
     p.transport = "ucx";
     p.timeout_ms = 30000;
@@ -532,9 +618,9 @@ int main(int argc, char **argv)
 
     printf("bench_dataplane: one stratad (transport ucx) and one redis-server on loopback\n");
     printf("working set %zu MiB per size (%zu MiB in the daemon), batches of %zu MiB into one "
-           "registered buffer, %zu rounds, UCX_TLS=%s\n",
+           "registered buffer, %zu rounds, UCX_TLS=%s, verify_reads=%s\n",
            ws_mib, 3 * ws_mib, batch_mib, rounds,
-           getenv("UCX_TLS") ? getenv("UCX_TLS") : "(default)");
+           getenv("UCX_TLS") ? getenv("UCX_TLS") : "(default)", verify);
     /* A warm-up round, then the measured ones; paths take turns. */
     for (size_t r = 0; r <= rounds; r++) {
         for (int s = 0; s < N_SIZES; s++) {
@@ -561,6 +647,8 @@ int main(int argc, char **argv)
         }
         printf("  strata / bare loop      %5.2f  (goal >= 0.85)\n",
                st[P_STRATA].median / st[P_BARE].median);
+        printf("  strata2 / bare loop     %5.2f  (goal >= 0.85)\n",
+               st[P_STRATA2].median / st[P_BARE].median);
         printf("  strata / bare loop+XXH3 %5.2f\n", st[P_STRATA].median / st[P_BARE_XXH].median);
         printf("  strata / target loop    %5.2f\n", st[P_STRATA].median / st[P_TARGET].median);
         printf("  strata / redis          %5.2f  (goal >= 3%s)\n",

@@ -23,6 +23,8 @@
 
 #define CLI_OFF(m) offsetof(cli_conf_t, m)
 
+static const char *const cli_verify_reads[] = {"lease", "always", NULL};
+
 static const st_cfg_option_t cli_common[] = {
     {"nodes", ST_CFG_STRING, CLI_OFF(nodes), "127.0.0.1:7700", 0, 0, 0, NULL, 'n',
      "the cluster's nodes, host:port,host:port"},
@@ -36,6 +38,9 @@ static const st_cfg_option_t cli_common[] = {
      "copies of KDA and SESSION objects"},
     {"transport", ST_CFG_STRING, CLI_OFF(transport), "inline", 0, 0, 0, NULL, 0,
      "how object bytes move: inline (in the control plane), ucx, libfabric[:provider]"},
+    {"verify_reads", ST_CFG_ENUM, CLI_OFF(verify_reads), "lease", 0, 0, 0, cli_verify_reads, 0,
+     "one-sided reads of whole objects: lease (bytes that landed under the Locate's lease "
+     "count; later ones are checked by XXH3-64) or always (every object is checked)"},
 };
 
 const st_cfg_option_t cli_tokens_opts[] = {
@@ -99,8 +104,9 @@ st_status_t cli_connect(const cli_conf_t *cf, st_client_t **c_p)
 
     p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TENANT | ST_CLIENT_FIELD_MODEL |
                    ST_CLIENT_FIELD_TOKEN | ST_CLIENT_FIELD_TIMEOUT | ST_CLIENT_FIELD_REPLICAS |
-                   ST_CLIENT_FIELD_TRANSPORT;
+                   ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_VERIFY_READS;
     p.transport = cf->transport;
+    p.verify_reads = cli_verify_reads[cf->verify_reads];
     p.nodes = cf->nodes;
     p.tenant = cf->tenant;
     p.model = cf->model;

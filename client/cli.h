@@ -11,6 +11,7 @@
 typedef struct cli_conf {
     /* connection */
     char *nodes, *tenant, *model, *token, *transport;
+    int verify_reads; /* index into cli_verify_reads */
     uint64_t timeout_ms;
     int64_t replicas;
     /* tokens */

@@ -36,7 +36,11 @@ typedef struct sc_file_config {
     char *nodes, *tenant, *model, *token, *transport;
     int64_t replicas, vnodes;
     uint64_t timeout_ms, health_interval_ms;
+    int verify_reads;
 } sc_file_config_t;
+
+/* verify_reads values, in sc_file_config_t.verify_reads order. */
+static const char *const sc_verify_names[] = {"lease", "always", NULL};
 
 #define SC_OFF(m) offsetof(sc_file_config_t, m)
 static const st_cfg_option_t sc_file_options[] = {
@@ -55,6 +59,10 @@ static const st_cfg_option_t sc_file_options[] = {
      "deadline of one call"},
     {"health_interval", ST_CFG_DURATION, SC_OFF(health_interval_ms), "1s", 10, 600000, 0, NULL, 0,
      "how often down nodes are retried"},
+    {"verify_reads", ST_CFG_ENUM, SC_OFF(verify_reads), "lease", 0, 0, 0, sc_verify_names, 0,
+     "one-sided reads of whole objects: lease (bytes that landed under the Locate's lease are "
+     "the committed ones; later ones are checked by XXH3-64) or always (every object is "
+     "checked)"},
 };
 static const st_cfg_table_t sc_file_table = {"strata", "libstrata client settings", NULL,
                                              sc_file_options,
@@ -245,6 +253,17 @@ st_status_t st_client_connect(const st_client_params_t *params, st_client_t **cl
     c->health_interval_ms = (params->field_mask & ST_CLIENT_FIELD_HEALTH_INTERVAL)
                                 ? params->health_interval_ms
                                 : (uint32_t)fc.health_interval_ms;
+    c->verify_always = fc.verify_reads == 1;
+    if (params->field_mask & ST_CLIENT_FIELD_VERIFY_READS) {
+        const char *v = params->verify_reads != NULL ? params->verify_reads : "";
+
+        if (strcmp(v, "lease") != 0 && strcmp(v, "always") != 0) {
+            st_config_free(&sc_file_table, &fc);
+            free(c->tenant), free(c->model), free(c->token), free(c);
+            return sc_error(ST_ERR_INVALID, "verify_reads '%s': expected lease or always", v);
+        }
+        c->verify_always = strcmp(v, "always") == 0;
+    }
     {
         const char *tr = SC_FIELD(ST_CLIENT_FIELD_TRANSPORT, transport);
 

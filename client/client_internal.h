@@ -54,6 +54,7 @@ struct st_client {
     uint32_t replicas;
     uint32_t timeout_ms;
     uint32_t health_interval_ms;
+    int verify_always; /* verify_reads = always: hash every whole object read */
 
     /* From Hello (the same on every node of a cluster). */
     uint64_t ns;
@@ -119,6 +120,11 @@ void sc_dp_destroy(st_client_t *c);
 void sc_dp_hello(st_client_t *c, uint32_t i, const Strata__V1__HelloResponse *resp);
 void sc_dp_get(st_handle_t *h, uint8_t *todo);
 void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked);
+
+/* For tests: whole-object reads decide whether they landed under their
+ * lease as if this client's clock ran ns ahead (a slow client), so that
+ * reads past the lease's bound can be made on purpose. */
+void sc_dp_test_lease_skew(st_client_t *c, int64_t ns);
 
 /* Maps a protocol KeyStatus to a status. */
 st_status_t sc_key_status(Strata__V1__KeyStatus ks);

@@ -4,11 +4,23 @@
  *
  * Read: Locate with a lease -> one get per object (one per row for row
  * reads) into the caller's buffer -> the batch completes, and the lease is
- * released in the background (a client worker job). A whole object counts only if
- * the XXH3-64 of what landed matches the checksum Locate gave. Rows carry no
- * checksum: they count only if they landed while the lease was alive (a
- * leased block is never evicted and its extents are never reused, so rows
- * read under a live lease are the committed bytes). Anything else is a miss.
+ * released in the background (a client worker job). A leased block is never
+ * evicted and its extents are never reused, and a committed object is
+ * immutable (its checksum was checked by the daemon at Commit), so bytes that
+ * landed while the lease was alive are the committed bytes. "Alive" is what
+ * this client's monotonic clock can vouch for: the time the Locate was sent
+ * plus 90% of the lease the answer gave. Whole objects (verify_reads =
+ * lease, the default) count when every get of the batch completed before
+ * that bound; one that may have landed later is checked by XXH3-64 against
+ * Locate's checksum and is a miss if it differs. With verify_reads = always,
+ * every whole object is checked. Rows carry no checksum: they count only if
+ * they landed while the lease was alive. Anything else is a miss.
+ *
+ * Whole-object reads do not wait for the batch's whole Locate: each node's
+ * ops are cut into batches that grow from SC_DP_WAVE0 to SC_DP_WAVE_MAX
+ * bytes, the k-th batch of every node forms wave k, and the Locates of the
+ * waves run on the client's locator threads (a Locate fan-out each) while
+ * this thread posts the gets of the waves already located.
  *
  * Row reads keep their lease: the location and the lease's end (as this
  * client's monotonic clock bounds it: the time the Locate was sent plus 90%
@@ -28,7 +40,10 @@
  * (correct, but registration costs more than a small get: register buffers
  * that are reused).
  *
- * Threads: one transport per client, serialised by dp->lock; a worker posts
+ * Threads: SC_DP_LOCATORS locator threads run Locate fan-outs queued by
+ * batches (they only call the control plane, so a batch waiting on one can
+ * never deadlock the pool). One transport per client, serialised by
+ * dp->lock; a worker posts
  * its batch and progresses until its own operations completed (callbacks of
  * other workers' operations may run in its progress calls). Per node, the
  * endpoint and the unpacked region keys are guarded by the node's lock, held
@@ -101,10 +116,34 @@ typedef struct sc_lc_ent {
     uint8_t kind;
 } sc_lc_ent_t;
 
+/* Whole-object waves: the first batch per node, and the largest. */
+#define SC_DP_WAVE0    (512u << 10)
+#define SC_DP_WAVE_MAX (8u << 20)
+#define SC_DP_LOCATORS 2
+
+/* One wave's Locate fan-out, run by a locator thread. */
+typedef struct sc_dp_loc sc_dp_loc_t;
+struct sc_dp_loc {
+    struct sc_dp_loc *next;
+    srpc_fanout_item_t *items;
+    size_t n;
+    int timeout_ms;
+    uint64_t t_sent; /* by our monotonic clock, just before the fan-out */
+    int ok;          /* srpc_fanout() returned ST_OK (each item has its status) */
+    _Atomic int done;
+};
+
 struct sc_dp {
     pthread_mutex_t lc_lock;
-    sc_lc_ent_t *lc;      /* SC_LC_SLOTS */
-    pthread_mutex_t lock; /* the transport and bufs */
+    sc_lc_ent_t *lc; /* SC_LC_SLOTS */
+    /* The locator threads and their queue. */
+    pthread_mutex_t loc_lock;
+    pthread_cond_t loc_work, loc_done;
+    sc_dp_loc_t *loc_head, *loc_tail;
+    pthread_t loc_th[SC_DP_LOCATORS];
+    int n_loc, loc_stop;
+    int64_t lease_skew_ns; /* tests: sc_dp_test_lease_skew() */
+    pthread_mutex_t lock;  /* the transport and bufs */
     st_transport_t *tp;
     st_transport_backend_t backend;
     sc_dp_node_t node[SC_MAX_NODES];
@@ -113,6 +152,58 @@ struct sc_dp {
 };
 
 /* ----------------------------------------------------------- set up -- */
+
+static uint64_t sc_now_ns(void);
+static void sc_dp_loc_run(sc_dp_loc_t *j);
+
+/* A locator thread: runs queued Locate fan-outs, one at a time. */
+static void *sc_dp_locator_main(void *arg)
+{
+    sc_dp_t *dp = arg;
+
+    pthread_mutex_lock(&dp->loc_lock);
+    for (;;) {
+        sc_dp_loc_t *j;
+
+        while (dp->loc_head == NULL && !dp->loc_stop) {
+            pthread_cond_wait(&dp->loc_work, &dp->loc_lock);
+        }
+        if (dp->loc_head == NULL) {
+            break; /* stopping, and the queue is drained */
+        }
+        j = dp->loc_head;
+        dp->loc_head = j->next;
+        if (dp->loc_head == NULL) {
+            dp->loc_tail = NULL;
+        }
+        pthread_mutex_unlock(&dp->loc_lock);
+        sc_dp_loc_run(j);
+        pthread_mutex_lock(&dp->loc_lock);
+        atomic_store_explicit(&j->done, 1, memory_order_release);
+        pthread_cond_broadcast(&dp->loc_done);
+    }
+    pthread_mutex_unlock(&dp->loc_lock);
+    return NULL;
+}
+
+static void sc_dp_locators_stop(sc_dp_t *dp)
+{
+    pthread_mutex_lock(&dp->loc_lock);
+    dp->loc_stop = 1;
+    pthread_cond_broadcast(&dp->loc_work);
+    pthread_mutex_unlock(&dp->loc_lock);
+    for (int i = 0; i < dp->n_loc; i++) {
+        pthread_join(dp->loc_th[i], NULL);
+    }
+    dp->n_loc = 0;
+}
+
+void sc_dp_test_lease_skew(st_client_t *c, int64_t ns)
+{
+    if (c->dp != NULL) {
+        c->dp->lease_skew_ns = ns;
+    }
+}
 
 st_status_t sc_dp_create(st_client_t *c, const char *spec)
 {
@@ -154,11 +245,21 @@ st_status_t sc_dp_create(st_client_t *c, const char *spec)
     dp->backend = cfg.backend;
     pthread_mutex_init(&dp->lock, NULL);
     pthread_mutex_init(&dp->lc_lock, NULL);
+    pthread_mutex_init(&dp->loc_lock, NULL);
+    pthread_cond_init(&dp->loc_work, NULL);
+    pthread_cond_init(&dp->loc_done, NULL);
     for (uint32_t i = 0; i < SC_MAX_NODES; i++) {
         pthread_mutex_init(&dp->node[i].lock, NULL);
         dp->node[i].gen = 1;
     }
     c->dp = dp;
+    for (int i = 0; i < SC_DP_LOCATORS; i++) {
+        if (pthread_create(&dp->loc_th[i], NULL, sc_dp_locator_main, dp) != 0) {
+            sc_dp_destroy(c);
+            return sc_error(ST_ERR_INTERNAL, "transport '%s': cannot start its threads", spec);
+        }
+        dp->n_loc++;
+    }
     return ST_OK;
 }
 
@@ -187,6 +288,10 @@ void sc_dp_destroy(st_client_t *c)
     if (dp == NULL) {
         return;
     }
+    sc_dp_locators_stop(dp);
+    pthread_mutex_destroy(&dp->loc_lock);
+    pthread_cond_destroy(&dp->loc_work);
+    pthread_cond_destroy(&dp->loc_done);
     for (uint32_t i = 0; i < SC_MAX_NODES; i++) {
         sc_dp_node_reset(&dp->node[i]);
         pthread_mutex_destroy(&dp->node[i].lock);
@@ -415,6 +520,8 @@ typedef struct sc_dp_op {
     uint64_t lease;     /* index into the node's Locate answer */
     uint64_t expiry_ns; /* rows: the lease's end by our clock (0: ask Release) */
     int cached;         /* rows posted from the lease cache, without a Locate */
+    uint64_t bound_ns;  /* whole objects: the lease's end by our clock (0: no lease) */
+    uint8_t check;      /* whole objects: verify the landed bytes by their checksum */
 } sc_dp_op_t;
 
 static uint64_t sc_now_ns(void)
@@ -569,6 +676,141 @@ static size_t sc_dp_batches(st_client_t *c, const int *owner, size_t n, size_t *
     return nb;
 }
 
+/* The bytes op will read (whole objects: at most dst_len). */
+static uint64_t sc_dp_get_bytes(const st_get_op_t *op)
+{
+    return op->n_rows ? (uint64_t)op->n_rows * op->row_bytes : op->dst_len;
+}
+
+/*
+ * Groups a get batch's ops by owner into waves: each node's ops are cut into
+ * batches of at most max_batch ops whose bytes grow from SC_DP_WAVE0 to
+ * SC_DP_WAVE_MAX (at least one op each), and the k-th batch of every node
+ * is in wave k. Fills node[b], first[b], count[b] (over the permutation
+ * perm) and wave[b] for the batches in wave order; returns their number,
+ * or 0 with *nomem set when out of memory.
+ */
+static size_t sc_dp_waves(st_client_t *c, const st_handle_t *h, const int *owner, size_t n,
+                          size_t *perm, uint32_t *bnode, size_t *bfirst, size_t *bcount,
+                          uint32_t *bwave, int *nomem)
+{
+    size_t k = 0, nb = 0;
+    uint32_t nw = 0;
+    size_t *tmp = NULL, *per_wave = NULL;
+
+    for (uint32_t x = 0; x < c->n_nodes; x++) {
+        size_t s = k;
+        uint32_t w = 0;
+
+        for (size_t i = 0; i < n; i++) {
+            if (owner[i] == (int)x) {
+                perm[k++] = i;
+            }
+        }
+        while (s < k) {
+            uint64_t target = w < 8 ? (uint64_t)SC_DP_WAVE0 << w : SC_DP_WAVE_MAX, bytes = 0;
+            size_t e = s;
+
+            target = target < SC_DP_WAVE_MAX ? target : SC_DP_WAVE_MAX;
+            while (e < k && e - s < c->max_batch && (e == s || bytes < target)) {
+                bytes += sc_dp_get_bytes(&h->gets[perm[e]]);
+                e++;
+            }
+            bnode[nb] = x;
+            bfirst[nb] = s;
+            bcount[nb] = e - s;
+            bwave[nb++] = w++;
+            s = e;
+        }
+        nw = w > nw ? w : nw;
+    }
+    if (nw <= 1) {
+        return nb; /* one wave: already in order */
+    }
+    /* Stable counting sort of the batches by wave. */
+    tmp = calloc(4 * nb, sizeof(*tmp));
+    per_wave = calloc(nw + 1, sizeof(*per_wave));
+    if (tmp == NULL || per_wave == NULL) {
+        free(tmp), free(per_wave);
+        *nomem = 1;
+        return 0;
+    }
+    for (size_t b = 0; b < nb; b++) {
+        per_wave[bwave[b] + 1]++;
+    }
+    for (uint32_t w = 0; w < nw; w++) {
+        per_wave[w + 1] += per_wave[w];
+    }
+    for (size_t b = 0; b < nb; b++) {
+        size_t to = per_wave[bwave[b]]++;
+
+        tmp[to] = bnode[b];
+        tmp[nb + to] = bfirst[b];
+        tmp[2 * nb + to] = bcount[b];
+        tmp[3 * nb + to] = bwave[b];
+    }
+    for (size_t b = 0; b < nb; b++) {
+        bnode[b] = (uint32_t)tmp[b];
+        bfirst[b] = tmp[nb + b];
+        bcount[b] = tmp[2 * nb + b];
+        bwave[b] = (uint32_t)tmp[3 * nb + b];
+    }
+    free(tmp), free(per_wave);
+    return nb;
+}
+
+/* Runs one wave's Locate fan-out (on a locator thread, or the batch's own). */
+static void sc_dp_loc_run(sc_dp_loc_t *j)
+{
+    j->t_sent = sc_now_ns();
+    j->ok =
+        srpc_fanout(&srpc_cache_methods[SRPC_CACHE_LOCATE], j->items, j->n, j->timeout_ms) == ST_OK;
+}
+
+/* Queues the Locate fan-outs of the waves, in order, for the locator threads. */
+static void sc_dp_loc_submit(sc_dp_t *dp, sc_dp_loc_t *loc, size_t nw)
+{
+    if (nw == 0) {
+        return;
+    }
+    for (size_t w = 0; w + 1 < nw; w++) {
+        loc[w].next = &loc[w + 1];
+    }
+    loc[nw - 1].next = NULL;
+    pthread_mutex_lock(&dp->loc_lock);
+    if (dp->loc_tail != NULL) {
+        dp->loc_tail->next = &loc[0];
+    } else {
+        dp->loc_head = &loc[0];
+    }
+    dp->loc_tail = &loc[nw - 1];
+    pthread_cond_broadcast(&dp->loc_work);
+    pthread_mutex_unlock(&dp->loc_lock);
+}
+
+/* Waits for a wave's Locate, progressing the batch's transfers meanwhile. */
+static void sc_dp_loc_wait(sc_dp_t *dp, sc_dp_loc_t *j, _Atomic size_t *pending)
+{
+    while (!atomic_load_explicit(&j->done, memory_order_acquire)) {
+        if (atomic_load(pending) > 0) {
+            int n;
+
+            pthread_mutex_lock(&dp->lock);
+            n = st_transport_progress(dp->tp);
+            pthread_mutex_unlock(&dp->lock);
+            if (n <= 0) {
+                sched_yield();
+            }
+            continue;
+        }
+        pthread_mutex_lock(&dp->loc_lock);
+        while (!atomic_load_explicit(&j->done, memory_order_acquire)) {
+            pthread_cond_wait(&dp->loc_done, &dp->loc_lock);
+        }
+        pthread_mutex_unlock(&dp->loc_lock);
+    }
+}
+
 /* Checksums of whole objects landed by one-sided gets, over [lo, hi). */
 typedef struct sc_dp_verify {
     st_handle_t *h;
@@ -586,17 +828,18 @@ static void *sc_dp_verify_range(void *arg)
         const sc_dp_op_t *o = &v->ops[i];
 
         if (o->posted && !o->failed && op->n_rows == 0) {
-            v->ok[i] = SC_XXH3(op->dst, op->length) == o->checksum;
+            v->ok[i] = !o->check || SC_XXH3(op->dst, op->length) == o->checksum;
         }
     }
     return NULL;
 }
 
 /*
- * Checks every whole object that landed. Hashing costs about as much CPU as
- * the copy itself, so a large batch is split over two threads (the machine
- * this was tuned on has two cores; more would not pay on one socket's
- * memory bandwidth).
+ * Checks the whole objects that landed and must be checked (o->check; the
+ * others are vouched for by their lease). Hashing costs about as much CPU
+ * as the copy itself, so a large batch is split over two threads (the
+ * machine this was tuned on has two cores; more would not pay on one
+ * socket's memory bandwidth).
  */
 static void sc_dp_verify_all(st_handle_t *h, const sc_dp_op_t *ops, size_t n, uint8_t *ok)
 {
@@ -606,13 +849,13 @@ static void sc_dp_verify_all(st_handle_t *h, const sc_dp_op_t *ops, size_t n, ui
     pthread_t th;
 
     for (size_t i = 0; i < n; i++) {
-        if (ops[i].posted && h->gets[i].n_rows == 0) {
+        if (ops[i].posted && ops[i].check && h->gets[i].n_rows == 0) {
             bytes += h->gets[i].length;
         }
     }
     if (bytes >= (8u << 20) && n > 1) {
         for (size_t i = 0; i < n; i++) {
-            if (ops[i].posted && h->gets[i].n_rows == 0) {
+            if (ops[i].posted && ops[i].check && h->gets[i].n_rows == 0) {
                 half += h->gets[i].length;
             }
             if (half >= bytes / 2) {
@@ -643,25 +886,34 @@ typedef struct sc_dp_release_job {
     uint32_t *node;
 } sc_dp_release_job_t;
 
+/* Releases j's leases: one request per node (leases are grouped by node)
+ * of at most max_batch leases. */
 static void sc_dp_release_run(sc_job_t *job)
 {
     sc_dp_release_job_t *j = (sc_dp_release_job_t *)job;
     Strata__V1__ReleaseRequest *rel = calloc(j->n, sizeof(*rel));
     srpc_fanout_item_t *items = calloc(j->n, sizeof(*items));
+    size_t nr = 0;
 
     if (rel != NULL && items != NULL) {
         for (size_t k = 0; k < j->n; k++) {
-            strata__v1__release_request__init(&rel[k]);
-            rel[k].namespace_id = j->c->ns;
-            rel[k].lease_ids = &j->lease[k];
-            rel[k].n_lease_ids = 1;
-            items[k].ch = j->c->nodes[j->node[k]].ch;
-            items[k].req = &rel[k].base;
+            if (nr > 0 && j->node[k] == j->node[k - 1] &&
+                rel[nr - 1].n_lease_ids < j->c->max_batch) {
+                rel[nr - 1].n_lease_ids++;
+                continue;
+            }
+            strata__v1__release_request__init(&rel[nr]);
+            rel[nr].namespace_id = j->c->ns;
+            rel[nr].lease_ids = &j->lease[k];
+            rel[nr].n_lease_ids = 1;
+            items[nr].ch = j->c->nodes[j->node[k]].ch;
+            items[nr].req = &rel[nr].base;
+            nr++;
         }
         /* A lease that cannot be released ends by time: nothing to do on error. */
-        (void)srpc_fanout(&srpc_cache_methods[SRPC_CACHE_RELEASE], items, j->n,
+        (void)srpc_fanout(&srpc_cache_methods[SRPC_CACHE_RELEASE], items, nr,
                           (int)j->c->timeout_ms);
-        srpc_fanout_free(items, j->n);
+        srpc_fanout_free(items, nr);
     }
     free(rel);
     free(items);
@@ -743,8 +995,13 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
     size_t *perm = calloc(n + 1, sizeof(*perm));
     uint32_t *bnode = calloc(n + 1, sizeof(*bnode));
     size_t *bfirst = calloc(n + 1, sizeof(*bfirst)), *bcount = calloc(n + 1, sizeof(*bcount));
+    uint32_t *bwave = calloc(n + 1, sizeof(*bwave));
     sc_dp_op_t *ops = calloc(n + 1, sizeof(*ops));
     sc_lc_ent_t *ce = calloc(n + 1, sizeof(*ce));
+    sc_dp_loc_t *loc = NULL;
+    const st_hash_t *seg = NULL;
+    size_t nw = 0;
+    int nomem = 0, seg_owner = -1;
     Strata__V1__LocateRequest *reqs = NULL;
     Strata__V1__ObjectKey *keys = NULL, **kp = NULL;
     srpc_fanout_item_t *items = NULL;
@@ -753,13 +1010,19 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
     _Atomic size_t pending = 0;
     int located = 0;
 
-    if (!owner || !perm || !bnode || !bfirst || !bcount || !ops || !ce) {
+    if (!owner || !perm || !bnode || !bfirst || !bcount || !bwave || !ops || !ce) {
         goto out; /* everything stays todo: the inline path answers */
     }
     for (size_t i = 0; i < n; i++) {
         st_get_op_t *op = &h->gets[i];
+        const st_hash_t *first = sc_segment_first(c, h->chain, op->block);
 
-        owner[i] = sc_dp_owner(c, h->chain, op->block);
+        /* The ring is asked once per run of ops in one segment. */
+        if (first != seg) {
+            seg = first;
+            seg_owner = sc_dp_owner(c, h->chain, op->block);
+        }
+        owner[i] = seg_owner;
         ops[i].pending = &pending;
         if (owner[i] >= 0 && op->n_rows > 0 &&
             sc_lc_find(dp, (uint32_t)owner[i], &h->chain[op->block], op->kind, op->layer, now,
@@ -773,17 +1036,19 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
         }
         todo[i] = owner[i] < 0;
     }
-    nb = sc_dp_batches(c, owner, n, perm, bnode, bfirst, bcount);
-    if (nb == 0 && n_cached == 0) {
+    nb = sc_dp_waves(c, h, owner, n, perm, bnode, bfirst, bcount, bwave, &nomem);
+    if (nb == 0 && n_cached == 0 && !nomem) {
         goto out;
     }
+    nw = nb > 0 ? (size_t)bwave[nb - 1] + 1 : 0;
+    loc = calloc(nw + 1, sizeof(*loc));
     reqs = calloc(nb + 1, sizeof(*reqs));
     items = calloc(nb + 1, sizeof(*items));
     keys = calloc(n + 1, sizeof(*keys));
     kp = calloc(n + 1, sizeof(*kp));
     lease_ids = calloc(nb + 1, sizeof(*lease_ids));
     keep = calloc(nb + 1, 1);
-    if (!reqs || !items || !keys || !kp || !lease_ids || !keep) {
+    if (nomem || !loc || !reqs || !items || !keys || !kp || !lease_ids || !keep) {
         for (size_t i = 0; i < n; i++) {
             todo[i] = 1;
             ops[i].cached = 0;
@@ -809,23 +1074,44 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
         items[b].ch = c->nodes[bnode[b]].ch;
         items[b].req = &reqs[b].base;
     }
-    t_sent = sc_now_ns();
-    if (nb > 0) {
-        located = srpc_fanout(&srpc_cache_methods[SRPC_CACHE_LOCATE], items, nb,
-                              (int)c->timeout_ms) == ST_OK;
-        if (!located) {
-            for (size_t j = 0; j < bfirst[nb - 1] + bcount[nb - 1]; j++) {
-                todo[perm[j]] = 1;
-            }
+    /* The waves' Locates run on the locator threads, in order; the gets of a
+     * wave are posted as soon as its answers are in, while the next waves
+     * are being located. */
+    for (size_t b = 0; b < nb; b++) {
+        sc_dp_loc_t *w = &loc[bwave[b]];
+
+        if (w->items == NULL) {
+            w->items = &items[b];
+            w->timeout_ms = (int)c->timeout_ms;
         }
+        w->n++;
     }
-    /* Post every get of every batch, then wait for all of them. */
-    for (size_t b = 0; located && b < nb; b++) {
-        const Strata__V1__LocateResponse *r = (const void *)items[b].resp;
-        const Strata__V1__Locations *l = r != NULL ? r->locations : NULL;
+    /* Wave 0 on this thread (nothing to post before its answers), the rest
+     * on the locators, started first. */
+    if (nw > 0) {
+        sc_dp_loc_submit(dp, loc + 1, nw - 1);
+        sc_dp_loc_run(&loc[0]);
+        atomic_store_explicit(&loc[0].done, 1, memory_order_release);
+    }
+    for (size_t b = 0; b < nb; b++) {
+        const Strata__V1__LocateResponse *r;
+        const Strata__V1__Locations *l;
         sc_dp_node_t *nd = &dp->node[bnode[b]];
         int refreshed = 0;
 
+        if (b == 0 || bwave[b] != bwave[b - 1]) {
+            sc_dp_loc_wait(dp, &loc[bwave[b]], &pending);
+            t_sent = loc[bwave[b]].t_sent;
+            located = loc[bwave[b]].ok;
+        }
+        if (!located) {
+            for (size_t j = 0; j < bcount[b]; j++) {
+                todo[perm[bfirst[b] + j]] = 1;
+            }
+            continue;
+        }
+        r = (const void *)items[b].resp;
+        l = r != NULL ? r->locations : NULL;
         if (items[b].status != ST_OK || l == NULL || l->n_state != bcount[b] ||
             l->n_region_id != bcount[b] || l->n_offset != bcount[b] || l->n_length != bcount[b] ||
             l->n_checksum != bcount[b]) {
@@ -858,6 +1144,10 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
             o->node = bnode[b];
             o->checksum = l->checksum[j];
             o->lease = b;
+            if (op->n_rows == 0 && r->lease_id != 0) {
+                /* A whole object landed under the lease is the committed one. */
+                o->bound_ns = t_sent + (uint64_t)r->lease_ms * 900000ull;
+            }
             if (op->n_rows != 0 && r->lease_id != 0) {
                 /* Rows keep the lease: valid until 90% of it by our clock. */
                 sc_lc_ent_t e = {.hash = h->chain[op->block],
@@ -887,11 +1177,11 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
         }
     }
     sc_dp_wait(dp, &pending);
+    /* Every transfer has completed by now: whatever landed before now. */
     now = sc_now_ns();
 
     /* Release the leases that no row read keeps, in the background: the
-     * batch does not wait for it (whole objects are vouched for by their
-     * checksum, rows by the lease they keep). */
+     * batch does not wait for it (its gets have landed; rows keep theirs). */
     {
         size_t nr = 0;
 
@@ -906,16 +1196,26 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
                 j->c = c;
                 j->lease = (uint64_t *)(j + 1);
                 j->node = (uint32_t *)(j->lease + nr);
-                for (size_t b = 0; b < nb; b++) {
-                    if (lease_ids[b] != 0 && !keep[b]) {
-                        j->lease[j->n] = lease_ids[b];
-                        j->node[j->n++] = bnode[b];
+                for (uint32_t x = 0; x < c->n_nodes && j->n < nr; x++) {
+                    for (size_t b = 0; b < nb; b++) {
+                        if (bnode[b] == x && lease_ids[b] != 0 && !keep[b]) {
+                            j->lease[j->n] = lease_ids[b];
+                            j->node[j->n++] = x;
+                        }
                     }
                 }
                 j->job.run = sc_dp_release_run;
                 sc_pool_submit(c, &j->job);
             } /* else the leases end by time */
         }
+    }
+    /* Whole objects that may have landed after their lease (or had none) are
+     * checked by their checksum; with verify_reads = always, all are. */
+    for (size_t i = 0; i < n; i++) {
+        sc_dp_op_t *o = &ops[i];
+
+        o->check = c->verify_always || o->bound_ns == 0 ||
+                   (int64_t)(now - o->bound_ns) + dp->lease_skew_ns >= 0;
     }
     verified = calloc(n + 1, 1);
     if (verified != NULL) {
@@ -937,7 +1237,7 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
             op->status = verified[i] ? ST_OK : ST_ERR_NOT_FOUND;
             if (op->status != ST_OK) {
                 st_warn_ratelimited("get: one-sided read does not match its checksum (the "
-                                    "extent was reused): a miss bytes=%zu",
+                                    "extent was reused after its lease): a miss bytes=%zu",
                                     op->length);
             }
         } else if (o->expiry_ns != 0) {
@@ -964,7 +1264,7 @@ out:
     }
     free(owner), free(perm), free(bnode), free(bfirst), free(bcount), free(ops), free(ce);
     free(reqs), free(items), free(keys), free(kp), free(lease_ids);
-    free(verified), free(keep);
+    free(verified), free(keep), free(bwave), free(loc);
 }
 
 void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked)

@@ -39,6 +39,14 @@ foreach(dp_case "ucx_tcp|ucx|UCX_TLS=tcp,self" "fabric_tcp|libfabric:tcp+ofi_rxm
                        LABELS "integration;client;dataplane" ENVIRONMENT "${dp_env}")
 endforeach()
 
+# How whole objects read over the data plane are vouched for (verify_reads:
+# lease bound or checksum), and batches located in waves over two daemons.
+strata_add_test(test_dataplane_verify SOURCES integration/test_dataplane_verify.c
+                LIBS strata_test_cluster strata_client PkgConfig::CMOCKA PkgConfig::XXHASH
+                ARGS $<TARGET_FILE:stratad> ENV "UCX_TLS=sm,self"
+                LABELS integration client dataplane TIMEOUT 300)
+add_dependencies(test_dataplane_verify stratad)
+
 # The strata command: --help everywhere, exit codes, a round trip.
 add_test(NAME test_cli
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tools/test_cli.sh $<TARGET_FILE:stratad>

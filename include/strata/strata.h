@@ -60,6 +60,7 @@ enum st_client_field {
     ST_CLIENT_FIELD_TIMEOUT = 1u << 7,
     ST_CLIENT_FIELD_TRANSPORT = 1u << 8,
     ST_CLIENT_FIELD_HEALTH_INTERVAL = 1u << 9,
+    ST_CLIENT_FIELD_VERIFY_READS = 1u << 10,
 };
 
 /*
@@ -82,6 +83,11 @@ typedef struct st_client_params {
                                     one-sided reads and writes (Locate/Reserve/Commit on the
                                     control plane); nodes without one are served inline */
     uint32_t health_interval_ms; /* down-node recheck period, default 1000 */
+    const char *verify_reads;    /* one-sided reads of whole objects: "lease" (default) trusts
+                                    bytes that landed while the Locate's lease was alive
+                                    (committed objects are immutable and leased extents are
+                                    never reused) and checks the XXH3-64 of any that may have
+                                    landed later; "always" checks every object */
 } st_client_params_t;
 
 /*
@@ -181,10 +187,13 @@ enum st_put_flags {
  * each op's status and length are filled then. A miss is not an error of
  * the batch: that op's status is ST_ERR_NOT_FOUND. Wrong bytes are never
  * delivered: an object whose checksum does not match is reported as a miss.
- * Over a transport, whole objects are checked against their checksum after
- * they land; row reads are read under a lease and count only if the lease
- * was still alive when the rows had landed (a leased extent is never
- * reused). The bytes in dst of an op that missed are unspecified.
+ * Over a transport, objects and rows are read under a lease (a leased extent
+ * is never evicted nor reused, and committed objects are immutable): rows
+ * count only if the lease was still alive when they had landed; whole
+ * objects that landed under the lease count as they are, and those that may
+ * have landed after it are checked against their checksum (with
+ * verify_reads = "always", every whole object is). The bytes in dst of an
+ * op that missed are unspecified.
  *
  * Returns ST_OK with *handle_p set; ST_ERR_INVALID (an op names a block
  * outside the chain, a bad kind, a NULL buffer); ST_ERR_NOMEM.

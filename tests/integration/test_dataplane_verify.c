@@ -1,0 +1,422 @@
+/*
+ * test_dataplane_verify.c - how libstrata vouches for whole objects read
+ * with one-sided gets (client/dataplane.c, verify_reads), against real
+ * stratad daemons over UCX on loopback:
+ *
+ *   - a read that may have landed after its lease's bound is checked by its
+ *     checksum: with the extent's bytes changed behind the daemon's back it
+ *     is a miss, never data; with the committed bytes it is a hit;
+ *   - with verify_reads = always (from st_client_params_t or the config
+ *     file) every object is checked: the same changed extent is a miss even
+ *     under a live lease; a read under a live lease in the default mode is
+ *     not hashed (the changed bytes come back: the lease, not the hash,
+ *     vouched for them);
+ *   - a large batch over two daemons, read in several Locate waves per node
+ *     (dataplane.c pipelines them), returns every byte right, both under
+ *     the lease and when every object is checked.
+ *
+ * Changing an extent behind the daemon's back (a one-sided put with the
+ * region's key, no reservation) is something no client of the protocol
+ * does: it stands in for an extent reused after a lease ran out, which the
+ * lease bound cannot be made to race on purpose; sc_dp_test_lease_skew()
+ * makes the client's lease clock run ahead instead.
+ *
+ * usage: test_dataplane_verify STRATAD
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "client_internal.h"
+#include "cluster.h"
+#include "srpc.h"
+#include "st_transport.h"
+#include "strata.pb-c.h"
+#include "strata/strata.h"
+
+static const char *stratad_path;
+
+static void fill(uint8_t *p, size_t len, uint64_t block, uint64_t salt)
+{
+    uint64_t x = XXH3_64bits_withSeed(&block, sizeof(block), salt) | 1;
+
+    for (size_t i = 0; i < len; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        p[i] = (uint8_t)x;
+    }
+}
+
+static st_client_t *connect_mode(const char *nodes, const char *verify)
+{
+    st_client_params_t p = {0};
+    st_client_t *c = NULL;
+
+    p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_TIMEOUT;
+    p.nodes = nodes;
+    p.transport = "ucx";
+    p.timeout_ms = 20000;
+    if (verify != NULL) {
+        p.field_mask |= ST_CLIENT_FIELD_VERIFY_READS;
+        p.verify_reads = verify;
+    }
+    if (st_client_connect(&p, &c) != ST_OK) {
+        fail_msg("connect: %s", st_client_last_error());
+    }
+    return c;
+}
+
+static st_hash_t *make_chain(st_client_t *c, uint32_t stream, size_t n)
+{
+    size_t bt = st_client_block_tokens(c), nb = 0;
+    uint32_t *tok = malloc(sizeof(*tok) * bt * n);
+    st_hash_t *chain = malloc(sizeof(*chain) * n);
+
+    assert_non_null(tok);
+    assert_non_null(chain);
+    for (size_t i = 0; i < bt * n; i++) {
+        tok[i] = (uint32_t)(i * 2654435761u) ^ stream;
+    }
+    assert_int_equal(st_client_hash(c, tok, bt * n, NULL, 0, chain, n, &nb), ST_OK);
+    assert_int_equal(nb, n);
+    free(tok);
+    return chain;
+}
+
+static void run(st_handle_t *h)
+{
+    assert_int_equal(st_handle_wait(h, -1), ST_OK);
+    st_handle_release(h);
+}
+
+/* Starts n daemons over UCX; skips when UCX cannot run here. */
+static void start(tc_cluster_t *cl, int n, const char *more)
+{
+    char args[512];
+    srpc_channel_t *ch;
+    srpc_channel_config_t cc = {NULL, 0};
+    Strata__V1__HelloRequest req = STRATA__V1__HELLO_REQUEST__INIT;
+    Strata__V1__HelloResponse *resp = NULL;
+    srpc_error_t err;
+    int kind;
+
+    snprintf(args, sizeof(args), "--transport ucx %s", more);
+    assert_int_equal(tc_start(cl, stratad_path, n, args), 0);
+    assert_int_equal(srpc_channel_open(cl->node[0].addr, &cc, &ch), ST_OK);
+    req.protocol_version = 1;
+    assert_int_equal(srpc_call(ch, &srpc_cache_methods[SRPC_CACHE_HELLO], &req.base, 10000,
+                               (ProtobufCMessage **)&resp, &err),
+                     ST_OK);
+    kind = resp->transport;
+    protobuf_c_message_free_unpacked(&resp->base, NULL);
+    srpc_channel_close(ch);
+    if (kind == STRATA__V1__TRANSPORT_KIND__TRANSPORT_NONE) {
+        tc_stop_all(cl);
+        skip();
+    }
+}
+
+/* One whole-object read of block 0 (KV, layer 0) into dst. */
+static st_status_t read_one(st_client_t *c, const st_hash_t *chain, uint8_t *dst, size_t len)
+{
+    st_get_op_t g = {.block = 0, .kind = ST_KIND_KV, .dst = dst, .dst_len = len};
+    st_handle_t *h;
+
+    memset(dst, 0, len);
+    assert_int_equal(st_client_get(c, chain, 1, &g, 1, &h), ST_OK);
+    run(h);
+    if (g.status == ST_OK) {
+        assert_int_equal(g.length, len);
+    } else {
+        assert_int_equal(g.length, 0);
+    }
+    return g.status;
+}
+
+/* ------------------------------------------------ a raw UCX connection -- */
+
+typedef struct raw {
+    srpc_channel_t *ch;
+    uint64_t ns;
+    st_transport_t *tp;
+    st_transport_ep_t *ep;
+    st_transport_rkey_t *rkey[64];
+    uint64_t base[64];
+    st_transport_mem_t *mem;
+    uint8_t buf[1 << 16];
+} raw_t;
+
+static void raw_open(raw_t *r, const char *addr)
+{
+    srpc_channel_config_t cc = {NULL, 0};
+    st_transport_config_t tc = {0};
+    Strata__V1__HelloRequest req = STRATA__V1__HELLO_REQUEST__INIT;
+    Strata__V1__HelloResponse *resp = NULL;
+    srpc_error_t err;
+
+    memset(r, 0, sizeof(*r));
+    assert_int_equal(srpc_channel_open(addr, &cc, &r->ch), ST_OK);
+    tc.backend = ST_TRANSPORT_UCX;
+    assert_int_equal(st_transport_create(&tc, &r->tp), ST_OK);
+    assert_int_equal(st_transport_mem_register(r->tp, r->buf, sizeof(r->buf), &r->mem), ST_OK);
+    req.protocol_version = 1;
+    assert_int_equal(srpc_call(r->ch, &srpc_cache_methods[SRPC_CACHE_HELLO], &req.base, 10000,
+                               (ProtobufCMessage **)&resp, &err),
+                     ST_OK);
+    r->ns = resp->namespace_id;
+    assert_int_equal(st_transport_connect(r->tp, resp->transport_address.data,
+                                          resp->transport_address.len, &r->ep),
+                     ST_OK);
+    for (size_t i = 0; i < resp->n_regions; i++) {
+        const Strata__V1__Region *g = resp->regions[i];
+
+        assert_true(g->id < 64);
+        assert_int_equal(
+            st_transport_rkey_unpack(r->ep, g->rkey.data, g->rkey.len, &r->rkey[g->id]), ST_OK);
+        r->base[g->id] = g->remote_addr;
+    }
+    protobuf_c_message_free_unpacked(&resp->base, NULL);
+}
+
+static void raw_close(raw_t *r)
+{
+    st_transport_destroy(r->tp);
+    srpc_channel_close(r->ch);
+}
+
+static void cb_done(void *user, st_status_t st)
+{
+    *(st_status_t *)user = st;
+}
+
+/* Where the daemon holds KV block 0 of chain (no lease). */
+static void raw_locate(raw_t *r, const st_hash_t *chain, uint32_t *region, uint64_t *off)
+{
+    Strata__V1__LocateRequest req = STRATA__V1__LOCATE_REQUEST__INIT;
+    Strata__V1__ObjectKey k = STRATA__V1__OBJECT_KEY__INIT, *kp = &k;
+    Strata__V1__LocateResponse *resp = NULL;
+    srpc_error_t err;
+
+    k.block_hash.data = (uint8_t *)chain[0].b;
+    k.block_hash.len = ST_HASH_BYTES;
+    k.kind = STRATA__V1__OBJECT_KIND__KV;
+    req.namespace_id = r->ns;
+    req.keys = &kp;
+    req.n_keys = 1;
+    assert_int_equal(srpc_call(r->ch, &srpc_cache_methods[SRPC_CACHE_LOCATE], &req.base, 10000,
+                               (ProtobufCMessage **)&resp, &err),
+                     ST_OK);
+    assert_int_equal(resp->locations->state[0], STRATA__V1__OBJECT_STATE__OBJECT_PRESENT);
+    *region = resp->locations->region_id[0];
+    *off = resp->locations->offset[0];
+    protobuf_c_message_free_unpacked(&resp->base, NULL);
+    assert_non_null(r->rkey[*region]);
+}
+
+/* Writes bytes[0..len) over the extent at (region, off), behind the daemon's back. */
+static void raw_scribble(raw_t *r, uint32_t region, uint64_t off, const uint8_t *bytes, size_t len)
+{
+    st_status_t done = ST_ERR_BUSY;
+
+    assert_true(len <= sizeof(r->buf));
+    memcpy(r->buf, bytes, len);
+    assert_int_equal(st_transport_put(r->ep, r->buf, len, r->mem, r->base[region] + off,
+                                      r->rkey[region], cb_done, &done),
+                     ST_OK);
+    while (done == ST_ERR_BUSY) {
+        st_transport_progress(r->tp);
+    }
+    assert_int_equal(done, ST_OK);
+    assert_int_equal(st_transport_ep_flush(r->ep, 10000), ST_OK);
+}
+
+/* ------------------------------------------------------------- tests -- */
+
+static void test_late_or_always_reads_are_checked(void **state)
+{
+    enum { LEN = 60000 };
+    tc_cluster_t cl;
+    raw_t *r = calloc(1, sizeof(*r));
+    st_client_t *lease, *always, *file_always;
+    st_hash_t *chain;
+    uint8_t *x = malloc(LEN), *y = malloc(LEN), *dst = malloc(LEN);
+    st_put_op_t p;
+    st_handle_t *h;
+    uint32_t region;
+    uint64_t off;
+    char path[] = "/tmp/test_dataplane_verify_XXXXXX";
+    FILE *f;
+    int fd;
+
+    (void)state;
+    assert_non_null(r);
+    start(&cl, 1, "--memory-limit 128M --chunk-bytes 4M --max-object 4M");
+    lease = connect_mode(cl.node[0].addr, NULL); /* the default: lease */
+    always = connect_mode(cl.node[0].addr, "always");
+    /* The same setting from a client config file. */
+    fd = mkstemp(path);
+    assert_true(fd >= 0);
+    f = fdopen(fd, "w");
+    assert_non_null(f);
+    fprintf(f, "nodes = %s\ntransport = ucx\nverify_reads = always\n", cl.node[0].addr);
+    fclose(f);
+    {
+        st_client_params_t fp = {0};
+
+        fp.field_mask = ST_CLIENT_FIELD_CONFIG_FILE;
+        fp.config_file = path;
+        assert_int_equal(st_client_connect(&fp, &file_always), ST_OK);
+    }
+    unlink(path);
+    chain = make_chain(lease, 7, 1);
+    fill(x, LEN, 0, 11);
+    fill(y, LEN, 0, 12);
+    p = (st_put_op_t){.block = 0, .kind = ST_KIND_KV, .src = x, .len = LEN};
+    assert_int_equal(st_client_put(lease, chain, 1, &p, 1, 0, &h), ST_OK);
+    run(h);
+    assert_int_equal(p.status, ST_OK);
+    raw_open(r, cl.node[0].addr); /* after the put: its region exists now */
+
+    /* Committed bytes: a hit in every mode, checked or not. */
+    assert_int_equal(read_one(lease, chain, dst, LEN), ST_OK);
+    assert_memory_equal(dst, x, LEN);
+    assert_int_equal(read_one(always, chain, dst, LEN), ST_OK);
+    assert_memory_equal(dst, x, LEN);
+    sc_dp_test_lease_skew(lease, 3600ll * 1000000000ll);
+    assert_int_equal(read_one(lease, chain, dst, LEN), ST_OK); /* late, checked, right */
+    assert_memory_equal(dst, x, LEN);
+
+    /* The extent now holds other bytes (as if reused after a lease ran out). */
+    raw_locate(r, chain, &region, &off);
+    raw_scribble(r, region, off, y, LEN);
+    /* Late (the lease clock runs an hour ahead): checked, a miss, never data. */
+    assert_int_equal(read_one(lease, chain, dst, LEN), ST_ERR_NOT_FOUND);
+    /* verify_reads = always: checked under a live lease too, a miss. */
+    assert_int_equal(read_one(always, chain, dst, LEN), ST_ERR_NOT_FOUND);
+    assert_int_equal(read_one(file_always, chain, dst, LEN), ST_ERR_NOT_FOUND);
+    /* The default under a live lease does not hash: the lease vouched for
+     * the extent, so the bytes there come back as they are. */
+    sc_dp_test_lease_skew(lease, 0);
+    assert_int_equal(read_one(lease, chain, dst, LEN), ST_OK);
+    assert_memory_equal(dst, y, LEN);
+
+    /* The committed bytes back in place: hits again. */
+    raw_scribble(r, region, off, x, LEN);
+    assert_int_equal(read_one(always, chain, dst, LEN), ST_OK);
+    assert_memory_equal(dst, x, LEN);
+    sc_dp_test_lease_skew(lease, 3600ll * 1000000000ll);
+    assert_int_equal(read_one(lease, chain, dst, LEN), ST_OK);
+    assert_memory_equal(dst, x, LEN);
+
+    free(x), free(y), free(dst), free(chain);
+    raw_close(r);
+    free(r);
+    st_client_close(lease);
+    st_client_close(always);
+    st_client_close(file_always);
+    tc_stop_all(&cl);
+}
+
+static void test_bad_verify_reads_refused(void **state)
+{
+    tc_cluster_t cl;
+    st_client_params_t p = {0};
+    st_client_t *c = NULL;
+
+    (void)state;
+    start(&cl, 1, "--memory-limit 128M --chunk-bytes 4M --max-object 4M");
+    p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_VERIFY_READS;
+    p.nodes = cl.node[0].addr;
+    p.transport = "ucx";
+    p.verify_reads = "sometimes";
+    assert_int_equal(st_client_connect(&p, &c), ST_ERR_INVALID);
+    assert_null(c);
+    assert_non_null(strstr(st_client_last_error(), "verify_reads"));
+    tc_stop_all(&cl);
+}
+
+/*
+ * One batch of many objects over two daemons: each node's share is located
+ * in several waves (512 KiB growing to 8 MiB per node), their gets posted
+ * as the answers come in; every object must come back right, under the
+ * lease, with every object checked (always), and checked as late reads.
+ */
+static void test_waves_over_two_nodes(void **state)
+{
+    enum { BLOCKS = 384, OBJ = 48 << 10 };
+    tc_cluster_t cl;
+    st_client_t *c[2];
+    st_hash_t *chain;
+    uint8_t *src = malloc((size_t)BLOCKS * OBJ), *dst = malloc((size_t)BLOCKS * OBJ);
+    st_put_op_t *puts = calloc(BLOCKS, sizeof(*puts));
+    st_get_op_t *gets = calloc(BLOCKS + 1, sizeof(*gets));
+    st_handle_t *h;
+    char nodes[128];
+
+    (void)state;
+    assert_non_null(src);
+    assert_non_null(dst);
+    assert_non_null(puts);
+    assert_non_null(gets);
+    start(&cl, 2, "--memory-limit 256M --chunk-bytes 8M --max-object 4M");
+    snprintf(nodes, sizeof(nodes), "%s,%s", cl.node[0].addr, cl.node[1].addr);
+    c[0] = connect_mode(nodes, "lease");
+    c[1] = connect_mode(nodes, "always");
+    chain = make_chain(c[0], 21, BLOCKS);
+    for (size_t b = 0; b < BLOCKS; b++) {
+        fill(src + b * OBJ, OBJ, b, 5);
+        puts[b] = (st_put_op_t){.block = b, .kind = ST_KIND_KV, .src = src + b * OBJ, .len = OBJ};
+    }
+    assert_int_equal(st_client_put(c[0], chain, BLOCKS, puts, BLOCKS, 0, &h), ST_OK);
+    run(h);
+    for (size_t b = 0; b < BLOCKS; b++) {
+        assert_int_equal(puts[b].status, ST_OK);
+    }
+    for (int pass = 0; pass < 3; pass++) {
+        st_client_t *cc = c[pass == 1];
+
+        assert_int_equal(st_client_register(cc, dst, (size_t)BLOCKS * OBJ), ST_OK);
+        sc_dp_test_lease_skew(cc, pass == 2 ? 3600ll * 1000000000ll : 0);
+        memset(dst, 0, (size_t)BLOCKS * OBJ);
+        for (size_t b = 0; b < BLOCKS; b++) {
+            gets[b] =
+                (st_get_op_t){.block = b, .kind = ST_KIND_KV, .dst = dst + b * OBJ, .dst_len = OBJ};
+        }
+        assert_int_equal(st_client_get(cc, chain, BLOCKS, gets, BLOCKS, &h), ST_OK);
+        run(h);
+        for (size_t b = 0; b < BLOCKS; b++) {
+            assert_int_equal(gets[b].status, ST_OK);
+            assert_int_equal(gets[b].length, OBJ);
+        }
+        assert_memory_equal(dst, src, (size_t)BLOCKS * OBJ);
+        assert_int_equal(st_client_deregister(cc, dst), ST_OK);
+    }
+    free(src), free(dst), free(puts), free(gets), free(chain);
+    st_client_close(c[0]);
+    st_client_close(c[1]);
+    tc_stop_all(&cl);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_late_or_always_reads_are_checked),
+        cmocka_unit_test(test_bad_verify_reads_refused),
+        cmocka_unit_test(test_waves_over_two_nodes),
+    };
+
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s STRATAD\n", argv[0]);
+        return 2;
+    }
+    stratad_path = argv[1];
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
