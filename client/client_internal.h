@@ -121,6 +121,12 @@ void sc_dp_hello(st_client_t *c, uint32_t i, const Strata__V1__HelloResponse *re
 void sc_dp_get(st_handle_t *h, uint8_t *todo);
 void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked);
 
+/* Row reads on the calling thread: when every op of h is a row read whose
+ * object's location is in the lease cache, posts the gets (adjacent rows of
+ * an object coalesced), waits for them and fills the statuses; returns 1.
+ * Otherwise returns 0 with the ops as they were (the batch goes to a worker). */
+int sc_dp_get_now(st_handle_t *h);
+
 /* For tests: whole-object reads decide whether they landed under their
  * lease as if this client's clock ran ns ahead (a slow client), so that
  * reads past the lease's bound can be made on purpose. */

@@ -29,6 +29,9 @@
  * SC_LC_MIN_LEFT of the lease is left; rows that land after the bound are
  * read again inline. Such leases are not released: they end by time. A
  * node whose endpoint or regions change invalidates its entries.
+ * A batch of row reads whose objects are all in the lease cache is read on
+ * the calling thread inside st_client_get (sc_dp_get_now): no hand-off to a
+ * worker and back; adjacent rows of an object are one get.
  *
  * Write: Reserve -> one put per object -> flush -> Commit with the XXH3-64
  * of each object; the daemon checks it before anything becomes visible. A
@@ -103,8 +106,11 @@ typedef struct sc_dp_buf {
     st_transport_mem_t *mem;
 } sc_dp_buf_t;
 
-/* The lease cache of row reads: direct-mapped, a collision replaces. */
-#define SC_LC_SLOTS    16384u
+/* The lease cache of row reads: SC_LC_SETS sets of SC_LC_WAYS entries; a full
+ * set replaces the entry whose lease ends first. */
+#define SC_LC_WAYS     8u
+#define SC_LC_SETS     4096u
+#define SC_LC_SLOTS    (SC_LC_SETS * SC_LC_WAYS)
 #define SC_LC_MIN_LEFT 1000000000ull /* ns of lease a cached entry must have left */
 
 typedef struct sc_lc_ent {
@@ -532,48 +538,75 @@ static uint64_t sc_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static sc_lc_ent_t *sc_lc_slot(sc_dp_t *dp, const st_hash_t *h, uint8_t kind, uint16_t layer)
+/* The set of an object's entries: SC_LC_WAYS consecutive slots. */
+static sc_lc_ent_t *sc_lc_set(sc_dp_t *dp, const st_hash_t *h, uint8_t kind, uint16_t layer)
 {
     uint64_t x;
 
     memcpy(&x, h->b, sizeof(x));
     x ^= (uint64_t)kind * 0x9e3779b97f4a7c15ull ^ (uint64_t)layer * 0xc2b2ae3d27d4eb4full;
-    return &dp->lc[(x ^ (x >> 29)) % SC_LC_SLOTS];
+    return &dp->lc[((x ^ (x >> 29)) % SC_LC_SETS) * SC_LC_WAYS];
+}
+
+static int sc_lc_match(const sc_lc_ent_t *e, const st_hash_t *h, uint8_t kind, uint16_t layer)
+{
+    return e->gen != 0 && e->kind == kind && e->layer == layer &&
+           memcmp(e->hash.b, h->b, ST_HASH_BYTES) == 0;
 }
 
 /* The cached location of a row read's object with enough lease left, into *out. */
 static int sc_lc_find(sc_dp_t *dp, uint32_t node, const st_hash_t *h, uint8_t kind, uint16_t layer,
                       uint64_t now, sc_lc_ent_t *out)
 {
-    sc_lc_ent_t *e;
-    int hit;
+    sc_lc_ent_t *set;
+    int hit = 0;
 
     pthread_mutex_lock(&dp->lc_lock);
-    e = sc_lc_slot(dp, h, kind, layer);
-    hit = e->gen != 0 && e->node == node && e->kind == kind && e->layer == layer &&
-          memcmp(e->hash.b, h->b, ST_HASH_BYTES) == 0 && now + SC_LC_MIN_LEFT < e->expiry_ns;
-    if (hit) {
-        *out = *e;
+    set = sc_lc_set(dp, h, kind, layer);
+    for (uint32_t w = 0; !hit && w < SC_LC_WAYS; w++) {
+        hit = sc_lc_match(&set[w], h, kind, layer) && set[w].node == node &&
+              now + SC_LC_MIN_LEFT < set[w].expiry_ns;
+        if (hit) {
+            *out = set[w];
+        }
     }
     pthread_mutex_unlock(&dp->lc_lock);
     return hit;
 }
 
+/* Into the object's own entry, else an empty one, else the one whose lease ends first. */
 static void sc_lc_put(sc_dp_t *dp, const sc_lc_ent_t *v)
 {
+    sc_lc_ent_t *set, *e = NULL;
+
     pthread_mutex_lock(&dp->lc_lock);
-    *sc_lc_slot(dp, &v->hash, v->kind, v->layer) = *v;
+    set = sc_lc_set(dp, &v->hash, v->kind, v->layer);
+    for (uint32_t w = 0; e == NULL && w < SC_LC_WAYS; w++) {
+        e = sc_lc_match(&set[w], &v->hash, v->kind, v->layer) ? &set[w] : NULL;
+    }
+    for (uint32_t w = 0; e == NULL && w < SC_LC_WAYS; w++) {
+        e = set[w].gen == 0 ? &set[w] : NULL;
+    }
+    if (e == NULL) {
+        e = &set[0];
+        for (uint32_t w = 1; w < SC_LC_WAYS; w++) {
+            e = set[w].expiry_ns < e->expiry_ns ? &set[w] : e;
+        }
+    }
+    *e = *v;
     pthread_mutex_unlock(&dp->lc_lock);
 }
 
 static void sc_lc_drop(sc_dp_t *dp, const st_hash_t *h, uint8_t kind, uint16_t layer)
 {
-    sc_lc_ent_t *e;
+    sc_lc_ent_t *set;
 
     pthread_mutex_lock(&dp->lc_lock);
-    e = sc_lc_slot(dp, h, kind, layer);
-    if (memcmp(e->hash.b, h->b, ST_HASH_BYTES) == 0 && e->kind == kind && e->layer == layer) {
-        e->gen = 0;
+    set = sc_lc_set(dp, h, kind, layer);
+    for (uint32_t w = 0; w < SC_LC_WAYS; w++) {
+        if (sc_lc_match(&set[w], h, kind, layer)) {
+            set[w].gen = 0;
+        }
     }
     pthread_mutex_unlock(&dp->lc_lock);
 }
@@ -965,6 +998,39 @@ static void sc_dp_post_get(sc_dp_t *dp, sc_dp_node_t *nd, st_get_op_t *op, sc_dp
     op->length = op->n_rows ? (size_t)op->n_rows * op->row_bytes : (size_t)len;
 }
 
+/*
+ * Posts the rows of op from the object at off in reg: one get per run of
+ * consecutive row indices (a run is contiguous at both ends, as its rows
+ * land one after another in dst). Node lock held.
+ */
+static void sc_dp_post_rows(sc_dp_t *dp, sc_dp_node_t *nd, st_get_op_t *op, sc_dp_op_t *o,
+                            const sc_dp_region_t *reg, uint64_t off)
+{
+    size_t rb = op->row_bytes;
+    st_transport_mem_t *mem;
+
+    pthread_mutex_lock(&dp->lock);
+    mem = sc_dp_local(dp, o, op->dst, (size_t)op->n_rows * rb);
+    for (uint32_t x = 0, y; mem != NULL && x < op->n_rows; x = y) {
+        st_status_t st;
+
+        for (y = x + 1; y < op->n_rows && op->rows[y] == op->rows[y - 1] + 1; y++) {
+        }
+        atomic_fetch_add(o->pending, 1);
+        st = st_transport_get(nd->ep, (uint8_t *)op->dst + (size_t)x * rb, (size_t)(y - x) * rb,
+                              mem, reg->base + off + (uint64_t)op->rows[x] * rb, reg->rkey,
+                              sc_dp_done, o);
+        if (st != ST_OK) {
+            atomic_fetch_sub(o->pending, 1);
+            o->failed = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&dp->lock);
+    o->posted = mem != NULL;
+    op->length = (size_t)op->n_rows * rb;
+}
+
 /* Posts a row read from its lease-cache entry; 0 when the entry is stale. */
 static int sc_dp_post_cached(st_client_t *c, st_get_op_t *op, sc_dp_op_t *o, const sc_lc_ent_t *e)
 {
@@ -979,10 +1045,71 @@ static int sc_dp_post_cached(st_client_t *c, st_get_op_t *op, sc_dp_op_t *o, con
         op->status = sc_dp_get_fits(op, e->length);
         if (op->status == ST_OK) {
             o->expiry_ns = e->expiry_ns;
-            sc_dp_post_get(dp, nd, op, o, &nd->reg[e->region_id], e->offset, e->length);
+            sc_dp_post_rows(dp, nd, op, o, &nd->reg[e->region_id], e->offset);
         }
     }
     pthread_mutex_unlock(&nd->lock);
+    return ok;
+}
+
+int sc_dp_get_now(st_handle_t *h)
+{
+    st_client_t *c = h->client;
+    sc_dp_t *dp = c->dp;
+    size_t n = h->n, i;
+    sc_dp_op_t *ops;
+    sc_lc_ent_t *ce;
+    _Atomic size_t pending = 0;
+    uint64_t now = sc_now_ns();
+    int ok = 1;
+
+    if (dp == NULL || n == 0) {
+        return 0;
+    }
+    for (i = 0; i < n; i++) {
+        if (h->gets[i].n_rows == 0) {
+            return 0; /* whole objects: Locate and checksums, on a worker */
+        }
+    }
+    ops = calloc(n, sizeof(*ops));
+    ce = calloc(n, sizeof(*ce));
+    if (ops == NULL || ce == NULL) {
+        free(ops), free(ce);
+        return 0;
+    }
+    for (i = 0; ok && i < n; i++) {
+        const st_get_op_t *op = &h->gets[i];
+        int owner = sc_dp_owner(c, h->chain, op->block);
+
+        ok = owner >= 0 && sc_lc_find(dp, (uint32_t)owner, &h->chain[op->block], op->kind,
+                                      op->layer, now, &ce[i]);
+    }
+    for (i = 0; ok && i < n; i++) {
+        ops[i].pending = &pending;
+        ok = sc_dp_post_cached(c, &h->gets[i], &ops[i], &ce[i]) && h->gets[i].status == ST_OK;
+    }
+    sc_dp_wait(dp, &pending); /* what was posted, whatever happens next */
+    now = sc_now_ns();
+    for (i = 0; ok && i < n; i++) {
+        ok = ops[i].posted && !ops[i].failed && now < ops[i].expiry_ns;
+    }
+    sc_dp_free_tmp(dp, ops, n);
+    for (i = 0; i < n; i++) {
+        st_get_op_t *op = &h->gets[i];
+
+        if (ok) {
+            op->status = ST_OK;
+            continue;
+        }
+        /* Undecided: a worker does the batch again, with a Locate for the
+         * object whose entry failed. */
+        if (ops[i].pending != NULL && (!ops[i].posted || ops[i].failed)) {
+            sc_lc_drop(dp, &h->chain[op->block], op->kind, op->layer);
+        }
+        op->status = ST_ERR_UNAVAILABLE;
+        op->length = 0;
+    }
+    free(ops), free(ce);
     return ok;
 }
 

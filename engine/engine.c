@@ -13,6 +13,7 @@
 
 #define EN_WAIT_MS  120000
 #define EN_ATTEMPTS 4
+#define EN_WARM_US  1000000 /* lease-cache warm-up period (en_warm) */
 
 /* One block's objects on their way to the cluster. */
 typedef struct en_put {
@@ -51,6 +52,13 @@ struct st_engine {
     uint32_t *ridx;
     size_t n_rops;
     uint64_t rt0;
+    /* The lease-cache warm-up in flight (en_warm). */
+    st_handle_t *wh;
+    st_get_op_t *wops;
+    float *wbuf;
+    size_t n_wops, cap_wops;
+    uint64_t wt0;   /* when the last one was issued (0: this run has none yet) */
+    uint32_t wzero; /* the row it reads of each object */
 };
 
 static const float *en_orphan(void *arg, int l, size_t b);
@@ -363,6 +371,84 @@ static st_status_t en_rows_finish(void *arg)
     return r;
 }
 
+/* ------------------------------------------------ lease-cache warm-up -- */
+
+/* Releases a completed (or, with wait, any) warm-up and counts its bytes. */
+static void en_warm_reap(st_engine_t *e, int wait, st_engine_stats_t *stats)
+{
+    if (!e->wh || (!wait && !st_handle_test(e->wh))) {
+        return;
+    }
+    st_handle_release(e->wh);
+    e->wh = NULL;
+    for (size_t i = 0; i < e->n_wops; i++) {
+        stats->bytes_fetched += e->wops[i].status == ST_OK ? e->wops[i].length : 0;
+    }
+}
+
+/*
+ * Keeps the locations of the blocks outside the local pool in the client's
+ * lease cache, so that a DSA layer's row reads find every location there and
+ * are read on this thread, without a Locate or a client worker (libstrata's
+ * cached row path): every EN_WARM_US (and at the first step of a run), one
+ * background read of row 0 of each such block's KV objects, which takes a
+ * lease on them that the cache keeps. Not waited for; its bytes count as
+ * fetched.
+ */
+static void en_warm(st_engine_t *e, size_t open, st_engine_stats_t *stats)
+{
+    const st_model_t *m = e->m;
+    size_t row_bytes = (size_t)m->row * sizeof(float), k = 0;
+    size_t need = e->n_chain * (size_t)m->n_dsa;
+    uint64_t now = en_now_us();
+    st_status_t r;
+
+    en_warm_reap(e, 0, stats);
+    if (e->wh || need == 0 || (e->wt0 != 0 && now - e->wt0 < EN_WARM_US)) {
+        return;
+    }
+    if (need > e->cap_wops) {
+        st_get_op_t *ops = realloc(e->wops, need * sizeof(*ops));
+        float *buf = ops ? realloc(e->wbuf, need * row_bytes) : NULL;
+
+        if (ops) {
+            e->wops = ops;
+        }
+        if (!buf) {
+            return; /* no warm-up: the row reads take the Locate path */
+        }
+        e->wbuf = buf;
+        e->cap_wops = need;
+    }
+    for (size_t b = 0; b < e->n_chain; b++) {
+        if (b >= e->n_stored || !e->stored[b] || en_block_local(e->seq, b, open)) {
+            continue;
+        }
+        for (int l = 0; l < m->n_dsa; l++, k++) {
+            e->wops[k] = (st_get_op_t){.block = b,
+                                       .kind = ST_KIND_KV,
+                                       .layer = (uint16_t)l,
+                                       .dst = e->wbuf + k * (size_t)m->row,
+                                       .dst_len = row_bytes,
+                                       .row_bytes = (uint32_t)row_bytes,
+                                       .rows = &e->wzero,
+                                       .n_rows = 1};
+        }
+    }
+    if (k == 0) {
+        return;
+    }
+    e->wt0 = now;
+    r = st_client_get(e->client, e->chain, e->n_chain, e->wops, k, &e->wh);
+    if (r != ST_OK) {
+        st_warn_ratelimited("lease-cache warm-up not started objects=%zu status=%s", k,
+                            st_status_name(r));
+        e->wh = NULL;
+        return;
+    }
+    e->n_wops = k;
+}
+
 /*
  * Block b is about to leave the local pool (its slot is reused). It must be
  * in the cluster first: wait for its write; if the write failed, or it was
@@ -641,6 +727,9 @@ static st_status_t en_step(st_engine_t *e, uint32_t token, float *logits, st_eng
     if (e->seq->ring && pos % B == 0 && pos / B >= e->seq->ring) {
         en_pool_release(e, pos / B - e->seq->ring);
     }
+    if (e->seq->ring && e->chain) {
+        en_warm(e, pos / B, stats);
+    }
     r = st_seq_forward(e->seq, token, logits);
     if (r == ST_ERR_UNAVAILABLE && e->seq->ring) {
         r = en_pool_fallback(e, stats);
@@ -710,6 +799,7 @@ st_status_t st_engine_run(st_engine_t *e, const uint32_t *tokens, size_t n_token
     en_pool_clear(e);
     e->stats = &stats;
     e->n_chain = 0;
+    e->wt0 = 0;
     if (e->n_stored) {
         memset(e->stored, 0, e->n_stored);
     }
@@ -790,6 +880,7 @@ st_status_t st_engine_run(st_engine_t *e, const uint32_t *tokens, size_t n_token
     stats.decode_us = en_now_us() - t0;
 out:
     en_put_reap(e, 1, &stats);
+    en_warm_reap(e, 1, &stats);
     stats.rows_local += e->seq->rows_local;
     stats.rows_remote += e->seq->rows_remote;
     e->seq->rows_local = e->seq->rows_remote = 0;
@@ -817,6 +908,8 @@ void st_engine_free(st_engine_t *engine)
         free(engine->stored);
         free(engine->rops);
         free(engine->ridx);
+        free(engine->wops);
+        free(engine->wbuf);
         if (engine->ring && engine->client) {
             st_client_deregister(engine->client, engine->seq->stage);
         }

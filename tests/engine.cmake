@@ -21,6 +21,13 @@ foreach(group "cache|test_cache_*" "faults|test_node_*" "pool|test_pool_*")
                        LABELS "integration;engine")
 endforeach()
 
+# The pool group again with the rows read one-sided over UCX (libstrata's
+# lease cache, read on the calling thread; docs/engine.md, "Overlap").
+add_test(NAME test_engine_pool_ucx
+         COMMAND test_engine $<TARGET_FILE:stratad> "test_pool_*" ucx)
+set_tests_properties(test_engine_pool_ucx PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "integration;engine")
+
 # Engine sessions: a multi-turn conversation, reopening, refusals, against
 # three daemons.
 strata_add_test(test_engine_session SOURCES integration/test_engine_session.c

@@ -30,6 +30,7 @@
 #define TOL     1e-5
 
 static const char *stratad_path;
+static const char *transport; /* the client's and the daemons' (NULL: inline) */
 
 typedef struct fixture {
     tc_cluster_t cl;
@@ -59,9 +60,17 @@ static int setup(void **state)
 
     assert_non_null(f);
     f->victim = -1;
-    assert_int_equal(tc_start(&f->cl, stratad_path, N_NODES, "--segment-blocks 4"), 0);
+    {
+        char args[128];
+
+        snprintf(args, sizeof(args), "--segment-blocks 4%s%s", transport ? " --transport " : "",
+                 transport ? transport : "");
+        assert_int_equal(tc_start(&f->cl, stratad_path, N_NODES, args), 0);
+    }
     p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TENANT | ST_CLIENT_FIELD_MODEL |
-                   ST_CLIENT_FIELD_HEALTH_INTERVAL | ST_CLIENT_FIELD_TIMEOUT;
+                   ST_CLIENT_FIELD_HEALTH_INTERVAL | ST_CLIENT_FIELD_TIMEOUT |
+                   (transport ? ST_CLIENT_FIELD_TRANSPORT : 0);
+    p.transport = transport;
     p.nodes = f->cl.peers;
     p.tenant = "acme";
     p.model = "reference-hybrid";
@@ -524,12 +533,15 @@ int main(int argc, char **argv)
     };
 
     if (argc < 2) {
-        fprintf(stderr, "usage: test_engine PATH-TO-STRATAD [TEST-NAME-PATTERN]\n");
+        fprintf(stderr, "usage: test_engine PATH-TO-STRATAD [TEST-NAME-PATTERN [TRANSPORT]]\n");
         return 2;
     }
     stratad_path = argv[1];
     if (argc > 2) {
         cmocka_set_test_filter(argv[2]); /* ctest runs the cases in two groups */
+    }
+    if (argc > 3) {
+        transport = argv[3]; /* "ucx": rows read one-sided (the lease cache's path) */
     }
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
