@@ -3,14 +3,17 @@
  *
  *   lookup  a 1M-token chain (16,384 block hashes) through libstrata, against
  *           Redis answering the same question: a pipelined EXISTS of the
- *           16,384 keys;
+ *           16,384 keys; libstrata's lookup is timed as it is (compact
+ *           segments) and with every hash sent (STRATA_LOOKUP_COMPACT=0);
  *   put/get 64 KiB objects, one per call, through libstrata's inline path,
  *           against Redis SET and GET of the same bytes.
  *
  * Prints medians, p99 and MAD, and the ratios. Both servers run on loopback
  * on this machine, started by the benchmark.
  *
- * usage: bench_daemon STRATAD [--rounds N] [--objects N]
+ * usage: bench_daemon STRATAD [--rounds N] [--objects N] [--lookup-only]
+ * (--lookup-only: the lookups back to back, no Redis rounds between them and
+ * no put/get part; for profiles)
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -37,6 +40,7 @@ static void report(const char *what, double *v, size_t n, const char *unit, benc
 int main(int argc, char **argv)
 {
     size_t rounds = 50, n_obj = 512;
+    int lookup_only = 0;
     tc_cluster_t cl;
     bench_redis_t rd;
     redisContext *rc;
@@ -45,21 +49,31 @@ int main(int argc, char **argv)
     st_hash_t *chain;
     uint32_t *tok;
     size_t nb;
-    double *t_st, *t_rd;
-    bench_stats_t s_lk, s_rlk, s_put, s_rput, s_get, s_rget;
+    double *t_st, *t_rd, *t_full;
+    bench_stats_t s_lk, s_full, s_rlk, s_put, s_rput, s_get, s_rget;
     uint8_t *obj, *back;
     char key[64];
 
     if (argc < 2) {
-        fprintf(stderr, "usage: bench_daemon STRATAD [--rounds N] [--objects N]\n");
+        fprintf(stderr, "usage: bench_daemon STRATAD [--rounds N] [--objects N] [--lookup-only]\n"
+                        "  --lookup-only: lookups back to back, without Redis in between and\n"
+                        "                 without the put/get part (for profiles)\n");
         return 2;
     }
-    for (int i = 2; i + 1 < argc; i += 2) {
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--lookup-only") == 0) {
+            lookup_only = 1;
+            continue;
+        }
+        if (i + 1 == argc) {
+            break;
+        }
         if (strcmp(argv[i], "--rounds") == 0) {
             rounds = strtoul(argv[i + 1], NULL, 10);
         } else if (strcmp(argv[i], "--objects") == 0) {
             n_obj = strtoul(argv[i + 1], NULL, 10);
         }
+        i++;
     }
     if (rounds == 0 || n_obj == 0) {
         fprintf(stderr, "bench_daemon: rounds and objects must be positive\n");
@@ -83,9 +97,10 @@ int main(int argc, char **argv)
     chain = malloc(sizeof(st_hash_t) * N_BLOCKS);
     t_st = malloc(sizeof(double) * (rounds > n_obj ? rounds : n_obj));
     t_rd = malloc(sizeof(double) * (rounds > n_obj ? rounds : n_obj));
+    t_full = malloc(sizeof(double) * rounds);
     obj = malloc(OBJ_BYTES);
     back = malloc(OBJ_BYTES);
-    if (!tok || !chain || !t_st || !t_rd || !obj || !back) {
+    if (!tok || !chain || !t_st || !t_rd || !t_full || !obj || !back) {
         return 1;
     }
     for (size_t i = 0; i < N_BLOCKS * 64; i++) {
@@ -120,17 +135,30 @@ int main(int argc, char **argv)
         free(ops);
     }
 
-    /* Lookup of the whole chain, interleaved with Redis. */
+    /* Lookup of the whole chain, interleaved with Redis; each round also
+     * looks it up with every hash sent (STRATA_LOOKUP_COMPACT=0, the full
+     * form), alternating which goes first. */
     for (size_t r = 0; r < rounds; r++) {
         st_lookup_result_t lr;
-        uint64_t t0 = bench_now_ns();
+        uint64_t t0;
         size_t hits = 0;
 
-        st_client_lookup(c, chain, N_BLOCKS, 1, &lr);
-        t_st[r] = (double)(bench_now_ns() - t0) / 1e6;
-        if (lr.matched_blocks != N_BLOCKS) {
-            fprintf(stderr, "bench_daemon: lookup matched %" PRIu64 "\n", lr.matched_blocks);
-            return 1;
+        for (int pass = 0; pass < 2; pass++) {
+            int full = (int)((r + (size_t)pass) % 2);
+
+            setenv("STRATA_LOOKUP_COMPACT", full ? "0" : "1", 1);
+            t0 = bench_now_ns();
+            st_client_lookup(c, chain, N_BLOCKS, 1, &lr);
+            (full ? t_full : t_st)[r] = (double)(bench_now_ns() - t0) / 1e6;
+            if (lr.matched_blocks != N_BLOCKS) {
+                fprintf(stderr, "bench_daemon: lookup matched %" PRIu64 "\n", lr.matched_blocks);
+                return 1;
+            }
+        }
+        unsetenv("STRATA_LOOKUP_COMPACT");
+        if (lookup_only) {
+            t_rd[r] = 0;
+            continue;
         }
         t0 = bench_now_ns();
         for (size_t b = 0; b < N_BLOCKS; b++) {
@@ -154,6 +182,14 @@ int main(int argc, char **argv)
     printf("bench_daemon: one stratad and one redis-server on loopback, %zu rounds\n", rounds);
     printf("%-40s %10s %10s %10s\n", "", "median", "p99", "MAD");
     report("lookup 16,384 blocks: strata", t_st, rounds, "ms", &s_lk);
+    report("lookup 16,384 blocks: strata, every hash", t_full, rounds, "ms", &s_full);
+    if (lookup_only) {
+        st_client_close(c);
+        redisFree(rc);
+        bench_redis_stop(&rd);
+        tc_stop_all(&cl);
+        return 0;
+    }
     report("lookup 16,384 blocks: redis EXISTS x16384", t_rd, rounds, "ms", &s_rlk);
 
     /* 64 KiB objects, one per call. */
@@ -213,6 +249,6 @@ int main(int argc, char **argv)
     redisFree(rc);
     bench_redis_stop(&rd);
     tc_stop_all(&cl);
-    free(tok), free(chain), free(t_st), free(t_rd), free(obj), free(back);
+    free(tok), free(chain), free(t_st), free(t_rd), free(t_full), free(obj), free(back);
     return 0;
 }

@@ -147,6 +147,46 @@ static st_status_t cd_h_segment_locations(srpc_ctx_t *ctx, cd_daemon_t *d, uint3
     return ST_OK;
 }
 
+/* Checks the compact form of segment i (n hashes): probe_offsets name the
+ * blocks of the hashes, rising from 0 to chain_blocks - 1; no locations and
+ * no lease (docs/protocol.md "Compact segments"). */
+static st_status_t cd_h_compact_check(srpc_ctx_t *ctx, const Strata__V1__Segment *sg, size_t i,
+                                      size_t n, int want_loc)
+{
+    if (sg->chain_blocks == 0) {
+        if (sg->n_probe_offsets != 0) {
+            srpc_ctx_set_error(ctx, "segment %zu: probe_offsets without chain_blocks", i);
+            return ST_ERR_INVALID;
+        }
+        return ST_OK;
+    }
+    if (want_loc) {
+        srpc_ctx_set_error(ctx, "segment %zu is compact: no locations or lease (send its hashes)",
+                           i);
+        return ST_ERR_INVALID;
+    }
+    if (sg->n_probe_offsets != n) {
+        srpc_ctx_set_error(ctx, "segment %zu: %zu probe_offsets for %zu block hashes", i,
+                           sg->n_probe_offsets, n);
+        return ST_ERR_INVALID;
+    }
+    if (sg->probe_offsets[0] != 0 || sg->probe_offsets[n - 1] != sg->chain_blocks - 1) {
+        srpc_ctx_set_error(ctx,
+                           "segment %zu: probe_offsets must start at 0 and end at chain_blocks - "
+                           "1 = %u",
+                           i, sg->chain_blocks - 1);
+        return ST_ERR_INVALID;
+    }
+    for (size_t j = 1; j < n; j++) {
+        if (sg->probe_offsets[j] <= sg->probe_offsets[j - 1]) {
+            srpc_ctx_set_error(ctx, "segment %zu: probe_offsets[%zu]=%u does not rise", i, j,
+                               sg->probe_offsets[j]);
+            return ST_ERR_INVALID;
+        }
+    }
+    return ST_OK;
+}
+
 st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMessage *respm,
                         void *arg)
 {
@@ -155,12 +195,13 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
     cd_daemon_t *d = cd_h_daemon(ctx);
     cd_ns_entry_t *e;
     cd_segment_t *segs;
+    cd_probes_t *probes;
     cd_seg_answer_t *ans;
     cd_require_t rq = {0};
     uint64_t *kda, lease_id = 0, lease_exp = 0, gen;
     size_t total = 0, kda_n = 0;
     cd_err_t err = {""};
-    int want_loc = req->want_locations || req->lease;
+    int want_loc = req->want_locations || req->lease, compact = 0;
     st_status_t status;
 
     status = cd_h_ns(ctx, d, req->namespace_id, &e);
@@ -179,14 +220,15 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
         return status;
     }
     segs = srpc_ctx_alloc(ctx, sizeof(*segs) * req->n_segments);
+    probes = srpc_ctx_alloc(ctx, sizeof(*probes) * req->n_segments);
     ans = srpc_ctx_alloc(ctx, sizeof(*ans) * req->n_segments);
-    if (segs == NULL || ans == NULL) {
+    if (segs == NULL || probes == NULL || ans == NULL) {
         return ST_ERR_NOMEM;
     }
     for (size_t i = 0; i < req->n_segments; i++) {
-        size_t n;
-        const st_hash_t *h =
-            cd_h_hashes(ctx, &req->segments[i]->block_hashes, &n, "segments.block_hashes");
+        const Strata__V1__Segment *sg = req->segments[i];
+        size_t n, n_hashes;
+        const st_hash_t *h = cd_h_hashes(ctx, &sg->block_hashes, &n, "segments.block_hashes");
 
         if (h == NULL) {
             return ST_ERR_INVALID;
@@ -194,6 +236,14 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
         if (n == 0) {
             srpc_ctx_set_error(ctx, "segment %zu has no block hashes", i);
             return ST_ERR_INVALID;
+        }
+        n_hashes = n;
+        if ((status = cd_h_compact_check(ctx, sg, i, n, want_loc)) != ST_OK) {
+            return status;
+        }
+        if (sg->chain_blocks > 0) {
+            n = sg->chain_blocks;
+            compact = 1;
         }
         if (req->segments[i]->first_block > UINT64_MAX - (n - 1)) {
             srpc_ctx_set_error(ctx,
@@ -211,6 +261,8 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
         segs[i].first_block = req->segments[i]->first_block;
         segs[i].n = (uint32_t)n;
         segs[i].hashes = h;
+        probes[i].offsets = sg->chain_blocks > 0 ? sg->probe_offsets : NULL;
+        probes[i].n_offsets = sg->chain_blocks > 0 ? (uint32_t)n_hashes : 0;
     }
     rq.kinds = cd_h_require_kinds(req->kinds_mask);
     for (size_t i = 0; i < req->n_layers; i++) {
@@ -221,9 +273,9 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
         return ST_ERR_NOMEM;
     }
     gen = cd_tier_generation(d->tier);
-    status = cd_store_lookup(d->store, e->local_id, segs, req->n_segments, &rq,
-                             cd_h_lease_ms(req->lease, req->lease_ms), ans, kda, total, &kda_n,
-                             &lease_id, &lease_exp, &err);
+    status = cd_store_lookup_probes(d->store, e->local_id, segs, probes, req->n_segments, &rq,
+                                    cd_h_lease_ms(req->lease, req->lease_ms), ans, kda, total,
+                                    &kda_n, &lease_id, &lease_exp, &err);
     if (status != ST_OK) {
         return cd_h_fail(ctx, status, &err);
     }
@@ -234,6 +286,9 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
         int promoted = 0;
 
         for (size_t i = 0; i < req->n_segments; i++) {
+            if (probes[i].offsets != NULL) {
+                continue; /* its hashes past the match are not here: see below */
+            }
             for (uint32_t j = ans[i].matched; j < segs[i].n; j++) {
                 int p = cd_tier_promote(d->tier, e, &segs[i].hashes[j]);
 
@@ -251,17 +306,26 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
             lease_id = 0;
         }
         gen = cd_tier_generation(d->tier);
-        status = cd_store_lookup(d->store, e->local_id, segs, req->n_segments, &rq,
-                                 cd_h_lease_ms(req->lease, req->lease_ms), ans, kda, total, &kda_n,
-                                 &lease_id, &lease_exp, &err);
+        status = cd_store_lookup_probes(d->store, e->local_id, segs, probes, req->n_segments, &rq,
+                                        cd_h_lease_ms(req->lease, req->lease_ms), ans, kda, total,
+                                        &kda_n, &lease_id, &lease_exp, &err);
         if (status != ST_OK) {
             return cd_h_fail(ctx, status, &err);
+        }
+    }
+    /* With an SSD tier, a compact segment's blocks past its match may be on
+     * disk: what the index did not match stays undecided, and the client's
+     * second lookup (full hashes) promotes them as above. */
+    for (size_t i = 0; d->tier != NULL && i < req->n_segments; i++) {
+        if (probes[i].offsets != NULL) {
+            ans[i].unresolved = segs[i].n - ans[i].matched;
         }
     }
     resp->segments = srpc_ctx_alloc(ctx, sizeof(*resp->segments) * req->n_segments);
     if (resp->segments == NULL) {
         return ST_ERR_NOMEM;
     }
+    resp->compact = compact;
     for (size_t i = 0; i < req->n_segments; i++) {
         Strata__V1__SegmentMatch *m = srpc_ctx_alloc(ctx, sizeof(*m));
 
@@ -270,6 +334,7 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
         }
         strata__v1__segment_match__init(m);
         m->matched_blocks = ans[i].matched;
+        m->unresolved_blocks = ans[i].unresolved;
         m->kda_checkpoints = kda + ans[i].kda_first;
         m->n_kda_checkpoints = ans[i].kda_count;
         if (want_loc) {
@@ -292,6 +357,7 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
         uint64_t matched = 0, resumable = 0, bt = e->block_tokens;
 
         for (size_t i = 0; i < req->n_segments; i++) {
+            total -= ans[i].unresolved; /* counted when asked again */
             matched += ans[i].matched;
             if (ans[i].kda_count > 0) {
                 resumable += kda[ans[i].kda_first + ans[i].kda_count - 1] + 1 - segs[i].first_block;

@@ -168,6 +168,7 @@ static void do_obj_attach(cd_ns_t *ns, cd_obj_t *o, uint64_t now)
     b->bk_objs = o;
     b->bk_nobjs++;
     b->bk_present[o->ob_key.kind][o->ob_key.layer / 64] |= 1ull << (o->ob_key.layer % 64);
+    cd_radix_changed(b);
     cd_radix_add_bytes(&ns->ns_radix, b, (int64_t)o->ob_ext.size);
     cd_radix_touch(&ns->ns_radix, b, now);
     (void)cd_htab_insert(&ns->ns_objs, &o->ob_key.hash, cd_obj_tag(&o->ob_key), o);
@@ -191,6 +192,7 @@ static void do_obj_delete(cd_ns_t *ns, cd_obj_t *o)
         o->ob_next->ob_prev = o->ob_prev;
     }
     b->bk_present[o->ob_key.kind][o->ob_key.layer / 64] &= ~(1ull << (o->ob_key.layer % 64));
+    cd_radix_changed(b);
     do_obj_free(ns, o);
     if (b->bk_nobjs == 0 && cd_radix_removable(b)) {
         cd_radix_remove(&ns->ns_radix, b);
@@ -705,8 +707,8 @@ st_status_t cd_store_locate(cd_store_t *s, uint32_t ns_id, const cd_key_t *keys,
     return st;
 }
 
-static st_status_t do_lookup(cd_ns_t *ns, const cd_segment_t *segs, size_t nseg,
-                             const cd_require_t *req, uint64_t lease_ms, size_t total,
+static st_status_t do_lookup(cd_ns_t *ns, const cd_segment_t *segs, const cd_probes_t *probes,
+                             size_t nseg, const cd_require_t *req, uint64_t lease_ms, size_t total,
                              cd_seg_answer_t *answers, uint64_t *kda, size_t kda_cap, size_t *kda_n,
                              uint64_t *lease_id_p, uint64_t *expires_p, cd_err_t *err)
 {
@@ -723,9 +725,15 @@ static st_status_t do_lookup(cd_ns_t *ns, const cd_segment_t *segs, size_t nseg,
     }
     *kda_n = 0;
     for (size_t i = 0; i < nseg; i++) {
-        cd_radix_lookup(&ns->ns_radix, &segs[i], req, now, &answers[i], kda, kda_cap, kda_n,
-                        l != NULL ? l->ls_blocks : NULL, l != NULL ? &l->ls_n : NULL);
+        if (probes != NULL && probes[i].offsets != NULL) {
+            cd_radix_lookup_compact(&ns->ns_radix, &segs[i], &probes[i], req, now, &answers[i], kda,
+                                    kda_cap, kda_n);
+        } else {
+            cd_radix_lookup(&ns->ns_radix, &segs[i], req, now, &answers[i], kda, kda_cap, kda_n,
+                            l != NULL ? l->ls_blocks : NULL, l != NULL ? &l->ls_n : NULL);
+        }
         matched += answers[i].matched;
+        total -= answers[i].unresolved; /* asked again with their hashes, counted then */
     }
     ns->ns_st.lookups++;
     ns->ns_st.lookup_hits += matched > 0;
@@ -753,6 +761,16 @@ st_status_t cd_store_lookup(cd_store_t *s, uint32_t ns_id, const cd_segment_t *s
                             uint64_t *kda, size_t kda_cap, size_t *kda_n, uint64_t *lease_id_p,
                             uint64_t *lease_expires_p, cd_err_t *err)
 {
+    return cd_store_lookup_probes(s, ns_id, segs, NULL, nseg, req, lease_ms, answers, kda, kda_cap,
+                                  kda_n, lease_id_p, lease_expires_p, err);
+}
+
+st_status_t cd_store_lookup_probes(cd_store_t *s, uint32_t ns_id, const cd_segment_t *segs,
+                                   const cd_probes_t *probes, size_t nseg, const cd_require_t *req,
+                                   uint64_t lease_ms, cd_seg_answer_t *answers, uint64_t *kda,
+                                   size_t kda_cap, size_t *kda_n, uint64_t *lease_id_p,
+                                   uint64_t *lease_expires_p, cd_err_t *err)
+{
     const cd_limits_t *lim = &s->ss_cfg.limits;
     static const cd_require_t none = {0, {0, 0}};
     cd_ns_t *ns;
@@ -770,10 +788,28 @@ st_status_t cd_store_lookup(cd_store_t *s, uint32_t ns_id, const cd_segment_t *s
                        nseg, lim->max_batch);
     }
     for (size_t i = 0; i < nseg; i++) {
-        if (segs[i].hashes == NULL && segs[i].n > 0) {
+        const cd_segment_t *sg = &segs[i];
+
+        if (sg->hashes == NULL && sg->n > 0) {
             return cd_errf(err, ST_ERR_INVALID, "segment %zu has no hashes", i);
         }
-        total += segs[i].n;
+        if (probes != NULL && probes[i].offsets != NULL) {
+            /* Compact: offsets strictly increasing from 0 to n - 1, no lease. */
+            const cd_probes_t *pr = &probes[i];
+            int ok = sg->n > 0 && pr->n_offsets > 0 && pr->offsets[0] == 0 &&
+                     pr->offsets[pr->n_offsets - 1] == sg->n - 1 && lease_ms == CD_LEASE_NONE;
+
+            for (uint32_t j = 1; ok && j < pr->n_offsets; j++) {
+                ok = pr->offsets[j] > pr->offsets[j - 1];
+            }
+            if (!ok) {
+                return cd_errf(err, ST_ERR_INVALID,
+                               "compact segment %zu: probes must rise from 0 to its last block, "
+                               "and it takes no lease",
+                               i);
+            }
+        }
+        total += sg->n;
     }
     if (total > lim->max_hashes) {
         return cd_errf(err, ST_ERR_INVALID, "%zu hashes in one lookup: the limit max_hashes is %u",
@@ -791,8 +827,8 @@ st_status_t cd_store_lookup(cd_store_t *s, uint32_t ns_id, const cd_segment_t *s
                        req->kinds);
     }
     pthread_mutex_lock(&ns->ns_lock);
-    st = do_lookup(ns, segs, nseg, req, lease_ms, total, answers, kda, kda_cap, kda_n, lease_id_p,
-                   lease_expires_p, err);
+    st = do_lookup(ns, segs, probes, nseg, req, lease_ms, total, answers, kda, kda_cap, kda_n,
+                   lease_id_p, lease_expires_p, err);
     pthread_mutex_unlock(&ns->ns_lock);
     return st;
 }

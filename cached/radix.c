@@ -1,4 +1,5 @@
 /* radix.c - the path-compressed block tree, its LRU of leaves and lookups. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,9 @@ void cd_radix_init(cd_radix_t *r, struct cd_budget *budget)
 
 static void rx_node_free(cd_radix_t *r, cd_rnode_t *n)
 {
-    cd_budget_release_meta(r->rx_budget, sizeof(*n) + (uint64_t)n->rn_cap * sizeof(cd_block_t *));
+    cd_budget_release_meta(r->rx_budget, sizeof(*n) + (uint64_t)n->rn_cap * sizeof(cd_block_t *) +
+                                             (uint64_t)n->rn_sum_kda_cap * sizeof(uint32_t));
+    free(n->rn_sum_kda);
     free(n->rn_run);
     free(n);
 }
@@ -224,6 +227,7 @@ static void rx_append(cd_rnode_t *n, cd_block_t *b)
     b->bk_node = n;
     b->bk_off = n->rn_len;
     n->rn_run[n->rn_len++] = b;
+    n->rn_sum_valid = 0;
 }
 
 /* --- roots waiting for a parent --------------------------------------------- */
@@ -305,6 +309,7 @@ static void rx_split(cd_radix_t *r, cd_rnode_t *n, uint32_t off, uint64_t now)
         rx_append(m, n->rn_run[i]);
     }
     n->rn_len = off + 1;
+    n->rn_sum_valid = 0;
     m->rn_child = n->rn_child;
     m->rn_nchildren = n->rn_nchildren;
     for (cd_rnode_t *c = m->rn_child; c != NULL; c = c->rn_next) {
@@ -425,6 +430,7 @@ void cd_radix_remove(cd_radix_t *r, cd_block_t *b)
 
     cd_htab_remove(&r->rx_table, &b->bk_hash, TAG_BLOCK);
     n->rn_len--;
+    n->rn_sum_valid = 0;
     r->rx_blocks--;
     r->rx_bytes -= b->bk_bytes;
     rx_block_free(r, b);
@@ -524,6 +530,295 @@ int cd_radix_satisfies(const cd_block_t *b, const cd_require_t *req)
 
 #define CD_RADIX_PREFETCH 6
 
+/* The ancestor of b d blocks up its parent links, or NULL when the tree ends
+ * first. One step per node: a run is indexed, its parent hangs off the end
+ * of the parent node's run. */
+static cd_block_t *rx_ancestor(cd_block_t *b, uint64_t d)
+{
+    const cd_rnode_t *n = b->bk_node;
+    uint64_t off = b->bk_off;
+
+    while (d > off) {
+        d -= off + 1;
+        n = n->rn_parent;
+        if (n == NULL) {
+            return NULL;
+        }
+        off = n->rn_len - 1;
+    }
+    return n->rn_run[off - d];
+}
+
+static int rx_has_kda(const cd_block_t *b)
+{
+    return (b->bk_present[CD_KIND_KDA][0] | b->bk_present[CD_KIND_KDA][1]) != 0;
+}
+
+/*
+ * Rebuilds n's summary (radix.h) if it is stale: one pass over its run.
+ * Returns whether it is valid (not when the budget refuses the checkpoint
+ * list: then the caller checks block by block).
+ */
+static int rx_sum_ensure(cd_radix_t *r, cd_rnode_t *n)
+{
+    uint32_t nkda = 0, any = (1u << (CD_KIND_COUNT + 1)) - 1;
+    uint64_t all[CD_KIND_COUNT][2];
+
+    if (n->rn_sum_valid) {
+        return 1;
+    }
+    memset(all, 0xff, sizeof(all));
+    for (uint32_t o = 0; o < n->rn_len; o++) {
+        const cd_block_t *b = n->rn_run[o];
+        uint32_t some = 0;
+
+        if (o + CD_RADIX_PREFETCH < n->rn_len) {
+            const cd_block_t *ahead = n->rn_run[o + CD_RADIX_PREFETCH];
+
+            __builtin_prefetch((const char *)ahead + offsetof(cd_block_t, bk_present));
+            __builtin_prefetch((const char *)(ahead->bk_present + CD_KIND_KDA + 1) - 1);
+        }
+        for (int k = 0; k < CD_KIND_COUNT; k++) {
+            all[k][0] &= b->bk_present[k][0];
+            all[k][1] &= b->bk_present[k][1];
+            if ((b->bk_present[k][0] | b->bk_present[k][1]) != 0) {
+                some |= 1u << k;
+            }
+        }
+        any &= some | (some != 0 ? 1u << CD_KIND_COUNT : 0);
+        nkda += rx_has_kda(b);
+    }
+    if (nkda > n->rn_sum_kda_cap) {
+        uint32_t cap = nkda + nkda / 4;
+        uint32_t *a;
+
+        if (cd_budget_charge_meta(r->rx_budget, (uint64_t)(cap - n->rn_sum_kda_cap) * sizeof(*a)) !=
+            ST_OK) {
+            return 0;
+        }
+        a = realloc(n->rn_sum_kda, (size_t)cap * sizeof(*a));
+        if (a == NULL) {
+            cd_budget_release_meta(r->rx_budget, (uint64_t)(cap - n->rn_sum_kda_cap) * sizeof(*a));
+            return 0;
+        }
+        n->rn_sum_kda = a;
+        n->rn_sum_kda_cap = cap;
+    }
+    n->rn_sum_nkda = 0;
+    for (uint32_t o = 0; nkda > 0 && o < n->rn_len; o++) {
+        if (rx_has_kda(n->rn_run[o])) {
+            n->rn_sum_kda[n->rn_sum_nkda++] = o;
+        }
+    }
+    memcpy(n->rn_sum_all, all, sizeof(all));
+    n->rn_sum_any = any;
+    n->rn_sum_valid = 1;
+    return 1;
+}
+
+/* Whether every block of n's run satisfies req, by its valid summary: the
+ * same test as cd_radix_satisfies() on each block. */
+static int rx_sum_satisfies(const cd_rnode_t *n, const cd_require_t *req)
+{
+    if (req->kinds == 0) {
+        return (n->rn_sum_any >> CD_KIND_COUNT) & 1;
+    }
+    for (int k = 0; k < CD_KIND_COUNT; k++) {
+        const uint64_t *m = n->rn_sum_all[k];
+
+        if (!(req->kinds & (1u << k))) {
+            continue;
+        }
+        if (req->layers[0] == 0 && req->layers[1] == 0) {
+            if (!(n->rn_sum_any & (1u << k))) {
+                return 0;
+            }
+        } else if ((m[0] & req->layers[0]) != req->layers[0] ||
+                   (m[1] & req->layers[1]) != req->layers[1]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/*
+ * The blocks from last (segment offset end) back to the segment's first
+ * block, along the parent links, node by node (the caller proved that the
+ * walk reaches offset 0), in one pass: returns the offset of the first block
+ * that does not satisfy req (end + 1 if all do). The chain indices of the
+ * checkpoints before it go to kda[] in descending order while room lasts;
+ * *n_kda gets their count (which may exceed room: then none are kept).
+ */
+static uint32_t rx_walk_check(cd_radix_t *r, const cd_block_t *last, uint32_t end,
+                              const cd_require_t *req, uint64_t first_block, uint64_t *kda,
+                              size_t room, size_t *n_kda)
+{
+    cd_rnode_t *n = last->bk_node;
+    int64_t off = last->bk_off, i = end;
+    uint32_t fail = end + 1;
+    size_t below = 0;
+
+    for (;;) {
+        int64_t stop = off - i > 0 ? off - i : 0, from = off;
+
+        if (rx_sum_ensure(r, n) && rx_sum_satisfies(n, req)) {
+            /* Every block of the run matches: only its checkpoints. */
+            for (uint32_t k = n->rn_sum_nkda; k-- > 0;) {
+                int64_t o = n->rn_sum_kda[k];
+
+                if (o > off) {
+                    continue;
+                }
+                if (o < stop) {
+                    break;
+                }
+                if (below < room) {
+                    kda[below] = first_block + (uint64_t)(i - (off - o));
+                }
+                below++;
+            }
+            i -= off - stop + 1;
+            from = stop - 1;
+        }
+        for (int64_t o = from; o >= stop; o--, i--) {
+            const cd_block_t *b = n->rn_run[o];
+
+            /* Blocks are separate allocations: fetch one a few behind. */
+            if (o >= stop + CD_RADIX_PREFETCH) {
+                const cd_block_t *ahead = n->rn_run[o - CD_RADIX_PREFETCH];
+
+                __builtin_prefetch((const char *)ahead + offsetof(cd_block_t, bk_present));
+                __builtin_prefetch((const char *)(ahead->bk_present + CD_KIND_KDA + 1) - 1);
+            }
+            if (!cd_radix_satisfies(b, req)) {
+                fail = (uint32_t)i;
+                below = 0; /* only the checkpoints before the first failure count */
+            } else if (rx_has_kda(b)) {
+                if (below < room) {
+                    kda[below] = first_block + (uint64_t)i;
+                }
+                below++;
+            }
+        }
+        if (i < 0) {
+            break;
+        }
+        n = n->rn_parent;
+        off = n->rn_len - 1;
+    }
+    *n_kda = below;
+    return fail;
+}
+
+/* Pass 2 when the checkpoints did not fit: the matched blocks from top
+ * (segment offset top_off) back to offset 0, writing the chain indices of the
+ * first room of the count checkpoints to kda[], ascending. */
+static void rx_walk_fill(const cd_block_t *top, uint32_t top_off, uint64_t first_block,
+                         uint64_t *kda, size_t count, size_t room)
+{
+    const cd_rnode_t *n = top->bk_node;
+    int64_t off = top->bk_off, i = top_off;
+    size_t w = count;
+
+    for (;;) {
+        int64_t stop = off - i > 0 ? off - i : 0;
+
+        for (int64_t o = off; o >= stop; o--, i--) {
+            if (rx_has_kda(n->rn_run[o]) && --w < room) {
+                kda[w] = first_block + (uint64_t)i;
+            }
+        }
+        if (i < 0) {
+            break;
+        }
+        n = n->rn_parent;
+        off = n->rn_len - 1;
+    }
+}
+
+/* Touches each node of the matched blocks once, at its first matched block
+ * (what the full form touches): from top (segment offset top_off) back. */
+static void rx_walk_touch(cd_radix_t *r, cd_block_t *top, uint32_t top_off, uint64_t now)
+{
+    cd_rnode_t *n = top->bk_node;
+    int64_t off = top->bk_off, i = top_off;
+
+    for (;;) {
+        int64_t stop = off - i > 0 ? off - i : 0;
+
+        i -= off - stop + 1;
+        cd_radix_touch(r, n->rn_run[stop], now);
+        if (i < 0) {
+            break;
+        }
+        n = n->rn_parent;
+        off = n->rn_len - 1;
+    }
+}
+
+void cd_radix_lookup_compact(cd_radix_t *r, const cd_segment_t *seg, const cd_probes_t *pr,
+                             const cd_require_t *req, uint64_t now, cd_seg_answer_t *ans,
+                             uint64_t *kda, size_t kda_cap, size_t *kda_n)
+{
+    cd_block_t *first = cd_radix_find(r, &seg->hashes[0]), *last = first, *top;
+    uint32_t p = 0, end, fail, q;
+    size_t n_kda = 0, room = kda_cap - *kda_n;
+
+    ans->matched = 0;
+    ans->kda_first = (uint32_t)*kda_n;
+    ans->kda_count = 0;
+    ans->unresolved = 0;
+
+    if (first == NULL || !cd_radix_satisfies(first, req)) {
+        return; /* block 0 does not match: 0, decided */
+    }
+    /* The furthest probe whose block reaches the first block by exactly its
+     * offset in parent links: the blocks between are the segment's own. */
+    for (uint32_t j = pr->n_offsets - 1; j >= 1; j--) {
+        cd_block_t *b = cd_radix_find(r, &seg->hashes[j]);
+
+        if (b != NULL && rx_ancestor(b, pr->offsets[j]) == first) {
+            p = j;
+            last = b;
+            break;
+        }
+    }
+    end = pr->offsets[p];
+    fail = rx_walk_check(r, last, end, req, seg->first_block, kda + *kda_n, room, &n_kda);
+    ans->matched = fail; /* > 0: block 0 satisfies */
+    top = fail == end + 1 ? last : rx_ancestor(last, end - (fail - 1));
+    if (n_kda <= room) {
+        /* Written backwards: reverse them. */
+        for (size_t a = 0, z = n_kda; a + 1 < z; a++, z--) {
+            uint64_t t = kda[*kda_n + a];
+
+            kda[*kda_n + a] = kda[*kda_n + z - 1];
+            kda[*kda_n + z - 1] = t;
+        }
+    } else {
+        rx_walk_fill(top, fail - 1, seg->first_block, kda + *kda_n, n_kda, room);
+    }
+    rx_walk_touch(r, top, fail - 1, now);
+    ans->kda_count = (uint32_t)(n_kda < room ? n_kda : room);
+    *kda_n += ans->kda_count;
+    if (fail <= end || end + 1 == seg->n) {
+        return; /* a block that does not match, or the whole segment: decided */
+    }
+    /* Every block up to end matched. The next probe that does not match
+     * bounds the undecided blocks; a present one that cannot be proven (a
+     * root still waiting for its parent) bounds nothing. */
+    q = seg->n;
+    for (uint32_t j = p + 1; j < pr->n_offsets; j++) {
+        const cd_block_t *b = cd_radix_find(r, &seg->hashes[j]);
+
+        if (b == NULL || !cd_radix_satisfies(b, req)) {
+            q = pr->offsets[j];
+            break;
+        }
+    }
+    ans->unresolved = q - (end + 1);
+}
+
 void cd_radix_lookup(cd_radix_t *r, const cd_segment_t *seg, const cd_require_t *req, uint64_t now,
                      cd_seg_answer_t *ans, uint64_t *kda, size_t kda_cap, size_t *kda_n,
                      cd_block_t **blocks, size_t *n_blocks)
@@ -533,6 +828,7 @@ void cd_radix_lookup(cd_radix_t *r, const cd_segment_t *seg, const cd_require_t 
     ans->matched = 0;
     ans->kda_first = (uint32_t)*kda_n;
     ans->kda_count = 0;
+    ans->unresolved = 0;
     for (uint32_t i = 0; i < seg->n; i++) {
         const st_hash_t *h = &seg->hashes[i];
         cd_block_t *b = NULL;

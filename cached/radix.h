@@ -87,6 +87,16 @@ typedef struct cd_rnode {
     st_hash_t rn_remote_parent;
     struct cd_rnode *rn_orph_next, *rn_orph_prev; /* roots waiting for one parent */
     uint64_t rn_last_access;
+    /* A summary of the run for compact lookups: rebuilt by the first lookup
+     * that walks the node after any change to its run or to the objects of
+     * its blocks (cd_radix_changed()), so a later one checks the node, not
+     * every block. */
+    int rn_sum_valid;
+    uint32_t rn_sum_any;                   /* bit k: every block holds some layer of kind k;
+                                              bit CD_KIND_COUNT: every block holds an object */
+    uint64_t rn_sum_all[CD_KIND_COUNT][2]; /* per kind, the layers every block holds */
+    uint32_t *rn_sum_kda;                  /* run offsets of the blocks with a KDA checkpoint */
+    uint32_t rn_sum_nkda, rn_sum_kda_cap;
 } cd_rnode_t;
 
 typedef struct cd_radix {
@@ -118,11 +128,23 @@ typedef struct cd_segment {
     const st_hash_t *hashes;
 } cd_segment_t;
 
+/*
+ * The compact form of a segment (docs/protocol.md "Compact segments"): the
+ * segment covers n blocks, but its hashes are only those of the blocks at
+ * offsets[0 .. n_offsets), strictly increasing, offsets[0] == 0 and the last
+ * n - 1; the blocks between are proven along the tree's parent links.
+ */
+typedef struct cd_probes {
+    const uint32_t *offsets; /* NULL: the full form */
+    uint32_t n_offsets;
+} cd_probes_t;
+
 /* The answer for one segment. */
 typedef struct cd_seg_answer {
-    uint32_t matched;   /* leading blocks present with everything required */
-    uint32_t kda_first; /* index of its first checkpoint in the kda array */
-    uint32_t kda_count; /* checkpoints among the matched blocks */
+    uint32_t matched;    /* leading blocks present with everything required */
+    uint32_t kda_first;  /* index of its first checkpoint in the kda array */
+    uint32_t kda_count;  /* checkpoints among the matched blocks */
+    uint32_t unresolved; /* compact form: blocks after matched left undecided */
 } cd_seg_answer_t;
 
 void cd_radix_init(cd_radix_t *r, struct cd_budget *budget);
@@ -172,6 +194,12 @@ void cd_radix_add_bytes(cd_radix_t *r, cd_block_t *b, int64_t delta);
 void cd_radix_hold(cd_radix_t *r, cd_block_t *b, int pin);
 void cd_radix_unhold(cd_radix_t *r, cd_block_t *b, int pin);
 
+/* Says that the objects of b changed (its node's summary is stale). */
+static inline void cd_radix_changed(cd_block_t *b)
+{
+    b->bk_node->rn_sum_valid = 0;
+}
+
 /* Records an access to b at now (moves its node to the hot end). */
 void cd_radix_touch(cd_radix_t *r, cd_block_t *b, uint64_t now);
 
@@ -188,6 +216,22 @@ int cd_radix_satisfies(const cd_block_t *b, const cd_require_t *req);
 void cd_radix_lookup(cd_radix_t *r, const cd_segment_t *seg, const cd_require_t *req, uint64_t now,
                      cd_seg_answer_t *ans, uint64_t *kda, size_t kda_cap, size_t *kda_n,
                      cd_block_t **blocks, size_t *n_blocks);
+
+/*
+ * Answers one compact segment: seg->n blocks, seg->hashes[j] the hash of the
+ * block at offset pr->offsets[j]. The answer is that of the full form
+ * whenever the index can prove it, and ans->unresolved > 0 otherwise: the
+ * blocks [matched, matched + unresolved) are undecided, every block before
+ * them matched, and the block at matched + unresolved (if inside the
+ * segment) does not match. The proof is the chain property (docs/hashing.md,
+ * docs/daemon.md "Compact lookups"): when the block of a probe's hash
+ * reaches the segment's first block by exactly the probe's offset in parent
+ * links, the blocks between are the segment's blocks. Checkpoints and
+ * touches as cd_radix_lookup(); compact segments take no lease.
+ */
+void cd_radix_lookup_compact(cd_radix_t *r, const cd_segment_t *seg, const cd_probes_t *pr,
+                             const cd_require_t *req, uint64_t now, cd_seg_answer_t *ans,
+                             uint64_t *kda, size_t kda_cap, size_t *kda_n);
 
 /* Checks every structural invariant (for tests). Returns ST_OK or
  * ST_ERR_INTERNAL with a description in msg (256 bytes). */

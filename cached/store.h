@@ -319,6 +319,21 @@ st_status_t cd_store_lookup(cd_store_t *s, uint32_t ns_id, const cd_segment_t *s
                             uint64_t *lease_expires_p, cd_err_t *err);
 
 /*
+ * cd_store_lookup() with compact segments: where probes (may be NULL) has
+ * offsets for segment i, segs[i] is in the compact form of radix.h
+ * (cd_radix_lookup_compact(): answered from the index's parent links, and
+ * answers[i].unresolved may leave blocks undecided). A compact segment counts
+ * its n blocks toward max_hashes and takes no lease. Returns as
+ * cd_store_lookup(), and ST_ERR_INVALID for offsets that do not rise from 0
+ * to n - 1 or a lease asked with a compact segment.
+ */
+st_status_t cd_store_lookup_probes(cd_store_t *s, uint32_t ns_id, const cd_segment_t *segs,
+                                   const cd_probes_t *probes, size_t nseg, const cd_require_t *req,
+                                   uint64_t lease_ms, cd_seg_answer_t *answers, uint64_t *kda,
+                                   size_t kda_cap, size_t *kda_n, uint64_t *lease_id_p,
+                                   uint64_t *lease_expires_p, cd_err_t *err);
+
+/*
  * Locates n objects for one-sided reads: out[i] gets ST_OK and the location,
  * or ST_ERR_NOT_FOUND. With lease_ms != CD_LEASE_NONE the blocks of the
  * found objects are leased under one id (*lease_id_p; 0 if none found), as

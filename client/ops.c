@@ -55,44 +55,173 @@ static size_t sc_targets(const st_client_t *c, const st_hash_t *chain, uint64_t 
 
 /* ------------------------------------------------------------- lookup -- */
 
+/*
+ * Lookups send compact segments (docs/protocol.md "Compact segments"): per
+ * request segment the hashes of every SC_PROBE_EVERY-th block and of the
+ * last, instead of every hash; the owner proves the blocks between along its
+ * index. STRATA_LOOKUP_COMPACT=0 in the environment sends every hash (the
+ * full form, for comparisons).
+ */
+#define SC_PROBE_EVERY 64
+
 typedef struct sc_lookup_item {
     Strata__V1__LookupRequest req;
+    Strata__V1__Segment *store; /* the request segments */
     Strata__V1__Segment **segs;
     size_t *seg_k; /* first chain segment of each request segment */
     size_t *seg_n; /* chain segments it covers */
     uint32_t node;
 } sc_lookup_item_t;
 
-st_status_t st_client_lookup(st_client_t *c, const st_hash_t *chain, size_t n_blocks,
-                             uint32_t layers, st_lookup_result_t *result)
+/* A request segment whose answer left blocks undecided. */
+typedef struct sc_pending {
+    size_t item, seg;   /* li[item].segs[seg] */
+    uint64_t run_first; /* chain index of the run's first block */
+    uint32_t matched, unresolved;
+    const uint64_t *kda; /* checkpoints of the matched part */
+    size_t n_kda;
+} sc_pending_t;
+
+static int sc_lookup_compact_on(void)
+{
+    const char *v = getenv("STRATA_LOOKUP_COMPACT");
+
+    return v == NULL || strcmp(v, "0") != 0;
+}
+
+/* Spreads a run's match (m blocks, then u undecided) over the chain
+ * segments it covers; the segment in which its undecided blocks start is
+ * marked with pend in undecided[], the others with SIZE_MAX. */
+static void sc_spread(st_seg_answer_t *ans, size_t *undecided, size_t pend, const size_t *seg_k,
+                      const size_t *seg_n, size_t j, uint64_t m, uint32_t u, const uint64_t *kda,
+                      size_t n_kda)
+{
+    uint64_t off = 0, at = m;
+
+    for (size_t q = 0; q < seg_n[j]; q++) {
+        size_t k = seg_k[j] + q;
+        uint64_t here = m > ans[k].n_blocks ? ans[k].n_blocks : m;
+
+        ans[k].answered = 1;
+        ans[k].matched = (uint32_t)here;
+        ans[k].kda = kda;
+        ans[k].n_kda = n_kda;
+        undecided[k] = u > 0 && at >= off && at < off + ans[k].n_blocks ? pend : SIZE_MAX;
+        off += ans[k].n_blocks;
+        m -= here;
+    }
+}
+
+/* Replaces the request segments of item with their compact forms; the probe
+ * hashes and offsets go to *hp and *op (room for them is the caller's). */
+static void sc_compact(sc_lookup_item_t *it, const st_hash_t *chain, st_hash_t **hp, uint32_t **op)
+{
+    for (size_t j = 0; j < it->req.n_segments; j++) {
+        Strata__V1__Segment *sg = it->segs[j];
+        uint32_t len = (uint32_t)(sg->block_hashes.len / ST_HASH_BYTES), np = 0;
+        const st_hash_t *h = &chain[sg->first_block];
+
+        sg->probe_offsets = *op;
+        for (uint32_t o = 0; o < len; o += SC_PROBE_EVERY) {
+            (*op)[np] = o;
+            (*hp)[np++] = h[o];
+        }
+        if ((*op)[np - 1] != len - 1) {
+            (*op)[np] = len - 1;
+            (*hp)[np++] = h[len - 1];
+        }
+        sg->chain_blocks = len;
+        sg->n_probe_offsets = np;
+        sg->block_hashes.data = (uint8_t *)(*hp)->b;
+        sg->block_hashes.len = (size_t)np * ST_HASH_BYTES;
+        *hp += np;
+        *op += np;
+    }
+}
+
+/* Asks the owner of a run for its undecided blocks with their hashes.
+ * Returns ST_OK with *m_p and a malloc'd merged checkpoint list, or the
+ * call's status. */
+static st_status_t sc_resolve(st_client_t *c, const st_hash_t *chain, const sc_lookup_item_t *it,
+                              const sc_pending_t *pd, uint32_t *m_p, uint64_t **kda_p,
+                              size_t *n_kda_p)
+{
+    Strata__V1__LookupRequest req = it->req;
+    Strata__V1__Segment sg, *sgp = &sg;
+    srpc_fanout_item_t item = {0};
+    const Strata__V1__LookupResponse *r;
+    st_status_t status;
+    uint64_t *kda;
+
+    strata__v1__segment__init(&sg);
+    sg.first_block = pd->run_first + pd->matched;
+    sg.block_hashes.data = (uint8_t *)chain[sg.first_block].b;
+    sg.block_hashes.len = (size_t)pd->unresolved * ST_HASH_BYTES;
+    req.segments = &sgp;
+    req.n_segments = 1;
+    item.ch = c->nodes[it->node].ch;
+    item.req = &req.base;
+    status = srpc_fanout(&srpc_cache_methods[SRPC_CACHE_LOOKUP], &item, 1, (int)c->timeout_ms);
+    if (status == ST_OK) {
+        status = item.status;
+    }
+    r = (const void *)item.resp;
+    if (status == ST_OK &&
+        (r->n_segments != 1 || r->segments[0]->matched_blocks > pd->unresolved)) {
+        status = ST_ERR_PROTOCOL;
+    }
+    if (status != ST_OK) {
+        sc_node_failed(c, it->node, status, &item.err);
+        srpc_fanout_free(&item, 1);
+        return status;
+    }
+    kda = malloc(sizeof(*kda) * (pd->n_kda + r->segments[0]->n_kda_checkpoints + 1));
+    if (kda == NULL) {
+        srpc_fanout_free(&item, 1);
+        return ST_ERR_NOMEM;
+    }
+    memcpy(kda, pd->kda, sizeof(*kda) * pd->n_kda);
+    memcpy(kda + pd->n_kda, r->segments[0]->kda_checkpoints,
+           sizeof(*kda) * r->segments[0]->n_kda_checkpoints);
+    *n_kda_p = pd->n_kda + r->segments[0]->n_kda_checkpoints;
+    *m_p = r->segments[0]->matched_blocks;
+    *kda_p = kda;
+    srpc_fanout_free(&item, 1);
+    return ST_OK;
+}
+
+/* One lookup, in the compact form when compact is set. Returns 1 (and
+ * nothing in result) when a node ignored the compact form: an older daemon,
+ * asked again with every hash by the caller. */
+static st_status_t sc_lookup(st_client_t *c, const st_hash_t *chain, size_t n_blocks,
+                             uint32_t layers, int compact, st_lookup_result_t *result)
 {
     uint32_t S = c->segment_blocks;
-    size_t n_seg = (n_blocks + S - 1) / S, n_items = 0;
-    uint32_t *layer_list = NULL;
+    size_t n_seg = (n_blocks + S - 1) / S, n_items = 0, cap_items = 0, n_pend = 0, n_merged = 0;
+    size_t n_reqseg = 0;
+    uint32_t *layer_list = NULL, *probe_off = NULL;
     int *owner = NULL;
+    size_t *per_node = NULL;
     st_seg_answer_t *ans = NULL;
-    Strata__V1__Segment *segs = NULL;
     sc_lookup_item_t *li = NULL;
     srpc_fanout_item_t *items = NULL;
     uint8_t *down = NULL;
+    st_hash_t *probe_h = NULL;
+    size_t *undecided = NULL;
+    sc_pending_t *pend = NULL;
+    uint64_t **merged = NULL;
     st_prefix_t prefix;
     st_status_t status = ST_ERR_NOMEM;
 
-    memset(result, 0, sizeof(*result));
-    if (n_blocks == 0) {
-        return ST_OK;
-    }
-    if (chain == NULL || layers > 128) {
-        return sc_error(ST_ERR_INVALID, "lookup: NULL chain or layers > 128");
-    }
-    owner = calloc(n_seg, sizeof(*owner));
-    ans = calloc(n_seg, sizeof(*ans));
-    segs = calloc(n_seg, sizeof(*segs));
-    li = calloc(n_seg, sizeof(*li));
-    items = calloc(n_seg, sizeof(*items));
+    /* Sized to what this lookup needs: large zeroed blocks come from mmap,
+     * and every lookup would pay their page faults. */
+    owner = malloc(n_seg * sizeof(*owner));
+    ans = malloc(n_seg * sizeof(*ans));
+    per_node = calloc(c->n_nodes, sizeof(*per_node));
     down = calloc(c->n_nodes, 1);
-    layer_list = calloc(layers + 1, sizeof(*layer_list));
-    if (!owner || !ans || !segs || !li || !items || !down || !layer_list) {
+    layer_list = malloc((layers + 1) * sizeof(*layer_list));
+    undecided = malloc(n_seg * sizeof(*undecided));
+    if (!owner || !ans || !per_node || !down || !layer_list || !undecided) {
         goto out;
     }
     for (uint32_t l = 0; l < layers; l++) {
@@ -100,12 +229,12 @@ st_status_t st_client_lookup(st_client_t *c, const st_hash_t *chain, size_t n_bl
     }
     for (size_t k = 0; k < n_seg; k++) {
         owner[k] = sc_owner(c, &chain[k * S]);
-        ans[k].first_block = k * S;
-        ans[k].n_blocks = (uint32_t)(n_blocks - k * S < S ? n_blocks - k * S : S);
-        strata__v1__segment__init(&segs[k]);
-        segs[k].first_block = k * S;
-        segs[k].block_hashes.data = (uint8_t *)chain[k * S].b;
-        segs[k].block_hashes.len = ans[k].n_blocks * ST_HASH_BYTES;
+        ans[k] = (st_seg_answer_t){
+            k * S, (uint32_t)(n_blocks - k * S < S ? n_blocks - k * S : S), 0, 0, NULL, 0};
+        undecided[k] = SIZE_MAX;
+        if (owner[k] >= 0) {
+            per_node[owner[k]]++;
+        }
     }
     /*
      * One request per node, split where it would pass the node's limits.
@@ -115,20 +244,32 @@ st_status_t st_client_lookup(st_client_t *c, const st_hash_t *chain, size_t n_bl
      */
     for (uint32_t node = 0; node < c->n_nodes; node++) {
         sc_lookup_item_t *cur = NULL;
-        size_t hashes = 0;
+        size_t hashes = 0, left = per_node[node];
 
-        for (size_t k = 0; k < n_seg; k++) {
+        for (size_t k = 0; k < n_seg && left > 0; k++) {
             if (owner[k] != (int)node) {
                 continue;
             }
             if (cur == NULL || cur->req.n_segments == c->max_batch ||
                 hashes + ans[k].n_blocks > c->max_hashes) {
+                if (n_items == cap_items) {
+                    size_t cap = cap_items ? 2 * cap_items : c->n_nodes + 4;
+                    sc_lookup_item_t *grown = realloc(li, cap * sizeof(*li));
+
+                    if (grown == NULL) {
+                        goto out;
+                    }
+                    li = grown;
+                    cap_items = cap;
+                }
                 cur = &li[n_items++];
+                memset(cur, 0, sizeof(*cur));
                 strata__v1__lookup_request__init(&cur->req);
-                cur->segs = calloc(n_seg, sizeof(*cur->segs));
-                cur->seg_k = calloc(n_seg, sizeof(*cur->seg_k));
-                cur->seg_n = calloc(n_seg, sizeof(*cur->seg_n));
-                if (cur->segs == NULL || cur->seg_k == NULL || cur->seg_n == NULL) {
+                cur->store = malloc(left * sizeof(*cur->store));
+                cur->segs = malloc(left * sizeof(*cur->segs));
+                cur->seg_k = malloc(left * sizeof(*cur->seg_k));
+                cur->seg_n = malloc(left * sizeof(*cur->seg_n));
+                if (!cur->store || !cur->segs || !cur->seg_k || !cur->seg_n) {
                     goto out;
                 }
                 cur->node = node;
@@ -141,6 +282,7 @@ st_status_t st_client_lookup(st_client_t *c, const st_hash_t *chain, size_t n_bl
                 cur->req.segments = cur->segs;
                 hashes = 0;
             }
+            left--;
             if (cur->req.n_segments > 0) {
                 size_t last = cur->req.n_segments - 1;
 
@@ -152,15 +294,47 @@ st_status_t st_client_lookup(st_client_t *c, const st_hash_t *chain, size_t n_bl
                     continue;
                 }
             }
-            cur->seg_k[cur->req.n_segments] = k;
-            cur->seg_n[cur->req.n_segments] = 1;
-            cur->segs[cur->req.n_segments++] = &segs[k];
+            {
+                Strata__V1__Segment *sg = &cur->store[cur->req.n_segments];
+
+                strata__v1__segment__init(sg);
+                sg->first_block = k * S;
+                sg->block_hashes.data = (uint8_t *)chain[k * S].b;
+                sg->block_hashes.len = ans[k].n_blocks * ST_HASH_BYTES;
+                cur->seg_k[cur->req.n_segments] = k;
+                cur->seg_n[cur->req.n_segments] = 1;
+                cur->segs[cur->req.n_segments++] = sg;
+                n_reqseg++;
+            }
             hashes += ans[k].n_blocks;
         }
     }
     if (n_items == 0) {
         status = sc_error(ST_ERR_UNAVAILABLE, "lookup: every node is down");
         goto out;
+    }
+    items = calloc(n_items, sizeof(*items));
+    pend = malloc(n_reqseg * sizeof(*pend));
+    merged = malloc(n_reqseg * sizeof(*merged));
+    if (items == NULL || pend == NULL || merged == NULL) {
+        goto out;
+    }
+    if (compact) {
+        /* At most one probe per SC_PROBE_EVERY blocks plus two per segment. */
+        size_t room = n_blocks / SC_PROBE_EVERY + 2 * n_seg + 1;
+        st_hash_t *hp;
+        uint32_t *op;
+
+        probe_h = malloc(room * sizeof(*probe_h));
+        probe_off = malloc(room * sizeof(*probe_off));
+        if (probe_h == NULL || probe_off == NULL) {
+            goto out;
+        }
+        hp = probe_h;
+        op = probe_off;
+        for (size_t i = 0; i < n_items; i++) {
+            sc_compact(&li[i], chain, &hp, &op);
+        }
     }
     for (size_t i = 0; i < n_items; i++) {
         items[i].ch = c->nodes[li[i].node].ch;
@@ -179,21 +353,76 @@ st_status_t st_client_lookup(st_client_t *c, const st_hash_t *chain, size_t n_bl
             down[li[i].node] = 1;
             continue;
         }
-        for (size_t j = 0; j < r->n_segments; j++) {
-            uint64_t m = r->segments[j]->matched_blocks;
-
-            /* Spread the run's match over the chain segments it covers. */
-            for (size_t q = 0; q < li[i].seg_n[j]; q++) {
-                size_t k = li[i].seg_k[j] + q;
-                uint64_t here = m > ans[k].n_blocks ? ans[k].n_blocks : m;
-
-                ans[k].answered = 1;
-                ans[k].matched = (uint32_t)here;
-                ans[k].kda = r->segments[j]->kda_checkpoints;
-                ans[k].n_kda = r->segments[j]->n_kda_checkpoints;
-                m -= here;
-            }
+        if (compact && !r->compact) {
+            status = 1; /* an older daemon: ask again with every hash */
+            goto out;
         }
+        for (size_t j = 0; j < r->n_segments; j++) {
+            const Strata__V1__SegmentMatch *m = r->segments[j];
+            uint64_t run = 0;
+
+            for (size_t q = 0; q < li[i].seg_n[j]; q++) {
+                run += ans[li[i].seg_k[j] + q].n_blocks;
+            }
+            if ((uint64_t)m->matched_blocks + m->unresolved_blocks > run) {
+                sc_error(ST_ERR_PROTOCOL,
+                         "lookup: a node answered %u + %u blocks of a %llu-block run",
+                         m->matched_blocks, m->unresolved_blocks, (unsigned long long)run);
+                for (size_t q = 0; q < li[i].seg_n[j]; q++) {
+                    ans[li[i].seg_k[j] + q].answered = 0;
+                }
+                continue;
+            }
+            if (m->unresolved_blocks > 0) {
+                pend[n_pend] = (sc_pending_t){i,
+                                              j,
+                                              ans[li[i].seg_k[j]].first_block,
+                                              m->matched_blocks,
+                                              m->unresolved_blocks,
+                                              m->kda_checkpoints,
+                                              m->n_kda_checkpoints};
+            }
+            sc_spread(ans, undecided, n_pend, li[i].seg_k, li[i].seg_n, j, m->matched_blocks,
+                      m->unresolved_blocks, m->kda_checkpoints, m->n_kda_checkpoints);
+            n_pend += m->unresolved_blocks > 0;
+        }
+    }
+    /* Where the prefix would end on undecided blocks, ask their owner for
+     * them with their hashes (a second, small call to one node); again if
+     * that completes the run and the next undecided one ends it. */
+    for (;;) {
+        size_t k = 0, p;
+        sc_pending_t *pd;
+        uint32_t m2;
+        uint64_t *kda;
+        size_t n_kda;
+
+        while (k < n_seg && ans[k].answered && ans[k].matched == ans[k].n_blocks) {
+            k++;
+        }
+        if (k == n_seg || undecided[k] == SIZE_MAX) {
+            break;
+        }
+        p = undecided[k];
+        pd = &pend[p];
+        status = sc_resolve(c, chain, &li[pd->item], pd, &m2, &kda, &n_kda);
+        if (status == ST_ERR_NOMEM) {
+            goto out;
+        }
+        if (status != ST_OK) {
+            /* The owner is gone now: its run counts as unanswered. */
+            down[li[pd->item].node] = 1;
+            for (size_t q = 0; q < li[pd->item].seg_n[pd->seg]; q++) {
+                size_t kk = li[pd->item].seg_k[pd->seg] + q;
+
+                ans[kk].answered = 0;
+                undecided[kk] = SIZE_MAX;
+            }
+            continue;
+        }
+        merged[n_merged++] = kda;
+        sc_spread(ans, undecided, p, li[pd->item].seg_k, li[pd->item].seg_n, pd->seg,
+                  (uint64_t)pd->matched + m2, 0, kda, n_kda);
     }
     st_compose_prefix(ans, n_seg, &prefix);
     result->matched_blocks = prefix.matched_blocks;
@@ -208,13 +437,38 @@ out:
         srpc_fanout_free(items, n_items);
     }
     for (size_t i = 0; li != NULL && i < n_items; i++) {
+        free(li[i].store);
         free(li[i].segs);
         free(li[i].seg_k);
         free(li[i].seg_n);
     }
-    free(owner), free(ans), free(segs), free(li), free(items), free(down), free(layer_list);
+    for (size_t i = 0; i < n_merged; i++) {
+        free(merged[i]);
+    }
+    free(owner), free(per_node), free(ans), free(li), free(items), free(down), free(layer_list);
+    free(undecided), free(pend), free(merged), free(probe_h), free(probe_off);
     if (status == ST_ERR_NOMEM) {
         sc_error(status, "lookup: out of memory");
+    }
+    return status;
+}
+
+st_status_t st_client_lookup(st_client_t *c, const st_hash_t *chain, size_t n_blocks,
+                             uint32_t layers, st_lookup_result_t *result)
+{
+    st_status_t status;
+
+    memset(result, 0, sizeof(*result));
+    if (n_blocks == 0) {
+        return ST_OK;
+    }
+    if (chain == NULL || layers > 128) {
+        return sc_error(ST_ERR_INVALID, "lookup: NULL chain or layers > 128");
+    }
+    status = sc_lookup(c, chain, n_blocks, layers, sc_lookup_compact_on(), result);
+    if (status == 1) {
+        memset(result, 0, sizeof(*result));
+        status = sc_lookup(c, chain, n_blocks, layers, 0, result);
     }
     return status;
 }
@@ -252,10 +506,6 @@ static st_status_t sc_submit(st_client_t *c, const st_hash_t *chain, size_t n_ch
     h->job.run = gets != NULL ? sc_run_get : sc_run_put;
     h->job.handle = h;
     *handle_p = h;
-    if (gets != NULL && c->dp != NULL && sc_dp_get_now(h)) {
-        sc_handle_complete(h); /* cached row reads: done here, no worker (dataplane.c) */
-        return ST_OK;
-    }
     sc_pool_submit(c, &h->job);
     return ST_OK;
 }

@@ -52,3 +52,10 @@ add_test(NAME test_cli
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tools/test_cli.sh $<TARGET_FILE:stratad>
                  $<TARGET_FILE:strata_cli>)
 set_tests_properties(test_cli PROPERTIES LABELS "integration;client" TIMEOUT 300)
+
+# Compact lookup segments against the full form: one daemon over raw Lookup
+# calls, four through libstrata (docs/protocol.md "Compact segments").
+strata_add_test(test_lookup_compact SOURCES integration/test_lookup_compact.c
+                LIBS strata_test_cluster strata_client PkgConfig::CMOCKA PkgConfig::XXHASH
+                ARGS $<TARGET_FILE:stratad> LABELS integration client cached TIMEOUT 600)
+add_dependencies(test_lookup_compact stratad)

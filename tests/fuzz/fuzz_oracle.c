@@ -244,14 +244,36 @@ void fz_expect(int m, int node, const ProtobufCMessage *pm, fz_expect_t *e)
         fz_batch(e, q->n_segments, "segments");
         fz_lease_ms(e, q->lease_ms);
         for (size_t i = 0; i < q->n_segments; i++) {
-            size_t len = q->segments[i]->block_hashes.len;
+            const Strata__V1__Segment *sg = q->segments[i];
+            size_t len = sg->block_hashes.len, nb = sg->chain_blocks ? sg->chain_blocks : len / 16;
 
             if (len % 16 != 0 || len == 0) {
                 fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT, "segments[%zu]: %zu hash bytes", i, len);
-            } else if (q->segments[i]->first_block > UINT64_MAX - (len / 16 - 1)) {
+            } else if (sg->chain_blocks == 0 && sg->n_probe_offsets != 0) {
+                fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT, "segments[%zu]: probes, no chain_blocks",
+                       i);
+            } else if (sg->chain_blocks != 0) {
+                /* Compact (docs/protocol.md "Compact segments"). */
+                int rising = sg->n_probe_offsets == len / 16 && sg->probe_offsets[0] == 0 &&
+                             sg->probe_offsets[sg->n_probe_offsets - 1] == sg->chain_blocks - 1;
+
+                for (size_t j = 1; rising && j < sg->n_probe_offsets; j++) {
+                    rising = sg->probe_offsets[j] > sg->probe_offsets[j - 1];
+                }
+                if (!rising) {
+                    fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT, "segments[%zu]: bad probe_offsets", i);
+                }
+                if (q->want_locations || q->lease) {
+                    fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT,
+                           "segments[%zu]: compact with "
+                           "locations or lease",
+                           i);
+                }
+            }
+            if (len % 16 == 0 && len != 0 && sg->first_block > UINT64_MAX - (nb - 1)) {
                 fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT, "segments[%zu]: chain index overflows", i);
             }
-            total += len / 16;
+            total += nb;
         }
         if (total > F.lim.max_hashes) {
             fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT, "%zu hashes > max_blocks_per_lookup", total);
@@ -490,11 +512,15 @@ void fz_check_locations(const Strata__V1__Locations *l, size_t n, const char *wh
 }
 
 static void fz_check_match(const Strata__V1__SegmentMatch *sm, uint64_t first, size_t n_blocks,
-                           size_t per_block, int want_loc)
+                           size_t per_block, int want_loc, int compact)
 {
     FZ_CHECK(sm != NULL, "segment without a match");
     FZ_CHECK(sm->matched_blocks <= n_blocks, "matched_blocks=%u of a %zu-block segment",
              sm->matched_blocks, n_blocks);
+    FZ_CHECK(compact ? (uint64_t)sm->matched_blocks + sm->unresolved_blocks <= n_blocks
+                     : sm->unresolved_blocks == 0,
+             "unresolved_blocks=%u after %u of a %zu-block %s segment", sm->unresolved_blocks,
+             sm->matched_blocks, n_blocks, compact ? "compact" : "full");
     FZ_CHECK(sm->n_kda_checkpoints <= sm->matched_blocks, "%zu KDA checkpoints in %u blocks",
              sm->n_kda_checkpoints, sm->matched_blocks);
     for (size_t k = 0; k < sm->n_kda_checkpoints; k++) {
@@ -543,13 +569,21 @@ void fz_check_ok(int m, int node, const ProtobufCMessage *pm, const ProtobufCMes
         const Strata__V1__LookupResponse *a = (const void *)pa;
         int want = q->want_locations || q->lease;
 
+        int compact = 0;
+
         FZ_CHECK(a->n_segments == q->n_segments, "lookup: %zu answers for %zu segments",
                  a->n_segments, q->n_segments);
         for (size_t i = 0; i < a->n_segments; i++) {
-            fz_check_match(a->segments[i], q->segments[i]->first_block,
-                           q->segments[i]->block_hashes.len / 16,
-                           fz_popcount_kinds(q->kinds_mask) * q->n_layers, want);
+            const Strata__V1__Segment *sg = q->segments[i];
+
+            compact |= sg->chain_blocks != 0;
+            fz_check_match(a->segments[i], sg->first_block,
+                           sg->chain_blocks ? sg->chain_blocks : sg->block_hashes.len / 16,
+                           fz_popcount_kinds(q->kinds_mask) * q->n_layers, want,
+                           sg->chain_blocks != 0);
         }
+        FZ_CHECK(a->compact == compact, "lookup: compact=%d answered for compact=%d",
+                 (int)a->compact, compact);
         if (a->lease_id != 0) {
             fz_remember(nd->leases, &nd->n_leases, a->lease_id);
         }
@@ -737,7 +771,7 @@ void fz_check_ok(int m, int node, const ProtobufCMessage *pm, const ProtobufCMes
                      k, sa->node_id, sa->grpc_status, sa->error);
             fz_check_match(sa->match, sa->first_block, sa->n_blocks,
                            fz_popcount_kinds(q->kinds_mask) * q->n_layers,
-                           q->want_locations || q->lease);
+                           q->want_locations || q->lease, 0);
             covered += sa->n_blocks;
         }
         FZ_CHECK(covered == n, "cluster lookup: segments cover %zu of %zu blocks", covered, n);

@@ -317,6 +317,31 @@ ProtobufCMessage *fz_b_lookup(fz_rng_t *r)
     q->want_locations = fz_chance(r, 50);
     q->lease = fz_chance(r, 30);
     q->lease_ms = fz_chance(r, 50) ? 0 : (uint32_t)(1 + fz_below(r, F.lim.max_lease));
+    if (fz_chance(r, 40)) {
+        /* Compact segments (docs/protocol.md "Compact segments"): each covers
+         * its S blocks with the hashes of block 0, a few between and the last;
+         * no locations, no lease. */
+        q->want_locations = 0;
+        q->lease = 0;
+        for (size_t i = 0; i < nseg; i++) {
+            Strata__V1__Segment *s = q->segments[i];
+            uint32_t *off = fz_alloc(sizeof(*off) * S);
+            st_hash_t *h = fz_alloc(sizeof(*h) * S);
+            size_t np = 0;
+
+            for (size_t o = 0; o < S; o++) {
+                if (o == 0 || o == S - 1 || fz_chance(r, 15)) {
+                    off[np] = (uint32_t)o;
+                    h[np++] = F.pool[s->first_block + o];
+                }
+            }
+            s->chain_blocks = (uint32_t)S;
+            s->probe_offsets = off;
+            s->n_probe_offsets = np;
+            s->block_hashes.data = h[0].b;
+            s->block_hashes.len = np * ST_HASH_BYTES;
+        }
+    }
     return &q->base;
 }
 
