@@ -206,9 +206,10 @@ int main(int argc, char **argv)
             printf("    %4.0f%% local (%u blocks): all-local %.3f (mad %.3f), pipelined %.3f "
                    "ms/token (mad %.3f), serial %.3f (mad %.3f) -> fetch only %.3f; overlap "
                    "efficiency %.2f; %.2fx the all-local decode; local row hit rate %.2f, %.0f "
-                   "remote rows per computed token\n",
+                   "remote rows and %.1f us of row reads (engine's timer) per computed token\n",
                    fr[i] * 100, lb, ta, mad1, tp, mad2, ts, mad3, tf, tp / lo, tp / ta, hit,
-                   (double)sp.rows_remote / (double)(n_dec + TAIL));
+                   (double)sp.rows_remote / (double)(n_dec + TAIL),
+                   (double)sp.rows_us / (double)(n_dec + TAIL));
             fflush(stdout);
             st_engine_free(pe);
             st_engine_free(se);

@@ -172,6 +172,8 @@ typedef struct st_engine_stats {
     uint64_t rows_remote;    /* selected DSA rows read from the cluster */
     uint64_t pool_fallbacks; /* remote rows lost (a dead node, an eviction): the
                                 sequence was recomputed with every block local */
+    uint64_t rows_us;        /* fetch_us's share of the DSA layers' remote row reads,
+                                from issuing each read to having its rows */
 } st_engine_stats_t;
 
 /* Overlap efficiency of a run (see st_engine_stats_t); 0 when nothing was fetched. */

@@ -461,13 +461,15 @@ static void test_pool_ratios(void **state)
         f->cached = pooled(f, sizes[i], 0);
         snprintf(what, sizeof(what), "pool %u blocks, resumed", sizes[i]);
         s = run_and_compare(f, t, 1100, what);
-        printf("#   rows local=%llu remote=%llu fetched=%llu B fallbacks=%llu overlap=%.2f\n",
+        printf("#   rows local=%llu remote=%llu fetched=%llu B fallbacks=%llu overlap=%.2f "
+               "row reads=%llu us\n",
                (unsigned long long)s.rows_local, (unsigned long long)s.rows_remote,
                (unsigned long long)s.bytes_fetched, (unsigned long long)s.pool_fallbacks,
-               st_engine_overlap(&s));
+               st_engine_overlap(&s), (unsigned long long)s.rows_us);
         assert_int_equal(s.resumed_blocks, 17);
         assert_int_equal(s.pool_fallbacks, 0);
         assert_true(s.rows_remote > 0);
+        assert_true(s.rows_us > 0 && s.rows_us <= s.fetch_us);
         assert_true(s.rows_remote < last_remote);
         assert_true(s.bytes_fetched > 0);
         last_remote = s.rows_remote;
