@@ -18,3 +18,13 @@ if(TARGET stratad)
   target_link_libraries(bench_engine_long PRIVATE strata_engine m)
   add_dependencies(bench_engine_long stratad)
 endif()
+
+# the engine's CUDA path against its CPU path at long context (where CUDA is built).
+# Run by hand on a GPU: bench_engine_gpu $(build)/cached/stratad [HISTORY] [DECODE] [REPS] [TOPK].
+if(TARGET stratad AND TARGET strata_engine_cuda)
+  add_executable(bench_engine_gpu bench_engine_gpu.c bench_util.c
+                 ${PROJECT_SOURCE_DIR}/tests/support/cluster.c)
+  target_include_directories(bench_engine_gpu PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
+  target_link_libraries(bench_engine_gpu PRIVATE strata_engine m)
+  add_dependencies(bench_engine_gpu stratad)
+endif()

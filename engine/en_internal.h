@@ -92,7 +92,45 @@ struct st_seq {
     const float **rows_a, **rows_b;
     float *stage; /* topk x row: remote rows land here */
     float *out_b, *lse_a, *lse_b;
+    struct en_dev *dev; /* the CUDA path (engine/model_cuda.c), or NULL: the CPU path */
 };
+
+/* ---- the CUDA path (engine/device.c, engine/model_cuda.c; docs/engine.md) */
+
+/* Whether this build has the CUDA path (1) or not (0). */
+int en_dev_built(void);
+
+/*
+ * Checks that the model's shape is one the CUDA kernels take. Returns ST_OK,
+ * or ST_ERR_INVALID after logging the first field that does not fit and
+ * its constraint (quiet: only say whether it fits).
+ */
+st_status_t en_dev_check_shape(const st_model_t *m, int quiet);
+
+/*
+ * Resolves an st_engine_device_t for the model: *cuda = 1 for the CUDA
+ * path. ST_OK; for ST_ENGINE_DEVICE_CUDA also ST_ERR_UNSUPPORTED (no CUDA
+ * in the build), ST_ERR_INVALID (shape), ST_ERR_UNAVAILABLE (no device);
+ * ST_ERR_INVALID for an unknown value. Each error is logged.
+ */
+st_status_t en_dev_resolve(const st_model_t *m, uint32_t want, int *cuda);
+
+/*
+ * Moves seq onto the device: its DSA rows (bf16), indexer keys (fp8 and a
+ * scale per row), block summaries and KDA states get device copies, the
+ * DSA and KDA layers run on the CUDA kernels. The host stores stay the
+ * reference for the objects (fp32, as on the CPU path). Returns ST_OK;
+ * ST_ERR_UNSUPPORTED (no CUDA in this build); ST_ERR_UNAVAILABLE (no
+ * device); ST_ERR_INVALID (shape); ST_ERR_NOMEM.
+ */
+st_status_t en_dev_attach(st_seq_t *seq);
+void en_dev_free(struct en_dev *dev);
+/* The host stores changed under the device copies (reset, imports). */
+void en_dev_invalidate(st_seq_t *seq);
+/* Copies the device's KDA states into seq->kda (before an export). */
+void en_dev_kda_pull(const st_seq_t *seq);
+/* The attention of layer L at position pos on the device (KDA or DSA). */
+st_status_t en_dev_layer(st_seq_t *seq, const en_layer_t *L, size_t pos);
 
 /* Counter-based generator: a uniform float in [-1, 1) from (seed, tensor, index). */
 float en_rand(uint64_t seed, uint64_t tensor, uint64_t index);

@@ -35,8 +35,9 @@ struct st_engine {
     st_seq_t *seq;
     en_put_t *puts;
     size_t n_puts, cap_puts;
-    size_t ring; /* local pool in blocks, the open one included (0: unbounded) */
-    int serial;  /* serial_rows */
+    size_t ring;     /* local pool in blocks, the open one included (0: unbounded) */
+    int serial;      /* serial_rows */
+    uint32_t device; /* st_engine_device_t asked for */
     /* The run in progress: its chain, which blocks the cluster holds, the
      * blocks kept aside because it does not, and the row reads in flight. */
     st_engine_stats_t *stats;
@@ -96,6 +97,9 @@ st_status_t st_engine_create(const st_model_t *model, const st_engine_params_t *
             e->on_progress = params->on_progress;
             e->on_progress_arg = params->on_progress_arg;
         }
+        if (params->field_mask & ST_ENGINE_FIELD_DEVICE) {
+            e->device = params->device;
+        }
         if (params->field_mask & ST_ENGINE_FIELD_SERIAL_ROWS) {
             e->serial = params->serial_rows != 0;
         }
@@ -120,7 +124,19 @@ st_status_t st_engine_create(const st_model_t *model, const st_engine_params_t *
         free(e);
         return ST_ERR_INVALID;
     }
-    r = st_seq_create(model, &e->seq);
+    {
+        int cuda = 0;
+
+        r = en_dev_resolve(model, e->device, &cuda); /* engine/device.c */
+        if (r != ST_OK) {
+            free(e);
+            return r;
+        }
+        r = st_seq_create(model, &e->seq);
+        if (r == ST_OK && cuda) {
+            r = en_dev_attach(e->seq); /* the CUDA path (docs/engine.md) */
+        }
+    }
     if (r == ST_OK && e->ring) {
         size_t k = model->cfg.topk + 1;
 
@@ -900,6 +916,11 @@ out:
         *stats_p = stats;
     }
     return r;
+}
+
+st_engine_device_t st_engine_device_used(const st_engine_t *engine)
+{
+    return engine && engine->seq->dev ? ST_ENGINE_DEVICE_CUDA : ST_ENGINE_DEVICE_CPU;
 }
 
 void st_engine_free(st_engine_t *engine)

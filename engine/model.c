@@ -569,7 +569,11 @@ st_status_t st_seq_forward(st_seq_t *seq, uint32_t token, float *logits)
         const en_layer_t *L = &m->layer[l];
 
         st_cpu_rmsnorm_residual(seq->x, seq->res, L->ln_attn, 1, d, EN_EPS, seq->xn);
-        r = L->kind == 'K' ? en_kda_layer(seq, L) : en_dsa_layer(seq, L, pos);
+        if (seq->dev) {
+            r = en_dev_layer(seq, L, pos); /* the CUDA path: engine/model_cuda.c */
+        } else {
+            r = L->kind == 'K' ? en_kda_layer(seq, L) : en_dsa_layer(seq, L, pos);
+        }
         if (r != ST_OK) {
             /* Lost remote rows are the engine's to handle (and log). */
             if (r != ST_ERR_UNAVAILABLE) {

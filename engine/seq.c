@@ -94,6 +94,7 @@ void st_seq_free(st_seq_t *seq)
     free(seq->out_b);
     free(seq->lse_a);
     free(seq->lse_b);
+    en_dev_free(seq->dev);
     free(seq);
 }
 
@@ -106,6 +107,9 @@ void st_seq_reset(st_seq_t *seq)
     memset(seq->kda, 0,
            sizeof(float) * (size_t)seq->m->n_kda * c->kda_heads * c->kda_head_dim *
                c->kda_head_dim);
+    if (seq->dev) {
+        en_dev_invalidate(seq); /* the host stores are the reference again */
+    }
 }
 
 size_t st_seq_length(const st_seq_t *seq)
@@ -276,6 +280,9 @@ void en_export_kda(const st_seq_t *seq, void *dst)
     en_put_u32(p + 12, m->cfg.kda_head_dim);
     en_put_u64(p + 16, (uint64_t)seq->len);
     en_put_u64(p + 24, m->fingerprint);
+    if (seq->dev) {
+        en_dev_kda_pull(seq); /* the device's states are the newer ones */
+    }
     memcpy(p + EN_KDA_HEADER, seq->kda, en_kda_bytes(m) - EN_KDA_HEADER);
 }
 
@@ -339,6 +346,9 @@ st_status_t en_import_kda(st_seq_t *seq, size_t tokens, const void *src, size_t 
         return ST_ERR_CORRUPT;
     }
     memcpy(seq->kda, p + EN_KDA_HEADER, len - EN_KDA_HEADER);
+    if (seq->dev) {
+        en_dev_invalidate(seq);
+    }
     return ST_OK;
 }
 
@@ -346,4 +356,7 @@ void en_seq_set_prefix(st_seq_t *seq, const uint32_t *tokens, size_t n)
 {
     memcpy(seq->tokens, tokens, n * sizeof(uint32_t));
     seq->len = n;
+    if (seq->dev) {
+        en_dev_invalidate(seq); /* the device copies follow at the next token */
+    }
 }

@@ -56,3 +56,12 @@ add_test(NAME test_config_doc_engine
                  $<TARGET_FILE:strata_engine_cli> ${PROJECT_SOURCE_DIR}/docs/configuration.md
                  strata-engine STRATA_ENGINE_MARKDOWN)
 set_tests_properties(test_config_doc_engine PROPERTIES LABELS "unit;docs" TIMEOUT 60)
+
+# The engine's CUDA path against its CPU path and itself, three stratad (where CUDA is
+# built; exits 77, skip, without a usable device after the refusals that need none).
+if(TARGET strata_engine_cuda)
+  strata_add_test(test_engine_gpu SOURCES integration/test_engine_gpu.c
+                  LIBS strata_engine strata_test_cluster ARGS $<TARGET_FILE:stratad>
+                  LABELS gpu integration engine TIMEOUT 600)
+  add_dependencies(test_engine_gpu stratad)
+endif()

@@ -74,6 +74,15 @@ typedef struct st_seq st_seq_t;
 ST_API void st_model_config_default(st_model_config_t *cfg);
 
 /*
+ * The "gpu" shape: the shapes the CUDA kernels take (docs/engine.md, "The
+ * CUDA path"), otherwise the default's: pattern "KDKD", d_model 128, vocab
+ * 512, block 64, KDA 2 heads of 128, DSA 64 heads over rows of 512 + 64,
+ * indexer 4 heads of 128, top-k 128, MoE of 4 experts of 128 with top-2
+ * routing, seed 1. Runs on the CPU as well. Never fails.
+ */
+ST_API void st_model_config_gpu(st_model_config_t *cfg);
+
+/*
  * Checks cfg and builds the model with its synthetic weights.
  * Returns ST_OK with *model_p set; ST_ERR_INVALID (a field out of range: the
  * error log line names the field and the limit); ST_ERR_NOMEM.
@@ -121,7 +130,16 @@ enum st_engine_field {
     ST_ENGINE_FIELD_ON_PROGRESS = 1u << 3,
     ST_ENGINE_FIELD_LOCAL_BLOCKS = 1u << 4,
     ST_ENGINE_FIELD_SERIAL_ROWS = 1u << 5,
+    ST_ENGINE_FIELD_DEVICE = 1u << 6,
 };
+
+/* Where the engine runs the model's attention (docs/engine.md, "The CUDA path"). */
+typedef enum st_engine_device {
+    ST_ENGINE_DEVICE_CPU = 0,  /* the C kernels (st_cpu_*): any shape */
+    ST_ENGINE_DEVICE_CUDA = 1, /* the CUDA kernels: needs a device, a CUDA build and a shape
+                                  they take (st_model_config_gpu) */
+    ST_ENGINE_DEVICE_AUTO = 2  /* CUDA when all three hold, else the CPU */
+} st_engine_device_t;
 
 typedef struct st_engine_params {
     uint64_t field_mask;
@@ -145,6 +163,8 @@ typedef struct st_engine_params {
     /* 1: wait for the remote rows before computing the local partials (no
      * overlap). For measuring the overlap (bench_engine_long); default 0. */
     uint32_t serial_rows;
+    /* st_engine_device_t; default ST_ENGINE_DEVICE_CPU. */
+    uint32_t device;
 } st_engine_params_t;
 
 /* What one st_engine_run did. */
@@ -184,10 +204,17 @@ typedef struct st_engine st_engine_t;
 /*
  * Creates an engine for the model (borrowed). Returns ST_OK;
  * ST_ERR_INVALID (NULL model, kda_interval 0, a client whose block size
- * differs from the model's, local_blocks > 0 without a client); ST_ERR_NOMEM.
+ * differs from the model's, local_blocks > 0 without a client, an unknown
+ * device, device CUDA with a shape the CUDA kernels do not take: the error
+ * line names the field and the constraint); ST_ERR_UNSUPPORTED (device CUDA
+ * in a build without CUDA); ST_ERR_UNAVAILABLE (device CUDA and no usable
+ * device); ST_ERR_NOMEM (host or device memory).
  */
 ST_API st_status_t st_engine_create(const st_model_t *model, const st_engine_params_t *params,
                                     st_engine_t **engine_p);
+
+/* The device the engine runs on: ST_ENGINE_DEVICE_CPU or _CUDA (never _AUTO). */
+ST_API st_engine_device_t st_engine_device_used(const st_engine_t *engine);
 
 /* Frees the engine (waits for its writes). NULL is fine. */
 ST_API void st_engine_free(st_engine_t *engine);

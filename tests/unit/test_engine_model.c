@@ -182,6 +182,86 @@ static void test_invalid(void **state)
 }
 
 /*
+ * The device option (docs/engine.md, "The CUDA path"): the shapes the CUDA
+ * path takes, the refusals, and auto's fallback to the CPU. Needs no GPU.
+ */
+typedef struct misfit {
+    const char *field;
+    uint32_t *p;
+    uint32_t bad;
+} misfit_t;
+
+static void test_device_option(void **state)
+{
+    misfit_t misfits[6];
+    st_model_config_t c;
+    st_model_t *m = NULL;
+    st_engine_t *e = NULL;
+    st_engine_params_t p = {.field_mask = ST_ENGINE_FIELD_DEVICE};
+    uint32_t *tok = make_tokens(20, 512, 9);
+    float *lg;
+    st_status_t r;
+
+    st_model_config_gpu(&c);
+    misfits[0] = (misfit_t){"dsa_latent", &c.dsa_latent, 256};
+    misfits[1] = (misfit_t){"dsa_rope", &c.dsa_rope, 32};
+    misfits[2] = (misfit_t){"dsa_heads", &c.dsa_heads, 96};
+    misfits[3] = (misfit_t){"idx_dim", &c.idx_dim, 64};
+    misfits[4] = (misfit_t){"dsa_heads", &c.dsa_heads, 32};
+    misfits[5] = (misfit_t){"kda_head_dim", &c.kda_head_dim, 64};
+    for (int i = 0; i < 6; i++) {
+        uint32_t keep = *misfits[i].p;
+
+        *misfits[i].p = misfits[i].bad;
+        assert_int_equal(st_model_create(&c, &m), ST_OK); /* the CPU path takes it */
+        assert_int_equal(en_dev_check_shape(m, 1), ST_ERR_INVALID);
+        p.device = ST_ENGINE_DEVICE_CUDA;
+        assert_int_equal(st_engine_create(m, &p, &e),
+                         en_dev_built() ? ST_ERR_INVALID : ST_ERR_UNSUPPORTED);
+        p.device = ST_ENGINE_DEVICE_AUTO;
+        assert_int_equal(st_engine_create(m, &p, &e), ST_OK);
+        assert_int_equal(st_engine_device_used(e), ST_ENGINE_DEVICE_CPU);
+        st_engine_free(e);
+        st_model_free(m);
+        *misfits[i].p = keep;
+    }
+    /* A KDA-only model needs only the KDA head dim to fit. */
+    st_model_config_default(&c);
+    strcpy(c.pattern, "KK");
+    c.kda_head_dim = 128;
+    assert_int_equal(st_model_create(&c, &m), ST_OK);
+    assert_int_equal(en_dev_check_shape(m, 0), ST_OK);
+    st_model_free(m);
+
+    /* The gpu shape fits and runs on the CPU too. */
+    st_model_config_gpu(&c);
+    assert_int_equal(c.dsa_latent + c.dsa_rope, 576);
+    assert_int_equal(st_model_create(&c, &m), ST_OK);
+    assert_int_equal(en_dev_check_shape(m, 0), ST_OK);
+    lg = run(m, tok, 20);
+    assert_true(isfinite(lg[0]));
+    free(lg);
+    p.device = ST_ENGINE_DEVICE_CUDA;
+    r = st_engine_create(m, &p, &e);
+    if (!en_dev_built()) {
+        assert_int_equal(r, ST_ERR_UNSUPPORTED);
+    } else if (r == ST_OK) { /* a machine with a GPU */
+        assert_int_equal(st_engine_device_used(e), ST_ENGINE_DEVICE_CUDA);
+        st_engine_free(e);
+    } else {
+        assert_int_equal(r, ST_ERR_UNAVAILABLE);
+    }
+    p.device = 7;
+    assert_int_equal(st_engine_create(m, &p, &e), ST_ERR_INVALID);
+    p.device = ST_ENGINE_DEVICE_CPU;
+    assert_int_equal(st_engine_create(m, &p, &e), ST_OK);
+    assert_int_equal(st_engine_device_used(e), ST_ENGINE_DEVICE_CPU);
+    st_engine_free(e);
+    st_model_free(m);
+    free(tok);
+}
+
+/*
  * A sequence rebuilt from the objects of its first r blocks (KV and IDX of
  * every DSA layer, the KDA checkpoint after block r-1) gives bit-identical
  * logits to the one that computed them.
@@ -265,6 +345,7 @@ int main(void)
         cmocka_unit_test(test_shapes),
         cmocka_unit_test(test_invalid),
         cmocka_unit_test(test_objects_round_trip),
+        cmocka_unit_test(test_device_option),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

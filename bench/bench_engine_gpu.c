@@ -1,0 +1,146 @@
+/*
+ * bench_engine_gpu.c - the engine's CUDA path against its CPU path at long
+ * context, the "gpu" shape (st_model_config_gpu, top-k TOPK), one stratad on
+ * loopback (inline transport):
+ *
+ *  1. the GPU engine computes a HISTORY-token turn and writes its objects
+ *     (prefill time, tokens/s);
+ *  2. the GPU engine answers HISTORY + 32 tokens by resuming the history
+ *     (TTFT), then decodes DECODE tokens at that context (ms/token), REPS
+ *     times, the median;
+ *  3. the CPU engine does the same from the objects the GPU engine wrote
+ *     (once: its decode at long context is slow), and the difference of its
+ *     logits from the GPU's.
+ *
+ * usage: bench_engine_gpu STRATAD [HISTORY=32768] [DECODE=32] [REPS=3] [TOPK=2048]
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "bench_util.h"
+#include "cluster.h"
+#include "strata/engine.h"
+
+#define TAIL 32
+
+static st_model_t *model;
+static st_client_t *client;
+
+static st_engine_t *engine(uint32_t device)
+{
+    st_engine_params_t ep = {0};
+    st_engine_t *e = NULL;
+
+    ep.field_mask = ST_ENGINE_FIELD_CLIENT | ST_ENGINE_FIELD_DEVICE;
+    ep.client = client;
+    ep.device = device;
+    if (st_engine_create(model, &ep, &e) != ST_OK) {
+        fprintf(stderr, "engine create failed (device %u)\n", device);
+        exit(1);
+    }
+    return e;
+}
+
+static void run(st_engine_t *e, const uint32_t *tok, size_t n, uint32_t n_decode, float *logits,
+                st_engine_stats_t *s)
+{
+    uint32_t *ids = malloc(sizeof(uint32_t) * (n_decode + 1));
+
+    if (!ids || st_engine_run(e, tok, n, n_decode, logits, ids, s) != ST_OK) {
+        fprintf(stderr, "st_engine_run failed\n");
+        exit(1);
+    }
+    free(ids);
+}
+
+int main(int argc, char **argv)
+{
+    const char *stratad = argc > 1 ? argv[1] : getenv("STRATAD");
+    size_t hist = argc > 2 ? (size_t)atol(argv[2]) : 32768;
+    uint32_t n_dec = argc > 3 ? (uint32_t)atoi(argv[3]) : 32;
+    int reps = argc > 4 ? atoi(argv[4]) : 3;
+    uint32_t topk = argc > 5 ? (uint32_t)atoi(argv[5]) : 2048;
+    size_t n = hist + TAIL;
+    st_client_params_t p = {0};
+    st_model_config_t mc;
+    st_engine_stats_t s;
+    tc_cluster_t cl;
+    uint32_t *tok;
+    float *lg, *lc;
+    double ttft[16], dec[16], diff = 0.0, ref = 0.0;
+    bench_stats_t bt, bd;
+
+    if (!stratad || hist < 1024 || hist % 64 != 0 || n_dec < 1 || reps < 1 || reps > 16 ||
+        topk < 1) {
+        fprintf(stderr, "usage: bench_engine_gpu STRATAD [HISTORY (a multiple of 64, >= 1024)] "
+                        "[DECODE >= 1] [REPS 1..16] [TOPK >= 1]\n");
+        return 2;
+    }
+    tok = malloc(sizeof(uint32_t) * n);
+    lg = malloc(sizeof(float) * 512);
+    lc = malloc(sizeof(float) * 512);
+    for (size_t i = 0; tok && i < n; i++) {
+        tok[i] = (uint32_t)((i + 1) * 2654435761u >> 9) % 512;
+    }
+    if (!tok || !lg || !lc || tc_start(&cl, stratad, 1, "--memory-limit 16G") != 0) {
+        return 1;
+    }
+    p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_MODEL | ST_CLIENT_FIELD_TIMEOUT;
+    p.nodes = cl.peers;
+    p.model = "bench-gpu";
+    p.timeout_ms = 120000;
+    st_model_config_gpu(&mc);
+    mc.topk = topk;
+    if (st_client_connect(&p, &client) != ST_OK || st_model_create(&mc, &model) != ST_OK) {
+        fprintf(stderr, "setup failed\n");
+        tc_stop_all(&cl);
+        return 1;
+    }
+    printf("engine on the GPU: gpu shape (%s, d_model %u, DSA %u heads x (%u + %u), indexer "
+           "%ux%u, KDA %ux%u, top-k %u); %zu-token history + %d; 1 stratad, inline transport\n",
+           mc.pattern, mc.d_model, mc.dsa_heads, mc.dsa_latent, mc.dsa_rope, mc.idx_heads,
+           mc.idx_dim, mc.kda_heads, mc.kda_head_dim, mc.topk, hist, TAIL);
+    fflush(stdout);
+
+    st_engine_t *gpu = engine(ST_ENGINE_DEVICE_CUDA), *cpu = engine(ST_ENGINE_DEVICE_CPU);
+
+    run(gpu, tok, hist, 0, NULL, &s);
+    printf("1. gpu prefill, %zu tokens computed and written: %.1f s (%.0f tokens/s), %llu "
+           "objects\n",
+           hist, s.ttft_us / 1e6, hist / (s.ttft_us / 1e6), (unsigned long long)s.objects_written);
+    fflush(stdout);
+    for (int r = 0; r < reps; r++) {
+        run(gpu, tok, n, n_dec, lg, &s);
+        ttft[r] = s.ttft_us / 1e3;
+        dec[r] = s.decode_us / 1e3 / n_dec;
+    }
+    bench_stats(ttft, (size_t)reps, &bt);
+    bench_stats(dec, (size_t)reps, &bd);
+    printf("2. gpu, %zu tokens, %llu blocks resumed, %llu computed: TTFT %.1f ms median (mad "
+           "%.1f); decode %.3f ms/token median (mad %.3f) over %u tokens at %zu tokens of "
+           "context\n",
+           n, (unsigned long long)s.resumed_blocks, (unsigned long long)s.computed_tokens,
+           bt.median, bt.mad, bd.median, bd.mad, n_dec, n);
+    fflush(stdout);
+    run(cpu, tok, n, n_dec, lc, &s);
+    for (int v = 0; v < 512; v++) {
+        diff = fmax(diff, fabs((double)lg[v] - lc[v]));
+        ref = fmax(ref, fabs((double)lc[v]));
+    }
+    printf("3. cpu from the gpu's objects, %llu blocks resumed, %llu computed: TTFT %.1f ms; "
+           "decode %.3f ms/token over %u tokens (%.1fx the gpu's); logits of the last prompt "
+           "token within %.3g of the gpu's (max |diff| / max |logit|)\n",
+           (unsigned long long)s.resumed_blocks, (unsigned long long)s.computed_tokens,
+           s.ttft_us / 1e3, s.decode_us / 1e3 / n_dec, n_dec, s.decode_us / 1e3 / n_dec / bd.median,
+           diff / ref);
+    st_engine_free(gpu);
+    st_engine_free(cpu);
+    st_model_free(model);
+    st_client_close(client);
+    tc_stop_all(&cl);
+    free(tok);
+    free(lg);
+    free(lc);
+    return 0;
+}
