@@ -9,12 +9,12 @@
  * max |logit - ref| / max |ref|:
  *  - GPU against CPU, same tokens, no cache: <= TOL_DEV (bf16 rows and
  *    query, fp8 indexer keys: a near-tie of the indexer may select another
- *    row), and the greedy decode ids equal while the CPU's top-2 margin is
- *    above the difference bound (a decode that reaches a near-tie may fork;
- *    the test counts the ids compared and needs most of them);
+ *    row), and the N_DEC greedy decode ids equal (both paths are
+ *    deterministic, so this holds or fails the same way at every run);
  *  - GPU resumed from the cache against a GPU full recompute: <= TOL_SAME
  *    (the device state is rebuilt from the same fp32 host rows: same bf16,
- *    same fp8, the selection sorted before attention);
+ *    same fp8; the selection's ties resolved by row and sorted before
+ *    attention; measured 0);
  *  - GPU with a bounded pool (remote rows as a second partial) against the
  *    GPU full recompute: <= TOL_DEV (the partials split the bf16 softmax);
  *  - objects written by the GPU engine resumed by a CPU engine, and the
@@ -141,7 +141,7 @@ static void test_gpu_vs_cpu(fixture_t *f)
            d, same, N_DEC, sc.ttft_us / 1e3, sc.decode_us / 1e3 / N_DEC, sg.ttft_us / 1e3,
            sg.decode_us / 1e3 / N_DEC);
     CHECK(d <= TOL_DEV, "gpu vs cpu logits rel_diff %.3g > %g", d, TOL_DEV);
-    CHECK(same >= N_DEC / 2, "greedy ids fork after %d of %d steps", same, N_DEC);
+    CHECK(same == N_DEC, "greedy ids fork after %d of %d steps", same, N_DEC);
     CHECK(sg.rows_local > 0 && sc.rows_local > 0, "rows counted local: cpu %llu gpu %llu",
           (unsigned long long)sc.rows_local, (unsigned long long)sg.rows_local);
     free(t);
