@@ -15,6 +15,9 @@
  * the objects one by one can reach on one thread).
  *
  * usage: bench_client STRATAD [--blocks N] [--rounds N] [--transport inline|ucx|libfabric]
+ *                     [--verify-reads lease|always] [--lookup-only]
+ * (--lookup-only: no load phases and no Redis; the chain is stored with 64-byte
+ * objects and looked up 300 times in each form)
  *                     [--verify-reads lease|always]
  */
 #include <inttypes.h>
@@ -55,10 +58,99 @@ static void redis_key(char *key, size_t len, const st_hash_t *h, int kind, int l
     snprintf(key, len, "%016" PRIx64 ":%d:%d", XXH3_64bits(h->b, 16), kind, layer);
 }
 
+/*
+ * Times rounds lookups of the whole chain in each form, alternating which
+ * goes first: compact segments as libstrata sends them, and every hash
+ * (STRATA_LOOKUP_COMPACT=0). Returns 0, or 1 when a lookup missed a block.
+ */
+static int lookup_both(st_client_t *c, const st_hash_t *chain, size_t n_blocks, size_t rounds,
+                       bench_stats_t *s_compact, bench_stats_t *s_full)
+{
+    double *t[2] = {calloc(rounds, sizeof(double)), calloc(rounds, sizeof(double))};
+
+    if (t[0] == NULL || t[1] == NULL) {
+        free(t[0]), free(t[1]);
+        return 1;
+    }
+    for (size_t r = 0; r < rounds; r++) {
+        for (int pass = 0; pass < 2; pass++) {
+            int full = (int)((r + (size_t)pass) % 2);
+            st_lookup_result_t lr;
+            uint64_t t0;
+
+            setenv("STRATA_LOOKUP_COMPACT", full ? "0" : "1", 1);
+            t0 = bench_now_ns();
+            st_client_lookup(c, chain, n_blocks, LAYERS, &lr);
+            t[full][r] = (double)(bench_now_ns() - t0) / 1e6;
+            if (lr.matched_blocks != n_blocks) {
+                fprintf(stderr, "bench_client: lookup matched %" PRIu64 "\n", lr.matched_blocks);
+                free(t[0]), free(t[1]);
+                return 1;
+            }
+        }
+    }
+    unsetenv("STRATA_LOOKUP_COMPACT");
+    bench_stats(t[0], rounds, s_compact);
+    bench_stats(t[1], rounds, s_full);
+    free(t[0]), free(t[1]);
+    return 0;
+}
+
+static void lookup_print(const bench_stats_t *s_lk, const bench_stats_t *s_lkf)
+{
+    printf("%-34s %10.3f %10.3f %10.3f ms (p99 %.3f)\n", "lookup of the chain, 4 nodes",
+           s_lk->median, s_lk->min, s_lk->mad, s_lk->p99);
+    printf("%-34s %10.3f %10.3f %10.3f ms (p99 %.3f)\n", "  the same, every hash sent",
+           s_lkf->median, s_lkf->min, s_lkf->mad, s_lkf->p99);
+}
+
+/* --lookup-only: the chain with one 64-byte KV and IDX object per block and
+ * layer (the index is what a lookup reads), then 300 lookups in each form. */
+static int lookup_only(st_client_t *c, size_t n_blocks)
+{
+    uint32_t *tok = malloc(sizeof(uint32_t) * n_blocks * 64);
+    st_hash_t *chain = malloc(sizeof(st_hash_t) * n_blocks);
+    st_put_op_t *puts = calloc(n_blocks * LAYERS * 2, sizeof(*puts));
+    static uint8_t obj[64];
+    bench_stats_t s_lk, s_lkf;
+    st_handle_t *h;
+    size_t nb, k = 0;
+    int rc;
+
+    if (!tok || !chain || !puts) {
+        return 1;
+    }
+    for (size_t i = 0; i < n_blocks * 64; i++) {
+        tok[i] = (uint32_t)(XXH3_64bits(&i, sizeof(i)) % 150000);
+    }
+    st_client_hash(c, tok, n_blocks * 64, NULL, 0, chain, n_blocks, &nb);
+    for (size_t b = 0; b < n_blocks; b++) {
+        for (int l = 0; l < LAYERS; l++) {
+            for (int kind = ST_KIND_KV; kind <= ST_KIND_IDX; kind++) {
+                puts[k++] = (st_put_op_t){b, (uint8_t)kind, (uint16_t)l, obj, sizeof(obj), 0};
+            }
+        }
+    }
+    st_client_put(c, chain, n_blocks, puts, k, 0, &h);
+    st_handle_wait(h, -1);
+    st_handle_release(h);
+    rc = lookup_both(c, chain, n_blocks, 300, &s_lk, &s_lkf);
+    if (rc == 0) {
+        printf("bench_client --lookup-only: %zu blocks x %d layers from %d daemons, 300 rounds\n",
+               n_blocks, LAYERS, NODES);
+        printf("%-34s %10s %10s %10s\n", "", "median", "min", "MAD");
+        lookup_print(&s_lk, &s_lkf);
+        printf("lookup p99 %.2f ms (goal < 2)\n", s_lk.p99);
+    }
+    free(tok), free(chain), free(puts);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     size_t n_blocks = 16384, rounds = 3;
     const char *transport = "inline", *verify = "lease";
+    int lookup_only_mode = 0;
     tc_cluster_t cl;
     bench_redis_t rd[NODES];
     redisContext *rc[NODES];
@@ -69,16 +161,24 @@ int main(int argc, char **argv)
     uint8_t *src, *dst;
     size_t total, n_ops, nb;
     st_get_op_t *gets;
-    double *t_st, *t_rd, *t_mc, *t_mo, *t_lk;
-    bench_stats_t s_st, s_rd, s_mc, s_mo, s_lk;
+    double *t_st, *t_rd, *t_mc, *t_mo;
+    bench_stats_t s_st, s_rd, s_mc, s_mo, s_lk, s_lkf;
 
     if (argc < 2) {
         fprintf(stderr, "usage: bench_client STRATAD [--blocks N] [--rounds N] "
-                        "[--transport inline|ucx|libfabric] [--verify-reads lease|always]\n");
+                        "[--transport inline|ucx|libfabric] [--verify-reads lease|always]\n"
+                        "                    [--lookup-only]\n"
+                        "  --lookup-only: no load phases and no Redis: the chain with small\n"
+                        "                 objects, then 300 lookups in each form\n");
         return 2;
     }
-    for (int i = 2; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--blocks") == 0) {
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--lookup-only") == 0) {
+            lookup_only_mode = 1;
+            i--; /* a flag without a value */
+        } else if (i + 1 == argc) {
+            break;
+        } else if (strcmp(argv[i], "--blocks") == 0) {
             n_blocks = strtoul(argv[i + 1], NULL, 10);
         } else if (strcmp(argv[i], "--rounds") == 0) {
             rounds = strtoul(argv[i + 1], NULL, 10);
@@ -87,6 +187,7 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--verify-reads") == 0) {
             verify = argv[i + 1];
         }
+        i++;
     }
     if (n_blocks == 0 || rounds == 0) {
         fprintf(stderr, "bench_client: blocks and rounds must be positive\n");
@@ -97,7 +198,7 @@ int main(int argc, char **argv)
     if (tc_start(&cl, argv[1], NODES, "--memory-limit 1G --max-message 64M") != 0) {
         return 1;
     }
-    for (int i = 0; i < NODES; i++) {
+    for (int i = 0; i < NODES && !lookup_only_mode; i++) {
         if (bench_redis_start(&rd[i], 0) != 0 || (rc[i] = bench_redis_connect(&rd[i])) == NULL) {
             fprintf(stderr, "bench_client: no Redis peer (install redis-server)\n");
             tc_stop_all(&cl);
@@ -114,6 +215,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_client: %s\n", st_client_last_error());
         return 1;
     }
+    if (lookup_only_mode) {
+        int ret = lookup_only(c, n_blocks);
+
+        st_client_close(c);
+        tc_stop_all(&cl);
+        return ret;
+    }
     tok = malloc(sizeof(uint32_t) * n_blocks * 64);
     chain = malloc(sizeof(st_hash_t) * n_blocks);
     src = malloc(total);
@@ -123,8 +231,7 @@ int main(int argc, char **argv)
     t_rd = calloc(rounds, sizeof(double));
     t_mc = calloc(rounds, sizeof(double));
     t_mo = calloc(rounds, sizeof(double));
-    t_lk = calloc(100, sizeof(double));
-    if (!tok || !chain || !src || !dst || !gets || !t_st || !t_rd || !t_mc || !t_mo || !t_lk) {
+    if (!tok || !chain || !src || !dst || !gets || !t_st || !t_rd || !t_mc || !t_mo) {
         fprintf(stderr, "bench_client: out of memory for %zu bytes\n", 2 * total);
         return 1;
     }
@@ -283,22 +390,13 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    for (size_t r = 0; r < 100; r++) {
-        st_lookup_result_t lr;
-        uint64_t t0 = bench_now_ns();
-
-        st_client_lookup(c, chain, n_blocks, LAYERS, &lr);
-        t_lk[r] = (double)(bench_now_ns() - t0) / 1e6;
-        if (lr.matched_blocks != n_blocks) {
-            fprintf(stderr, "bench_client: lookup matched %" PRIu64 "\n", lr.matched_blocks);
-            return 1;
-        }
+    if (lookup_both(c, chain, n_blocks, 100, &s_lk, &s_lkf) != 0) {
+        return 1;
     }
     bench_stats(t_st, rounds, &s_st);
     bench_stats(t_rd, rounds, &s_rd);
     bench_stats(t_mc, rounds, &s_mc);
     bench_stats(t_mo, rounds, &s_mo);
-    bench_stats(t_lk, 100, &s_lk);
     printf("bench_client: %zu blocks x %d layers (%.2f GB) from %d daemons, transport %s, "
            "verify_reads %s, %zu rounds\n",
            n_blocks, LAYERS, (double)total / 1e9, NODES, transport, verify, rounds);
@@ -311,8 +409,7 @@ int main(int argc, char **argv)
            s_mc.mad);
     printf("%-34s %10.2f %10.2f %10.2f GB/s\n", "memcpy object by object", s_mo.median, s_mo.min,
            s_mo.mad);
-    printf("%-34s %10.3f %10.3f %10.3f ms (p99 %.3f)\n", "lookup of the chain, 4 nodes",
-           s_lk.median, s_lk.min, s_lk.mad, s_lk.p99);
+    lookup_print(&s_lk, &s_lkf);
     printf("ratios: strata/memcpy %.3f (goal >= 0.7), strata/redis %.2fx; lookup p99 %.2f ms "
            "(goal < 2)\n",
            s_st.median / s_mc.median, s_st.median / s_rd.median, s_lk.p99);
@@ -326,6 +423,6 @@ int main(int argc, char **argv)
     }
     tc_stop_all(&cl);
     free(tok), free(chain), free(src), free(dst), free(gets);
-    free(t_st), free(t_rd), free(t_mc), free(t_mo), free(t_lk);
+    free(t_st), free(t_rd), free(t_mc), free(t_mo);
     return 0;
 }

@@ -760,7 +760,7 @@ void cd_radix_lookup_compact(cd_radix_t *r, const cd_segment_t *seg, const cd_pr
                              const cd_require_t *req, uint64_t now, cd_seg_answer_t *ans,
                              uint64_t *kda, size_t kda_cap, size_t *kda_n)
 {
-    cd_block_t *first = cd_radix_find(r, &seg->hashes[0]), *last = first, *top;
+    cd_block_t *first = NULL, *last = NULL, *top;
     uint32_t p = 0, end, fail, q;
     size_t n_kda = 0, room = kda_cap - *kda_n;
 
@@ -769,23 +769,39 @@ void cd_radix_lookup_compact(cd_radix_t *r, const cd_segment_t *seg, const cd_pr
     ans->kda_count = 0;
     ans->unresolved = 0;
 
-    if (first == NULL || !cd_radix_satisfies(first, req)) {
-        return; /* block 0 does not match: 0, decided */
+    /* Usually the last probe's block reaches block 0: then block 0 is that
+     * ancestor (one table probe instead of two). */
+    if (pr->n_offsets > 1 && (last = cd_radix_find(r, &seg->hashes[pr->n_offsets - 1])) != NULL) {
+        first = rx_ancestor(last, pr->offsets[pr->n_offsets - 1]);
+        if (first != NULL && memcmp(first->bk_hash.b, seg->hashes[0].b, ST_HASH_BYTES) == 0) {
+            p = pr->n_offsets - 1;
+        }
     }
-    /* The furthest probe whose block reaches the first block by exactly its
-     * offset in parent links: the blocks between are the segment's own. */
-    for (uint32_t j = pr->n_offsets - 1; j >= 1; j--) {
-        cd_block_t *b = cd_radix_find(r, &seg->hashes[j]);
+    if (p == 0) {
+        first = cd_radix_find(r, &seg->hashes[0]);
+        last = first;
+        if (first == NULL || !cd_radix_satisfies(first, req)) {
+            return; /* block 0 does not match: 0, decided */
+        }
+        /* The furthest probe whose block reaches the first block by exactly
+         * its offset in parent links: the blocks between are the segment's
+         * own. (The last probe did not.) */
+        for (uint32_t j = pr->n_offsets - 1; j-- > 1;) {
+            cd_block_t *b = cd_radix_find(r, &seg->hashes[j]);
 
-        if (b != NULL && rx_ancestor(b, pr->offsets[j]) == first) {
-            p = j;
-            last = b;
-            break;
+            if (b != NULL && rx_ancestor(b, pr->offsets[j]) == first) {
+                p = j;
+                last = b;
+                break;
+            }
         }
     }
     end = pr->offsets[p];
     fail = rx_walk_check(r, last, end, req, seg->first_block, kda + *kda_n, room, &n_kda);
-    ans->matched = fail; /* > 0: block 0 satisfies */
+    ans->matched = fail;
+    if (fail == 0) {
+        return; /* block 0 does not match: 0, decided */
+    }
     top = fail == end + 1 ? last : rx_ancestor(last, end - (fail - 1));
     if (n_kda <= room) {
         /* Written backwards: reverse them. */
