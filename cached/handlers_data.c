@@ -147,43 +147,112 @@ static st_status_t cd_h_segment_locations(srpc_ctx_t *ctx, cd_daemon_t *d, uint3
     return ST_OK;
 }
 
-/* Checks the compact form of segment i (n hashes): probe_offsets name the
- * blocks of the hashes, rising from 0 to chain_blocks - 1; no locations and
- * no lease (docs/protocol.md "Compact segments"). */
-static st_status_t cd_h_compact_check(srpc_ctx_t *ctx, const Strata__V1__Segment *sg, size_t i,
-                                      size_t n, int want_loc)
+/*
+ * Reads the compact segments of a Lookup (docs/protocol.md "Compact
+ * segments") into segs[base..] and probes[base..], adding their blocks to
+ * *total. Everything is checked before the index is touched: parallel arrays
+ * of one length, a hash per offset, offsets rising from 0 to the last block,
+ * no locations or lease. Returns ST_OK or ST_ERR_INVALID (the message set).
+ */
+static st_status_t cd_h_compact_read(srpc_ctx_t *ctx, const Strata__V1__LookupRequest *req,
+                                     int want_loc, cd_segment_t *segs, cd_probes_t *probes,
+                                     size_t base, size_t *total)
 {
-    if (sg->chain_blocks == 0) {
-        if (sg->n_probe_offsets != 0) {
-            srpc_ctx_set_error(ctx, "segment %zu: probe_offsets without chain_blocks", i);
-            return ST_ERR_INVALID;
-        }
-        return ST_OK;
-    }
-    if (want_loc) {
-        srpc_ctx_set_error(ctx, "segment %zu is compact: no locations or lease (send its hashes)",
-                           i);
-        return ST_ERR_INVALID;
-    }
-    if (sg->n_probe_offsets != n) {
-        srpc_ctx_set_error(ctx, "segment %zu: %zu probe_offsets for %zu block hashes", i,
-                           sg->n_probe_offsets, n);
-        return ST_ERR_INVALID;
-    }
-    if (sg->probe_offsets[0] != 0 || sg->probe_offsets[n - 1] != sg->chain_blocks - 1) {
+    size_t n = req->n_compact_first, n_hashes, at = 0;
+    const st_hash_t *h;
+
+    if (req->n_compact_blocks != n || req->n_compact_probes != n) {
         srpc_ctx_set_error(ctx,
-                           "segment %zu: probe_offsets must start at 0 and end at chain_blocks - "
-                           "1 = %u",
-                           i, sg->chain_blocks - 1);
+                           "compact_first, compact_blocks and compact_probes differ in length");
         return ST_ERR_INVALID;
     }
-    for (size_t j = 1; j < n; j++) {
-        if (sg->probe_offsets[j] <= sg->probe_offsets[j - 1]) {
-            srpc_ctx_set_error(ctx, "segment %zu: probe_offsets[%zu]=%u does not rise", i, j,
-                               sg->probe_offsets[j]);
+    if (n > 0 && want_loc) {
+        srpc_ctx_set_error(ctx, "compact segments take no locations or lease (send their hashes)");
+        return ST_ERR_INVALID;
+    }
+    h = cd_h_hashes(ctx, &req->compact_hashes, &n_hashes, "compact_hashes");
+    if (h == NULL) {
+        return ST_ERR_INVALID;
+    }
+    if (n_hashes != req->n_compact_offsets) {
+        srpc_ctx_set_error(ctx, "%zu compact_hashes for %zu compact_offsets", n_hashes,
+                           req->n_compact_offsets);
+        return ST_ERR_INVALID;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t blocks = req->compact_blocks[i], np = req->compact_probes[i];
+        const uint32_t *off = req->compact_offsets + at;
+
+        if (blocks == 0 || np == 0 || np > req->n_compact_offsets - at) {
+            srpc_ctx_set_error(ctx, "compact segment %zu: %u blocks, %u probes (%zu offsets left)",
+                               i, blocks, np, req->n_compact_offsets - at);
             return ST_ERR_INVALID;
         }
+        if (off[0] != 0 || off[np - 1] != blocks - 1) {
+            srpc_ctx_set_error(ctx, "compact segment %zu: offsets must run from 0 to %u", i,
+                               blocks - 1);
+            return ST_ERR_INVALID;
+        }
+        for (uint32_t j = 1; j < np; j++) {
+            if (off[j] <= off[j - 1]) {
+                srpc_ctx_set_error(ctx, "compact segment %zu: offset %u does not rise", i, off[j]);
+                return ST_ERR_INVALID;
+            }
+        }
+        if (req->compact_first[i] > UINT64_MAX - (blocks - 1)) {
+            srpc_ctx_set_error(ctx,
+                               "compact segment %zu: first=%llu plus %u blocks passes the largest "
+                               "chain index",
+                               i, (unsigned long long)req->compact_first[i], blocks);
+            return ST_ERR_INVALID;
+        }
+        segs[base + i] = (cd_segment_t){req->compact_first[i], blocks, h + at};
+        probes[base + i] = (cd_probes_t){off, np};
+        *total += blocks;
+        at += np;
     }
+    if (at != req->n_compact_offsets) {
+        srpc_ctx_set_error(ctx, "compact_probes name %zu of %zu compact_offsets", at,
+                           req->n_compact_offsets);
+        return ST_ERR_INVALID;
+    }
+    return ST_OK;
+}
+
+/* Fills the compact_* answer fields for the compact segments, which follow
+ * the n_full segments in ans[]. */
+static st_status_t cd_h_compact_answer(srpc_ctx_t *ctx, Strata__V1__LookupResponse *resp,
+                                       const cd_seg_answer_t *ans, size_t n_full, size_t n,
+                                       const uint64_t *kda)
+{
+    size_t n_kda = 0;
+
+    resp->compact = 1;
+    resp->compact_matched = srpc_ctx_alloc(ctx, sizeof(uint32_t) * n);
+    resp->compact_unresolved = srpc_ctx_alloc(ctx, sizeof(uint32_t) * n);
+    resp->compact_kda_counts = srpc_ctx_alloc(ctx, sizeof(uint32_t) * n);
+    if (!resp->compact_matched || !resp->compact_unresolved || !resp->compact_kda_counts) {
+        return ST_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        n_kda += ans[n_full + i].kda_count;
+    }
+    resp->compact_kda = srpc_ctx_alloc(ctx, sizeof(uint64_t) * (n_kda + 1));
+    if (resp->compact_kda == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    n_kda = 0;
+    for (size_t i = 0; i < n; i++) {
+        const cd_seg_answer_t *a = &ans[n_full + i];
+
+        resp->compact_matched[i] = a->matched;
+        resp->compact_unresolved[i] = a->unresolved;
+        resp->compact_kda_counts[i] = a->kda_count;
+        memcpy(resp->compact_kda + n_kda, kda + a->kda_first, sizeof(uint64_t) * a->kda_count);
+        n_kda += a->kda_count;
+    }
+    resp->n_compact_matched = resp->n_compact_unresolved = resp->n_compact_kda_counts = n;
+    resp->n_compact_kda = n_kda;
     return ST_OK;
 }
 
@@ -201,34 +270,36 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
     uint64_t *kda, lease_id = 0, lease_exp = 0, gen;
     size_t total = 0, kda_n = 0;
     cd_err_t err = {""};
-    int want_loc = req->want_locations || req->lease, compact = 0;
+    int want_loc = req->want_locations || req->lease;
+    size_t n_seg;
     st_status_t status;
 
     status = cd_h_ns(ctx, d, req->namespace_id, &e);
     if (status != ST_OK) {
         return status;
     }
-    if (req->n_segments == 0) {
+    n_seg = req->n_segments + req->n_compact_first;
+    if (n_seg == 0) {
         srpc_ctx_set_error(ctx, "lookup without segments");
         return ST_ERR_INVALID;
     }
-    if ((status = cd_h_batch_limit(ctx, d, req->n_segments, "segments")) != ST_OK) {
+    if ((status = cd_h_batch_limit(ctx, d, n_seg, "segments")) != ST_OK) {
         return status;
     }
     if ((status = cd_h_lookup_check(ctx, d, req->layers, req->n_layers, req->kinds_mask, want_loc,
                                     req->lease_ms)) != ST_OK) {
         return status;
     }
-    segs = srpc_ctx_alloc(ctx, sizeof(*segs) * req->n_segments);
-    probes = srpc_ctx_alloc(ctx, sizeof(*probes) * req->n_segments);
-    ans = srpc_ctx_alloc(ctx, sizeof(*ans) * req->n_segments);
+    segs = srpc_ctx_alloc(ctx, sizeof(*segs) * n_seg);
+    probes = srpc_ctx_alloc(ctx, sizeof(*probes) * n_seg);
+    ans = srpc_ctx_alloc(ctx, sizeof(*ans) * n_seg);
     if (segs == NULL || probes == NULL || ans == NULL) {
         return ST_ERR_NOMEM;
     }
     for (size_t i = 0; i < req->n_segments; i++) {
-        const Strata__V1__Segment *sg = req->segments[i];
-        size_t n, n_hashes;
-        const st_hash_t *h = cd_h_hashes(ctx, &sg->block_hashes, &n, "segments.block_hashes");
+        size_t n;
+        const st_hash_t *h =
+            cd_h_hashes(ctx, &req->segments[i]->block_hashes, &n, "segments.block_hashes");
 
         if (h == NULL) {
             return ST_ERR_INVALID;
@@ -236,14 +307,6 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
         if (n == 0) {
             srpc_ctx_set_error(ctx, "segment %zu has no block hashes", i);
             return ST_ERR_INVALID;
-        }
-        n_hashes = n;
-        if ((status = cd_h_compact_check(ctx, sg, i, n, want_loc)) != ST_OK) {
-            return status;
-        }
-        if (sg->chain_blocks > 0) {
-            n = sg->chain_blocks;
-            compact = 1;
         }
         if (req->segments[i]->first_block > UINT64_MAX - (n - 1)) {
             srpc_ctx_set_error(ctx,
@@ -254,15 +317,22 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
         }
         total += n;
         if (total > (size_t)d->cfg.max_hashes) {
-            srpc_ctx_set_error(ctx, "lookup of more than max_hashes=%lld block hashes",
-                               (long long)d->cfg.max_hashes);
-            return ST_ERR_INVALID;
+            break; /* refused below */
         }
         segs[i].first_block = req->segments[i]->first_block;
         segs[i].n = (uint32_t)n;
         segs[i].hashes = h;
-        probes[i].offsets = sg->chain_blocks > 0 ? sg->probe_offsets : NULL;
-        probes[i].n_offsets = sg->chain_blocks > 0 ? (uint32_t)n_hashes : 0;
+        probes[i] = (cd_probes_t){NULL, 0};
+    }
+    if (total <= (size_t)d->cfg.max_hashes &&
+        (status = cd_h_compact_read(ctx, req, want_loc, segs, probes, req->n_segments, &total)) !=
+            ST_OK) {
+        return status;
+    }
+    if (total > (size_t)d->cfg.max_hashes) {
+        srpc_ctx_set_error(ctx, "lookup of more than max_hashes=%lld block hashes",
+                           (long long)d->cfg.max_hashes);
+        return ST_ERR_INVALID;
     }
     rq.kinds = cd_h_require_kinds(req->kinds_mask);
     for (size_t i = 0; i < req->n_layers; i++) {
@@ -273,7 +343,7 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
         return ST_ERR_NOMEM;
     }
     gen = cd_tier_generation(d->tier);
-    status = cd_store_lookup_probes(d->store, e->local_id, segs, probes, req->n_segments, &rq,
+    status = cd_store_lookup_probes(d->store, e->local_id, segs, probes, n_seg, &rq,
                                     cd_h_lease_ms(req->lease, req->lease_ms), ans, kda, total,
                                     &kda_n, &lease_id, &lease_exp, &err);
     if (status != ST_OK) {
@@ -285,10 +355,7 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
     for (int round = 0; d->tier != NULL && round < 16; round++) {
         int promoted = 0;
 
-        for (size_t i = 0; i < req->n_segments; i++) {
-            if (probes[i].offsets != NULL) {
-                continue; /* its hashes past the match are not here: see below */
-            }
+        for (size_t i = 0; i < req->n_segments; i++) { /* compact ones: see below */
             for (uint32_t j = ans[i].matched; j < segs[i].n; j++) {
                 int p = cd_tier_promote(d->tier, e, &segs[i].hashes[j]);
 
@@ -306,7 +373,7 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
             lease_id = 0;
         }
         gen = cd_tier_generation(d->tier);
-        status = cd_store_lookup_probes(d->store, e->local_id, segs, probes, req->n_segments, &rq,
+        status = cd_store_lookup_probes(d->store, e->local_id, segs, probes, n_seg, &rq,
                                         cd_h_lease_ms(req->lease, req->lease_ms), ans, kda, total,
                                         &kda_n, &lease_id, &lease_exp, &err);
         if (status != ST_OK) {
@@ -316,16 +383,17 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
     /* With an SSD tier, a compact segment's blocks past its match may be on
      * disk: what the index did not match stays undecided, and the client's
      * second lookup (full hashes) promotes them as above. */
-    for (size_t i = 0; d->tier != NULL && i < req->n_segments; i++) {
-        if (probes[i].offsets != NULL) {
-            ans[i].unresolved = segs[i].n - ans[i].matched;
-        }
+    for (size_t i = req->n_segments; d->tier != NULL && i < n_seg; i++) {
+        ans[i].unresolved = segs[i].n - ans[i].matched;
     }
-    resp->segments = srpc_ctx_alloc(ctx, sizeof(*resp->segments) * req->n_segments);
+    resp->segments = srpc_ctx_alloc(ctx, sizeof(*resp->segments) * (req->n_segments + 1));
     if (resp->segments == NULL) {
         return ST_ERR_NOMEM;
     }
-    resp->compact = compact;
+    if (req->n_compact_first > 0 &&
+        cd_h_compact_answer(ctx, resp, ans, req->n_segments, req->n_compact_first, kda) != ST_OK) {
+        return ST_ERR_NOMEM;
+    }
     for (size_t i = 0; i < req->n_segments; i++) {
         Strata__V1__SegmentMatch *m = srpc_ctx_alloc(ctx, sizeof(*m));
 
@@ -334,7 +402,6 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
         }
         strata__v1__segment_match__init(m);
         m->matched_blocks = ans[i].matched;
-        m->unresolved_blocks = ans[i].unresolved;
         m->kda_checkpoints = kda + ans[i].kda_first;
         m->n_kda_checkpoints = ans[i].kda_count;
         if (want_loc) {
@@ -356,7 +423,7 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
         /* Hit rates, per segment this node owns (docs/observability.md §1). */
         uint64_t matched = 0, resumable = 0, bt = e->block_tokens;
 
-        for (size_t i = 0; i < req->n_segments; i++) {
+        for (size_t i = 0; i < n_seg; i++) {
             total -= ans[i].unresolved; /* counted when asked again */
             matched += ans[i].matched;
             if (ans[i].kda_count > 0) {

@@ -70,6 +70,7 @@ typedef struct sc_lookup_item {
     Strata__V1__Segment **segs;
     size_t *seg_k; /* first chain segment of each request segment */
     size_t *seg_n; /* chain segments it covers */
+    size_t n_req;  /* request segments (full, or moved to the compact fields) */
     uint32_t node;
 } sc_lookup_item_t;
 
@@ -112,31 +113,90 @@ static void sc_spread(st_seg_answer_t *ans, size_t *undecided, size_t pend, cons
     }
 }
 
-/* Replaces the request segments of item with their compact forms; the probe
- * hashes and offsets go to *hp and *op (room for them is the caller's). */
-static void sc_compact(sc_lookup_item_t *it, const st_hash_t *chain, st_hash_t **hp, uint32_t **op)
+/* The room sc_compact() takes from the pools of one lookup. */
+typedef struct sc_pools {
+    uint64_t *first;
+    uint32_t *blocks, *probes, *offsets;
+    st_hash_t *hashes;
+} sc_pools_t;
+
+/* Moves the request segments of item to the compact fields of its request
+ * (in the same order), taking their room from *pl. */
+static void sc_compact(sc_lookup_item_t *it, const st_hash_t *chain, sc_pools_t *pl)
 {
-    for (size_t j = 0; j < it->req.n_segments; j++) {
-        Strata__V1__Segment *sg = it->segs[j];
+    Strata__V1__LookupRequest *q = &it->req;
+    size_t n = q->n_segments, at = 0;
+
+    q->compact_first = pl->first;
+    q->compact_blocks = pl->blocks;
+    q->compact_probes = pl->probes;
+    q->compact_offsets = pl->offsets;
+    q->compact_hashes.data = (uint8_t *)pl->hashes->b;
+    for (size_t j = 0; j < n; j++) {
+        const Strata__V1__Segment *sg = it->segs[j];
         uint32_t len = (uint32_t)(sg->block_hashes.len / ST_HASH_BYTES), np = 0;
         const st_hash_t *h = &chain[sg->first_block];
 
-        sg->probe_offsets = *op;
         for (uint32_t o = 0; o < len; o += SC_PROBE_EVERY) {
-            (*op)[np] = o;
-            (*hp)[np++] = h[o];
+            pl->offsets[at + np] = o;
+            pl->hashes[at + np++] = h[o];
         }
-        if ((*op)[np - 1] != len - 1) {
-            (*op)[np] = len - 1;
-            (*hp)[np++] = h[len - 1];
+        if (pl->offsets[at + np - 1] != len - 1) {
+            pl->offsets[at + np] = len - 1;
+            pl->hashes[at + np++] = h[len - 1];
         }
-        sg->chain_blocks = len;
-        sg->n_probe_offsets = np;
-        sg->block_hashes.data = (uint8_t *)(*hp)->b;
-        sg->block_hashes.len = (size_t)np * ST_HASH_BYTES;
-        *hp += np;
-        *op += np;
+        pl->first[j] = sg->first_block;
+        pl->blocks[j] = len;
+        pl->probes[j] = np;
+        at += np;
     }
+    q->n_compact_first = q->n_compact_blocks = q->n_compact_probes = n;
+    q->n_compact_offsets = at;
+    q->compact_hashes.len = at * ST_HASH_BYTES;
+    q->n_segments = 0;
+    pl->first += n;
+    pl->blocks += n;
+    pl->probes += n;
+    pl->offsets += at;
+    pl->hashes += at;
+}
+
+/* The answer for request segment j of an item: matched, undecided and
+ * checkpoints, from the compact fields when compact (kda_at: the running
+ * position in compact_kda). */
+static void sc_answer(const Strata__V1__LookupResponse *r, int compact, size_t j, size_t *kda_at,
+                      uint32_t *m, uint32_t *u, const uint64_t **kda, size_t *n_kda)
+{
+    if (!compact) {
+        *m = r->segments[j]->matched_blocks;
+        *u = 0;
+        *kda = r->segments[j]->kda_checkpoints;
+        *n_kda = r->segments[j]->n_kda_checkpoints;
+        return;
+    }
+    *m = r->compact_matched[j];
+    *u = r->compact_unresolved[j];
+    *kda = r->compact_kda + *kda_at;
+    *n_kda = r->compact_kda_counts[j];
+    *kda_at += *n_kda;
+}
+
+/* Whether a node's answer has one entry per request segment of the item. */
+static int sc_answer_ok(const Strata__V1__LookupResponse *r, int compact, size_t n_req)
+{
+    size_t n_kda = 0;
+
+    if (!compact) {
+        return r->n_segments == n_req;
+    }
+    if (r->n_compact_matched != n_req || r->n_compact_unresolved != n_req ||
+        r->n_compact_kda_counts != n_req) {
+        return 0;
+    }
+    for (size_t j = 0; j < n_req; j++) {
+        n_kda += r->compact_kda_counts[j];
+    }
+    return n_kda == r->n_compact_kda;
 }
 
 /* Asks the owner of a run for its undecided blocks with their hashes.
@@ -148,6 +208,10 @@ static st_status_t sc_resolve(st_client_t *c, const st_hash_t *chain, const sc_l
 {
     Strata__V1__LookupRequest req = it->req;
     Strata__V1__Segment sg, *sgp = &sg;
+
+    req.n_compact_first = req.n_compact_blocks = req.n_compact_probes = 0;
+    req.n_compact_offsets = 0;
+    req.compact_hashes.len = 0;
     srpc_fanout_item_t item = {0};
     const Strata__V1__LookupResponse *r;
     st_status_t status;
@@ -199,7 +263,8 @@ static st_status_t sc_lookup(st_client_t *c, const st_hash_t *chain, size_t n_bl
     uint32_t S = c->segment_blocks;
     size_t n_seg = (n_blocks + S - 1) / S, n_items = 0, cap_items = 0, n_pend = 0, n_merged = 0;
     size_t n_reqseg = 0;
-    uint32_t *layer_list = NULL, *probe_off = NULL;
+    uint32_t *layer_list = NULL, *pool_u32 = NULL;
+    uint64_t *pool_first = NULL;
     int *owner = NULL;
     size_t *per_node = NULL;
     st_seg_answer_t *ans = NULL;
@@ -319,21 +384,24 @@ static st_status_t sc_lookup(st_client_t *c, const st_hash_t *chain, size_t n_bl
     if (items == NULL || pend == NULL || merged == NULL) {
         goto out;
     }
+    for (size_t i = 0; i < n_items; i++) {
+        li[i].n_req = li[i].req.n_segments;
+    }
     if (compact) {
         /* At most one probe per SC_PROBE_EVERY blocks plus two per segment. */
-        size_t room = n_blocks / SC_PROBE_EVERY + 2 * n_seg + 1;
-        st_hash_t *hp;
-        uint32_t *op;
+        size_t room = n_blocks / SC_PROBE_EVERY + 2 * n_reqseg + 1;
+        sc_pools_t pl;
 
+        pool_first = malloc(n_reqseg * sizeof(*pool_first));
+        pool_u32 = malloc((3 * n_reqseg + room) * sizeof(*pool_u32));
         probe_h = malloc(room * sizeof(*probe_h));
-        probe_off = malloc(room * sizeof(*probe_off));
-        if (probe_h == NULL || probe_off == NULL) {
+        if (pool_first == NULL || pool_u32 == NULL || probe_h == NULL) {
             goto out;
         }
-        hp = probe_h;
-        op = probe_off;
+        pl = (sc_pools_t){pool_first, pool_u32, pool_u32 + n_reqseg, pool_u32 + 2 * n_reqseg,
+                          probe_h};
         for (size_t i = 0; i < n_items; i++) {
-            sc_compact(&li[i], chain, &hp, &op);
+            sc_compact(&li[i], chain, &pl);
         }
     }
     for (size_t i = 0; i < n_items; i++) {
@@ -347,44 +415,45 @@ static st_status_t sc_lookup(st_client_t *c, const st_hash_t *chain, size_t n_bl
     }
     for (size_t i = 0; i < n_items; i++) {
         const Strata__V1__LookupResponse *r = (const void *)items[i].resp;
+        size_t kda_at = 0;
 
-        if (items[i].status != ST_OK || r->n_segments != li[i].req.n_segments) {
+        if (compact &&
+            ((items[i].status == ST_OK && !r->compact) || items[i].status == ST_ERR_INVALID)) {
+            /* A daemon older than compact segments ignores them (or finds no
+             * segments): ask again with every hash. */
+            status = 1;
+            goto out;
+        }
+        if (items[i].status != ST_OK || !sc_answer_ok(r, compact, li[i].n_req)) {
             sc_node_failed(c, li[i].node, items[i].status, &items[i].err);
             down[li[i].node] = 1;
             continue;
         }
-        if (compact && !r->compact) {
-            status = 1; /* an older daemon: ask again with every hash */
-            goto out;
-        }
-        for (size_t j = 0; j < r->n_segments; j++) {
-            const Strata__V1__SegmentMatch *m = r->segments[j];
+        for (size_t j = 0; j < li[i].n_req; j++) {
+            uint32_t m, u;
+            const uint64_t *kda;
+            size_t n_kda;
             uint64_t run = 0;
 
+            sc_answer(r, compact, j, &kda_at, &m, &u, &kda, &n_kda);
             for (size_t q = 0; q < li[i].seg_n[j]; q++) {
                 run += ans[li[i].seg_k[j] + q].n_blocks;
             }
-            if ((uint64_t)m->matched_blocks + m->unresolved_blocks > run) {
+            if ((uint64_t)m + u > run) {
                 sc_error(ST_ERR_PROTOCOL,
-                         "lookup: a node answered %u + %u blocks of a %llu-block run",
-                         m->matched_blocks, m->unresolved_blocks, (unsigned long long)run);
+                         "lookup: a node answered %u + %u blocks of a %llu-block run", m, u,
+                         (unsigned long long)run);
                 for (size_t q = 0; q < li[i].seg_n[j]; q++) {
                     ans[li[i].seg_k[j] + q].answered = 0;
                 }
                 continue;
             }
-            if (m->unresolved_blocks > 0) {
-                pend[n_pend] = (sc_pending_t){i,
-                                              j,
-                                              ans[li[i].seg_k[j]].first_block,
-                                              m->matched_blocks,
-                                              m->unresolved_blocks,
-                                              m->kda_checkpoints,
-                                              m->n_kda_checkpoints};
+            if (u > 0) {
+                pend[n_pend] =
+                    (sc_pending_t){i, j, ans[li[i].seg_k[j]].first_block, m, u, kda, n_kda};
             }
-            sc_spread(ans, undecided, n_pend, li[i].seg_k, li[i].seg_n, j, m->matched_blocks,
-                      m->unresolved_blocks, m->kda_checkpoints, m->n_kda_checkpoints);
-            n_pend += m->unresolved_blocks > 0;
+            sc_spread(ans, undecided, n_pend, li[i].seg_k, li[i].seg_n, j, m, u, kda, n_kda);
+            n_pend += u > 0;
         }
     }
     /* Where the prefix would end on undecided blocks, ask their owner for
@@ -446,7 +515,7 @@ out:
         free(merged[i]);
     }
     free(owner), free(per_node), free(ans), free(li), free(items), free(down), free(layer_list);
-    free(undecided), free(pend), free(merged), free(probe_h), free(probe_off);
+    free(undecided), free(pend), free(merged), free(probe_h), free(pool_first), free(pool_u32);
     if (status == ST_ERR_NOMEM) {
         sc_error(status, "lookup: out of memory");
     }

@@ -133,6 +133,50 @@ static void fz_links(fz_expect_t *e, Strata__V1__BlockLink **links, size_t n)
     }
 }
 
+/* The compact segments of a Lookup (docs/protocol.md "Compact segments"):
+ * parallel arrays of one length, one hash per offset, each segment's offsets
+ * rising from 0 to its last block, no locations or lease; their blocks count
+ * toward max_blocks_per_lookup. */
+static void fz_compact(fz_expect_t *e, const Strata__V1__LookupRequest *q, size_t *total)
+{
+    size_t n = q->n_compact_first, at = 0, len = q->compact_hashes.len;
+
+    if (q->n_compact_blocks != n || q->n_compact_probes != n) {
+        fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT, "compact arrays of different lengths");
+        return;
+    }
+    if (n > 0 && (q->want_locations || q->lease)) {
+        fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT, "compact segments with locations or lease");
+    }
+    if (len % 16 != 0 || len / 16 != q->n_compact_offsets) {
+        fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT, "%zu compact hash bytes for %zu offsets", len,
+               q->n_compact_offsets);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t blocks = q->compact_blocks[i], np = q->compact_probes[i];
+        const uint32_t *off = q->compact_offsets + at;
+        int ok = blocks > 0 && np > 0 && np <= q->n_compact_offsets - at;
+
+        ok = ok && off[0] == 0 && off[np - 1] == blocks - 1;
+        for (uint32_t j = 1; ok && j < np; j++) {
+            ok = off[j] > off[j - 1];
+        }
+        if (!ok) {
+            fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT, "compact segment %zu: bad offsets", i);
+            return;
+        }
+        if (q->compact_first[i] > UINT64_MAX - (blocks - 1)) {
+            fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT, "compact segment %zu: index overflows", i);
+        }
+        *total += blocks;
+        at += np;
+    }
+    if (at != q->n_compact_offsets) {
+        fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT, "compact offsets left over");
+    }
+}
+
 /* The layers of a lookup: each < 128, none twice (so at most 128). */
 static void fz_lookup_layers(fz_expect_t *e, const uint32_t *layers, size_t n, int want_loc,
                              uint32_t kinds_mask)
@@ -238,43 +282,22 @@ void fz_expect(int m, int node, const ProtobufCMessage *pm, fz_expect_t *e)
         const Strata__V1__LookupRequest *q = (const void *)pm;
         size_t total = 0;
 
-        if (q->n_segments == 0) {
+        if (q->n_segments + q->n_compact_first == 0) {
             fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT, "no segments");
         }
-        fz_batch(e, q->n_segments, "segments");
+        fz_batch(e, q->n_segments + q->n_compact_first, "segments");
         fz_lease_ms(e, q->lease_ms);
         for (size_t i = 0; i < q->n_segments; i++) {
-            const Strata__V1__Segment *sg = q->segments[i];
-            size_t len = sg->block_hashes.len, nb = sg->chain_blocks ? sg->chain_blocks : len / 16;
+            size_t len = q->segments[i]->block_hashes.len;
 
             if (len % 16 != 0 || len == 0) {
                 fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT, "segments[%zu]: %zu hash bytes", i, len);
-            } else if (sg->chain_blocks == 0 && sg->n_probe_offsets != 0) {
-                fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT, "segments[%zu]: probes, no chain_blocks",
-                       i);
-            } else if (sg->chain_blocks != 0) {
-                /* Compact (docs/protocol.md "Compact segments"). */
-                int rising = sg->n_probe_offsets == len / 16 && sg->probe_offsets[0] == 0 &&
-                             sg->probe_offsets[sg->n_probe_offsets - 1] == sg->chain_blocks - 1;
-
-                for (size_t j = 1; rising && j < sg->n_probe_offsets; j++) {
-                    rising = sg->probe_offsets[j] > sg->probe_offsets[j - 1];
-                }
-                if (!rising) {
-                    fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT, "segments[%zu]: bad probe_offsets", i);
-                }
-                if (q->want_locations || q->lease) {
-                    fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT,
-                           "segments[%zu]: compact with "
-                           "locations or lease",
-                           i);
-                }
-            }
-            if (len % 16 == 0 && len != 0 && sg->first_block > UINT64_MAX - (nb - 1)) {
+            } else if (q->segments[i]->first_block > UINT64_MAX - (len / 16 - 1)) {
                 fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT, "segments[%zu]: chain index overflows", i);
             }
-            total += nb;
+            total += len / 16;
         }
+        fz_compact(e, q, &total);
         if (total > F.lim.max_hashes) {
             fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT, "%zu hashes > max_blocks_per_lookup", total);
         }
@@ -512,15 +535,11 @@ void fz_check_locations(const Strata__V1__Locations *l, size_t n, const char *wh
 }
 
 static void fz_check_match(const Strata__V1__SegmentMatch *sm, uint64_t first, size_t n_blocks,
-                           size_t per_block, int want_loc, int compact)
+                           size_t per_block, int want_loc)
 {
     FZ_CHECK(sm != NULL, "segment without a match");
     FZ_CHECK(sm->matched_blocks <= n_blocks, "matched_blocks=%u of a %zu-block segment",
              sm->matched_blocks, n_blocks);
-    FZ_CHECK(compact ? (uint64_t)sm->matched_blocks + sm->unresolved_blocks <= n_blocks
-                     : sm->unresolved_blocks == 0,
-             "unresolved_blocks=%u after %u of a %zu-block %s segment", sm->unresolved_blocks,
-             sm->matched_blocks, n_blocks, compact ? "compact" : "full");
     FZ_CHECK(sm->n_kda_checkpoints <= sm->matched_blocks, "%zu KDA checkpoints in %u blocks",
              sm->n_kda_checkpoints, sm->matched_blocks);
     for (size_t k = 0; k < sm->n_kda_checkpoints; k++) {
@@ -569,21 +588,44 @@ void fz_check_ok(int m, int node, const ProtobufCMessage *pm, const ProtobufCMes
         const Strata__V1__LookupResponse *a = (const void *)pa;
         int want = q->want_locations || q->lease;
 
-        int compact = 0;
+        size_t n_kda = 0, nc = q->n_compact_first;
 
         FZ_CHECK(a->n_segments == q->n_segments, "lookup: %zu answers for %zu segments",
                  a->n_segments, q->n_segments);
         for (size_t i = 0; i < a->n_segments; i++) {
-            const Strata__V1__Segment *sg = q->segments[i];
-
-            compact |= sg->chain_blocks != 0;
-            fz_check_match(a->segments[i], sg->first_block,
-                           sg->chain_blocks ? sg->chain_blocks : sg->block_hashes.len / 16,
-                           fz_popcount_kinds(q->kinds_mask) * q->n_layers, want,
-                           sg->chain_blocks != 0);
+            fz_check_match(a->segments[i], q->segments[i]->first_block,
+                           q->segments[i]->block_hashes.len / 16,
+                           fz_popcount_kinds(q->kinds_mask) * q->n_layers, want);
         }
-        FZ_CHECK(a->compact == compact, "lookup: compact=%d answered for compact=%d",
-                 (int)a->compact, compact);
+        FZ_CHECK(a->compact == (nc > 0), "lookup: compact=%d answered for %zu compact segments",
+                 (int)a->compact, nc);
+        FZ_CHECK(a->n_compact_matched == nc && a->n_compact_unresolved == nc &&
+                     a->n_compact_kda_counts == nc,
+                 "lookup: %zu/%zu/%zu compact answers for %zu compact segments",
+                 a->n_compact_matched, a->n_compact_unresolved, a->n_compact_kda_counts, nc);
+        for (size_t i = 0; i < nc; i++) {
+            uint64_t first = q->compact_first[i];
+
+            FZ_CHECK((uint64_t)a->compact_matched[i] + a->compact_unresolved[i] <=
+                         q->compact_blocks[i],
+                     "lookup: compact segment %zu: %u + %u undecided of %u blocks", i,
+                     a->compact_matched[i], a->compact_unresolved[i], q->compact_blocks[i]);
+            FZ_CHECK(n_kda + a->compact_kda_counts[i] <= a->n_compact_kda &&
+                         a->compact_kda_counts[i] <= a->compact_matched[i],
+                     "lookup: compact segment %zu: %u checkpoints", i, a->compact_kda_counts[i]);
+            for (uint32_t k = 0; k < a->compact_kda_counts[i]; k++) {
+                uint64_t b = a->compact_kda[n_kda + k];
+
+                FZ_CHECK(b - first < a->compact_matched[i] &&
+                             (k == 0 || b > a->compact_kda[n_kda + k - 1]),
+                         "lookup: compact segment %zu: checkpoint %llu outside its match or out "
+                         "of order",
+                         i, (unsigned long long)b);
+            }
+            n_kda += a->compact_kda_counts[i];
+        }
+        FZ_CHECK(n_kda == a->n_compact_kda, "lookup: %zu compact checkpoints, counts sum to %zu",
+                 a->n_compact_kda, n_kda);
         if (a->lease_id != 0) {
             fz_remember(nd->leases, &nd->n_leases, a->lease_id);
         }
@@ -771,7 +813,7 @@ void fz_check_ok(int m, int node, const ProtobufCMessage *pm, const ProtobufCMes
                      k, sa->node_id, sa->grpc_status, sa->error);
             fz_check_match(sa->match, sa->first_block, sa->n_blocks,
                            fz_popcount_kinds(q->kinds_mask) * q->n_layers,
-                           q->want_locations || q->lease, 0);
+                           q->want_locations || q->lease);
             covered += sa->n_blocks;
         }
         FZ_CHECK(covered == n, "cluster lookup: segments cover %zu of %zu blocks", covered, n);

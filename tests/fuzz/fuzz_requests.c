@@ -318,29 +318,40 @@ ProtobufCMessage *fz_b_lookup(fz_rng_t *r)
     q->lease = fz_chance(r, 30);
     q->lease_ms = fz_chance(r, 50) ? 0 : (uint32_t)(1 + fz_below(r, F.lim.max_lease));
     if (fz_chance(r, 40)) {
-        /* Compact segments (docs/protocol.md "Compact segments"): each covers
+        /* Compact segments (docs/protocol.md "Compact segments"), in bulk: the
+         * same segments (all of them, or after a few full ones), each covering
          * its S blocks with the hashes of block 0, a few between and the last;
          * no locations, no lease. */
+        size_t keep = fz_chance(r, 50) ? 0 : fz_below(r, nseg), nc = nseg - keep, at = 0;
+
         q->want_locations = 0;
         q->lease = 0;
-        for (size_t i = 0; i < nseg; i++) {
-            Strata__V1__Segment *s = q->segments[i];
-            uint32_t *off = fz_alloc(sizeof(*off) * S);
-            st_hash_t *h = fz_alloc(sizeof(*h) * S);
-            size_t np = 0;
+        q->compact_first = fz_alloc(sizeof(uint64_t) * nc);
+        q->compact_blocks = fz_alloc(sizeof(uint32_t) * nc);
+        q->compact_probes = fz_alloc(sizeof(uint32_t) * nc);
+        q->compact_offsets = fz_alloc(sizeof(uint32_t) * nc * S);
+        q->compact_hashes.data = fz_alloc(ST_HASH_BYTES * nc * S);
+        for (size_t i = 0; i < nc; i++) {
+            uint64_t first = q->segments[keep + i]->first_block;
+            uint32_t np = 0;
 
             for (size_t o = 0; o < S; o++) {
                 if (o == 0 || o == S - 1 || fz_chance(r, 15)) {
-                    off[np] = (uint32_t)o;
-                    h[np++] = F.pool[s->first_block + o];
+                    q->compact_offsets[at + np] = (uint32_t)o;
+                    memcpy(q->compact_hashes.data + (at + np) * ST_HASH_BYTES, F.pool[first + o].b,
+                           ST_HASH_BYTES);
+                    np++;
                 }
             }
-            s->chain_blocks = (uint32_t)S;
-            s->probe_offsets = off;
-            s->n_probe_offsets = np;
-            s->block_hashes.data = h[0].b;
-            s->block_hashes.len = np * ST_HASH_BYTES;
+            q->compact_first[i] = first;
+            q->compact_blocks[i] = (uint32_t)S;
+            q->compact_probes[i] = np;
+            at += np;
         }
+        q->n_compact_first = q->n_compact_blocks = q->n_compact_probes = nc;
+        q->n_compact_offsets = at;
+        q->compact_hashes.len = at * ST_HASH_BYTES;
+        q->n_segments = keep;
     }
     return &q->base;
 }

@@ -181,8 +181,8 @@ static st_status_t raw_lookup(const raw_t *r, const st_hash_t *h, uint64_t first
     req.kinds_mask = kinds_mask;
     req.layers = (uint32_t *)layers;
     req.n_layers = n_layers;
-    sg.first_block = first;
     if (probes == NULL) {
+        sg.first_block = first;
         sg.block_hashes.data = (uint8_t *)h[0].b;
         sg.block_hashes.len = (size_t)n * ST_HASH_BYTES;
     } else {
@@ -191,11 +191,15 @@ static st_status_t raw_lookup(const raw_t *r, const st_hash_t *h, uint64_t first
         for (uint32_t j = 0; j < np; j++) {
             ph[j] = h[probes[j] < n ? probes[j] : 0];
         }
-        sg.block_hashes.data = (uint8_t *)ph[0].b;
-        sg.block_hashes.len = (size_t)np * ST_HASH_BYTES;
-        sg.chain_blocks = n;
-        sg.probe_offsets = (uint32_t *)probes;
-        sg.n_probe_offsets = np;
+        req.n_segments = 0;
+        req.compact_first = &first;
+        req.compact_blocks = &n;
+        req.compact_probes = &np;
+        req.n_compact_first = req.n_compact_blocks = req.n_compact_probes = 1;
+        req.compact_offsets = (uint32_t *)probes;
+        req.n_compact_offsets = np;
+        req.compact_hashes.data = (uint8_t *)ph[0].b;
+        req.compact_hashes.len = (size_t)np * ST_HASH_BYTES;
     }
     st = srpc_call(r->ch, &srpc_cache_methods[SRPC_CACHE_LOOKUP], &req.base, 30000,
                    (ProtobufCMessage **)&resp, &err);
@@ -203,10 +207,24 @@ static st_status_t raw_lookup(const raw_t *r, const st_hash_t *h, uint64_t first
     if (st != ST_OK) {
         return st;
     }
-    assert_int_equal(resp->n_segments, 1);
     assert_int_equal(resp->compact, probes != NULL);
+    if (probes != NULL) {
+        assert_int_equal(resp->n_segments, 0);
+        assert_int_equal(resp->n_compact_matched, 1);
+        assert_int_equal(resp->n_compact_unresolved, 1);
+        assert_int_equal(resp->n_compact_kda_counts, 1);
+        assert_int_equal(resp->n_compact_kda, resp->compact_kda_counts[0]);
+        a->matched = resp->compact_matched[0];
+        a->unresolved = resp->compact_unresolved[0];
+        a->n_kda = resp->n_compact_kda;
+        assert_true(a->n_kda <= 4096);
+        memcpy(a->kda, resp->compact_kda, sizeof(uint64_t) * a->n_kda);
+        protobuf_c_message_free_unpacked(&resp->base, NULL);
+        return ST_OK;
+    }
+    assert_int_equal(resp->n_segments, 1);
     a->matched = resp->segments[0]->matched_blocks;
-    a->unresolved = resp->segments[0]->unresolved_blocks;
+    a->unresolved = 0;
     a->n_kda = resp->segments[0]->n_kda_checkpoints;
     assert_true(a->n_kda <= 4096);
     memcpy(a->kda, resp->segments[0]->kda_checkpoints, sizeof(uint64_t) * a->n_kda);
@@ -333,37 +351,62 @@ static void test_one_daemon_random(void **state)
     /* Malformed compact segments: INVALID_ARGUMENT, before the index. */
     {
         uint32_t bad1[2] = {1, 99}, bad2[3] = {0, 50, 50}, bad3[2] = {0, 98}, ok[2] = {0, 99};
+        uint64_t firsts[2] = {0, 0};
+        uint32_t blocks[2] = {100, 100}, nprobes[2] = {2, 2};
         Strata__V1__LookupRequest req = STRATA__V1__LOOKUP_REQUEST__INIT;
-        Strata__V1__Segment sg = STRATA__V1__SEGMENT__INIT, *sgp = &sg;
         Strata__V1__LookupResponse *resp = NULL;
+        st_hash_t ph[4] = {a[0], a[99], a[0], a[99]};
+        uint32_t offs[4] = {0, 99, 0, 99};
         srpc_error_t err;
 
         assert_int_equal(raw_lookup(&r, a, 0, 100, 0, NULL, 0, bad1, 2, ans), ST_ERR_INVALID);
         assert_int_equal(raw_lookup(&r, a, 0, 100, 0, NULL, 0, bad2, 3, ans), ST_ERR_INVALID);
         assert_int_equal(raw_lookup(&r, a, 0, 100, 0, NULL, 0, bad3, 2, ans), ST_ERR_INVALID);
-        /* Probe offsets without chain_blocks; a lease with a compact one. */
+        (void)ok;
+        /* Arrays of different lengths; probes naming more offsets than
+         * there are; hashes and offsets of different counts; a lease. */
         req.namespace_id = r.ns;
-        req.segments = &sgp;
-        req.n_segments = 1;
-        sg.block_hashes.data = (uint8_t *)a[0].b;
-        sg.block_hashes.len = 2 * ST_HASH_BYTES;
-        sg.probe_offsets = ok;
-        sg.n_probe_offsets = 2;
-        assert_int_equal(srpc_call(r.ch, &srpc_cache_methods[SRPC_CACHE_LOOKUP], &req.base, 30000,
-                                   (ProtobufCMessage **)&resp, &err),
-                         ST_ERR_INVALID);
-        sg.chain_blocks = 100;
+        req.compact_first = firsts;
+        req.compact_blocks = blocks;
+        req.compact_probes = nprobes;
+        req.compact_offsets = offs;
+        req.compact_hashes.data = (uint8_t *)ph[0].b;
+        req.n_compact_first = 2;
+        req.n_compact_blocks = 1;
+        req.n_compact_probes = 2;
+        req.n_compact_offsets = 4;
+        req.compact_hashes.len = 4 * ST_HASH_BYTES;
+#define CALL()                                                                \
+    srpc_call(r.ch, &srpc_cache_methods[SRPC_CACHE_LOOKUP], &req.base, 30000, \
+              (ProtobufCMessage **)&resp, &err)
+        assert_int_equal(CALL(), ST_ERR_INVALID);
+        req.n_compact_blocks = 2;
+        assert_int_equal(CALL(), ST_OK); /* the well-formed one */
+        assert_int_equal(resp->n_compact_matched, 2);
+        assert_int_equal(resp->compact_matched[0], resp->compact_matched[1]);
+        protobuf_c_message_free_unpacked(&resp->base, NULL);
+        nprobes[1] = 3;
+        assert_int_equal(CALL(), ST_ERR_INVALID);
+        nprobes[1] = 2;
+        req.compact_hashes.len = 3 * ST_HASH_BYTES;
+        assert_int_equal(CALL(), ST_ERR_INVALID);
+        req.compact_hashes.len = 4 * ST_HASH_BYTES;
         req.lease = 1;
-        assert_int_equal(srpc_call(r.ch, &srpc_cache_methods[SRPC_CACHE_LOOKUP], &req.base, 30000,
-                                   (ProtobufCMessage **)&resp, &err),
-                         ST_ERR_INVALID);
-        /* Covered blocks count toward max_hashes (65536). */
+        assert_int_equal(CALL(), ST_ERR_INVALID);
         req.lease = 0;
-        sg.chain_blocks = 70000;
-        ok[1] = 69999;
-        assert_int_equal(srpc_call(r.ch, &srpc_cache_methods[SRPC_CACHE_LOOKUP], &req.base, 30000,
-                                   (ProtobufCMessage **)&resp, &err),
-                         ST_ERR_INVALID);
+        req.want_locations = 1;
+        assert_int_equal(CALL(), ST_ERR_INVALID);
+        req.want_locations = 0;
+        /* Covered blocks count toward max_hashes (65536). */
+        blocks[0] = blocks[1] = 40000;
+        offs[1] = offs[3] = 39999;
+        assert_int_equal(CALL(), ST_ERR_INVALID);
+        /* A first block whose chain would pass index 2^64 - 1. */
+        blocks[0] = blocks[1] = 100;
+        offs[1] = offs[3] = 99;
+        firsts[1] = UINT64_MAX - 50;
+        assert_int_equal(CALL(), ST_ERR_INVALID);
+#undef CALL
     }
     /* The daemon still answers. */
     assert_int_equal(raw_lookup(&r, a, 0, 16, 0, NULL, 0, NULL, 0, ans), ST_OK);
