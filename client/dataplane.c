@@ -17,7 +17,7 @@
  * they landed while the lease was alive. Anything else is a miss.
  *
  * Whole-object reads do not wait for the batch's whole Locate: each node's
- * ops are cut into batches that grow from SC_DP_WAVE0 to SC_DP_WAVE_MAX
+ * ops are cut into batches that grow four-fold from SC_DP_WAVE0 to SC_DP_WAVE_MAX
  * bytes, the k-th batch of every node forms wave k, and the Locates of the
  * waves run on the client's locator threads (a Locate fan-out each) while
  * this thread posts the gets of the waves already located.
@@ -124,8 +124,8 @@ typedef struct sc_lc_ent {
 
 /* Whole-object waves: the first batch per node, and the largest. */
 #define SC_DP_WAVE0    (512u << 10)
-#define SC_DP_WAVE_MAX (8u << 20)
-#define SC_DP_LOCATORS 2
+#define SC_DP_WAVE_MAX (64u << 20)
+#define SC_DP_LOCATORS 4
 
 /* One wave's Locate fan-out, run by a locator thread. */
 typedef struct sc_dp_loc sc_dp_loc_t;
@@ -717,7 +717,7 @@ static uint64_t sc_dp_get_bytes(const st_get_op_t *op)
 
 /*
  * Groups a get batch's ops by owner into waves: each node's ops are cut into
- * batches of at most max_batch ops whose bytes grow from SC_DP_WAVE0 to
+ * batches of at most max_batch ops whose bytes grow four-fold from SC_DP_WAVE0 to
  * SC_DP_WAVE_MAX (at least one op each), and the k-th batch of every node
  * is in wave k. Fills node[b], first[b], count[b] (over the permutation
  * perm) and wave[b] for the batches in wave order; returns their number,
@@ -741,7 +741,7 @@ static size_t sc_dp_waves(st_client_t *c, const st_handle_t *h, const int *owner
             }
         }
         while (s < k) {
-            uint64_t target = w < 8 ? (uint64_t)SC_DP_WAVE0 << w : SC_DP_WAVE_MAX, bytes = 0;
+            uint64_t target = w < 8 ? (uint64_t)SC_DP_WAVE0 << (2 * w) : SC_DP_WAVE_MAX, bytes = 0;
             size_t e = s;
 
             target = target < SC_DP_WAVE_MAX ? target : SC_DP_WAVE_MAX;
@@ -1031,6 +1031,54 @@ static void sc_dp_post_rows(sc_dp_t *dp, sc_dp_node_t *nd, st_get_op_t *op, sc_d
     op->length = (size_t)op->n_rows * rb;
 }
 
+/* A located whole object waiting to be posted with the others of its batch. */
+typedef struct sc_dp_post {
+    size_t i; /* op index */
+    uint64_t raddr, len;
+    st_transport_rkey_t *rkey;
+} sc_dp_post_t;
+
+/* Bytes of whole-object gets posted under one hold of dp->lock: one hold
+ * per get would hand the lock back and forth between batches that post at
+ * once (each hand-off a futex wake-up), a hold per batch would stall them. */
+#define SC_DP_POST_BYTES (1u << 20)
+
+/*
+ * Posts the np whole-object gets of p from node nd's endpoint, a megabyte's
+ * worth per hold of dp->lock. Node lock held (it keeps the endpoint and the
+ * keys alive: the list is posted before anything may refresh them).
+ */
+static void sc_dp_post_objects(sc_dp_t *dp, sc_dp_node_t *nd, st_handle_t *h, sc_dp_op_t *ops,
+                               const sc_dp_post_t *p, size_t np)
+{
+    for (size_t k = 0; k < np;) {
+        uint64_t bytes = 0;
+
+        pthread_mutex_lock(&dp->lock);
+        for (; k < np && bytes < SC_DP_POST_BYTES; k++) {
+            st_get_op_t *op = &h->gets[p[k].i];
+            sc_dp_op_t *o = &ops[p[k].i];
+            st_transport_mem_t *mem = sc_dp_local(dp, o, op->dst, (size_t)p[k].len);
+            st_status_t st;
+
+            op->length = (size_t)p[k].len;
+            o->posted = mem != NULL;
+            if (mem == NULL) {
+                continue;
+            }
+            atomic_fetch_add(o->pending, 1);
+            st = st_transport_get(nd->ep, op->dst, (size_t)p[k].len, mem, p[k].raddr, p[k].rkey,
+                                  sc_dp_done, o);
+            if (st != ST_OK) {
+                atomic_fetch_sub(o->pending, 1);
+                o->failed = 1;
+            }
+            bytes += p[k].len;
+        }
+        pthread_mutex_unlock(&dp->lock);
+    }
+}
+
 /* Posts a row read from its lease-cache entry; 0 when the entry is stale. */
 static int sc_dp_post_cached(st_client_t *c, st_get_op_t *op, sc_dp_op_t *o, const sc_lc_ent_t *e)
 {
@@ -1126,8 +1174,9 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
     sc_dp_op_t *ops = calloc(n + 1, sizeof(*ops));
     sc_lc_ent_t *ce = calloc(n + 1, sizeof(*ce));
     sc_dp_loc_t *loc = NULL;
+    sc_dp_post_t *plist = NULL;
     const st_hash_t *seg = NULL;
-    size_t nw = 0;
+    size_t nw = 0, np = 0;
     int nomem = 0, seg_owner = -1;
     Strata__V1__LocateRequest *reqs = NULL;
     Strata__V1__ObjectKey *keys = NULL, **kp = NULL;
@@ -1169,13 +1218,14 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
     }
     nw = nb > 0 ? (size_t)bwave[nb - 1] + 1 : 0;
     loc = calloc(nw + 1, sizeof(*loc));
+    plist = calloc(n + 1, sizeof(*plist));
     reqs = calloc(nb + 1, sizeof(*reqs));
     items = calloc(nb + 1, sizeof(*items));
     keys = calloc(n + 1, sizeof(*keys));
     kp = calloc(n + 1, sizeof(*kp));
     lease_ids = calloc(nb + 1, sizeof(*lease_ids));
     keep = calloc(nb + 1, 1);
-    if (nomem || !loc || !reqs || !items || !keys || !kp || !lease_ids || !keep) {
+    if (nomem || !loc || !plist || !reqs || !items || !keys || !kp || !lease_ids || !keep) {
         for (size_t i = 0; i < n; i++) {
             todo[i] = 1;
             ops[i].cached = 0;
@@ -1264,6 +1314,13 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
                 op->length = op->n_rows ? 0 : len;
                 continue;
             }
+            if (np > 0 && !refreshed &&
+                (l->region_id[j] >= nd->cap || nd->reg[l->region_id[j]].rkey == NULL ||
+                 r->region_epoch != nd->epoch)) {
+                /* A refresh may replace the keys the list holds: post it first. */
+                sc_dp_post_objects(dp, nd, h, ops, plist, np);
+                np = 0;
+            }
             reg = sc_dp_region(c, bnode[b], l->region_id[j], r->region_epoch, &refreshed);
             if (reg == NULL || off + len > reg->len) {
                 continue; /* a region we cannot reach: a miss */
@@ -1292,8 +1349,14 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
                 keep[b] = 1;
                 sc_lc_put(dp, &e);
             }
+            if (op->n_rows == 0) {
+                plist[np++] = (sc_dp_post_t){i, reg->base + off, len, reg->rkey};
+                continue;
+            }
             sc_dp_post_get(dp, nd, op, o, reg, off, len);
         }
+        sc_dp_post_objects(dp, nd, h, ops, plist, np);
+        np = 0;
         pthread_mutex_unlock(&nd->lock);
     }
     for (size_t i = 0; i < n; i++) {
@@ -1391,7 +1454,7 @@ out:
     }
     free(owner), free(perm), free(bnode), free(bfirst), free(bcount), free(ops), free(ce);
     free(reqs), free(items), free(keys), free(kp), free(lease_ids);
-    free(verified), free(keep), free(bwave), free(loc);
+    free(verified), free(keep), free(bwave), free(loc), free(plist);
 }
 
 void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked)

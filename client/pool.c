@@ -4,7 +4,9 @@
  * st_client_get/put queue one job per batch; a worker runs it (grouping the
  * ops by node and calling the nodes in parallel) and completes the handle.
  * The caller overlaps its own work with the batch and meets it with
- * st_handle_test / st_handle_wait / st_client_poll.
+ * st_handle_test / st_handle_wait / st_client_poll. A caller that waits
+ * (without a deadline) for a batch no worker has taken yet runs it itself:
+ * two thread hand-offs less for a caller that submits and waits at once.
  */
 #include "client_internal.h"
 
@@ -103,10 +105,34 @@ int st_handle_test(st_handle_t *h)
     return done;
 }
 
+/* Takes h's job off the queue if no worker has taken it yet; 1 if taken. */
+static int sc_pool_take(st_client_t *c, st_handle_t *h)
+{
+    int taken = 0;
+
+    pthread_mutex_lock(&c->pool_lock);
+    for (sc_job_t **p = &c->queue_head, *prev = NULL; *p != NULL; prev = *p, p = &(*p)->next) {
+        if (*p == &h->job) {
+            *p = h->job.next;
+            if (c->queue_tail == &h->job) {
+                c->queue_tail = prev;
+            }
+            taken = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->pool_lock);
+    return taken;
+}
+
 st_status_t st_handle_wait(st_handle_t *h, int timeout_ms)
 {
     struct timespec ts;
     st_status_t status = ST_OK;
+
+    if (timeout_ms < 0 && !st_handle_test(h) && sc_pool_take(h->client, h)) {
+        h->job.run(&h->job); /* completes h */
+    }
 
     clock_gettime(CLOCK_REALTIME, &ts);
     if (timeout_ms >= 0) {
