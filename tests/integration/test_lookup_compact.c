@@ -437,6 +437,70 @@ static void client_both(st_client_t *c, const st_hash_t *chain, size_t n, uint32
     }
 }
 
+/* ClusterLookup via node `via` of the first n blocks; want_loc makes the
+ * owners answer in the full form (compact segments take no locations). */
+static Strata__V1__ClusterLookupResponse *cluster_lookup(const tc_cluster_t *cl, int via,
+                                                         const st_hash_t *chain, size_t n,
+                                                         uint32_t n_layers, int want_loc)
+{
+    static const uint32_t layers[2] = {0, 1};
+    Strata__V1__ClusterLookupRequest req = STRATA__V1__CLUSTER_LOOKUP_REQUEST__INIT;
+    Strata__V1__ClusterLookupResponse *resp = NULL;
+    srpc_error_t err;
+    raw_t r;
+
+    raw_open(&r, cl->node[via].addr);
+    req.namespace_id = r.ns;
+    req.block_hashes.data = (uint8_t *)chain[0].b;
+    req.block_hashes.len = n * ST_HASH_BYTES;
+    req.kinds_mask =
+        n_layers > 0 ? (1u << STRATA__V1__OBJECT_KIND__KV) | (1u << STRATA__V1__OBJECT_KIND__IDX)
+                     : 0;
+    req.layers = (uint32_t *)layers;
+    req.n_layers = n_layers;
+    req.want_locations = want_loc;
+    if (srpc_call(r.ch, &srpc_cache_methods[SRPC_CACHE_CLUSTER_LOOKUP], &req.base, 30000,
+                  (ProtobufCMessage **)&resp, &err) != ST_OK) {
+        fail_msg("ClusterLookup via node %d: %s", via, err.message);
+    }
+    srpc_channel_close(r.ch);
+    return resp;
+}
+
+/* A ClusterLookup whose owners answer compact segments equals, segment by
+ * segment, one whose owners answer every hash. */
+static void cluster_both(const tc_cluster_t *cl, int via, const st_hash_t *chain, size_t n,
+                         uint32_t n_layers, int live)
+{
+    Strata__V1__ClusterLookupResponse *c = cluster_lookup(cl, via, chain, n, n_layers, 0);
+    Strata__V1__ClusterLookupResponse *f = cluster_lookup(cl, via, chain, n, n_layers, 1);
+
+    assert_int_equal(c->n_segments, f->n_segments);
+    for (size_t k = 0; k < c->n_segments; k++) {
+        const Strata__V1__SegmentAnswer *a = c->segments[k], *b = f->segments[k];
+
+        assert_int_equal(a->grpc_status != 0, b->grpc_status != 0);
+        assert_int_equal(a->grpc_status != 0, !live && a->match == NULL);
+        if (a->match == NULL || b->match == NULL) {
+            assert_true(a->match == NULL && b->match == NULL);
+            continue;
+        }
+        if (a->match->matched_blocks != b->match->matched_blocks ||
+            a->match->n_kda_checkpoints != b->match->n_kda_checkpoints ||
+            memcmp(a->match->kda_checkpoints, b->match->kda_checkpoints,
+                   sizeof(uint64_t) * a->match->n_kda_checkpoints) != 0) {
+            fail_msg("ClusterLookup segment %zu of %zu blocks (layers %u): compact %u (%zu kda), "
+                     "full %u (%zu kda)",
+                     k, n, n_layers, a->match->matched_blocks, a->match->n_kda_checkpoints,
+                     b->match->matched_blocks, b->match->n_kda_checkpoints);
+        }
+    }
+    assert_int_equal(c->matched_blocks, f->matched_blocks);
+    assert_int_equal(c->resumable_blocks, f->resumable_blocks);
+    protobuf_c_message_free_unpacked(&c->base, NULL);
+    protobuf_c_message_free_unpacked(&f->base, NULL);
+}
+
 static void test_four_nodes_client(void **state)
 {
     enum { N = 4096 };
@@ -467,8 +531,19 @@ static void test_four_nodes_client(void **state)
 
         client_both(c, i % 4 == 3 ? b : a, n, rnd_below(3), &comp, &full);
     }
+    /* Thin clients: ClusterLookup through any node. */
+    for (int i = 0; i < 40; i++) {
+        size_t n = 1 + rnd_below(N);
+
+        cluster_both(&cl, i % 4, i % 4 == 3 ? b : a, n, rnd_below(3), 1);
+    }
     /* A node killed: the prefix ends before its first segment, in both. */
     tc_kill(&cl, 2);
+    for (int i = 0; i < 20; i++) {
+        size_t n = 1 + rnd_below(N);
+
+        cluster_both(&cl, i % 2 == 0 ? 0 : 3, i % 4 == 3 ? b : a, n, rnd_below(3), 0);
+    }
     for (int i = 0; i < 60; i++) {
         size_t n = 1 + rnd_below(N);
 
