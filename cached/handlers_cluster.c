@@ -153,7 +153,7 @@ static int cd_h_cl_answer(const Strata__V1__LookupResponse *lr, int compact, siz
     }
     *m = lr->compact_matched[j];
     *u = lr->compact_unresolved[j];
-    *kda = lr->compact_kda + *kda_at;
+    *kda = lr->compact_kda != NULL ? lr->compact_kda + *kda_at : NULL;
     *n_kda = lr->compact_kda_counts[j];
     *kda_at += *n_kda;
     return 1;
@@ -209,11 +209,12 @@ static st_status_t cd_h_cl_resolve(srpc_ctx_t *ctx, cd_daemon_t *d,
     for (size_t k = 0; k < n_segs; k++) {
         cd_h_owner_t *ow = &own[seg_owner[k]];
         Strata__V1__Segment *sg;
-        uint32_t m = resp->segments[k]->match->matched_blocks;
+        uint32_t m;
 
         if (undecided[k] == 0) {
-            continue;
+            continue; /* decided, or its owner failed (no match) */
         }
+        m = resp->segments[k]->match->matched_blocks;
         sg = srpc_ctx_alloc(ctx, sizeof(*sg));
         if (sg == NULL) {
             return ST_ERR_NOMEM;
@@ -290,9 +291,13 @@ static st_status_t cd_h_cl_resolve(srpc_ctx_t *ctx, cd_daemon_t *d,
                     srpc_fanout_free(items, n_items);
                     return ST_ERR_NOMEM;
                 }
-                memcpy(kda, m->kda_checkpoints, sizeof(*kda) * m->n_kda_checkpoints);
-                memcpy(kda + m->n_kda_checkpoints, m2->kda_checkpoints,
-                       sizeof(*kda) * m2->n_kda_checkpoints);
+                if (m->n_kda_checkpoints > 0) {
+                    memcpy(kda, m->kda_checkpoints, sizeof(*kda) * m->n_kda_checkpoints);
+                }
+                if (m2->n_kda_checkpoints > 0) {
+                    memcpy(kda + m->n_kda_checkpoints, m2->kda_checkpoints,
+                           sizeof(*kda) * m2->n_kda_checkpoints);
+                }
                 m->kda_checkpoints = kda;
                 m->n_kda_checkpoints += m2->n_kda_checkpoints;
                 m->matched_blocks += m2->matched_blocks;

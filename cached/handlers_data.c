@@ -248,7 +248,9 @@ static st_status_t cd_h_compact_answer(srpc_ctx_t *ctx, Strata__V1__LookupRespon
         resp->compact_matched[i] = a->matched;
         resp->compact_unresolved[i] = a->unresolved;
         resp->compact_kda_counts[i] = a->kda_count;
-        memcpy(resp->compact_kda + n_kda, kda + a->kda_first, sizeof(uint64_t) * a->kda_count);
+        if (a->kda_count > 0) {
+            memcpy(resp->compact_kda + n_kda, kda + a->kda_first, sizeof(uint64_t) * a->kda_count);
+        }
         n_kda += a->kda_count;
     }
     resp->n_compact_matched = resp->n_compact_unresolved = resp->n_compact_kda_counts = n;

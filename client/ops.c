@@ -176,7 +176,7 @@ static void sc_answer(const Strata__V1__LookupResponse *r, int compact, size_t j
     }
     *m = r->compact_matched[j];
     *u = r->compact_unresolved[j];
-    *kda = r->compact_kda + *kda_at;
+    *kda = r->compact_kda != NULL ? r->compact_kda + *kda_at : NULL;
     *n_kda = r->compact_kda_counts[j];
     *kda_at += *n_kda;
 }
@@ -244,9 +244,13 @@ static st_status_t sc_resolve(st_client_t *c, const st_hash_t *chain, const sc_l
         srpc_fanout_free(&item, 1);
         return ST_ERR_NOMEM;
     }
-    memcpy(kda, pd->kda, sizeof(*kda) * pd->n_kda);
-    memcpy(kda + pd->n_kda, r->segments[0]->kda_checkpoints,
-           sizeof(*kda) * r->segments[0]->n_kda_checkpoints);
+    if (pd->n_kda > 0) {
+        memcpy(kda, pd->kda, sizeof(*kda) * pd->n_kda);
+    }
+    if (r->segments[0]->n_kda_checkpoints > 0) {
+        memcpy(kda + pd->n_kda, r->segments[0]->kda_checkpoints,
+               sizeof(*kda) * r->segments[0]->n_kda_checkpoints);
+    }
     *n_kda_p = pd->n_kda + r->segments[0]->n_kda_checkpoints;
     *m_p = r->segments[0]->matched_blocks;
     *kda_p = kda;

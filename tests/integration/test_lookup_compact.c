@@ -218,7 +218,9 @@ static st_status_t raw_lookup(const raw_t *r, const st_hash_t *h, uint64_t first
         a->unresolved = resp->compact_unresolved[0];
         a->n_kda = resp->n_compact_kda;
         assert_true(a->n_kda <= 4096);
-        memcpy(a->kda, resp->compact_kda, sizeof(uint64_t) * a->n_kda);
+        if (a->n_kda > 0) {
+            memcpy(a->kda, resp->compact_kda, sizeof(uint64_t) * a->n_kda);
+        }
         protobuf_c_message_free_unpacked(&resp->base, NULL);
         return ST_OK;
     }
@@ -227,7 +229,9 @@ static st_status_t raw_lookup(const raw_t *r, const st_hash_t *h, uint64_t first
     a->unresolved = 0;
     a->n_kda = resp->segments[0]->n_kda_checkpoints;
     assert_true(a->n_kda <= 4096);
-    memcpy(a->kda, resp->segments[0]->kda_checkpoints, sizeof(uint64_t) * a->n_kda);
+    if (a->n_kda > 0) {
+        memcpy(a->kda, resp->segments[0]->kda_checkpoints, sizeof(uint64_t) * a->n_kda);
+    }
     protobuf_c_message_free_unpacked(&resp->base, NULL);
     return ST_OK;
 }
@@ -487,8 +491,9 @@ static void cluster_both(const tc_cluster_t *cl, int via, const st_hash_t *chain
         }
         if (a->match->matched_blocks != b->match->matched_blocks ||
             a->match->n_kda_checkpoints != b->match->n_kda_checkpoints ||
-            memcmp(a->match->kda_checkpoints, b->match->kda_checkpoints,
-                   sizeof(uint64_t) * a->match->n_kda_checkpoints) != 0) {
+            (a->match->n_kda_checkpoints > 0 &&
+             memcmp(a->match->kda_checkpoints, b->match->kda_checkpoints,
+                    sizeof(uint64_t) * a->match->n_kda_checkpoints) != 0)) {
             fail_msg("ClusterLookup segment %zu of %zu blocks (layers %u): compact %u (%zu kda), "
                      "full %u (%zu kda)",
                      k, n, n_layers, a->match->matched_blocks, a->match->n_kda_checkpoints,
