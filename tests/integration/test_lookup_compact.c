@@ -13,7 +13,11 @@
  *     segments get INVALID_ARGUMENT;
  *   - four daemons through libstrata: st_client_lookup with compact segments
  *     and with every hash (STRATA_LOOKUP_COMPACT=0) agree on random prefixes
- *     of stored, partial and diverging chains, also after a node is killed.
+ *     of stored, partial and diverging chains, also after a node is killed;
+ *     ClusterLookup (compact at the owners) equals its full form segment by
+ *     segment;
+ *   - a daemon with an SSD tier whose chains spilled: the compact form's
+ *     second call promotes, and both forms answer the whole chain.
  *
  * STRATA_TEST_SEED fixes the random sequence (the seed is printed).
  */
@@ -25,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #define XXH_INLINE_ALL
@@ -560,11 +565,82 @@ static void test_four_nodes_client(void **state)
     free(a), free(b), free(no_l1), free(kda);
 }
 
+/* ------------------------------------------------------- with an SSD tier -- */
+
+/*
+ * A daemon with an SSD tier and a memory limit the chains do not fit in: the
+ * first chains spill to disk. A compact lookup leaves what its index does not
+ * match undecided, and libstrata's second call (every hash) promotes it, so
+ * both forms answer the whole chain.
+ */
+static void test_tier(void **state)
+{
+    enum { CHAINS = 6, LEN = 120, OBJB = 32 * 1024 };
+    tc_cluster_t cl;
+    st_client_t *c;
+    st_hash_t *ch[CHAINS];
+    static uint8_t data[OBJB];
+    char dir[64], args[256];
+    st_lookup_result_t comp, full;
+
+    (void)state;
+    snprintf(dir, sizeof(dir), "/tmp/strata-lkc-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    snprintf(args, sizeof(args),
+             "--memory-limit 64M --chunk-bytes 4M --max-object 1M --transport none --data-dir %s "
+             "--ssd-map-size 1G --ssd-sync none",
+             dir);
+    assert_int_equal(tc_start(&cl, stratad_path, 1, args), 0);
+    c = connect_nodes(cl.peers);
+    memset(data, 0x33, sizeof(data));
+    for (int k = 0; k < CHAINS; k++) {
+        st_put_op_t *ops = calloc(LEN * 4, sizeof(*ops));
+        size_t n = 0;
+        st_handle_t *h;
+
+        ch[k] = make_chain(c, 100 + (uint64_t)k, 100 + (uint64_t)k, LEN, LEN);
+        for (size_t b = 0; b < LEN; b++) {
+            for (uint16_t l = 0; l < 2; l++) {
+                ops[n++] = (st_put_op_t){b, ST_KIND_KV, l, data, OBJB, 0};
+                ops[n++] = (st_put_op_t){b, ST_KIND_IDX, l, data, OBJB, 0};
+            }
+        }
+        assert_int_equal(st_client_put(c, ch[k], LEN, ops, n, 0, &h), ST_OK);
+        assert_int_equal(st_handle_wait(h, 60000), ST_OK);
+        st_handle_release(h);
+        for (size_t i = 0; i < n; i++) {
+            assert_int_equal(ops[i].status, ST_OK);
+        }
+        free(ops);
+    }
+    /* The oldest chains spilled first: compact first (it must promote
+     * through its second call), then every hash. */
+    for (int k = 0; k < CHAINS; k++) {
+        client_both(c, ch[k], LEN, 2, &comp, &full);
+        assert_int_equal(comp.matched_blocks, LEN);
+    }
+    st_client_close(c);
+    tc_stop_all(&cl);
+    {
+        char f[128];
+
+        snprintf(f, sizeof(f), "%s/data.mdb", dir);
+        unlink(f);
+        snprintf(f, sizeof(f), "%s/lock.mdb", dir);
+        unlink(f);
+        rmdir(dir);
+    }
+    for (int k = 0; k < CHAINS; k++) {
+        free(ch[k]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_daemon_random),
         cmocka_unit_test(test_four_nodes_client),
+        cmocka_unit_test(test_tier),
     };
 
     if (argc < 2) {
