@@ -123,9 +123,13 @@ typedef struct sc_lc_ent {
 } sc_lc_ent_t;
 
 /* Whole-object waves: the first batch per node, and the largest. */
-#define SC_DP_WAVE0    (512u << 10)
-#define SC_DP_WAVE_MAX (64u << 20)
-#define SC_DP_LOCATORS 4
+#define SC_DP_WAVE0        (512u << 10)
+#define SC_DP_WAVE_MAX     (64u << 20)
+#define SC_DP_LOCATORS     4
+/* The first waves, up to this many bytes per node, are located by the
+ * batch's own thread in one fan-out: a batch of that size or less wakes no
+ * locator (on a loaded machine each wake-up costs more than the overlap). */
+#define SC_DP_INLINE_BYTES (32u << 20)
 
 /* One wave's Locate fan-out, run by a locator thread. */
 typedef struct sc_dp_loc sc_dp_loc_t;
@@ -135,6 +139,7 @@ struct sc_dp_loc {
     size_t n;
     int timeout_ms;
     uint64_t t_sent; /* by our monotonic clock, just before the fan-out */
+    uint64_t bytes;  /* what the wave's gets will read */
     int ok;          /* srpc_fanout() returned ST_OK (each item has its status) */
     _Atomic int done;
 };
@@ -817,7 +822,11 @@ static void sc_dp_loc_submit(sc_dp_t *dp, sc_dp_loc_t *loc, size_t nw)
         dp->loc_head = &loc[0];
     }
     dp->loc_tail = &loc[nw - 1];
-    pthread_cond_broadcast(&dp->loc_work);
+    if (nw == 1) {
+        pthread_cond_signal(&dp->loc_work);
+    } else {
+        pthread_cond_broadcast(&dp->loc_work);
+    }
     pthread_mutex_unlock(&dp->loc_lock);
 }
 
@@ -1262,13 +1271,29 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
             w->timeout_ms = (int)c->timeout_ms;
         }
         w->n++;
+        for (size_t j = bfirst[b]; j < bfirst[b] + bcount[b]; j++) {
+            w->bytes += sc_dp_get_bytes(&h->gets[perm[j]]);
+        }
     }
-    /* Wave 0 on this thread (nothing to post before its answers), the rest
-     * on the locators, started first. */
+    /* The first waves (up to SC_DP_INLINE_BYTES per node) in one fan-out on
+     * this thread (nothing to post before their answers), the rest on the
+     * locators, started first. */
     if (nw > 0) {
-        sc_dp_loc_submit(dp, loc + 1, nw - 1);
-        sc_dp_loc_run(&loc[0]);
-        atomic_store_explicit(&loc[0].done, 1, memory_order_release);
+        sc_dp_loc_t first = {.items = loc[0].items, .timeout_ms = (int)c->timeout_ms};
+        uint64_t lim = (uint64_t)SC_DP_INLINE_BYTES * loc[0].n, sum = 0;
+        size_t m = 0;
+
+        while (m < nw && (m == 0 || sum + loc[m].bytes <= lim)) {
+            sum += loc[m].bytes;
+            first.n += loc[m++].n;
+        }
+        sc_dp_loc_submit(dp, loc + m, nw - m);
+        sc_dp_loc_run(&first);
+        for (size_t w = 0; w < m; w++) {
+            loc[w].t_sent = first.t_sent;
+            loc[w].ok = first.ok;
+            atomic_store_explicit(&loc[w].done, 1, memory_order_release);
+        }
     }
     for (size_t b = 0; b < nb; b++) {
         const Strata__V1__LocateResponse *r;

@@ -234,6 +234,8 @@ ST_API int st_handle_test(st_handle_t *handle);
 /*
  * Waits up to timeout_ms (-1: forever) for the handle. Returns ST_OK when
  * every op completed (look at each op's status), ST_ERR_TIMEOUT otherwise.
+ * With -1, a batch that no client worker has started yet is run on the
+ * calling thread (the same work, without two thread hand-offs).
  */
 ST_API st_status_t st_handle_wait(st_handle_t *handle, int timeout_ms);
 

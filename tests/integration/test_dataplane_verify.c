@@ -344,14 +344,16 @@ static void test_bad_verify_reads_refused(void **state)
 }
 
 /*
- * One batch of many objects over two daemons: each node's share is located
- * in several waves (512 KiB growing to 8 MiB per node), their gets posted
- * as the answers come in; every object must come back right, under the
- * lease, with every object checked (always), and checked as late reads.
+ * One batch of many objects over two daemons (84 MiB): each node's share is
+ * located in waves (512 KiB, 2 MiB, 8 MiB, 32 MiB, ... per node), the first
+ * 32 MiB or so on the batch's thread and the rest on the locator threads,
+ * their gets posted as the answers come in; every object must come back
+ * right, under the lease, with every object checked (always), and checked
+ * as late reads.
  */
 static void test_waves_over_two_nodes(void **state)
 {
-    enum { BLOCKS = 384, OBJ = 48 << 10 };
+    enum { BLOCKS = 1792, OBJ = 48 << 10 };
     tc_cluster_t cl;
     st_client_t *c[2];
     st_hash_t *chain;
@@ -366,7 +368,7 @@ static void test_waves_over_two_nodes(void **state)
     assert_non_null(dst);
     assert_non_null(puts);
     assert_non_null(gets);
-    start(&cl, 2, "--memory-limit 256M --chunk-bytes 8M --max-object 4M");
+    start(&cl, 2, "--memory-limit 512M --chunk-bytes 8M --max-object 4M");
     snprintf(nodes, sizeof(nodes), "%s,%s", cl.node[0].addr, cl.node[1].addr);
     c[0] = connect_mode(nodes, "lease");
     c[1] = connect_mode(nodes, "always");
