@@ -297,7 +297,9 @@ static st_status_t sc_lookup(st_client_t *c, const st_hash_t *chain, size_t n_bl
         layer_list[l] = l;
     }
     for (size_t k = 0; k < n_seg; k++) {
-        owner[k] = sc_owner(c, &chain[k * S]);
+        /* One node owns everything (when it is up): no ring search per segment. */
+        owner[k] =
+            c->n_nodes == 1 ? (st_ring_is_up(&c->ring, 0) ? 0 : -1) : sc_owner(c, &chain[k * S]);
         ans[k] = (st_seg_answer_t){
             k * S, (uint32_t)(n_blocks - k * S < S ? n_blocks - k * S : S), 0, 0, NULL, 0};
         undecided[k] = SIZE_MAX;
