@@ -581,6 +581,10 @@ static st_status_t sc_submit(st_client_t *c, const st_hash_t *chain, size_t n_ch
     h->job.run = gets != NULL ? sc_run_get : sc_run_put;
     h->job.handle = h;
     *handle_p = h;
+    if (gets != NULL && c->dp != NULL && sc_dp_get_now(h)) {
+        sc_handle_complete(h); /* cached row reads: done here, no worker (dataplane.c) */
+        return ST_OK;
+    }
     sc_pool_submit(c, &h->job);
     return ST_OK;
 }
