@@ -29,9 +29,10 @@
  * redis at 256 KiB and above).
  *
  * usage: bench_dataplane STRATAD [--rounds N] [--ws-mib M] [--batch-mib B] [--only P]
- *                        [--verify-reads lease|always]
+ *                        [--verify-reads lease|always] [--cache-locations rows|all]
  * (--only P runs path P alone, 0..6 in the order above, for profiling;
- * --verify-reads is libstrata's verify_reads, default lease)
+ * --verify-reads and --cache-locations are libstrata's settings, defaults
+ * lease and rows)
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -482,7 +483,7 @@ int main(int argc, char **argv)
     static const size_t sizes[N_SIZES] = {64 << 10, 256 << 10, 1 << 20};
     size_t rounds = 15, ws_mib = 256, batch_mib = 16;
     int only = -1; /* --only P: run path P alone (for profiling) */
-    const char *verify = "lease";
+    const char *verify = "lease", *cache = "rows";
     size_case_t *sc = calloc(N_SIZES, sizeof(*sc));
     bench_t b = {0};
     tc_cluster_t *clp = &g_cl;
@@ -499,7 +500,8 @@ int main(int argc, char **argv)
 
     if (argc < 2 || sc == NULL) {
         fprintf(stderr, "usage: bench_dataplane STRATAD [--rounds N] [--ws-mib M] "
-                        "[--batch-mib B] [--only P] [--verify-reads lease|always]\n");
+                        "[--batch-mib B] [--only P] [--verify-reads lease|always] "
+                        "[--cache-locations rows|all]\n");
         return 2;
     }
     for (int i = 2; i + 1 < argc; i += 2) {
@@ -513,6 +515,8 @@ int main(int argc, char **argv)
             batch_mib = strtoul(argv[i + 1], NULL, 10);
         } else if (strcmp(argv[i], "--verify-reads") == 0) {
             verify = argv[i + 1];
+        } else if (strcmp(argv[i], "--cache-locations") == 0) {
+            cache = argv[i + 1];
         } else {
             fprintf(stderr, "bench_dataplane: unknown option %s\n", argv[i]);
             return 2;
@@ -547,8 +551,9 @@ int main(int argc, char **argv)
         die("cannot connect to redis-server");
     }
     p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_TIMEOUT |
-                   ST_CLIENT_FIELD_VERIFY_READS;
+                   ST_CLIENT_FIELD_VERIFY_READS | ST_CLIENT_FIELD_CACHE_LOCATIONS;
     p.verify_reads = verify;
+    p.cache_locations = cache;
     p.nodes = clp->node[0].addr;
     p.transport = "ucx";
     p.timeout_ms = 30000;
@@ -618,9 +623,9 @@ int main(int argc, char **argv)
 
     printf("bench_dataplane: one stratad (transport ucx) and one redis-server on loopback\n");
     printf("working set %zu MiB per size (%zu MiB in the daemon), batches of %zu MiB into one "
-           "registered buffer, %zu rounds, UCX_TLS=%s, verify_reads=%s\n",
+           "registered buffer, %zu rounds, UCX_TLS=%s, verify_reads=%s, cache_locations=%s\n",
            ws_mib, 3 * ws_mib, batch_mib, rounds,
-           getenv("UCX_TLS") ? getenv("UCX_TLS") : "(default)", verify);
+           getenv("UCX_TLS") ? getenv("UCX_TLS") : "(default)", verify, cache);
     /* A warm-up round, then the measured ones; paths take turns. */
     for (size_t r = 0; r <= rounds; r++) {
         for (int s = 0; s < N_SIZES; s++) {

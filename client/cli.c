@@ -24,6 +24,7 @@
 #define CLI_OFF(m) offsetof(cli_conf_t, m)
 
 static const char *const cli_verify_reads[] = {"lease", "always", NULL};
+static const char *const cli_cache_locations[] = {"rows", "all", NULL};
 
 static const st_cfg_option_t cli_common[] = {
     {"nodes", ST_CFG_STRING, CLI_OFF(nodes), "127.0.0.1:7700", 0, 0, 0, NULL, 'n',
@@ -41,6 +42,10 @@ static const st_cfg_option_t cli_common[] = {
     {"verify_reads", ST_CFG_ENUM, CLI_OFF(verify_reads), "lease", 0, 0, 0, cli_verify_reads, 0,
      "one-sided reads of whole objects: lease (bytes that landed under the Locate's lease "
      "count; later ones are checked by XXH3-64) or always (every object is checked)"},
+    {"cache_locations", ST_CFG_ENUM, CLI_OFF(cache_locations), "rows", 0, 0, 0, cli_cache_locations,
+     0,
+     "which one-sided reads reuse their lease's location without a Locate: rows or all "
+     "(whole objects too)"},
 };
 
 const st_cfg_option_t cli_tokens_opts[] = {
@@ -104,9 +109,11 @@ st_status_t cli_connect(const cli_conf_t *cf, st_client_t **c_p)
 
     p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TENANT | ST_CLIENT_FIELD_MODEL |
                    ST_CLIENT_FIELD_TOKEN | ST_CLIENT_FIELD_TIMEOUT | ST_CLIENT_FIELD_REPLICAS |
-                   ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_VERIFY_READS;
+                   ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_VERIFY_READS |
+                   ST_CLIENT_FIELD_CACHE_LOCATIONS;
     p.transport = cf->transport;
     p.verify_reads = cli_verify_reads[cf->verify_reads];
+    p.cache_locations = cli_cache_locations[cf->cache_locations];
     p.nodes = cf->nodes;
     p.tenant = cf->tenant;
     p.model = cf->model;

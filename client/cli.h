@@ -11,7 +11,8 @@
 typedef struct cli_conf {
     /* connection */
     char *nodes, *tenant, *model, *token, *transport;
-    int verify_reads; /* index into cli_verify_reads */
+    int verify_reads;    /* index into cli_verify_reads */
+    int cache_locations; /* index into cli_cache_locations */
     uint64_t timeout_ms;
     int64_t replicas;
     /* tokens */

@@ -36,11 +36,14 @@ typedef struct sc_file_config {
     char *nodes, *tenant, *model, *token, *transport;
     int64_t replicas, vnodes;
     uint64_t timeout_ms, health_interval_ms;
-    int verify_reads;
+    int verify_reads, cache_locations;
 } sc_file_config_t;
 
 /* verify_reads values, in sc_file_config_t.verify_reads order. */
 static const char *const sc_verify_names[] = {"lease", "always", NULL};
+
+/* cache_locations values, in sc_file_config_t.cache_locations order. */
+static const char *const sc_cache_names[] = {"rows", "all", NULL};
 
 #define SC_OFF(m) offsetof(sc_file_config_t, m)
 static const st_cfg_option_t sc_file_options[] = {
@@ -63,6 +66,10 @@ static const st_cfg_option_t sc_file_options[] = {
      "one-sided reads of whole objects: lease (bytes that landed under the Locate's lease are "
      "the committed ones; later ones are checked by XXH3-64) or always (every object is "
      "checked)"},
+    {"cache_locations", ST_CFG_ENUM, SC_OFF(cache_locations), "rows", 0, 0, 0, sc_cache_names, 0,
+     "which one-sided reads keep their lease and reuse the location without a Locate: rows "
+     "(row reads) or all (whole objects too; what they read stays leased for up to the "
+     "lease)"},
 };
 static const st_cfg_table_t sc_file_table = {"strata", "libstrata client settings", NULL,
                                              sc_file_options,
@@ -263,6 +270,17 @@ st_status_t st_client_connect(const st_client_params_t *params, st_client_t **cl
             return sc_error(ST_ERR_INVALID, "verify_reads '%s': expected lease or always", v);
         }
         c->verify_always = strcmp(v, "always") == 0;
+    }
+    c->cache_all = fc.cache_locations == 1;
+    if (params->field_mask & ST_CLIENT_FIELD_CACHE_LOCATIONS) {
+        const char *v = params->cache_locations != NULL ? params->cache_locations : "";
+
+        if (strcmp(v, "rows") != 0 && strcmp(v, "all") != 0) {
+            st_config_free(&sc_file_table, &fc);
+            free(c->tenant), free(c->model), free(c->token), free(c);
+            return sc_error(ST_ERR_INVALID, "cache_locations '%s': expected rows or all", v);
+        }
+        c->cache_all = strcmp(v, "all") == 0;
     }
     {
         const char *tr = SC_FIELD(ST_CLIENT_FIELD_TRANSPORT, transport);

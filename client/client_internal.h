@@ -55,6 +55,7 @@ struct st_client {
     uint32_t timeout_ms;
     uint32_t health_interval_ms;
     int verify_always; /* verify_reads = always: hash every whole object read */
+    int cache_all;     /* cache_locations = all: whole objects use the lease cache too */
 
     /* From Hello (the same on every node of a cluster). */
     uint64_t ns;

@@ -1100,7 +1100,13 @@ static int sc_dp_post_cached(st_client_t *c, st_get_op_t *op, sc_dp_op_t *o, con
          nd->reg[e->region_id].rkey != NULL && e->offset + e->length <= nd->reg[e->region_id].len;
     if (ok) {
         op->status = sc_dp_get_fits(op, e->length);
-        if (op->status == ST_OK) {
+        if (op->n_rows == 0 && op->status != ST_OK) {
+            op->length = (size_t)e->length; /* dst too small: the size it needs */
+        } else if (op->n_rows == 0) {
+            /* A whole object (cache_locations = all): vouched for as located ones are. */
+            o->bound_ns = e->expiry_ns;
+            sc_dp_post_get(dp, nd, op, o, &nd->reg[e->region_id], e->offset, e->length);
+        } else if (op->status == ST_OK) {
             o->expiry_ns = e->expiry_ns;
             sc_dp_post_rows(dp, nd, op, o, &nd->reg[e->region_id], e->offset);
         }
@@ -1209,7 +1215,7 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
         }
         owner[i] = seg_owner;
         ops[i].pending = &pending;
-        if (owner[i] >= 0 && op->n_rows > 0 &&
+        if (owner[i] >= 0 && (op->n_rows > 0 || c->cache_all) &&
             sc_lc_find(dp, (uint32_t)owner[i], &h->chain[op->block], op->kind, op->layer, now,
                        &ce[i])) {
             ops[i].cached = 1; /* no Locate: straight to the gets below */
@@ -1357,8 +1363,9 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
                 /* A whole object landed under the lease is the committed one. */
                 o->bound_ns = t_sent + (uint64_t)r->lease_ms * 900000ull;
             }
-            if (op->n_rows != 0 && r->lease_id != 0) {
-                /* Rows keep the lease: valid until 90% of it by our clock. */
+            if ((op->n_rows != 0 || c->cache_all) && r->lease_id != 0) {
+                /* Rows (and with cache_locations = all, whole objects) keep the
+                 * lease: valid until 90% of it by our clock. */
                 sc_lc_ent_t e = {.hash = h->chain[op->block],
                                  .gen = nd->gen,
                                  .epoch = r->region_epoch,

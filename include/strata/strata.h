@@ -61,6 +61,7 @@ enum st_client_field {
     ST_CLIENT_FIELD_TRANSPORT = 1u << 8,
     ST_CLIENT_FIELD_HEALTH_INTERVAL = 1u << 9,
     ST_CLIENT_FIELD_VERIFY_READS = 1u << 10,
+    ST_CLIENT_FIELD_CACHE_LOCATIONS = 1u << 11,
 };
 
 /*
@@ -88,6 +89,12 @@ typedef struct st_client_params {
                                     (committed objects are immutable and leased extents are
                                     never reused) and checks the XXH3-64 of any that may have
                                     landed later; "always" checks every object */
+    const char *cache_locations; /* which one-sided reads keep their Locate's lease and reuse
+                                    the location, without a Locate, while more than a
+                                    second of it is left: "rows" (default: row reads) or
+                                    "all" (whole objects too: a re-read skips the control
+                                    plane, but every object read stays leased, so not
+                                    evictable, for up to the lease) */
 } st_client_params_t;
 
 /*

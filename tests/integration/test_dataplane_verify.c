@@ -11,6 +11,9 @@
  *     under a live lease; a read under a live lease in the default mode is
  *     not hashed (the changed bytes come back: the lease, not the hash,
  *     vouched for them);
+ *   - with cache_locations = all, a whole object read again within its lease
+ *     costs no Locate (the daemon's /metrics count them) and is vouched for
+ *     like a located one: late and changed, a miss;
  *   - a large batch over two daemons, read in several Locate waves per node
  *     (dataplane.c pipelines them), returns every byte right, both under
  *     the lease and when every object is checked.
@@ -31,6 +34,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <cmocka.h>
 
 #define XXH_INLINE_ALL
@@ -55,12 +61,16 @@ static void fill(uint8_t *p, size_t len, uint64_t block, uint64_t salt)
     }
 }
 
-static st_client_t *connect_mode(const char *nodes, const char *verify)
+static st_client_t *connect_cache(const char *nodes, const char *verify, const char *cache)
 {
     st_client_params_t p = {0};
     st_client_t *c = NULL;
 
     p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_TIMEOUT;
+    if (cache != NULL) {
+        p.field_mask |= ST_CLIENT_FIELD_CACHE_LOCATIONS;
+        p.cache_locations = cache;
+    }
     p.nodes = nodes;
     p.transport = "ucx";
     p.timeout_ms = 20000;
@@ -72,6 +82,35 @@ static st_client_t *connect_mode(const char *nodes, const char *verify)
         fail_msg("connect: %s", st_client_last_error());
     }
     return c;
+}
+
+static st_client_t *connect_mode(const char *nodes, const char *verify)
+{
+    return connect_cache(nodes, verify, NULL);
+}
+
+/* The daemon's count of answered Locate calls, from its /metrics. */
+static long locate_calls(int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    static char buf[1 << 20];
+    static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
+    const char *key = "strata_request_duration_seconds_count{method=\"Locate\"} ", *p;
+    size_t got = 0;
+    ssize_t k;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_true(write(fd, req, sizeof(req) - 1) == (ssize_t)(sizeof(req) - 1));
+    while (got + 1 < sizeof(buf) && (k = read(fd, buf + got, sizeof(buf) - 1 - got)) > 0) {
+        got += (size_t)k;
+    }
+    close(fd);
+    buf[got] = '\0';
+    p = strstr(buf, key);
+    return p ? atol(p + strlen(key)) : 0;
 }
 
 static st_hash_t *make_chain(st_client_t *c, uint32_t stream, size_t n)
@@ -325,6 +364,78 @@ static void test_late_or_always_reads_are_checked(void **state)
     tc_stop_all(&cl);
 }
 
+/*
+ * cache_locations = all: the second read of a whole object rides the first
+ * one's lease (no Locate); a late read of a changed extent through the
+ * cached location is a miss; the default (rows) locates every whole read.
+ */
+static void test_cache_locations_all(void **state)
+{
+    enum { LEN = 60000 };
+    tc_cluster_t cl;
+    raw_t *r = calloc(1, sizeof(*r));
+    st_client_t *all, *rows;
+    st_hash_t *chain;
+    uint8_t *x = malloc(LEN), *y = malloc(LEN), *dst = malloc(LEN);
+    st_put_op_t p;
+    st_handle_t *h;
+    uint32_t region;
+    uint64_t off;
+    char more[160];
+    int port = tc_free_port();
+    long n0;
+
+    (void)state;
+    assert_non_null(r);
+    snprintf(more, sizeof(more),
+             "--memory-limit 128M --chunk-bytes 4M --max-object 4M --metrics-listen 127.0.0.1:%d",
+             port);
+    start(&cl, 1, more);
+    all = connect_cache(cl.node[0].addr, NULL, "all");
+    rows = connect_cache(cl.node[0].addr, NULL, NULL);
+    chain = make_chain(all, 8, 1);
+    fill(x, LEN, 0, 21);
+    fill(y, LEN, 0, 22);
+    p = (st_put_op_t){.block = 0, .kind = ST_KIND_KV, .src = x, .len = LEN};
+    assert_int_equal(st_client_put(all, chain, 1, &p, 1, 0, &h), ST_OK);
+    run(h);
+    assert_int_equal(p.status, ST_OK);
+    raw_open(r, cl.node[0].addr);
+
+    n0 = locate_calls(port);
+    assert_int_equal(read_one(all, chain, dst, LEN), ST_OK);
+    assert_memory_equal(dst, x, LEN);
+    assert_int_equal(locate_calls(port) - n0, 1);
+    assert_int_equal(read_one(all, chain, dst, LEN), ST_OK); /* from the lease cache */
+    assert_memory_equal(dst, x, LEN);
+    assert_int_equal(locate_calls(port) - n0, 1);
+    assert_int_equal(read_one(rows, chain, dst, LEN), ST_OK); /* the default locates */
+    assert_int_equal(read_one(rows, chain, dst, LEN), ST_OK);
+    assert_int_equal(locate_calls(port) - n0, 3);
+
+    /* Through the cached location, late, of changed bytes: a miss, never data. */
+    raw_locate(r, chain, &region, &off);
+    raw_scribble(r, region, off, y, LEN);
+    sc_dp_test_lease_skew(all, 3600ll * 1000000000ll);
+    {
+        /* A cached location that fails is read again inline, where the daemon's
+         * own check of the changed extent answers CORRUPT: no bytes either way. */
+        st_status_t st = read_one(all, chain, dst, LEN);
+
+        assert_true(st == ST_ERR_NOT_FOUND || st == ST_ERR_CORRUPT);
+    }
+    raw_scribble(r, region, off, x, LEN);
+    assert_int_equal(read_one(all, chain, dst, LEN), ST_OK);
+    assert_memory_equal(dst, x, LEN);
+
+    free(x), free(y), free(dst), free(chain);
+    raw_close(r);
+    free(r);
+    st_client_close(all);
+    st_client_close(rows);
+    tc_stop_all(&cl);
+}
+
 static void test_bad_verify_reads_refused(void **state)
 {
     tc_cluster_t cl;
@@ -340,6 +451,12 @@ static void test_bad_verify_reads_refused(void **state)
     assert_int_equal(st_client_connect(&p, &c), ST_ERR_INVALID);
     assert_null(c);
     assert_non_null(strstr(st_client_last_error(), "verify_reads"));
+    p.field_mask =
+        ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_CACHE_LOCATIONS;
+    p.cache_locations = "everything";
+    assert_int_equal(st_client_connect(&p, &c), ST_ERR_INVALID);
+    assert_null(c);
+    assert_non_null(strstr(st_client_last_error(), "cache_locations"));
     tc_stop_all(&cl);
 }
 
@@ -412,6 +529,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_late_or_always_reads_are_checked),
         cmocka_unit_test(test_bad_verify_reads_refused),
+        cmocka_unit_test(test_cache_locations_all),
         cmocka_unit_test(test_waves_over_two_nodes),
     };
 
