@@ -112,6 +112,13 @@ typedef struct sc_dp_buf {
 #define SC_LC_SETS     4096u
 #define SC_LC_SLOTS    (SC_LC_SETS * SC_LC_WAYS)
 #define SC_LC_MIN_LEFT 1000000000ull /* ns of lease a cached entry must have left */
+/* A worker's row read locates again an entry with less than SC_LC_MIN_LEFT +
+ * SC_LC_REFRESH left (taking a new lease), so that a periodic large batch
+ * (the engine's warm-up) renews entries before reads on the calling thread
+ * lose them. */
+#define SC_LC_REFRESH  2000000000ull
+/* Row reads of at most this many ops are read on the calling thread. */
+#define SC_DP_NOW_MAX  256u
 
 typedef struct sc_lc_ent {
     st_hash_t hash;
@@ -1126,7 +1133,7 @@ int sc_dp_get_now(st_handle_t *h)
     uint64_t now = sc_now_ns();
     int ok = 1;
 
-    if (dp == NULL || n == 0) {
+    if (dp == NULL || n == 0 || n > SC_DP_NOW_MAX) {
         return 0;
     }
     for (i = 0; i < n; i++) {
@@ -1216,8 +1223,8 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
         owner[i] = seg_owner;
         ops[i].pending = &pending;
         if (owner[i] >= 0 && (op->n_rows > 0 || c->cache_all) &&
-            sc_lc_find(dp, (uint32_t)owner[i], &h->chain[op->block], op->kind, op->layer, now,
-                       &ce[i])) {
+            sc_lc_find(dp, (uint32_t)owner[i], &h->chain[op->block], op->kind, op->layer,
+                       op->n_rows > 0 ? now + SC_LC_REFRESH : now, &ce[i])) {
             ops[i].cached = 1; /* no Locate: straight to the gets below */
             ops[i].node = (uint32_t)owner[i];
             owner[i] = -1;
