@@ -4,6 +4,7 @@
  * handling, ucp_mem_map regions, and ucp_get_nbx/ucp_put_nbx whose
  * callbacks free their requests.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +45,7 @@ typedef struct stt_ucx_ep {
 typedef struct stt_ucx_rkey {
     st_transport_rkey_t base;
     ucp_rkey_h rkey;
+    _Atomic int direct; /* 1: gets may copy through ucp_rkey_ptr (memory mapped here) */
 } stt_ucx_rkey_t;
 
 static st_status_t stt_ucx_fail(const char *call, ucs_status_t status)
@@ -383,6 +385,14 @@ static st_status_t stt_ucx_rkey_unpack(st_transport_ep_t *ep, const void *key, s
                  ucs_status_string(us), len);
         return us == UCS_ERR_INVALID_PARAM ? ST_ERR_INVALID : ST_ERR_TRANSPORT;
     }
+    /*
+     * Same host: when UCX maps the remote region into this process (its
+     * shared-memory transports), a get is a plain copy through
+     * ucp_rkey_ptr on the calling thread, without UCX's per-operation
+     * path. STRATA_UCX_RKEY_PTR=0 turns this off (for measurements).
+     */
+    const char *env = getenv("STRATA_UCX_RKEY_PTR");
+    atomic_init(&r->direct, !(env != NULL && strcmp(env, "0") == 0));
     *rkey_p = &r->base;
     return ST_OK;
 }
@@ -416,6 +426,16 @@ static st_status_t stt_ucx_post(stt_op_t *op)
         .user_data = op,
     };
     ucs_status_ptr_t request;
+    if (!op->is_put && atomic_load_explicit(&r->direct, memory_order_relaxed)) {
+        void *src;
+        if (ucp_rkey_ptr(r->rkey, op->remote_addr, &src) == UCS_OK) {
+            memcpy(op->local, src, op->len);
+            stt_op_complete(op, ST_OK);
+            return ST_OK;
+        }
+        /* Not mapped here (another host, or a TCP/CMA-only transport): UCX's path from now on. */
+        atomic_store_explicit(&r->direct, 0, memory_order_relaxed);
+    }
     if (op->is_put) {
         request = ucp_put_nbx(e->ep, op->local, op->len, op->remote_addr, r->rkey, &param);
     } else {
