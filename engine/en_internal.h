@@ -140,6 +140,9 @@ float en_rand(uint64_t seed, uint64_t tensor, uint64_t index);
  * into idx, and their softmax weights (summing to 1) into weight.
  */
 void en_moe_route(const float *logits, int n, int k, int *idx, float *weight);
+/* y[0..out) = sum_i x[i] * W[i][0..out) (W stored [in][out]); the host path of both devices. */
+void en_matvec(const float *W, const float *x, int in, int out, float *y);
+float en_softplus(float x);
 
 /* Grows the sequence's stores to hold at least n tokens. ST_OK or ST_ERR_NOMEM. */
 st_status_t en_seq_reserve(st_seq_t *seq, size_t n);

@@ -294,7 +294,7 @@ uint64_t st_model_fingerprint(const st_model_t *model)
 /* ---------------------------------------------------------- forward -- */
 
 /* y[0..out) = sum_i x[i] * W[i][0..out) (W stored [in][out]). */
-static void en_matvec(const float *W, const float *x, int in, int out, float *y)
+void en_matvec(const float *W, const float *x, int in, int out, float *y)
 {
     memset(y, 0, sizeof(float) * (size_t)out);
     for (int i = 0; i < in; i++) {
@@ -320,7 +320,7 @@ static void en_rope(float *v, int n, size_t pos)
     }
 }
 
-static float en_softplus(float x)
+float en_softplus(float x)
 {
     return x > 20.0f ? x : log1pf(expf(x));
 }

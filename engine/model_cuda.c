@@ -102,20 +102,7 @@ static size_t en_pad(size_t n)
     return (n + EN_PAD - 1) / EN_PAD * EN_PAD;
 }
 
-/* The same loops as model.c's en_matvec and en_rope: identical host rows. */
-static void en_dv_matvec(const float *W, const float *x, int in, int out, float *y)
-{
-    memset(y, 0, sizeof(float) * (size_t)out);
-    for (int i = 0; i < in; i++) {
-        const float *w = W + (size_t)i * (size_t)out;
-        float xi = x[i];
-
-        for (int o = 0; o < out; o++) {
-            y[o] += xi * w[o];
-        }
-    }
-}
-
+/* Host projections use model.c's en_matvec: identical host rows on both devices. */
 /* cs[0..n/2) = cos, cs[n/2..n) = sin of the angles of position pos. */
 static void en_dv_rope_table(float *cs, int n, size_t pos)
 {
@@ -145,11 +132,6 @@ static uint16_t en_bf16(float f)
     memcpy(&u, &f, 4);
     u += 0x7fffu + ((u >> 16) & 1u);
     return (uint16_t)(u >> 16);
-}
-
-static float en_softplus(float x)
-{
-    return x > 20.0f ? x : log1pf(expf(x));
 }
 
 /* ------------------------------------------------------------ memory -- */
@@ -538,11 +520,11 @@ static st_status_t en_dev_kda(st_seq_t *s, const en_layer_t *L)
     float *q = dev->h_kin, *k = q + ph, *v = k + ph, *g = v + ph, *beta = g + ph;
     float *state = dev->kda + (size_t)L->sub * (size_t)H * EN_KD * EN_KD;
 
-    en_dv_matvec(L->kq, s->xn, d, hk, q);
-    en_dv_matvec(L->kk, s->xn, d, hk, k);
-    en_dv_matvec(L->kv, s->xn, d, hk, v);
-    en_dv_matvec(L->kg, s->xn, d, hk, g);
-    en_dv_matvec(L->kb, s->xn, d, H, beta);
+    en_matvec(L->kq, s->xn, d, hk, q);
+    en_matvec(L->kk, s->xn, d, hk, k);
+    en_matvec(L->kv, s->xn, d, hk, v);
+    en_matvec(L->kg, s->xn, d, hk, g);
+    en_matvec(L->kb, s->xn, d, H, beta);
     for (int i = 0; i < hk; i++) {
         g[i] = -en_softplus(g[i] - 1.0f);
     }
@@ -557,7 +539,7 @@ static st_status_t en_dev_kda(st_seq_t *s, const en_layer_t *L)
                           dev->stream));
     EN_CU(cudaStreamSynchronize(dev->stream));
     dev->kda_newer = 1;
-    en_dv_matvec(L->ko, dev->h_ko, hk, d, s->att);
+    en_matvec(L->ko, dev->h_ko, hk, d, s->att);
     return ST_OK;
 }
 
@@ -684,9 +666,9 @@ static st_status_t en_dev_dsa(st_seq_t *s, const en_layer_t *L, size_t pos)
     /* The host stores, as the CPU path writes them (the objects' bytes). */
     memcpy(up, s->xn, sizeof(float) * (size_t)d);
     en_dv_rope_table(up + dev->o_cs, rope, pos);
-    en_dv_matvec(L->dkv, s->xn, d, row, kv_row);
+    en_matvec(L->dkv, s->xn, d, row, kv_row);
     en_dv_rope(kv_row + dv, rope, up + dev->o_cs);
-    en_dv_matvec(L->dik, s->xn, d, di, key);
+    en_matvec(L->dik, s->xn, d, di, key);
     for (int j = 0; j < di; j++) {
         if (pos % (size_t)B == 0) {
             sum[j] = sum[di + j] = key[j];
@@ -697,8 +679,8 @@ static st_status_t en_dev_dsa(st_seq_t *s, const en_layer_t *L, size_t pos)
     }
     memcpy(up + dev->o_row, kv_row, sizeof(float) * (size_t)row);
     memcpy(up + dev->o_key, key, sizeof(float) * (size_t)di);
-    en_dv_matvec(L->diq, s->xn, d, Hi * di, up + dev->o_iq);
-    en_dv_matvec(L->diw, s->xn, d, Hi, up + dev->o_w);
+    en_matvec(L->diq, s->xn, d, Hi * di, up + dev->o_iq);
+    en_matvec(L->diw, s->xn, d, Hi, up + dev->o_w);
     for (int j = 0; j < Hi; j++) {
         up[dev->o_w + (size_t)j] *= wscale;
     }
