@@ -15,10 +15,11 @@
  * the objects one by one can reach on one thread).
  *
  * usage: bench_client STRATAD [--blocks N] [--rounds N] [--transport inline|ucx|libfabric]
- *                     [--verify-reads lease|always] [--lookup-only]
+ *                     [--verify-reads lease|always] [--transport-calls on|off]
+ *                     [--lookup-only]
  * (--lookup-only: no load phases and no Redis; the chain is stored with 64-byte
- * objects and looked up 300 times in each form)
- *                     [--verify-reads lease|always]
+ * objects and looked up 300 times in each form; --transport-calls off keeps
+ * Locate, Release and Lookup on gRPC)
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -149,7 +150,7 @@ static int lookup_only(st_client_t *c, size_t n_blocks)
 int main(int argc, char **argv)
 {
     size_t n_blocks = 16384, rounds = 3;
-    const char *transport = "inline", *verify = "lease";
+    const char *transport = "inline", *verify = "lease", *tcalls = "on";
     int lookup_only_mode = 0;
     tc_cluster_t cl;
     bench_redis_t rd[NODES];
@@ -167,7 +168,7 @@ int main(int argc, char **argv)
     if (argc < 2) {
         fprintf(stderr, "usage: bench_client STRATAD [--blocks N] [--rounds N] "
                         "[--transport inline|ucx|libfabric] [--verify-reads lease|always]\n"
-                        "                    [--lookup-only]\n"
+                        "                    [--transport-calls on|off] [--lookup-only]\n"
                         "  --lookup-only: no load phases and no Redis: the chain with small\n"
                         "                 objects, then 300 lookups in each form\n");
         return 2;
@@ -186,6 +187,8 @@ int main(int argc, char **argv)
             transport = argv[i + 1];
         } else if (strcmp(argv[i], "--verify-reads") == 0) {
             verify = argv[i + 1];
+        } else if (strcmp(argv[i], "--transport-calls") == 0) {
+            tcalls = argv[i + 1];
         }
         i++;
     }
@@ -206,8 +209,9 @@ int main(int argc, char **argv)
         }
     }
     p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_TIMEOUT |
-                   ST_CLIENT_FIELD_VERIFY_READS;
+                   ST_CLIENT_FIELD_VERIFY_READS | ST_CLIENT_FIELD_TRANSPORT_CALLS;
     p.verify_reads = verify;
+    p.transport_calls = strcmp(tcalls, "off") != 0;
     p.nodes = cl.peers;
     p.transport = transport;
     p.timeout_ms = 60000;

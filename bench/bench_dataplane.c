@@ -30,9 +30,10 @@
  *
  * usage: bench_dataplane STRATAD [--rounds N] [--ws-mib M] [--batch-mib B] [--only P]
  *                        [--verify-reads lease|always] [--cache-locations rows|all]
+ *                        [--transport-calls on|off]
  * (--only P runs path P alone, 0..6 in the order above, for profiling;
- * --verify-reads and --cache-locations are libstrata's settings, defaults
- * lease and rows)
+ * --verify-reads, --cache-locations and --transport-calls are libstrata's
+ * settings, defaults lease, rows and on)
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -483,7 +484,7 @@ int main(int argc, char **argv)
     static const size_t sizes[N_SIZES] = {64 << 10, 256 << 10, 1 << 20};
     size_t rounds = 15, ws_mib = 256, batch_mib = 16;
     int only = -1; /* --only P: run path P alone (for profiling) */
-    const char *verify = "lease", *cache = "rows";
+    const char *verify = "lease", *cache = "rows", *tcalls = "on";
     size_case_t *sc = calloc(N_SIZES, sizeof(*sc));
     bench_t b = {0};
     tc_cluster_t *clp = &g_cl;
@@ -501,7 +502,7 @@ int main(int argc, char **argv)
     if (argc < 2 || sc == NULL) {
         fprintf(stderr, "usage: bench_dataplane STRATAD [--rounds N] [--ws-mib M] "
                         "[--batch-mib B] [--only P] [--verify-reads lease|always] "
-                        "[--cache-locations rows|all]\n");
+                        "[--cache-locations rows|all] [--transport-calls on|off]\n");
         return 2;
     }
     for (int i = 2; i + 1 < argc; i += 2) {
@@ -517,6 +518,8 @@ int main(int argc, char **argv)
             verify = argv[i + 1];
         } else if (strcmp(argv[i], "--cache-locations") == 0) {
             cache = argv[i + 1];
+        } else if (strcmp(argv[i], "--transport-calls") == 0) {
+            tcalls = argv[i + 1];
         } else {
             fprintf(stderr, "bench_dataplane: unknown option %s\n", argv[i]);
             return 2;
@@ -551,9 +554,11 @@ int main(int argc, char **argv)
         die("cannot connect to redis-server");
     }
     p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_TIMEOUT |
-                   ST_CLIENT_FIELD_VERIFY_READS | ST_CLIENT_FIELD_CACHE_LOCATIONS;
+                   ST_CLIENT_FIELD_VERIFY_READS | ST_CLIENT_FIELD_CACHE_LOCATIONS |
+                   ST_CLIENT_FIELD_TRANSPORT_CALLS;
     p.verify_reads = verify;
     p.cache_locations = cache;
+    p.transport_calls = strcmp(tcalls, "off") != 0;
     p.nodes = clp->node[0].addr;
     p.transport = "ucx";
     p.timeout_ms = 30000;
@@ -623,9 +628,10 @@ int main(int argc, char **argv)
 
     printf("bench_dataplane: one stratad (transport ucx) and one redis-server on loopback\n");
     printf("working set %zu MiB per size (%zu MiB in the daemon), batches of %zu MiB into one "
-           "registered buffer, %zu rounds, UCX_TLS=%s, verify_reads=%s, cache_locations=%s\n",
+           "registered buffer, %zu rounds, UCX_TLS=%s, verify_reads=%s, cache_locations=%s, "
+           "transport_calls=%s\n",
            ws_mib, 3 * ws_mib, batch_mib, rounds,
-           getenv("UCX_TLS") ? getenv("UCX_TLS") : "(default)", verify, cache);
+           getenv("UCX_TLS") ? getenv("UCX_TLS") : "(default)", verify, cache, tcalls);
     /* A warm-up round, then the measured ones; paths take turns. */
     for (size_t r = 0; r <= rounds; r++) {
         for (int s = 0; s < N_SIZES; s++) {

@@ -91,6 +91,9 @@ static const st_cfg_option_t cd_options[] = {
     {"fabric_provider", ST_CFG_STRING, CD_OFF(fabric_provider), "", 0, 0, 0, NULL, 0,
      "libfabric provider of the data plane (tcp;ofi_rxm, shm, verbs;ofi_rxm; empty: the first "
      "with RMA)"},
+    {"transport_calls", ST_CFG_BOOL, CD_OFF(transport_calls), "true", 0, 0, 0, NULL, 0,
+     "also serve Locate, Release and Lookup over the data plane's transport (ucx), without "
+     "gRPC's round trip"},
     {"log_level", ST_CFG_ENUM, CD_OFF(log_level), "info", 0, 0, 0, cd_log_levels, 0,
      "lowest level logged"},
 };
@@ -611,6 +614,11 @@ st_status_t cd_daemon_start(cd_daemon_t *d, cd_config_t *cfg)
         st_error("cannot serve address=%s: %s", d->cfg.listen, st_strerror(status));
         return status;
     }
+    if (d->cfg.transport_calls && d->dp != NULL && !cd_dp_serve_calls(d->dp, d->server)) {
+        st_info("transport_calls: the %s transport has no messages: Locate, Release and "
+                "Lookup over gRPC only",
+                d->cfg.transport);
+    }
     if (pthread_create(&d->reaper, NULL, cd_reaper_main, d) != 0) {
         st_error("cannot start the reaper thread: %s", strerror(errno));
         return ST_ERR_INTERNAL;
@@ -630,6 +638,7 @@ void cd_daemon_stop(cd_daemon_t *d, int grace_ms)
         st_info("stopping: finishing calls in flight grace_ms=%d", grace_ms);
         srpc_server_stop(d->server, grace_ms);
     }
+    (void)cd_dp_serve_calls(d->dp, NULL); /* no call is served after this */
     pthread_mutex_lock(&d->stop_lock);
     d->stopping = 1;
     pthread_cond_broadcast(&d->stop_cond);

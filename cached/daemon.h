@@ -61,6 +61,7 @@ typedef struct cd_config {
     int protected_mode;
     char *transport;           /* data plane: none, ucx, libfabric (dataplane.h) */
     char *fabric_provider;     /* libfabric provider; "" the first with RMA */
+    int transport_calls;       /* serve Locate, Release, Lookup over the transport too */
     uint64_t ssd_map_size;     /* SSD tier (tier.h): LMDB map size */
     int ssd_spill;             /* spill evicted KV and IDX objects to the tier */
     uint64_t ssd_spill_budget; /* bytes of spilled objects kept; 0: half the map */

@@ -1,6 +1,7 @@
 /*
  * dataplane.c - stratad's transport: chunk allocation and registration,
- * remote keys for Hello, and the progress thread (see dataplane.h).
+ * remote keys for Hello, the progress thread, and the calls it serves over
+ * the transport (see dataplane.h).
  */
 #include "dataplane.h"
 
@@ -10,12 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "srpc.h"
 #include "st_log.h"
 #include "st_transport.h"
 #include "strata.pb-c.h"
+#include "tcall.h"
 
 #define DP_MAX_NS 4096 /* namespace ids the table covers (the store's are small) */
 
@@ -34,7 +38,122 @@ struct cd_dataplane {
     int running;
     int wake_fd; /* eventfd that stops the progress thread */
     _Atomic int stopping;
+    /* Calls over the transport: received under lock, served without it. */
+    pthread_mutex_t calls_lock;       /* held while a call is served; guards srv */
+    srpc_server_t *srv;               /* NULL: calls are not served */
+    uint8_t call_key[CD_DP_CALL_KEY]; /* what calls present: Hello gives it out */
+    st_transport_msg_t **pending;
+    size_t n_pending, cap_pending;
 };
+
+/* The transport's listener (lock held): keeps the message for the loop. */
+static void dp_on_msg(void *arg, st_transport_msg_t *msg, const void *data, size_t len)
+{
+    cd_dataplane_t *dp = arg;
+
+    (void)data;
+    (void)len;
+    if (dp->n_pending == dp->cap_pending) {
+        size_t cap = dp->cap_pending ? 2 * dp->cap_pending : 64;
+        st_transport_msg_t **p = realloc(dp->pending, cap * sizeof(*p));
+
+        if (p == NULL) {
+            st_warn_ratelimited("dataplane: call dropped: out of memory");
+            return; /* the caller's deadline answers for it */
+        }
+        dp->pending = p;
+        dp->cap_pending = cap;
+    }
+    st_transport_msg_keep(msg);
+    dp->pending[dp->n_pending++] = msg;
+}
+
+/* Whether key[0..len) is dp's call key, in time independent of where it differs. */
+static int dp_key_equal(const cd_dataplane_t *dp, const char *key, size_t len)
+{
+    unsigned diff = len != CD_DP_CALL_KEY;
+
+    for (size_t i = 0; i < CD_DP_CALL_KEY; i++) {
+        diff |= (unsigned)(dp->call_key[i] ^ (uint8_t)(i < len ? key[i] : 0));
+    }
+    return diff == 0;
+}
+
+/* Serves one kept call (lock not held), then answers it under the lock. */
+static void dp_serve_call(cd_dataplane_t *dp, st_transport_msg_t *msg, const void *data, size_t len)
+{
+    st_tcall_frame_t f;
+    char why[ST_TCALL_MSG_MAX];
+    void *body = NULL;
+    size_t body_len = 0;
+    int code;
+    uint8_t *out;
+
+    if (st_tcall_parse(data, len, 0, &f, why, sizeof(why)) != ST_OK) {
+        st_warn_ratelimited("dataplane: call over the transport refused: %s bytes=%zu", why, len);
+        code = 3; /* INVALID_ARGUMENT */
+        if (len < ST_TCALL_HDR) {
+            return; /* no call id to answer */
+        }
+    } else if (!dp_key_equal(dp, f.text, f.text_len)) {
+        /* Only a caller that passed Hello's checks (token, protected mode) has the key. */
+        code = 7; /* PERMISSION_DENIED */
+        snprintf(why, sizeof(why), "calls over the transport must present the key Hello gave");
+    } else {
+        pthread_mutex_lock(&dp->calls_lock);
+        if (dp->srv != NULL) {
+            srpc_server_invoke(dp->srv, st_tcall_path(f.method), NULL, f.body, f.body_len, &body,
+                               &body_len, &code, why, sizeof(why));
+        } else {
+            code = 14; /* UNAVAILABLE */
+            snprintf(why, sizeof(why), "the daemon is stopping");
+        }
+        pthread_mutex_unlock(&dp->calls_lock);
+    }
+    if (code != 0) {
+        free(body);
+        body = NULL;
+        body_len = 0;
+    }
+    out = malloc(ST_TCALL_HDR + ST_TCALL_MSG_MAX + body_len);
+    if (out != NULL) {
+        size_t n = st_tcall_head(out, 1, (uint32_t)code, f.id, why, code ? strlen(why) : 0);
+
+        if (body_len > 0) {
+            memcpy(out + n, body, body_len);
+        }
+        pthread_mutex_lock(&dp->lock);
+        (void)st_transport_msg_reply(msg, out, n + body_len);
+        pthread_mutex_unlock(&dp->lock);
+    }
+    free(out);
+    free(body);
+}
+
+/* Serves the calls the last progress call received. */
+static void dp_serve_pending(cd_dataplane_t *dp)
+{
+    for (;;) {
+        st_transport_msg_t *msg;
+        size_t n;
+
+        pthread_mutex_lock(&dp->lock);
+        n = dp->n_pending;
+        msg = n > 0 ? dp->pending[0] : NULL;
+        if (n > 0) {
+            memmove(dp->pending, dp->pending + 1, (n - 1) * sizeof(*dp->pending));
+            dp->n_pending--;
+        }
+        pthread_mutex_unlock(&dp->lock);
+        if (msg == NULL) {
+            return;
+        }
+        dp_serve_call(dp, msg, st_transport_msg_data(msg), st_transport_msg_len(msg));
+        pthread_mutex_lock(&dp->lock);
+        st_transport_msg_free(msg);
+        pthread_mutex_unlock(&dp->lock);
+    }
+}
 
 static void *dp_progress_main(void *arg)
 {
@@ -58,6 +177,9 @@ static void *dp_progress_main(void *arg)
             st = st_transport_arm(dp->tp);
         }
         pthread_mutex_unlock(&dp->lock);
+        if (n > 0) {
+            dp_serve_pending(dp);
+        }
         if (n > 0 || st == ST_ERR_BUSY) {
             continue;
         }
@@ -102,14 +224,23 @@ st_status_t cd_dp_create(const char *kind, const char *provider, cd_dataplane_t 
         return ST_ERR_NOMEM;
     }
     pthread_mutex_init(&dp->lock, NULL);
+    pthread_mutex_init(&dp->calls_lock, NULL);
     dp->backend = cfg.backend;
     dp->wake_fd = -1;
+    if (getrandom(dp->call_key, sizeof(dp->call_key), 0) != (ssize_t)sizeof(dp->call_key)) {
+        st_error("dataplane: cannot draw the call key: %s", strerror(errno));
+        pthread_mutex_destroy(&dp->lock);
+        pthread_mutex_destroy(&dp->calls_lock);
+        free(dp);
+        return ST_ERR_INTERNAL;
+    }
     st = st_transport_create(&cfg, &dp->tp);
     if (st != ST_OK) {
         st_warn("dataplane: transport=%s%s%s cannot start (%s): serving inline Put/Get only", kind,
                 cfg.fabric_provider ? " fabric_provider=" : "",
                 cfg.fabric_provider ? cfg.fabric_provider : "", st_strerror(st));
         pthread_mutex_destroy(&dp->lock);
+        pthread_mutex_destroy(&dp->calls_lock);
         free(dp);
         return st == ST_ERR_NOMEM ? ST_ERR_NOMEM : ST_OK;
     }
@@ -144,6 +275,10 @@ void cd_dp_destroy(cd_dataplane_t *dp)
     if (dp->wake_fd >= 0) {
         close(dp->wake_fd);
     }
+    for (size_t i = 0; i < dp->n_pending; i++) {
+        st_transport_msg_free(dp->pending[i]);
+    }
+    free(dp->pending);
     /* Regions still registered (the store normally frees them first) go
      * with the transport. */
     st_transport_destroy(dp->tp);
@@ -154,7 +289,43 @@ void cd_dp_destroy(cd_dataplane_t *dp)
         }
     }
     pthread_mutex_destroy(&dp->lock);
+    pthread_mutex_destroy(&dp->calls_lock);
     free(dp);
+}
+
+int cd_dp_serve_calls(cd_dataplane_t *dp, srpc_server_t *srv)
+{
+    int on;
+
+    if (dp == NULL) {
+        return 0;
+    }
+    pthread_mutex_lock(&dp->calls_lock); /* waits for a call being served */
+    pthread_mutex_lock(&dp->lock);
+    on = srv != NULL && st_transport_msg_listen(dp->tp, dp_on_msg, dp) == ST_OK;
+    if (srv == NULL) {
+        (void)st_transport_msg_listen(dp->tp, NULL, NULL);
+    }
+    dp->srv = on ? srv : NULL;
+    pthread_mutex_unlock(&dp->lock);
+    pthread_mutex_unlock(&dp->calls_lock);
+    return on;
+}
+
+int cd_dp_serves_calls(cd_dataplane_t *dp, uint8_t *key)
+{
+    int on;
+
+    if (dp == NULL) {
+        return 0;
+    }
+    pthread_mutex_lock(&dp->calls_lock);
+    on = dp->srv != NULL;
+    pthread_mutex_unlock(&dp->calls_lock);
+    if (on && key != NULL) {
+        memcpy(key, dp->call_key, CD_DP_CALL_KEY);
+    }
+    return on;
 }
 
 /* The slot of (ns_id, region), grown as needed; NULL without memory. Lock held. */

@@ -47,6 +47,27 @@ st_status_t cd_dp_chunk_alloc(void *ctx, uint32_t ns_id, uint32_t region, size_t
                               void **base_p);
 void cd_dp_chunk_free(void *ctx, uint32_t ns_id, uint32_t region, void *base, size_t len);
 
+/*
+ * Serves Locate, Release and Lookup that arrive over the transport
+ * (docs/protocol.md, "Calls over the transport") with srv's handlers, on the
+ * progress thread; srv NULL stops serving them (waits for a call being
+ * served: call it before srv is destroyed). Returns 1 when calls are served
+ * now, 0 when not (srv NULL, dp NULL, or a backend without messages).
+ */
+typedef struct srpc_server srpc_server_t;
+int cd_dp_serve_calls(cd_dataplane_t *dp, srpc_server_t *srv);
+
+/*
+ * 1 while dp serves calls over the transport (Hello says so, and hands out
+ * the key they must present: copied to key, CD_DP_CALL_KEY bytes, when not
+ * NULL). The key is drawn at random when the daemon starts; a call that does
+ * not present it is refused with PERMISSION_DENIED. Those that do are served
+ * as authenticated: Hello, which gives the key out, made the checks (token,
+ * protected mode), so handlers see the peer "transport" and let it through.
+ */
+#define CD_DP_CALL_KEY 16
+int cd_dp_serves_calls(cd_dataplane_t *dp, uint8_t *key);
+
 /* The protocol's TransportKind of dp (0, TRANSPORT_NONE, for NULL). */
 int cd_dp_kind(const cd_dataplane_t *dp);
 

@@ -85,6 +85,9 @@ static st_status_t cd_h_auth_token(srpc_ctx_t *ctx, cd_daemon_t *d, const char *
 {
     const char *want = d->cfg.auth_token;
 
+    if (strcmp(srpc_ctx_peer(ctx), "transport") == 0) {
+        return ST_OK; /* a call over the transport that presented Hello's key (dataplane.h) */
+    }
     if (want != NULL && want[0] != '\0') {
         if (got == NULL || !cd_h_token_equal(got, want)) {
             srpc_ctx_set_error(ctx, "%s",
@@ -366,6 +369,12 @@ st_status_t cd_h_hello(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
     resp->node_id = cd_h_strdup(ctx, d->cfg.node_id);
     resp->version = cd_h_strdup(ctx, CD_VERSION);
     resp->transport = (Strata__V1__TransportKind)cd_dp_kind(d->dp);
+    resp->transport_call_key.data = srpc_ctx_alloc(ctx, CD_DP_CALL_KEY);
+    if (resp->transport_call_key.data == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    resp->transport_calls = cd_dp_serves_calls(d->dp, resp->transport_call_key.data);
+    resp->transport_call_key.len = resp->transport_calls ? CD_DP_CALL_KEY : 0;
     if (d->dp != NULL && cd_dp_address(d->dp, cd_h_alloc, ctx, &resp->transport_address.data,
                                        &resp->transport_address.len) != ST_OK) {
         return ST_ERR_NOMEM;

@@ -36,7 +36,7 @@ typedef struct sc_file_config {
     char *nodes, *tenant, *model, *token, *transport;
     int64_t replicas, vnodes;
     uint64_t timeout_ms, health_interval_ms;
-    int verify_reads, cache_locations;
+    int verify_reads, cache_locations, transport_calls;
 } sc_file_config_t;
 
 /* verify_reads values, in sc_file_config_t.verify_reads order. */
@@ -70,6 +70,9 @@ static const st_cfg_option_t sc_file_options[] = {
      "which one-sided reads keep their lease and reuse the location without a Locate: rows "
      "(row reads) or all (whole objects too; what they read stays leased for up to the "
      "lease)"},
+    {"transport_calls", ST_CFG_BOOL, SC_OFF(transport_calls), "true", 0, 0, 0, NULL, 0,
+     "with a transport: send Locate, Release and Lookup over it to daemons that serve them "
+     "(no gRPC round trip; gRPC when the answer takes over 250 ms)"},
 };
 static const st_cfg_table_t sc_file_table = {"strata", "libstrata client settings", NULL,
                                              sc_file_options,
@@ -281,6 +284,10 @@ st_status_t st_client_connect(const st_client_params_t *params, st_client_t **cl
             return sc_error(ST_ERR_INVALID, "cache_locations '%s': expected rows or all", v);
         }
         c->cache_all = strcmp(v, "all") == 0;
+    }
+    c->tcalls = fc.transport_calls;
+    if (params->field_mask & ST_CLIENT_FIELD_TRANSPORT_CALLS) {
+        c->tcalls = params->transport_calls != 0;
     }
     {
         const char *tr = SC_FIELD(ST_CLIENT_FIELD_TRANSPORT, transport);

@@ -56,6 +56,7 @@ struct st_client {
     uint32_t health_interval_ms;
     int verify_always; /* verify_reads = always: hash every whole object read */
     int cache_all;     /* cache_locations = all: whole objects use the lease cache too */
+    int tcalls;        /* transport_calls: Locate/Release/Lookup over the transport */
 
     /* From Hello (the same on every node of a cluster). */
     uint64_t ns;
@@ -127,6 +128,17 @@ void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked);
  * an object coalesced), waits for them and fills the statuses; returns 1.
  * Otherwise returns 0 with the ops as they were (the batch goes to a worker). */
 int sc_dp_get_now(st_handle_t *h);
+
+/*
+ * srpc_fanout() of method (Locate, Release or Lookup: tcm is its
+ * st_tcall_method_t) with the calls to nodes that serve them over the
+ * transport (Hello's transport_calls) sent there instead of over gRPC: same
+ * requests, same answers in items, no gRPC round trip. A call whose answer
+ * does not come within SC_TC_PATIENCE_MS (or cannot be sent) is made again
+ * over gRPC, which also finds out whether the node is down.
+ */
+st_status_t sc_fanout(st_client_t *c, const srpc_method_t *method, uint32_t tcm,
+                      srpc_fanout_item_t *items, size_t n, int timeout_ms);
 
 /* For tests: whole-object reads decide whether they landed under their
  * lease as if this client's clock ran ns ahead (a slow client), so that

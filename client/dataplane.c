@@ -80,6 +80,7 @@
 
 #include "st_log.h"
 #include "st_transport.h"
+#include "tcall.h"
 
 typedef struct sc_dp_region {
     uint64_t base;
@@ -89,7 +90,9 @@ typedef struct sc_dp_region {
 
 typedef struct sc_dp_node {
     pthread_mutex_t lock;
-    uint64_t gen; /* bumped when the endpoint or the regions change (lease cache) */
+    int tcalls;           /* Hello said the node serves calls over the transport */
+    uint8_t call_key[16]; /* ... and gave the key they present */
+    uint64_t gen;         /* bumped when the endpoint or the regions change (lease cache) */
     st_transport_ep_t *ep;
     uint8_t *addr;
     size_t addr_len;
@@ -138,10 +141,25 @@ typedef struct sc_lc_ent {
  * locator (on a loaded machine each wake-up costs more than the overlap). */
 #define SC_DP_INLINE_BYTES (32u << 20)
 
-/* One wave's Locate fan-out, run by a locator thread. */
+/* A call over the transport waiting for its answer (on its caller's stack). */
+typedef struct sc_tc {
+    struct sc_tc *next;
+    uint64_t id;
+    _Atomic int done;
+    uint32_t code;
+    char msg[256];
+    uint8_t *body; /* malloc'd: the response message */
+    size_t body_len;
+} sc_tc_t;
+
+/* How long a call over the transport waits before it is made again over
+ * gRPC (a daemon that died answers nothing; gRPC finds that out at once). */
+#define SC_TC_PATIENCE_MS 250
+
 typedef struct sc_dp_loc sc_dp_loc_t;
 struct sc_dp_loc {
     struct sc_dp_loc *next;
+    st_client_t *c;
     srpc_fanout_item_t *items;
     size_t n;
     int timeout_ms;
@@ -167,12 +185,15 @@ struct sc_dp {
     sc_dp_node_t node[SC_MAX_NODES];
     sc_dp_buf_t *bufs;
     size_t n_bufs, cap_bufs;
+    sc_tc_t *tc_head; /* calls over the transport in flight (lock) */
+    uint64_t tc_next;
 };
 
 /* ----------------------------------------------------------- set up -- */
 
 static uint64_t sc_now_ns(void);
 static void sc_dp_loc_run(sc_dp_loc_t *j);
+static void sc_dp_on_msg(void *arg, st_transport_msg_t *msg, const void *data, size_t len);
 
 /* A locator thread: runs queued Locate fan-outs, one at a time. */
 static void *sc_dp_locator_main(void *arg)
@@ -261,6 +282,8 @@ st_status_t sc_dp_create(st_client_t *c, const char *spec)
         return sc_error(st, "transport '%s' cannot start here: %s", spec, st_strerror(st));
     }
     dp->backend = cfg.backend;
+    (void)st_transport_msg_listen(dp->tp, sc_dp_on_msg, dp); /* libfabric: gRPC only */
+    dp->tc_next = 1;
     pthread_mutex_init(&dp->lock, NULL);
     pthread_mutex_init(&dp->lc_lock, NULL);
     pthread_mutex_init(&dp->loc_lock, NULL);
@@ -338,6 +361,7 @@ static st_status_t sc_dp_take_hello(sc_dp_t *dp, uint32_t i, const Strata__V1__H
     if ((int)r->transport != want || r->transport_address.len == 0) {
         pthread_mutex_lock(&dp->lock);
         sc_dp_node_reset(n); /* this node is served inline */
+        n->tcalls = 0;
         pthread_mutex_unlock(&dp->lock);
         return ST_OK;
     }
@@ -411,6 +435,11 @@ static st_status_t sc_dp_take_hello(sc_dp_t *dp, uint32_t i, const Strata__V1__H
         n->gen += n->epoch != r->region_epoch;
         n->epoch = r->region_epoch;
     }
+    n->tcalls = st == ST_OK && n->ep != NULL && r->transport_calls &&
+                r->transport_call_key.len == sizeof(n->call_key);
+    if (n->tcalls) {
+        memcpy(n->call_key, r->transport_call_key.data, sizeof(n->call_key));
+    }
     pthread_mutex_unlock(&dp->lock);
     return st;
 }
@@ -451,6 +480,211 @@ static void sc_dp_refresh(st_client_t *c, uint32_t i)
         (void)sc_dp_take_hello(c->dp, i, resp);
     }
     protobuf_c_message_free_unpacked(&resp->base, NULL);
+}
+
+/* ------------------------------------------ calls over the transport -- */
+
+/* The transport's listener (dp->lock held): an answer to one of our calls. */
+static void sc_dp_on_msg(void *arg, st_transport_msg_t *msg, const void *data, size_t len)
+{
+    sc_dp_t *dp = arg;
+    st_tcall_frame_t f;
+    char why[160];
+    sc_tc_t **pp, *t = NULL;
+
+    (void)msg;
+    if (st_tcall_parse(data, len, 1, &f, why, sizeof(why)) != ST_OK) {
+        st_warn_ratelimited("dataplane: answer over the transport refused: %s bytes=%zu", why, len);
+        return;
+    }
+    for (pp = &dp->tc_head; *pp != NULL; pp = &(*pp)->next) {
+        if ((*pp)->id == f.id) {
+            t = *pp;
+            *pp = t->next;
+            break;
+        }
+    }
+    if (t == NULL) {
+        return; /* the caller gave up on it (and asked over gRPC) */
+    }
+    t->code = f.code;
+    snprintf(t->msg, sizeof(t->msg), "%.*s", (int)f.text_len, f.text);
+    if (f.body_len > 0) {
+        t->body = malloc(f.body_len);
+        if (t->body == NULL) {
+            t->code = 8; /* RESOURCE_EXHAUSTED */
+            snprintf(t->msg, sizeof(t->msg), "out of memory for an answer of %zu bytes",
+                     f.body_len);
+        } else {
+            memcpy(t->body, f.body, f.body_len);
+            t->body_len = f.body_len;
+        }
+    }
+    atomic_store_explicit(&t->done, 1, memory_order_release);
+}
+
+/* The node whose channel is ch, or -1. */
+static int sc_node_of(const st_client_t *c, const srpc_channel_t *ch)
+{
+    for (uint32_t i = 0; i < c->n_nodes; i++) {
+        if (c->nodes[i].ch == ch) {
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
+/* Sends item's request to node over the transport as call t. 1: sent. */
+static int sc_tc_send(st_client_t *c, uint32_t node, uint32_t tcm, const srpc_fanout_item_t *item,
+                      sc_tc_t *t)
+{
+    sc_dp_t *dp = c->dp;
+    sc_dp_node_t *nd = &dp->node[node];
+    size_t body = protobuf_c_message_get_packed_size(item->req), n;
+    uint8_t *frame = malloc(ST_TCALL_HDR + sizeof(nd->call_key) + body);
+    int sent = 0;
+
+    if (frame == NULL) {
+        return 0;
+    }
+    pthread_mutex_lock(&nd->lock);
+    pthread_mutex_lock(&dp->lock);
+    if (nd->tcalls && nd->ep != NULL) {
+        t->id = dp->tc_next++;
+        n = st_tcall_head(frame, 0, tcm, t->id, (const char *)nd->call_key, sizeof(nd->call_key));
+        n += protobuf_c_message_pack(item->req, frame + n);
+        t->next = dp->tc_head;
+        dp->tc_head = t;
+        if (st_transport_msg_send(nd->ep, frame, n) == ST_OK) {
+            sent = 1;
+        } else {
+            dp->tc_head = t->next;
+        }
+    }
+    pthread_mutex_unlock(&dp->lock);
+    pthread_mutex_unlock(&nd->lock);
+    free(frame);
+    return sent;
+}
+
+/* Removes t from the calls in flight if its answer has not come. dp->lock held. */
+static void sc_tc_forget(sc_dp_t *dp, sc_tc_t *t)
+{
+    for (sc_tc_t **pp = &dp->tc_head; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == t) {
+            *pp = t->next;
+            return;
+        }
+    }
+}
+
+st_status_t sc_fanout(st_client_t *c, const srpc_method_t *method, uint32_t tcm,
+                      srpc_fanout_item_t *items, size_t n, int timeout_ms)
+{
+    sc_dp_t *dp = c->dp;
+    sc_tc_t *tc;
+    uint8_t *via;
+    srpc_fanout_item_t *rest;
+    size_t n_via = 0, n_rest = 0, left;
+    uint64_t start, patience;
+    st_status_t st = ST_OK;
+
+    if (dp == NULL || !c->tcalls || n == 0) {
+        return srpc_fanout(method, items, n, timeout_ms);
+    }
+    tc = calloc(n, sizeof(*tc));
+    via = calloc(n, 1);
+    rest = calloc(n, sizeof(*rest));
+    if (tc == NULL || via == NULL || rest == NULL) {
+        free(tc), free(via), free(rest);
+        return srpc_fanout(method, items, n, timeout_ms);
+    }
+    start = sc_now_ns();
+    for (size_t i = 0; i < n; i++) {
+        int node = sc_node_of(c, items[i].ch);
+
+        items[i].resp = NULL;
+        via[i] = node >= 0 && sc_tc_send(c, (uint32_t)node, tcm, &items[i], &tc[i]);
+        n_via += via[i];
+    }
+    /* The others over gRPC meanwhile (the answers above queue up). */
+    if (n_via < n) {
+        for (size_t i = 0; i < n; i++) {
+            if (!via[i]) {
+                rest[n_rest++] = items[i];
+            }
+        }
+        st = srpc_fanout(method, rest, n_rest, timeout_ms);
+        for (size_t i = 0, k = 0; i < n; i++) {
+            if (!via[i]) {
+                items[i] = rest[k++];
+            }
+        }
+    }
+    patience = (uint64_t)(timeout_ms > 0 && timeout_ms < SC_TC_PATIENCE_MS ? timeout_ms
+                                                                           : SC_TC_PATIENCE_MS) *
+               1000000ull;
+    for (left = n_via; left > 0;) {
+        int progressed;
+
+        left = 0;
+        for (size_t i = 0; i < n; i++) {
+            left += via[i] && !atomic_load_explicit(&tc[i].done, memory_order_acquire);
+        }
+        if (left == 0 || sc_now_ns() - start > patience) {
+            break;
+        }
+        pthread_mutex_lock(&dp->lock);
+        progressed = st_transport_progress(dp->tp);
+        pthread_mutex_unlock(&dp->lock);
+        if (progressed <= 0) {
+            sched_yield();
+        }
+    }
+    /* Unanswered: over gRPC now (the late answer, if any, is dropped). */
+    n_rest = 0;
+    pthread_mutex_lock(&dp->lock);
+    for (size_t i = 0; i < n; i++) {
+        if (via[i] && !atomic_load_explicit(&tc[i].done, memory_order_acquire)) {
+            sc_tc_forget(dp, &tc[i]);
+            via[i] = 2;
+            rest[n_rest++] = items[i];
+        }
+    }
+    pthread_mutex_unlock(&dp->lock);
+    if (n_rest > 0) {
+        int64_t spent = (int64_t)((sc_now_ns() - start) / 1000000ull);
+        int t_ms = timeout_ms > 0 ? (int)(timeout_ms - spent > 1 ? timeout_ms - spent : 1) : 0;
+
+        st_debug("dataplane: %zu calls over the transport unanswered after %d ms: over gRPC",
+                 n_rest, SC_TC_PATIENCE_MS);
+        (void)srpc_fanout(method, rest, n_rest, t_ms);
+        for (size_t i = 0, k = 0; i < n; i++) {
+            if (via[i] == 2) {
+                items[i] = rest[k++];
+            }
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        sc_tc_t *t = &tc[i];
+
+        if (via[i] != 1) {
+            continue;
+        }
+        memset(&items[i].err, 0, sizeof(items[i].err));
+        if (t->code != 0) {
+            items[i].status = st_status_from_grpc((int)t->code);
+            items[i].err.grpc_code = (int)t->code;
+            snprintf(items[i].err.message, sizeof(items[i].err.message), "%s", t->msg);
+        } else {
+            items[i].resp = protobuf_c_message_unpack(method->resp_desc, NULL, t->body_len,
+                                                      t->body != NULL ? t->body : (uint8_t *)"");
+            items[i].status = items[i].resp != NULL ? ST_OK : ST_ERR_PROTOCOL;
+        }
+        free(t->body);
+    }
+    free(tc), free(via), free(rest);
+    return st;
 }
 
 /* ------------------------------------------------- local registration -- */
@@ -808,8 +1042,8 @@ static size_t sc_dp_waves(st_client_t *c, const st_handle_t *h, const int *owner
 static void sc_dp_loc_run(sc_dp_loc_t *j)
 {
     j->t_sent = sc_now_ns();
-    j->ok =
-        srpc_fanout(&srpc_cache_methods[SRPC_CACHE_LOCATE], j->items, j->n, j->timeout_ms) == ST_OK;
+    j->ok = sc_fanout(j->c, &srpc_cache_methods[SRPC_CACHE_LOCATE], ST_TCALL_LOCATE, j->items, j->n,
+                      j->timeout_ms) == ST_OK;
 }
 
 /* Queues the Locate fan-outs of the waves, in order, for the locator threads. */
@@ -960,8 +1194,8 @@ static void sc_dp_release_run(sc_job_t *job)
             nr++;
         }
         /* A lease that cannot be released ends by time: nothing to do on error. */
-        (void)srpc_fanout(&srpc_cache_methods[SRPC_CACHE_RELEASE], items, nr,
-                          (int)j->c->timeout_ms);
+        (void)sc_fanout(j->c, &srpc_cache_methods[SRPC_CACHE_RELEASE], ST_TCALL_RELEASE, items, nr,
+                        (int)j->c->timeout_ms);
         srpc_fanout_free(items, nr);
     }
     free(rel);
@@ -1282,6 +1516,7 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
         if (w->items == NULL) {
             w->items = &items[b];
             w->timeout_ms = (int)c->timeout_ms;
+            w->c = c;
         }
         w->n++;
         for (size_t j = bfirst[b]; j < bfirst[b] + bcount[b]; j++) {
@@ -1292,7 +1527,7 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
      * this thread (nothing to post before their answers), the rest on the
      * locators, started first. */
     if (nw > 0) {
-        sc_dp_loc_t first = {.items = loc[0].items, .timeout_ms = (int)c->timeout_ms};
+        sc_dp_loc_t first = {.items = loc[0].items, .timeout_ms = (int)c->timeout_ms, .c = c};
         uint64_t lim = (uint64_t)SC_DP_INLINE_BYTES * loc[0].n, sum = 0;
         size_t m = 0;
 

@@ -12,6 +12,7 @@
 
 #include "compose.h"
 #include "st_log.h"
+#include "tcall.h"
 
 #define SC_MAX_REPLICAS 16
 
@@ -225,7 +226,8 @@ static st_status_t sc_resolve(st_client_t *c, const st_hash_t *chain, const sc_l
     req.n_segments = 1;
     item.ch = c->nodes[it->node].ch;
     item.req = &req.base;
-    status = srpc_fanout(&srpc_cache_methods[SRPC_CACHE_LOOKUP], &item, 1, (int)c->timeout_ms);
+    status = sc_fanout(c, &srpc_cache_methods[SRPC_CACHE_LOOKUP], ST_TCALL_LOOKUP, &item, 1,
+                       (int)c->timeout_ms);
     if (status == ST_OK) {
         status = item.status;
     }
@@ -414,8 +416,8 @@ static st_status_t sc_lookup(st_client_t *c, const st_hash_t *chain, size_t n_bl
         items[i].ch = c->nodes[li[i].node].ch;
         items[i].req = &li[i].req.base;
     }
-    status =
-        srpc_fanout(&srpc_cache_methods[SRPC_CACHE_LOOKUP], items, n_items, (int)c->timeout_ms);
+    status = sc_fanout(c, &srpc_cache_methods[SRPC_CACHE_LOOKUP], ST_TCALL_LOOKUP, items, n_items,
+                       (int)c->timeout_ms);
     if (status != ST_OK) {
         goto out;
     }

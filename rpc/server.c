@@ -86,6 +86,9 @@ const char *srpc_ctx_method(const srpc_ctx_t *ctx)
 
 const char *srpc_ctx_peer(srpc_ctx_t *ctx)
 {
+    if (ctx->call == NULL) {
+        return "transport"; /* srpc_server_invoke() */
+    }
     if (ctx->peer == NULL) {
         ctx->peer = grpc_call_get_peer(ctx->call->call);
     }
@@ -94,9 +97,12 @@ const char *srpc_ctx_peer(srpc_ctx_t *ctx)
 
 int64_t srpc_ctx_remaining_ms(const srpc_ctx_t *ctx)
 {
-    gpr_timespec deadline = ctx->call->deadline;
-    gpr_timespec left;
+    gpr_timespec deadline, left;
 
+    if (ctx->call == NULL) {
+        return INT64_MAX; /* srpc_server_invoke(): no deadline */
+    }
+    deadline = ctx->call->deadline;
     if (deadline.tv_sec == INT64_MAX) {
         return INT64_MAX;
     }
@@ -432,6 +438,92 @@ send:
         st_debug("rpc call failed method=%s code=%d msg=\"%s\"", m->method->path, code, msg);
     }
     srpc_send(c, code, msg);
+}
+
+void srpc_server_invoke(srpc_server_t *srv, const char *path, const char *token,
+                        const void *req_bytes, size_t len, void **resp_p, size_t *resp_len_p,
+                        int *code_p, char *msg, size_t msg_cap)
+{
+    srpc_smethod_t *m = NULL;
+    srpc_ctx_t ctx;
+    ProtobufCAllocator pb_alloc = {srpc_ctx_pb_alloc, srpc_ctx_pb_free, &ctx};
+    ProtobufCMessage *req, *resp;
+    uint64_t start = srpc_now_ns();
+    int code = GRPC_STATUS_OK;
+    st_status_t st;
+
+    *resp_p = NULL;
+    *resp_len_p = 0;
+    if (msg_cap > 0) {
+        msg[0] = '\0';
+    }
+    for (size_t i = 0; i < srv->n_methods; i++) {
+        if (strcmp(srv->methods[i].method->path, path) == 0) {
+            m = &srv->methods[i];
+            break;
+        }
+    }
+    if (m == NULL) {
+        *code_p = GRPC_STATUS_UNIMPLEMENTED;
+        snprintf(msg, msg_cap, "unknown method");
+        return;
+    }
+    memset(&ctx, 0, offsetof(srpc_ctx_t, token_buf));
+    ctx.srv = srv;
+    ctx.m = m;
+    if (atomic_load(&srv->stopping)) {
+        code = GRPC_STATUS_UNAVAILABLE;
+        snprintf(msg, msg_cap, "%s: the server is stopping", m->method->path);
+        goto out;
+    }
+    if (len > m->max_request_bytes) {
+        code = GRPC_STATUS_RESOURCE_EXHAUSTED;
+        snprintf(msg, msg_cap, "%s: request of %zu bytes exceeds the limit of %u bytes",
+                 m->method->path, len, m->max_request_bytes);
+        goto out;
+    }
+    req = protobuf_c_message_unpack(m->method->req_desc, &pb_alloc, len, req_bytes);
+    if (req == NULL) {
+        code = GRPC_STATUS_INVALID_ARGUMENT;
+        snprintf(msg, msg_cap, "%s: request of %zu bytes does not parse as %s", m->method->path,
+                 len, m->method->req_desc->name);
+        goto out;
+    }
+    resp = srpc_ctx_alloc(&ctx, m->method->resp_desc->sizeof_message);
+    if (resp == NULL) {
+        code = GRPC_STATUS_RESOURCE_EXHAUSTED;
+        snprintf(msg, msg_cap, "%s: out of memory for the response", m->method->path);
+        goto out;
+    }
+    protobuf_c_message_init(m->method->resp_desc, resp);
+    if (token != NULL && strlen(token) <= SRPC_MAX_TOKEN) {
+        snprintf(ctx.token_buf, sizeof(ctx.token_buf), "%s", token);
+        ctx.token = ctx.token_buf;
+    }
+    st = m->handler(&ctx, req, resp, m->handler_arg);
+    if (st == ST_OK) {
+        size_t n = protobuf_c_message_get_packed_size(resp);
+
+        *resp_p = n > 0 ? malloc(n) : NULL;
+        if (n > 0 && *resp_p == NULL) {
+            st = ST_ERR_NOMEM;
+            ctx.has_error = false;
+        } else {
+            *resp_len_p = n > 0 ? protobuf_c_message_pack(resp, *resp_p) : 0;
+        }
+    }
+    if (st != ST_OK) {
+        code = st_status_to_grpc(st);
+        snprintf(msg, msg_cap, "%s", ctx.has_error ? ctx.error : st_strerror(st));
+    }
+out:
+    srpc_ctx_release(&ctx);
+    srpc_stats_record(&m->stats, code, (srpc_now_ns() - start) / 1000);
+    if (code != GRPC_STATUS_OK) {
+        st_debug("rpc call failed method=%s route=transport code=%d msg=\"%s\"", m->method->path,
+                 code, msg_cap > 0 ? msg : "");
+    }
+    *code_p = code;
 }
 
 static void srpc_on_requested(srpc_scall_t *c, bool ok)

@@ -222,6 +222,25 @@ bool srpc_server_stopping(const srpc_server_t *server);
  */
 void srpc_server_stop(srpc_server_t *server, int grace_ms);
 
+/*
+ * Serves one call that reached the process by another route than gRPC (the
+ * daemon's calls over the data-plane transport): finds the method by path,
+ * unpacks req[0..len) as its request, runs its handler on this thread with
+ * token as the call's bearer token (NULL: none) and no deadline, and counts
+ * it in the method's stats. srpc_ctx_peer() says "transport".
+ * On return *code_p is the gRPC status code; on GRPC_STATUS_OK (0) *resp_p
+ * is the packed response (malloc'd, free() it; NULL when it is empty) and
+ * *resp_len_p its length, otherwise msg[0..msg_cap) holds the details, as a
+ * gRPC client would have seen them: UNIMPLEMENTED for an unknown path,
+ * UNAVAILABLE once the server is stopping, RESOURCE_EXHAUSTED over the
+ * method's request limit, INVALID_ARGUMENT when the bytes do not parse.
+ * Thread-safe; the caller must not run it after srpc_server_stop() began
+ * tearing the server down (srpc_server_stopping() is true from then on).
+ */
+void srpc_server_invoke(srpc_server_t *server, const char *path, const char *token, const void *req,
+                        size_t len, void **resp_p, size_t *resp_len_p, int *code_p, char *msg,
+                        size_t msg_cap);
+
 /* Stops the server (grace 0 if still running) and frees it. NULL is a no-op. */
 void srpc_server_destroy(srpc_server_t *server);
 

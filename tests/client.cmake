@@ -59,3 +59,12 @@ strata_add_test(test_lookup_compact SOURCES integration/test_lookup_compact.c
                 LIBS strata_test_cluster strata_client PkgConfig::CMOCKA PkgConfig::XXHASH
                 ARGS $<TARGET_FILE:stratad> LABELS integration client cached TIMEOUT 600)
 add_dependencies(test_lookup_compact stratad)
+
+# Locate, Release and Lookup over the transport (docs/protocol.md, "Calls over
+# the transport"): raw frames against a real stratad, libstrata with and
+# without them on three daemons, one killed.
+strata_add_test(test_transport_calls SOURCES integration/test_transport_calls.c
+                LIBS strata_test_cluster strata_client strata_transport PkgConfig::CMOCKA
+                PkgConfig::XXHASH
+                ARGS $<TARGET_FILE:stratad> LABELS integration client cached TIMEOUT 300)
+add_dependencies(test_transport_calls stratad)

@@ -273,6 +273,66 @@ st_status_t st_transport_arm(st_transport_t *tp);
  */
 st_status_t st_transport_wait(st_transport_t *tp, int timeout_ms);
 
+/*
+ * Messages: small requests and answers over the transport's own connection,
+ * for calls that cannot afford the control plane's round trip (libstrata
+ * sends Locate, Release and Lookup to daemons this way: docs/protocol.md,
+ * "Calls over the transport"). UCX only: active messages, always sent eagerly
+ * and delivered whole; libfabric returns ST_ERR_UNSUPPORTED and its users stay
+ * on the control plane. Delivery is not guaranteed to outlive a peer that
+ * fails: a caller waits for its answer with a deadline.
+ */
+#define ST_TRANSPORT_MSG_MAX (64u << 20) /* larger messages are refused (sent or received) */
+
+typedef struct st_transport_msg st_transport_msg_t;
+
+/*
+ * Called from st_transport_progress() for every message received (never from
+ * inside the library's own callbacks): data[0..len) and msg are valid until
+ * it returns, unless it calls st_transport_msg_keep(msg). It may send
+ * (st_transport_msg_send(), st_transport_msg_reply(), gets and puts) but
+ * must not progress, close or destroy.
+ */
+typedef void (*st_transport_msg_fn)(void *arg, st_transport_msg_t *msg, const void *data,
+                                    size_t len);
+
+/*
+ * Sets the function that receives tp's messages (NULL: messages are dropped).
+ * Returns ST_OK, or ST_ERR_UNSUPPORTED when the backend has no messages.
+ */
+st_status_t st_transport_msg_listen(st_transport_t *tp, st_transport_msg_fn fn, void *arg);
+
+/*
+ * Sends [data, +len) as one message to ep's peer, which may answer it with
+ * st_transport_msg_reply(). The bytes are copied: data may be reused at once.
+ * Returns ST_OK (sent or queued: no delivery report), ST_ERR_INVALID (len 0
+ * or over ST_TRANSPORT_MSG_MAX), ST_ERR_UNSUPPORTED (no messages on this
+ * backend), ST_ERR_UNAVAILABLE (the peer is known to have failed),
+ * ST_ERR_NOMEM or ST_ERR_TRANSPORT.
+ */
+st_status_t st_transport_msg_send(st_transport_ep_t *ep, const void *data, size_t len);
+
+/*
+ * Answers msg (inside its st_transport_msg_fn) with [data, +len), copied.
+ * Returns as st_transport_msg_send(); ST_ERR_INVALID also when msg carries no
+ * reply route.
+ */
+st_status_t st_transport_msg_reply(st_transport_msg_t *msg, const void *data, size_t len);
+
+/*
+ * In the listener: keeps msg and its data (valid until st_transport_msg_free())
+ * so that it can be answered later, by whoever holds tp then (the daemon
+ * serves a call without holding its transport, then answers).
+ */
+void st_transport_msg_keep(st_transport_msg_t *msg);
+
+/* A kept message's bytes and length. */
+const void *st_transport_msg_data(const st_transport_msg_t *msg);
+size_t st_transport_msg_len(const st_transport_msg_t *msg);
+
+/* Frees a kept message. Serialised with the transport like every call. */
+void st_transport_msg_free(st_transport_msg_t *msg);
+
 /* Returns the number of operations of tp in flight (posted, callback not yet run). */
 size_t st_transport_inflight(const st_transport_t *tp);
 

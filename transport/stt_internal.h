@@ -70,6 +70,16 @@ typedef struct stt_op {
     stt_link_t pend; /* backend use: waiting to be posted again */
 } stt_op_t;
 
+/* A received message, queued until st_transport_progress() hands it over. */
+struct st_transport_msg {
+    stt_link_t link;
+    st_transport_t *tp;
+    void *route; /* backend: where a reply goes (UCX: the reply endpoint); NULL: none */
+    bool kept;   /* st_transport_msg_keep(): the listener frees it */
+    size_t len;
+    uint8_t data[];
+};
+
 struct st_transport {
     const struct stt_ops *ops;
     st_transport_backend_t backend;
@@ -83,7 +93,11 @@ struct st_transport {
     void **op_chunks; /* the pool's allocations, freed at destroy */
     size_t n_op_chunks;
     size_t n_inflight;
-    bool draining; /* guards against st_transport_progress() re-entry from a callback */
+    bool draining;   /* guards against st_transport_progress() re-entry from a callback */
+    stt_link_t msgs; /* received messages not handed over yet */
+    st_transport_msg_fn msg_fn;
+    void *msg_arg;
+    bool msg_draining;
 };
 
 struct st_transport_mem {
@@ -143,6 +157,10 @@ typedef struct stt_ops {
     int (*progress)(st_transport_t *tp);
     st_status_t (*event_fd)(st_transport_t *tp, int *fd_p);
     st_status_t (*arm)(st_transport_t *tp);
+    /* Sends [data, +len) as one message on ep, or (ep NULL) along route, a
+     * received message's reply route; copies data. NULL: no messages. */
+    st_status_t (*msg_send)(st_transport_t *tp, st_transport_ep_t *ep, void *route,
+                            const void *data, size_t len);
 } stt_ops_t;
 
 extern const stt_ops_t stt_ucx_ops;
@@ -150,6 +168,9 @@ extern const stt_ops_t stt_fabric_ops;
 
 /* Records that op finished with status; its callback runs at the next drain. */
 void stt_op_complete(stt_op_t *op, st_status_t status);
+
+/* Queues m (malloc'd, filled) for the next st_transport_progress(). */
+void stt_msg_received(st_transport_t *tp, st_transport_msg_t *m);
 
 /* Progresses the transport from inside a backend (flush and close loops). */
 int stt_progress_all(st_transport_t *tp);

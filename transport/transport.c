@@ -252,13 +252,49 @@ static int stt_drain(st_transport_t *tp)
     return n;
 }
 
+void stt_msg_received(st_transport_t *tp, st_transport_msg_t *m)
+{
+    m->tp = tp;
+    stt_list_push(&tp->msgs, &m->link);
+}
+
+/* Hands the received messages to the listener. Returns how many. */
+static int stt_msg_drain(st_transport_t *tp)
+{
+    int n = 0;
+    if (tp->msg_draining) {
+        return 0;
+    }
+    tp->msg_draining = true;
+    while (!stt_list_empty(&tp->msgs)) {
+        st_transport_msg_t *m = stt_container_of(tp->msgs.next, st_transport_msg_t, link);
+        stt_list_del(&m->link);
+        n++;
+        m->kept = false;
+        if (tp->msg_fn != NULL) {
+            tp->msg_fn(tp->msg_arg, m, m->data, m->len);
+        } else {
+            st_debug("transport message dropped: nobody listens bytes=%zu", m->len);
+        }
+        if (!m->kept) {
+            free(m);
+        }
+    }
+    tp->msg_draining = false;
+    return n;
+}
+
 int stt_progress_all(st_transport_t *tp)
 {
     int n = tp->ops->progress(tp);
     if (n < 0) {
         return n;
     }
-    return n + stt_drain(tp);
+    n += stt_drain(tp);
+    if (!stt_list_empty(&tp->msgs)) {
+        n += stt_msg_drain(tp);
+    }
+    return n;
 }
 
 int st_transport_progress(st_transport_t *tp)
@@ -302,6 +338,7 @@ st_status_t st_transport_create(const st_transport_config_t *cfg, st_transport_t
     stt_list_init(&tp->inflight);
     stt_list_init(&tp->done);
     stt_list_init(&tp->free_ops);
+    stt_list_init(&tp->msgs);
     st = stt_envelope_wrap(STT_ADDR_MAGIC, tp->backend, addr, addr_len, 0, 0, &tp->addr_blob,
                            &tp->addr_blob_len);
     free(addr);
@@ -327,6 +364,8 @@ void st_transport_destroy(st_transport_t *tp)
         st_transport_mem_deregister(tp, mem);
     }
     stt_drain(tp);
+    tp->msg_fn = NULL;
+    stt_msg_drain(tp); /* frees what nobody took */
     void **chunks = tp->op_chunks;
     size_t n_chunks = tp->n_op_chunks;
     free(tp->addr_blob);
@@ -696,4 +735,79 @@ st_status_t st_transport_wait(st_transport_t *tp, int timeout_ms)
         struct timespec ts = {.tv_sec = 0, .tv_nsec = 50000};
         nanosleep(&ts, NULL);
     }
+}
+
+/* --- messages ------------------------------------------------------------ */
+
+st_status_t st_transport_msg_listen(st_transport_t *tp, st_transport_msg_fn fn, void *arg)
+{
+    if (tp->ops->msg_send == NULL) {
+        return ST_ERR_UNSUPPORTED;
+    }
+    tp->msg_fn = fn;
+    tp->msg_arg = arg;
+    return ST_OK;
+}
+
+static st_status_t stt_msg_check(const st_transport_t *tp, size_t len)
+{
+    if (tp->ops->msg_send == NULL) {
+        return ST_ERR_UNSUPPORTED;
+    }
+    if (len == 0 || len > ST_TRANSPORT_MSG_MAX) {
+        st_error("transport message refused backend=%s: bytes=%zu (1..%u)", tp->ops->name, len,
+                 ST_TRANSPORT_MSG_MAX);
+        return ST_ERR_INVALID;
+    }
+    return ST_OK;
+}
+
+st_status_t st_transport_msg_send(st_transport_ep_t *ep, const void *data, size_t len)
+{
+    st_transport_t *tp = ep->tp;
+    st_status_t st = stt_msg_check(tp, len);
+    if (st != ST_OK) {
+        return st;
+    }
+    if (ep->closing) {
+        return ST_ERR_CANCELLED;
+    }
+    if (ep->error != ST_OK) {
+        return ep->error;
+    }
+    return tp->ops->msg_send(tp, ep, NULL, data, len);
+}
+
+void st_transport_msg_keep(st_transport_msg_t *msg)
+{
+    msg->kept = true;
+}
+
+const void *st_transport_msg_data(const st_transport_msg_t *msg)
+{
+    return msg->data;
+}
+
+size_t st_transport_msg_len(const st_transport_msg_t *msg)
+{
+    return msg->len;
+}
+
+void st_transport_msg_free(st_transport_msg_t *msg)
+{
+    free(msg);
+}
+
+st_status_t st_transport_msg_reply(st_transport_msg_t *msg, const void *data, size_t len)
+{
+    st_status_t st = stt_msg_check(msg->tp, len);
+    if (st != ST_OK) {
+        return st;
+    }
+    if (msg->route == NULL) {
+        st_error("transport reply refused backend=%s: the message carries no reply route",
+                 msg->tp->ops->name);
+        return ST_ERR_INVALID;
+    }
+    return msg->tp->ops->msg_send(msg->tp, NULL, msg->route, data, len);
 }

@@ -2,7 +2,8 @@
  * ucx.c - the UCX backend: one ucp context with RMA (and wakeup), one worker
  * in single-thread mode, endpoints from worker addresses with peer error
  * handling, ucp_mem_map regions, and ucp_get_nbx/ucp_put_nbx whose
- * callbacks free their requests.
+ * callbacks free their requests; messages are active messages (id
+ * STT_UCX_AM_ID) sent eagerly with a reply endpoint, received whole.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include "stt_internal.h"
 
 #define STT_UCX_CLOSE_MS 10000
+#define STT_UCX_AM_ID    7
 
 /* The UCX address payload: a host id, then the worker address. Peers with
  * the same host id share a kernel (hostname and boot id). */
@@ -84,6 +86,63 @@ static void stt_ucx_host_id(uint8_t *id)
     memcpy(id, &h, STT_UCX_HOST_ID_LEN);
 }
 
+/* A rendezvous message's data has landed (or failed). */
+static void stt_ucx_am_data_done(void *request, ucs_status_t status, size_t length, void *user)
+{
+    st_transport_msg_t *m = user;
+    ucp_request_free(request);
+    if (status != UCS_OK || length != m->len) {
+        st_warn_ratelimited("transport message lost backend=ucx status=%s bytes=%zu",
+                            ucs_status_string(status), m->len);
+        free(m);
+        return;
+    }
+    stt_msg_received(m->tp, m);
+}
+
+/* Runs inside ucp_worker_progress(): copies the message out and queues it. */
+static ucs_status_t stt_ucx_am_recv(void *arg, const void *header, size_t header_length, void *data,
+                                    size_t length, const ucp_am_recv_param_t *param)
+{
+    stt_ucx_t *u = arg;
+    (void)header;
+    (void)header_length;
+    if (length == 0 || length > ST_TRANSPORT_MSG_MAX) {
+        st_warn_ratelimited("transport message dropped backend=ucx: bytes=%zu (1..%u)", length,
+                            ST_TRANSPORT_MSG_MAX);
+        return UCS_OK;
+    }
+    st_transport_msg_t *m = malloc(sizeof(*m) + length);
+    if (m == NULL) {
+        st_warn_ratelimited("transport message dropped backend=ucx: out of memory bytes=%zu",
+                            length);
+        return UCS_OK;
+    }
+    m->tp = &u->base;
+    m->route = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? param->reply_ep : NULL;
+    m->len = length;
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+        ucp_request_param_t p = {
+            .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+            .cb = {.recv_am = stt_ucx_am_data_done},
+            .user_data = m,
+        };
+        ucs_status_ptr_t r = ucp_am_recv_data_nbx(u->worker, data, m->data, length, &p);
+        if (r == NULL) {
+            stt_msg_received(&u->base, m);
+        } else if (UCS_PTR_IS_ERR(r)) {
+            st_warn_ratelimited("transport message lost backend=ucx call=ucp_am_recv_data_nbx "
+                                "status=%s",
+                                ucs_status_string(UCS_PTR_STATUS(r)));
+            free(m);
+        }
+        return UCS_INPROGRESS; /* UCX owns the descriptor now */
+    }
+    memcpy(m->data, data, length);
+    stt_msg_received(&u->base, m);
+    return UCS_OK;
+}
+
 static st_status_t stt_ucx_create(const st_transport_config_t *cfg, st_transport_t **tp_p,
                                   void **addr_p, size_t *addr_len_p)
 {
@@ -117,7 +176,7 @@ static st_status_t stt_ucx_create(const st_transport_config_t *cfg, st_transport
 
     ucp_params_t params = {
         .field_mask = UCP_PARAM_FIELD_FEATURES,
-        .features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP,
+        .features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
     };
     us = ucp_init(&params, config, &u->context);
     ucp_config_release(config);
@@ -138,6 +197,23 @@ static st_status_t stt_ucx_create(const st_transport_config_t *cfg, st_transport
     us = ucp_worker_create(u->context, &wparams, &u->worker);
     if (us != UCS_OK) {
         st_status_t st = stt_ucx_fail("ucp_worker_create", us);
+        ucp_cleanup(u->context);
+        free(u);
+        return st;
+    }
+
+    ucp_am_handler_param_t am = {
+        .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+                      UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG,
+        .id = STT_UCX_AM_ID,
+        .flags = UCP_AM_FLAG_WHOLE_MSG,
+        .cb = stt_ucx_am_recv,
+        .arg = u,
+    };
+    us = ucp_worker_set_am_recv_handler(u->worker, &am);
+    if (us != UCS_OK) {
+        st_status_t st = stt_ucx_fail("ucp_worker_set_am_recv_handler", us);
+        ucp_worker_destroy(u->worker);
         ucp_cleanup(u->context);
         free(u);
         return st;
@@ -456,6 +532,52 @@ static st_status_t stt_ucx_post(stt_op_t *op)
     return ST_OK;
 }
 
+/* A message has left (or failed): its copy goes. */
+static void stt_ucx_msg_done(void *request, ucs_status_t status, void *user_data)
+{
+    if (status != UCS_OK && status != UCS_ERR_CANCELED) {
+        st_warn_ratelimited("transport message failed backend=ucx status=%s",
+                            ucs_status_string(status));
+    }
+    ucp_request_free(request);
+    free(user_data);
+}
+
+static st_status_t stt_ucx_msg_send(st_transport_t *tp, st_transport_ep_t *ep, void *route,
+                                    const void *data, size_t len)
+{
+    (void)tp;
+    ucp_ep_h to = ep != NULL ? ((stt_ucx_ep_t *)ep)->ep : (ucp_ep_h)route;
+    void *copy = malloc(len);
+    if (copy == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    memcpy(copy, data, len);
+    ucp_request_param_t param = {
+        .op_attr_mask =
+            UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
+        .cb = {.send = stt_ucx_msg_done},
+        .user_data = copy,
+        /* A reply endpoint for the peer; eager, so that the peer gets it whole
+         * in one callback without a rendezvous round trip. */
+        .flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER,
+    };
+    ucs_status_ptr_t request = ucp_am_send_nbx(to, STT_UCX_AM_ID, NULL, 0, copy, len, &param);
+    if (request == NULL) {
+        free(copy);
+        return ST_OK;
+    }
+    if (UCS_PTR_IS_ERR(request)) {
+        ucs_status_t us = UCS_PTR_STATUS(request);
+        free(copy);
+        st_warn_ratelimited("transport call failed backend=ucx call=ucp_am_send_nbx status=%s "
+                            "bytes=%zu",
+                            ucs_status_string(us), len);
+        return stt_ucx_status(us) == ST_ERR_UNAVAILABLE ? ST_ERR_UNAVAILABLE : ST_ERR_TRANSPORT;
+    }
+    return ST_OK;
+}
+
 static int stt_ucx_progress(st_transport_t *tp)
 {
     stt_ucx_t *u = (stt_ucx_t *)tp;
@@ -513,4 +635,5 @@ const stt_ops_t stt_ucx_ops = {
     .progress = stt_ucx_progress,
     .event_fd = stt_ucx_event_fd,
     .arm = stt_ucx_arm,
+    .msg_send = stt_ucx_msg_send,
 };

@@ -62,6 +62,7 @@ enum st_client_field {
     ST_CLIENT_FIELD_HEALTH_INTERVAL = 1u << 9,
     ST_CLIENT_FIELD_VERIFY_READS = 1u << 10,
     ST_CLIENT_FIELD_CACHE_LOCATIONS = 1u << 11,
+    ST_CLIENT_FIELD_TRANSPORT_CALLS = 1u << 12,
 };
 
 /*
@@ -95,6 +96,10 @@ typedef struct st_client_params {
                                     "all" (whole objects too: a re-read skips the control
                                     plane, but every object read stays leased, so not
                                     evictable, for up to the lease) */
+    int transport_calls;         /* with a transport: 1 (default) sends Locate, Release and
+                                    Lookup over it to daemons that serve them, saving gRPC's
+                                    round trip (gRPC again for a call not answered within
+                                    250 ms); 0 keeps every call on gRPC */
 } st_client_params_t;
 
 /*

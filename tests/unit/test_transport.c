@@ -11,7 +11,8 @@
  * then keeps progressing its transport while it serves checksum requests
  * on the socket. The initiator connects and runs the tests: put and get
  * round trips of random sizes checked with XXH3-64, row-granular reads
- * checked byte by byte, error paths, and a peer that went away.
+ * checked byte by byte, messages answered by the target (UCX; libfabric
+ * refuses them), error paths, and a peer that went away.
  */
 #include <errno.h>
 #include <poll.h>
@@ -142,6 +143,36 @@ static int read_full(int fd, void *buf, size_t len)
 
 /* --- the target process ------------------------------------------------- */
 
+/* The target answers every message with its bytes inverted: those whose
+ * first byte is even at once, the others after its progress call returned
+ * (kept, as the daemon does). */
+#define TARGET_KEPT_MAX 4096
+static st_transport_msg_t *g_kept[TARGET_KEPT_MAX];
+static const void *g_kept_data[TARGET_KEPT_MAX];
+static size_t g_kept_len[TARGET_KEPT_MAX], g_n_kept;
+
+static void target_on_msg(void *arg, st_transport_msg_t *msg, const void *data, size_t len)
+{
+    uint8_t *out;
+    (void)arg;
+    if ((((const uint8_t *)data)[0] & 1) && g_n_kept < TARGET_KEPT_MAX) {
+        st_transport_msg_keep(msg);
+        g_kept[g_n_kept] = msg;
+        g_kept_data[g_n_kept] = data;
+        g_kept_len[g_n_kept++] = len;
+        return;
+    }
+    out = malloc(len);
+    if (out == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < len; i++) {
+        out[i] = (uint8_t) ~((const uint8_t *)data)[i];
+    }
+    (void)st_transport_msg_reply(msg, out, len);
+    free(out);
+}
+
 static int target_main(int sock)
 {
     st_transport_t *tp;
@@ -183,12 +214,25 @@ static int target_main(int sock)
     }
 
     /* Serve: keep the transport progressing (TCP needs the target's CPU)
-     * and answer checksum requests on the socket. */
+     * and answer messages, and checksum requests on the socket. */
+    (void)st_transport_msg_listen(tp, target_on_msg, NULL);
     int efd = -1;
     (void)st_transport_event_fd(tp, &efd);
     for (;;) {
         while (st_transport_progress(tp) > 0) {
         }
+        for (size_t i = 0; i < g_n_kept; i++) {
+            uint8_t *out = malloc(g_kept_len[i]);
+            for (size_t j = 0; out != NULL && j < g_kept_len[i]; j++) {
+                out[j] = (uint8_t) ~((const uint8_t *)g_kept_data[i])[j];
+            }
+            if (out != NULL) {
+                (void)st_transport_msg_reply(g_kept[i], out, g_kept_len[i]);
+            }
+            free(out);
+            st_transport_msg_free(g_kept[i]);
+        }
+        g_n_kept = 0;
         struct pollfd pfd[2] = {{.fd = sock, .events = POLLIN}, {.fd = efd, .events = POLLIN}};
         int nfds = 1, timeout = 0;
         if (efd >= 0 && st_transport_arm(tp) == ST_OK) {
@@ -694,6 +738,109 @@ static void test_peer_gone(void **state)
     printf("peer gone: %d accepted, %d failed\n", accepted, w.failed);
 }
 
+/* Messages: the replies the initiator has seen, by sequence number. */
+#define MSG_COUNT 300
+#define MSG_MAX   (1u << 20)
+
+typedef struct msg_seen {
+    int n;
+    int bad;
+    uint8_t got[MSG_COUNT + 1];
+} msg_seen_t;
+
+static size_t msg_len(uint64_t seq)
+{
+    uint64_t r = splitmix64(seq * 7919 + 1);
+    size_t len = (size_t)1 << (r % 21); /* 1 B .. 1 MiB */
+    len += (size_t)(splitmix64(r) % len);
+    if (seq == MSG_COUNT) {
+        return 4u << 20; /* one message of several megabytes */
+    }
+    return len < 8 ? 8 : len > MSG_MAX ? MSG_MAX : len;
+}
+
+static void msg_fill(uint8_t *buf, uint64_t seq, size_t len)
+{
+    fill_pattern(buf, len, seq ^ 0x77);
+    memcpy(buf, &seq, sizeof(seq));
+}
+
+static void on_reply(void *arg, st_transport_msg_t *msg, const void *data, size_t len)
+{
+    msg_seen_t *seen = arg;
+    const uint8_t *d = data;
+    uint64_t seq = 0;
+    (void)msg;
+    seen->n++;
+    if (len < 8) {
+        seen->bad++;
+        return;
+    }
+    for (int i = 0; i < 8; i++) {
+        seq |= (uint64_t)(uint8_t)~d[i] << (8 * i);
+    }
+    if (seq > MSG_COUNT || len != msg_len(seq) || seen->got[seq]) {
+        seen->bad++;
+        return;
+    }
+    uint8_t *want = malloc(len);
+    assert_non_null(want);
+    msg_fill(want, seq, len);
+    for (size_t i = 0; i < len; i++) {
+        unsigned inv = (unsigned)d[i] ^ 0xffu;
+        if (inv != (unsigned)want[i]) {
+            seen->bad++;
+            break;
+        }
+    }
+    free(want);
+    seen->got[seq] = 1;
+}
+
+/* MSG_COUNT + 1 messages of 8 B to 4 MiB, each answered by the target with
+ * its bytes inverted; every answer is checked byte by byte. libfabric has no
+ * messages and says so. */
+static void test_messages(void **state)
+{
+    fixture_t *f = *state;
+    static msg_seen_t seen; /* outlives this frame if the test fails */
+    uint8_t *buf = malloc(4u << 20);
+    assert_non_null(buf);
+    memset(&seen, 0, sizeof(seen));
+    if (g_cfg.backend != ST_TRANSPORT_UCX) {
+        assert_int_equal(st_transport_msg_listen(f->tp, on_reply, &seen), ST_ERR_UNSUPPORTED);
+        assert_int_equal(st_transport_msg_send(f->ep, "x", 1), ST_ERR_UNSUPPORTED);
+        free(buf);
+        return;
+    }
+    assert_int_equal(st_transport_msg_listen(f->tp, on_reply, &seen), ST_OK);
+    assert_int_equal(st_transport_msg_send(f->ep, buf, 0), ST_ERR_INVALID);
+    assert_int_equal(st_transport_msg_send(f->ep, buf, (size_t)ST_TRANSPORT_MSG_MAX + 1),
+                     ST_ERR_INVALID);
+    for (uint64_t seq = 0; seq <= MSG_COUNT; seq++) {
+        size_t len = msg_len(seq);
+        msg_fill(buf, seq, len);
+        assert_int_equal(st_transport_msg_send(f->ep, buf, len), ST_OK);
+        memset(buf, 0, len); /* the transport copied it */
+        if (seq % 16 == 0) {
+            (void)st_transport_progress(f->tp);
+        }
+    }
+    uint64_t start = st_log_now_ms();
+    while (seen.n < MSG_COUNT + 1) {
+        assert_true(st_transport_progress(f->tp) >= 0);
+        if (st_log_now_ms() - start > HANG_GUARD_MS) {
+            fail_msg("only %d of %d replies", seen.n, MSG_COUNT + 1);
+        }
+    }
+    assert_int_equal(seen.bad, 0);
+    for (int i = 0; i <= MSG_COUNT; i++) {
+        assert_int_equal(seen.got[i], 1);
+    }
+    assert_int_equal(st_transport_msg_listen(f->tp, NULL, NULL), ST_OK);
+    free(buf);
+}
+
 /* --- configuration, without a peer --------------------------------------- */
 
 static void test_parse_backend(void **state)
@@ -791,7 +938,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_get_pattern),   cmocka_unit_test(test_put_get_roundtrip),
         cmocka_unit_test(test_many_inflight), cmocka_unit_test(test_row_reads),
         cmocka_unit_test(test_errors),        cmocka_unit_test(test_second_endpoint),
-        cmocka_unit_test(test_user_region),   cmocka_unit_test(test_peer_gone),
+        cmocka_unit_test(test_user_region),   cmocka_unit_test(test_messages),
+        cmocka_unit_test(test_peer_gone),
     };
     const struct CMUnitTest local_tests[] = {
         cmocka_unit_test(test_parse_backend),

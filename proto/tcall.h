@@ -1,0 +1,64 @@
+/*
+ * tcall.h - the frame of a call over the data-plane transport (docs/protocol.md,
+ * "Calls over the transport"): a fixed header, then a token or an error
+ * message, then the same protobuf message the gRPC call would carry.
+ *
+ *   request:  magic "SCQ1" | method u32 | call id u64 | token_len u32 | 0 u32
+ *             | token | request message
+ *   response: magic "SCP1" | gRPC code u32 | call id u64 | msg_len u32 | 0 u32
+ *             | error message | response message (only with code 0)
+ *
+ * Integers are little-endian. Both sides and the fuzz tests use these
+ * functions; a frame that does not parse is refused with the reason.
+ */
+#ifndef STRATA_TCALL_H
+#define STRATA_TCALL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "strata/status.h"
+
+#define ST_TCALL_HDR         24u
+#define ST_TCALL_TOKEN_MAX   1024u
+#define ST_TCALL_MSG_MAX     1024u
+#define ST_TCALL_REQ_MAGIC   0x31514353u /* "SCQ1" */
+#define ST_TCALL_RESP_MAGIC  0x31504353u /* "SCP1" */
+
+/* The methods a daemon serves over the transport: short, never blocking. */
+typedef enum st_tcall_method {
+    ST_TCALL_LOCATE = 1,
+    ST_TCALL_RELEASE = 2,
+    ST_TCALL_LOOKUP = 3,
+} st_tcall_method_t;
+
+typedef struct st_tcall_frame {
+    uint32_t method;   /* request: st_tcall_method_t */
+    uint32_t code;     /* response: gRPC status code */
+    uint64_t id;       /* the caller's call id, echoed */
+    const char *text;  /* request: token; response: error message (not NUL-terminated) */
+    size_t text_len;
+    const uint8_t *body; /* the protobuf message */
+    size_t body_len;
+} st_tcall_frame_t;
+
+/* The gRPC path of method ("/strata.v1.Cache/Locate"), NULL when unknown. */
+const char *st_tcall_path(uint32_t method);
+
+/*
+ * Writes the header and text of a request (resp = 0) or response (resp = 1)
+ * into out, which holds ST_TCALL_HDR + text_len bytes; the body follows at
+ * out + the returned length. text_len is cut to the maximum.
+ */
+size_t st_tcall_head(uint8_t *out, int resp, uint32_t method_or_code, uint64_t id,
+                     const char *text, size_t text_len);
+
+/*
+ * Parses buf[0..len) as a request (resp = 0) or response (resp = 1) into *f
+ * (pointers into buf). Returns ST_OK, or ST_ERR_INVALID with the reason in
+ * why[0..why_cap) (f->id is set when the header was long enough to hold it).
+ */
+st_status_t st_tcall_parse(const void *buf, size_t len, int resp, st_tcall_frame_t *f, char *why,
+                           size_t why_cap);
+
+#endif /* STRATA_TCALL_H */
