@@ -534,7 +534,8 @@ static int sc_node_of(const st_client_t *c, const srpc_channel_t *ch)
     return -1;
 }
 
-/* Sends item's request to node over the transport as call t. 1: sent. */
+/* Sends item's request to node over the transport as call t (NULL: its
+ * answer is not wanted and will be dropped). 1: sent. */
 static int sc_tc_send(st_client_t *c, uint32_t node, uint32_t tcm, const srpc_fanout_item_t *item,
                       sc_tc_t *t)
 {
@@ -550,14 +551,18 @@ static int sc_tc_send(st_client_t *c, uint32_t node, uint32_t tcm, const srpc_fa
     pthread_mutex_lock(&nd->lock);
     pthread_mutex_lock(&dp->lock);
     if (nd->tcalls && nd->ep != NULL) {
-        t->id = dp->tc_next++;
-        n = st_tcall_head(frame, 0, tcm, t->id, (const char *)nd->call_key, sizeof(nd->call_key));
+        uint64_t id = t != NULL ? dp->tc_next++ : 0; /* 0: nobody waits for the answer */
+
+        n = st_tcall_head(frame, 0, tcm, id, (const char *)nd->call_key, sizeof(nd->call_key));
         n += protobuf_c_message_pack(item->req, frame + n);
-        t->next = dp->tc_head;
-        dp->tc_head = t;
+        if (t != NULL) {
+            t->id = id;
+            t->next = dp->tc_head;
+            dp->tc_head = t;
+        }
         if (st_transport_msg_send(nd->ep, frame, n) == ST_OK) {
             sent = 1;
-        } else {
+        } else if (t != NULL) {
             dp->tc_head = t->next;
         }
     }
@@ -1203,6 +1208,24 @@ static void sc_dp_release_run(sc_job_t *job)
     free(j);
 }
 
+/* Releases node's leases ids[0..n) with one message over the transport
+ * whose answer nobody waits for. Returns 1 when it was sent (0: the node
+ * takes no calls over the transport, or the batch is over max_batch). */
+static int sc_dp_release_now(st_client_t *c, uint32_t node, uint64_t *ids, size_t n)
+{
+    Strata__V1__ReleaseRequest rel = STRATA__V1__RELEASE_REQUEST__INIT;
+    srpc_fanout_item_t item = {0};
+
+    if (!c->tcalls || n > c->max_batch || !c->dp->node[node].tcalls) {
+        return 0;
+    }
+    rel.namespace_id = c->ns;
+    rel.lease_ids = ids;
+    rel.n_lease_ids = n;
+    item.req = &rel.base;
+    return sc_tc_send(c, node, ST_TCALL_RELEASE, &item, NULL);
+}
+
 /* Whether op fits an object of len bytes: ST_OK or ST_ERR_INVALID. */
 static st_status_t sc_dp_get_fits(const st_get_op_t *op, uint64_t len)
 {
@@ -1661,15 +1684,26 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
                 j->lease = (uint64_t *)(j + 1);
                 j->node = (uint32_t *)(j->lease + nr);
                 for (uint32_t x = 0; x < c->n_nodes && j->n < nr; x++) {
+                    size_t first = j->n;
+
                     for (size_t b = 0; b < nb; b++) {
                         if (bnode[b] == x && lease_ids[b] != 0 && !keep[b]) {
                             j->lease[j->n] = lease_ids[b];
                             j->node[j->n++] = x;
                         }
                     }
+                    /* Over the transport it is one message, sent from here and
+                     * not waited for; the other nodes' go to a worker. */
+                    if (j->n > first && sc_dp_release_now(c, x, j->lease + first, j->n - first)) {
+                        j->n = first;
+                    }
                 }
-                j->job.run = sc_dp_release_run;
-                sc_pool_submit(c, &j->job);
+                if (j->n > 0) {
+                    j->job.run = sc_dp_release_run;
+                    sc_pool_submit(c, &j->job);
+                } else {
+                    free(j);
+                }
             } /* else the leases end by time */
         }
     }

@@ -539,6 +539,51 @@ static size_t get_all(st_client_t *c, const st_hash_t *chain, size_t n)
     return ok;
 }
 
+/* A Stats counter of the node at addr (the node as a whole). */
+static uint64_t node_counter(const char *addr, const char *name)
+{
+    Strata__V1__StatsRequest req = STRATA__V1__STATS_REQUEST__INIT;
+    Strata__V1__StatsResponse *resp = NULL;
+    srpc_channel_t *ch;
+    srpc_error_t err;
+    uint64_t v = UINT64_MAX;
+
+    assert_int_equal(srpc_channel_open(addr, NULL, &ch), ST_OK);
+    assert_int_equal(srpc_call(ch, &srpc_cache_methods[SRPC_CACHE_STATS], &req.base, 30000,
+                               (ProtobufCMessage **)&resp, &err),
+                     ST_OK);
+    for (size_t i = 0; i < resp->n_counters; i++) {
+        if (strcmp(resp->counters[i]->key, name) == 0) {
+            v = resp->counters[i]->value;
+        }
+    }
+    protobuf_c_message_free_unpacked(&resp->base, NULL);
+    srpc_channel_close(ch);
+    assert_true(v != UINT64_MAX);
+    return v;
+}
+
+/* The leases of whole-object reads are released (over the transport, not
+ * waited for) well before they would end by time (the daemon's lease: 5 s). */
+static void expect_leases_released(const tc_cluster_t *cl, int n)
+{
+    uint64_t start = st_log_now_ms(), active = 1, released = 0;
+
+    while (st_log_now_ms() - start < 2000) {
+        active = released = 0;
+        for (int i = 0; i < n; i++) {
+            active += node_counter(cl->node[i].addr, "leases_active");
+            released += node_counter(cl->node[i].addr, "leases_released");
+        }
+        if (active == 0) {
+            break;
+        }
+        usleep(20000);
+    }
+    assert_int_equal(active, 0);
+    assert_true(released > 0);
+}
+
 static void test_client_on_off(void **state)
 {
     tc_cluster_t cl;
@@ -558,6 +603,7 @@ static void test_client_on_off(void **state)
     lookup_both(on, off, chain, n, &m);
     assert_int_equal(m, n);
     assert_int_equal(get_all(on, chain, n), 2 * n);
+    expect_leases_released(&cl, 3);
     assert_int_equal(get_all(off, chain, n), 2 * n);
 
     /* One node dies: the calls to it fall back to gRPC, which finds it down;
