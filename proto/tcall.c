@@ -28,8 +28,8 @@ const char *st_tcall_path(uint32_t method)
     }
 }
 
-size_t st_tcall_head(uint8_t *out, int resp, uint32_t method_or_code, uint64_t id,
-                     const char *text, size_t text_len)
+size_t st_tcall_head(uint8_t *out, int resp, uint32_t method_or_code, uint64_t id, const char *text,
+                     size_t text_len)
 {
     size_t max = resp ? ST_TCALL_MSG_MAX : ST_TCALL_TOKEN_MAX;
 

@@ -19,11 +19,11 @@
 
 #include "strata/status.h"
 
-#define ST_TCALL_HDR         24u
-#define ST_TCALL_TOKEN_MAX   1024u
-#define ST_TCALL_MSG_MAX     1024u
-#define ST_TCALL_REQ_MAGIC   0x31514353u /* "SCQ1" */
-#define ST_TCALL_RESP_MAGIC  0x31504353u /* "SCP1" */
+#define ST_TCALL_HDR        24u
+#define ST_TCALL_TOKEN_MAX  1024u
+#define ST_TCALL_MSG_MAX    1024u
+#define ST_TCALL_REQ_MAGIC  0x31514353u /* "SCQ1" */
+#define ST_TCALL_RESP_MAGIC 0x31504353u /* "SCP1" */
 
 /* The methods a daemon serves over the transport: short, never blocking. */
 typedef enum st_tcall_method {
@@ -33,10 +33,10 @@ typedef enum st_tcall_method {
 } st_tcall_method_t;
 
 typedef struct st_tcall_frame {
-    uint32_t method;   /* request: st_tcall_method_t */
-    uint32_t code;     /* response: gRPC status code */
-    uint64_t id;       /* the caller's call id, echoed */
-    const char *text;  /* request: token; response: error message (not NUL-terminated) */
+    uint32_t method;  /* request: st_tcall_method_t */
+    uint32_t code;    /* response: gRPC status code */
+    uint64_t id;      /* the caller's call id, echoed */
+    const char *text; /* request: token; response: error message (not NUL-terminated) */
     size_t text_len;
     const uint8_t *body; /* the protobuf message */
     size_t body_len;
@@ -50,8 +50,8 @@ const char *st_tcall_path(uint32_t method);
  * into out, which holds ST_TCALL_HDR + text_len bytes; the body follows at
  * out + the returned length. text_len is cut to the maximum.
  */
-size_t st_tcall_head(uint8_t *out, int resp, uint32_t method_or_code, uint64_t id,
-                     const char *text, size_t text_len);
+size_t st_tcall_head(uint8_t *out, int resp, uint32_t method_or_code, uint64_t id, const char *text,
+                     size_t text_len);
 
 /*
  * Parses buf[0..len) as a request (resp = 0) or response (resp = 1) into *f

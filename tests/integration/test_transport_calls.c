@@ -41,9 +41,9 @@
 #include "strata/strata.h"
 #include "tcall.h"
 
-#define OBJ       4096
-#define N_BLOCKS  96
-#define WAIT_MS   20000 /* not a speed check: a lost answer fails instead of hanging */
+#define OBJ      4096
+#define N_BLOCKS 96
+#define WAIT_MS  20000 /* not a speed check: a lost answer fails instead of hanging */
 
 static const char *stratad_path;
 static uint64_t rng_state;
@@ -190,9 +190,9 @@ static void raw_open(raw_t *r, const char *addr)
     }
     assert_int_equal(st_transport_create(&cfg, &r->tp), ST_OK);
     assert_int_equal(st_transport_msg_listen(r->tp, raw_on_msg, r), ST_OK);
-    assert_int_equal(st_transport_connect(r->tp, hr->transport_address.data,
-                                          hr->transport_address.len, &r->ep),
-                     ST_OK);
+    assert_int_equal(
+        st_transport_connect(r->tp, hr->transport_address.data, hr->transport_address.len, &r->ep),
+        ST_OK);
     protobuf_c_message_free_unpacked(&hr->base, NULL);
 }
 
@@ -376,8 +376,8 @@ static void test_raw_frames(void **state)
         Strata__V1__LookupResponse *lg = NULL;
 
         assert_non_null(lr);
-        assert_int_equal(srpc_call(r->ch, &srpc_cache_methods[SRPC_CACHE_LOOKUP], &kreq.base,
-                                   30000, (ProtobufCMessage **)&lg, &err),
+        assert_int_equal(srpc_call(r->ch, &srpc_cache_methods[SRPC_CACHE_LOOKUP], &kreq.base, 30000,
+                                   (ProtobufCMessage **)&lg, &err),
                          ST_OK);
         assert_int_equal(lr->n_segments, 1);
         assert_int_equal(lg->n_segments, 1);
@@ -594,8 +594,7 @@ static void test_client_on_off(void **state)
 
     (void)state;
     assert_int_equal(tc_start(&cl, stratad_path, 3, NULL), 0);
-    snprintf(nodes, sizeof(nodes), "%s,%s,%s", cl.node[0].addr, cl.node[1].addr,
-             cl.node[2].addr);
+    snprintf(nodes, sizeof(nodes), "%s,%s,%s", cl.node[0].addr, cl.node[1].addr, cl.node[2].addr);
     on = connect_nodes(nodes, 1);
     off = connect_nodes(nodes, 0);
     chain = make_chain(on, 22, n);
