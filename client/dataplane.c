@@ -160,6 +160,8 @@ typedef struct sc_dp_loc sc_dp_loc_t;
 struct sc_dp_loc {
     struct sc_dp_loc *next;
     st_client_t *c;
+    struct sc_fan *fan; /* the batch's own fan-out over the transport: items [lo, hi) */
+    size_t lo, hi;
     srpc_fanout_item_t *items;
     size_t n;
     int timeout_ms;
@@ -583,60 +585,84 @@ static void sc_tc_forget(sc_dp_t *dp, sc_tc_t *t)
     }
 }
 
-st_status_t sc_fanout(st_client_t *c, const srpc_method_t *method, uint32_t tcm,
-                      srpc_fanout_item_t *items, size_t n, int timeout_ms)
-{
-    sc_dp_t *dp = c->dp;
+/* A fan-out whose calls go over the transport where they can: started,
+ * then waited for item by item range, then ended. */
+struct sc_fan {
+    st_client_t *c;
+    const srpc_method_t *method;
+    srpc_fanout_item_t *items;
+    size_t n;
+    int timeout_ms;
+    uint64_t start;
     sc_tc_t *tc;
-    uint8_t *via;
-    srpc_fanout_item_t *rest;
-    size_t n_via = 0, n_rest = 0, left;
-    uint64_t start, patience;
-    st_status_t st = ST_OK;
+    uint8_t *via; /* 0: gRPC's; 1: sent over the transport; 2: its answer is in items */
+};
+typedef struct sc_fan sc_fan_t;
 
-    if (dp == NULL || !c->tcalls || n == 0) {
-        return srpc_fanout(method, items, n, timeout_ms);
+/* Sends what can go over the transport. Returns 0 when nothing was sent for
+ * lack of memory (then every item is gRPC's). */
+static int sc_fan_start(sc_fan_t *f, st_client_t *c, const srpc_method_t *method, uint32_t tcm,
+                        srpc_fanout_item_t *items, size_t n, int timeout_ms)
+{
+    memset(f, 0, sizeof(*f));
+    f->c = c;
+    f->method = method;
+    f->items = items;
+    f->n = n;
+    f->timeout_ms = timeout_ms;
+    f->start = sc_now_ns();
+    f->tc = calloc(n + 1, sizeof(*f->tc));
+    f->via = calloc(n + 1, 1);
+    if (f->tc == NULL || f->via == NULL) {
+        free(f->tc), free(f->via);
+        f->tc = NULL;
+        f->via = NULL;
+        return 0;
     }
-    tc = calloc(n, sizeof(*tc));
-    via = calloc(n, 1);
-    rest = calloc(n, sizeof(*rest));
-    if (tc == NULL || via == NULL || rest == NULL) {
-        free(tc), free(via), free(rest);
-        return srpc_fanout(method, items, n, timeout_ms);
-    }
-    start = sc_now_ns();
     for (size_t i = 0; i < n; i++) {
         int node = sc_node_of(c, items[i].ch);
 
         items[i].resp = NULL;
-        via[i] = node >= 0 && sc_tc_send(c, (uint32_t)node, tcm, &items[i], &tc[i]);
-        n_via += via[i];
+        f->via[i] = node >= 0 && sc_tc_send(c, (uint32_t)node, tcm, &items[i], &f->tc[i]);
     }
-    /* The others over gRPC meanwhile (the answers above queue up). */
-    if (n_via < n) {
-        for (size_t i = 0; i < n; i++) {
-            if (!via[i]) {
-                rest[n_rest++] = items[i];
-            }
-        }
-        st = srpc_fanout(method, rest, n_rest, timeout_ms);
-        for (size_t i = 0, k = 0; i < n; i++) {
-            if (!via[i]) {
-                items[i] = rest[k++];
-            }
+    return 1;
+}
+
+/* Whether every item of f went over the transport. */
+static int sc_fan_all_sent(const sc_fan_t *f)
+{
+    for (size_t i = 0; f->via != NULL && i < f->n; i++) {
+        if (f->via[i] == 0) {
+            return 0;
         }
     }
-    patience = (uint64_t)(timeout_ms > 0 && timeout_ms < SC_TC_PATIENCE_MS ? timeout_ms
-                                                                           : SC_TC_PATIENCE_MS) *
-               1000000ull;
-    for (left = n_via; left > 0;) {
+    return f->via != NULL;
+}
+
+/* Waits for the answers of items [lo, hi) sent over the transport, makes
+ * those not answered within SC_TC_PATIENCE_MS again over gRPC, and fills
+ * the items as srpc_fanout() would. */
+static void sc_fan_wait(sc_fan_t *f, size_t lo, size_t hi)
+{
+    sc_dp_t *dp = f->c->dp;
+    uint64_t patience =
+        (uint64_t)(f->timeout_ms > 0 && f->timeout_ms < SC_TC_PATIENCE_MS ? f->timeout_ms
+                                                                          : SC_TC_PATIENCE_MS) *
+        1000000ull;
+    srpc_fanout_item_t *rest;
+    size_t n_rest = 0;
+
+    if (f->via == NULL) {
+        return;
+    }
+    for (;;) {
+        size_t left = 0;
         int progressed;
 
-        left = 0;
-        for (size_t i = 0; i < n; i++) {
-            left += via[i] && !atomic_load_explicit(&tc[i].done, memory_order_acquire);
+        for (size_t i = lo; i < hi; i++) {
+            left += f->via[i] == 1 && !atomic_load_explicit(&f->tc[i].done, memory_order_acquire);
         }
-        if (left == 0 || sc_now_ns() - start > patience) {
+        if (left == 0 || sc_now_ns() - f->start > patience) {
             break;
         }
         pthread_mutex_lock(&dp->lock);
@@ -647,48 +673,111 @@ st_status_t sc_fanout(st_client_t *c, const srpc_method_t *method, uint32_t tcm,
         }
     }
     /* Unanswered: over gRPC now (the late answer, if any, is dropped). */
-    n_rest = 0;
+    rest = calloc(hi - lo + 1, sizeof(*rest));
     pthread_mutex_lock(&dp->lock);
-    for (size_t i = 0; i < n; i++) {
-        if (via[i] && !atomic_load_explicit(&tc[i].done, memory_order_acquire)) {
-            sc_tc_forget(dp, &tc[i]);
-            via[i] = 2;
-            rest[n_rest++] = items[i];
+    for (size_t i = lo; i < hi; i++) {
+        if (f->via[i] == 1 && !atomic_load_explicit(&f->tc[i].done, memory_order_acquire)) {
+            sc_tc_forget(dp, &f->tc[i]);
+            f->via[i] = 3;
+            if (rest != NULL) {
+                rest[n_rest++] = f->items[i];
+            }
         }
     }
     pthread_mutex_unlock(&dp->lock);
     if (n_rest > 0) {
-        int64_t spent = (int64_t)((sc_now_ns() - start) / 1000000ull);
-        int t_ms = timeout_ms > 0 ? (int)(timeout_ms - spent > 1 ? timeout_ms - spent : 1) : 0;
+        int64_t spent = (int64_t)((sc_now_ns() - f->start) / 1000000ull);
+        int t_ms =
+            f->timeout_ms > 0 ? (int)(f->timeout_ms - spent > 1 ? f->timeout_ms - spent : 1) : 0;
 
         st_debug("dataplane: %zu calls over the transport unanswered after %d ms: over gRPC",
                  n_rest, SC_TC_PATIENCE_MS);
-        (void)srpc_fanout(method, rest, n_rest, t_ms);
-        for (size_t i = 0, k = 0; i < n; i++) {
-            if (via[i] == 2) {
-                items[i] = rest[k++];
-            }
-        }
+        (void)srpc_fanout(f->method, rest, n_rest, t_ms);
     }
-    for (size_t i = 0; i < n; i++) {
-        sc_tc_t *t = &tc[i];
+    for (size_t i = lo, k = 0; i < hi; i++) {
+        sc_tc_t *t = &f->tc[i];
+        srpc_fanout_item_t *it = &f->items[i];
 
-        if (via[i] != 1) {
+        if (f->via[i] == 3) {
+            if (rest != NULL) {
+                *it = rest[k++];
+            } else {
+                it->status = ST_ERR_NOMEM;
+            }
+            f->via[i] = 2;
             continue;
         }
-        memset(&items[i].err, 0, sizeof(items[i].err));
+        if (f->via[i] != 1) {
+            continue;
+        }
+        f->via[i] = 2;
+        memset(&it->err, 0, sizeof(it->err));
         if (t->code != 0) {
-            items[i].status = st_status_from_grpc((int)t->code);
-            items[i].err.grpc_code = (int)t->code;
-            snprintf(items[i].err.message, sizeof(items[i].err.message), "%s", t->msg);
+            it->status = st_status_from_grpc((int)t->code);
+            it->err.grpc_code = (int)t->code;
+            snprintf(it->err.message, sizeof(it->err.message), "%s", t->msg);
         } else {
-            items[i].resp = protobuf_c_message_unpack(method->resp_desc, NULL, t->body_len,
-                                                      t->body != NULL ? t->body : (uint8_t *)"");
-            items[i].status = items[i].resp != NULL ? ST_OK : ST_ERR_PROTOCOL;
+            it->resp = protobuf_c_message_unpack(f->method->resp_desc, NULL, t->body_len,
+                                                 t->body != NULL ? t->body : (uint8_t *)"");
+            it->status = it->resp != NULL ? ST_OK : ST_ERR_PROTOCOL;
         }
         free(t->body);
+        t->body = NULL;
     }
-    free(tc), free(via), free(rest);
+    free(rest);
+}
+
+/* Waits for whatever is left and frees f. */
+static void sc_fan_end(sc_fan_t *f)
+{
+    sc_fan_wait(f, 0, f->n);
+    free(f->tc), free(f->via);
+    f->tc = NULL;
+    f->via = NULL;
+}
+
+/* Makes the calls of f that did not go over the transport over gRPC, now
+ * (their answers queue up meanwhile). Returns srpc_fanout()'s status. */
+static st_status_t sc_fan_grpc(sc_fan_t *f)
+{
+    srpc_fanout_item_t *rest;
+    size_t n_rest = 0;
+    st_status_t st;
+
+    if (sc_fan_all_sent(f)) {
+        return ST_OK;
+    }
+    rest = calloc(f->n, sizeof(*rest));
+    if (rest == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < f->n; i++) {
+        if (f->via[i] == 0) {
+            rest[n_rest++] = f->items[i];
+        }
+    }
+    st = srpc_fanout(f->method, rest, n_rest, f->timeout_ms);
+    for (size_t i = 0, k = 0; i < f->n; i++) {
+        if (f->via[i] == 0) {
+            f->items[i] = rest[k++];
+        }
+    }
+    free(rest);
+    return st;
+}
+
+st_status_t sc_fanout(st_client_t *c, const srpc_method_t *method, uint32_t tcm,
+                      srpc_fanout_item_t *items, size_t n, int timeout_ms)
+{
+    sc_fan_t f;
+    st_status_t st;
+
+    if (c->dp == NULL || !c->tcalls || n == 0 ||
+        !sc_fan_start(&f, c, method, tcm, items, n, timeout_ms)) {
+        return srpc_fanout(method, items, n, timeout_ms);
+    }
+    st = sc_fan_grpc(&f);
+    sc_fan_end(&f);
     return st;
 }
 
@@ -1079,6 +1168,11 @@ static void sc_dp_loc_submit(sc_dp_t *dp, sc_dp_loc_t *loc, size_t nw)
 /* Waits for a wave's Locate, progressing the batch's transfers meanwhile. */
 static void sc_dp_loc_wait(sc_dp_t *dp, sc_dp_loc_t *j, _Atomic size_t *pending)
 {
+    if (j->fan != NULL && !atomic_load_explicit(&j->done, memory_order_acquire)) {
+        sc_fan_wait(j->fan, j->lo, j->hi); /* one wave of the batch's own fan-out */
+        atomic_store_explicit(&j->done, 1, memory_order_release);
+        return;
+    }
     while (!atomic_load_explicit(&j->done, memory_order_acquire)) {
         if (atomic_load(pending) > 0) {
             int n;
@@ -1463,7 +1557,8 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
     uint64_t *lease_ids = NULL, now = sc_now_ns(), t_sent = 0;
     uint8_t *verified = NULL, *keep = NULL;
     _Atomic size_t pending = 0;
-    int located = 0;
+    int located = 0, fan_on = 0, fan_ok = 0;
+    sc_fan_t fan;
 
     if (!owner || !perm || !bnode || !bfirst || !bcount || !bwave || !ops || !ce) {
         goto out; /* everything stays todo: the inline path answers */
@@ -1559,8 +1654,26 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
             first.n += loc[m++].n;
         }
         sc_dp_loc_submit(dp, loc + m, nw - m);
-        sc_dp_loc_run(&first);
+        if (c->tcalls && sc_fan_start(&fan, c, &srpc_cache_methods[SRPC_CACHE_LOCATE],
+                                      ST_TCALL_LOCATE, first.items, first.n, first.timeout_ms)) {
+            /* Each wave's Locate is its own message: the first answers (a few
+             * objects) come while the daemon still serves the later ones, and
+             * their gets run meanwhile. */
+            fan_on = 1;
+            /* Nodes without calls over the transport: over gRPC, now. */
+            fan_ok = sc_fan_grpc(&fan) == ST_OK;
+        } else {
+            sc_dp_loc_run(&first);
+        }
         for (size_t w = 0; w < m; w++) {
+            if (fan_on) {
+                loc[w].fan = &fan;
+                loc[w].lo = (size_t)(loc[w].items - first.items);
+                loc[w].hi = loc[w].lo + loc[w].n;
+                loc[w].t_sent = fan.start;
+                loc[w].ok = fan_ok;
+                continue;
+            }
             loc[w].t_sent = first.t_sent;
             loc[w].ok = first.ok;
             atomic_store_explicit(&loc[w].done, 1, memory_order_release);
@@ -1754,6 +1867,9 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
         }
     }
 out:
+    if (fan_on) {
+        sc_fan_end(&fan); /* every wave was waited for; frees */
+    }
     if (items != NULL) {
         srpc_fanout_free(items, nb);
     }

@@ -616,6 +616,30 @@ static void test_client_on_off(void **state)
     printf("after the kill: %zu of %zu blocks matched, %zu of %zu objects read\n", m, n, all,
            2 * n);
 
+    /* It comes back without calls over the transport: a batch's Locates go
+     * to it over gRPC and to the others over the transport. */
+    snprintf(cl.extra, sizeof(cl.extra), "--transport-calls=false");
+    assert_int_equal(tc_restart(&cl, 1), 0);
+    {
+        /* Both clients see it again once gRPC's reconnect backoff lets them. */
+        st_lookup_result_t r = {0}, q = {0};
+        uint64_t start = st_log_now_ms();
+
+        do {
+            usleep(50000);
+            assert_int_equal(st_client_lookup(on, chain, n, 0, &r), ST_OK);
+            assert_int_equal(st_client_lookup(off, chain, n, 0, &q), ST_OK);
+        } while ((r.nodes_down > 0 || q.nodes_down > 0) && st_log_now_ms() - start < 60000);
+        assert_int_equal(r.nodes_down, 0);
+        assert_int_equal(q.nodes_down, 0);
+    }
+    put_chain(on, chain, n);
+    lookup_both(on, off, chain, n, &m);
+    assert_int_equal(m, n);
+    assert_int_equal(get_all(on, chain, n), 2 * n);
+    assert_int_equal(get_all(off, chain, n), 2 * n);
+    expect_leases_released(&cl, 3);
+
     st_client_close(on);
     st_client_close(off);
     free(chain);
