@@ -155,6 +155,8 @@ typedef struct sc_tc {
 /* How long a call over the transport waits before it is made again over
  * gRPC (a daemon that died answers nothing; gRPC finds that out at once). */
 #define SC_TC_PATIENCE_MS 250
+/* How long a waiter spins for its answer before it naps between polls. */
+#define SC_TC_SPIN_NS     300000ull
 
 typedef struct sc_dp_loc sc_dp_loc_t;
 struct sc_dp_loc {
@@ -652,24 +654,34 @@ static void sc_fan_wait(sc_fan_t *f, size_t lo, size_t hi)
     srpc_fanout_item_t *rest;
     size_t n_rest = 0;
 
+    uint64_t t0 = sc_now_ns();
+
     if (f->via == NULL) {
         return;
     }
     for (;;) {
         size_t left = 0;
         int progressed;
+        uint64_t now = sc_now_ns();
 
         for (size_t i = lo; i < hi; i++) {
             left += f->via[i] == 1 && !atomic_load_explicit(&f->tc[i].done, memory_order_acquire);
         }
-        if (left == 0 || sc_now_ns() - f->start > patience) {
+        if (left == 0 || now - f->start > patience) {
             break;
         }
         pthread_mutex_lock(&dp->lock);
         progressed = st_transport_progress(dp->tp);
         pthread_mutex_unlock(&dp->lock);
         if (progressed <= 0) {
-            sched_yield();
+            /* Spin for the usual answer (a few hundred microseconds), then
+             * nap: a waiter must not take the cores the daemons and the
+             * copying threads need (the client's locators wait here too). */
+            if (now - t0 < SC_TC_SPIN_NS) {
+                sched_yield();
+            } else {
+                nanosleep(&(struct timespec){0, 20000}, NULL);
+            }
         }
     }
     /* Unanswered: over gRPC now (the late answer, if any, is dropped). */

@@ -169,6 +169,16 @@ extern const stt_ops_t stt_fabric_ops;
 /* Records that op finished with status; its callback runs at the next drain. */
 void stt_op_complete(stt_op_t *op, st_status_t status);
 
+/*
+ * Copies len bytes for a get served by a plain copy (UCX's mapped regions).
+ * From STT_STREAM_MIN bytes up the stores are non-temporal (as glibc does for
+ * copies larger than the cache): the destination is not read for ownership
+ * first, which is what keeps object-by-object copies of a large read at the
+ * speed of one large memcpy. Smaller copies (rows) use memcpy.
+ */
+#define STT_STREAM_MIN 4096
+void stt_copy(void *dst, const void *src, size_t len);
+
 /* Queues m (malloc'd, filled) for the next st_transport_progress(). */
 void stt_msg_received(st_transport_t *tp, st_transport_msg_t *m);
 

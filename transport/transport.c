@@ -15,6 +15,10 @@
 
 #include "stt_internal.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 /* Envelopes: little-endian header, then the backend's bytes. */
 #define STT_ADDR_MAGIC     0x41545453u /* "STTA" */
 #define STT_RKEY_MAGIC     0x4b545453u /* "STTK" */
@@ -250,6 +254,38 @@ static int stt_drain(st_transport_t *tp)
     }
     tp->draining = false;
     return n;
+}
+
+void stt_copy(void *dst, const void *src, size_t len)
+{
+#if defined(__SSE2__)
+    if (len >= STT_STREAM_MIN) {
+        uint8_t *d = dst;
+        const uint8_t *s = src;
+        size_t head = (16 - ((uintptr_t)d & 15)) & 15, n;
+
+        memcpy(d, s, head);
+        d += head;
+        s += head;
+        len -= head;
+        n = len & ~(size_t)63;
+        for (size_t i = 0; i < n; i += 64) {
+            __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+            __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 16));
+            __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 32));
+            __m128i e = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 48));
+
+            _mm_stream_si128((__m128i *)(void *)(d + i), a);
+            _mm_stream_si128((__m128i *)(void *)(d + i + 16), b);
+            _mm_stream_si128((__m128i *)(void *)(d + i + 32), c);
+            _mm_stream_si128((__m128i *)(void *)(d + i + 48), e);
+        }
+        memcpy(d + n, s + n, len - n);
+        _mm_sfence(); /* the streamed bytes are visible before the completion is */
+        return;
+    }
+#endif
+    memcpy(dst, src, len);
 }
 
 void stt_msg_received(st_transport_t *tp, st_transport_msg_t *m)

@@ -506,7 +506,7 @@ static st_status_t stt_ucx_post(stt_op_t *op)
         void *src;
         /* st_transport_get() has checked the range against the key's region. */
         if (ucp_rkey_ptr(r->rkey, op->remote_addr, &src) == UCS_OK) {
-            memcpy(op->local, src, op->len);
+            stt_copy(op->local, src, op->len);
             stt_op_complete(op, ST_OK);
             return ST_OK;
         }
