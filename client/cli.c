@@ -46,6 +46,9 @@ static const st_cfg_option_t cli_common[] = {
      0,
      "which one-sided reads reuse their lease's location without a Locate: rows or all "
      "(whole objects too)"},
+    {"transport_calls", ST_CFG_BOOL, CLI_OFF(transport_calls), "true", 0, 0, 0, NULL, 0,
+     "with a transport: Locate, Release and Lookup over it to daemons that serve them (false: "
+     "over gRPC)"},
 };
 
 const st_cfg_option_t cli_tokens_opts[] = {
@@ -110,8 +113,9 @@ st_status_t cli_connect(const cli_conf_t *cf, st_client_t **c_p)
     p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TENANT | ST_CLIENT_FIELD_MODEL |
                    ST_CLIENT_FIELD_TOKEN | ST_CLIENT_FIELD_TIMEOUT | ST_CLIENT_FIELD_REPLICAS |
                    ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_VERIFY_READS |
-                   ST_CLIENT_FIELD_CACHE_LOCATIONS;
+                   ST_CLIENT_FIELD_CACHE_LOCATIONS | ST_CLIENT_FIELD_TRANSPORT_CALLS;
     p.transport = cf->transport;
+    p.transport_calls = cf->transport_calls;
     p.verify_reads = cli_verify_reads[cf->verify_reads];
     p.cache_locations = cli_cache_locations[cf->cache_locations];
     p.nodes = cf->nodes;

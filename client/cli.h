@@ -13,6 +13,7 @@ typedef struct cli_conf {
     char *nodes, *tenant, *model, *token, *transport;
     int verify_reads;    /* index into cli_verify_reads */
     int cache_locations; /* index into cli_cache_locations */
+    int transport_calls; /* Locate, Release, Lookup over the transport */
     uint64_t timeout_ms;
     int64_t replicas;
     /* tokens */

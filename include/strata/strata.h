@@ -82,8 +82,9 @@ typedef struct st_client_params {
     const char *transport;       /* "inline" (default), "ucx", "libfabric" or
                                     "libfabric:<provider>" (e.g. "libfabric:tcp;ofi_rxm"):
                                     with a transport, get and put move object bytes with
-                                    one-sided reads and writes (Locate/Reserve/Commit on the
-                                    control plane); nodes without one are served inline */
+                                    one-sided reads and writes (Reserve/Commit on the
+                                    control plane, Locate there or over the transport: see
+                                    transport_calls); nodes without one are served inline */
     uint32_t health_interval_ms; /* down-node recheck period, default 1000 */
     const char *verify_reads;    /* one-sided reads of whole objects: "lease" (default) trusts
                                     bytes that landed while the Locate's lease was alive
