@@ -1445,6 +1445,14 @@ static void sc_dp_post_objects(sc_dp_t *dp, sc_dp_node_t *nd, st_handle_t *h, sc
             if (mem == NULL) {
                 continue;
             }
+            bytes += p[k].len;
+            /* A mapped region is copied here and now: no operation to complete. */
+            st =
+                st_transport_get_now(nd->ep, op->dst, (size_t)p[k].len, mem, p[k].raddr, p[k].rkey);
+            if (st != ST_ERR_UNSUPPORTED) {
+                o->failed = st != ST_OK;
+                continue;
+            }
             atomic_fetch_add(o->pending, 1);
             st = st_transport_get(nd->ep, op->dst, (size_t)p[k].len, mem, p[k].raddr, p[k].rkey,
                                   sc_dp_done, o);
@@ -1452,7 +1460,6 @@ static void sc_dp_post_objects(sc_dp_t *dp, sc_dp_node_t *nd, st_handle_t *h, sc
                 atomic_fetch_sub(o->pending, 1);
                 o->failed = 1;
             }
-            bytes += p[k].len;
         }
         pthread_mutex_unlock(&dp->lock);
     }

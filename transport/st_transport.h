@@ -237,6 +237,19 @@ st_status_t st_transport_get(st_transport_ep_t *ep, void *local, size_t len,
                              st_transport_mem_t *local_mem, uint64_t remote_addr,
                              st_transport_rkey_t *rkey, st_transport_cb_t cb, void *user);
 
+/*
+ * Serves a get at once, on this thread, when the backend can do it by a plain
+ * copy (UCX: the peer's region is mapped into this process, ucp_rkey_ptr);
+ * nothing is posted and no callback runs. The same checks as
+ * st_transport_get(). Returns ST_OK when the bytes are in local;
+ * ST_ERR_UNSUPPORTED when it cannot (post it with st_transport_get());
+ * ST_ERR_INVALID and the others as st_transport_get(). For many small
+ * objects this saves the operation record, its completion and its callback.
+ */
+st_status_t st_transport_get_now(st_transport_ep_t *ep, void *local, size_t len,
+                                 st_transport_mem_t *local_mem, uint64_t remote_addr,
+                                 st_transport_rkey_t *rkey);
+
 /* Posts a one-sided write; the mirror of st_transport_get(). */
 st_status_t st_transport_put(st_transport_ep_t *ep, const void *local, size_t len,
                              st_transport_mem_t *local_mem, uint64_t remote_addr,

@@ -161,6 +161,9 @@ typedef struct stt_ops {
      * received message's reply route; copies data. NULL: no messages. */
     st_status_t (*msg_send)(st_transport_t *tp, st_transport_ep_t *ep, void *route,
                             const void *data, size_t len);
+    /* Serves a checked get at once by a plain copy, or ST_ERR_UNSUPPORTED. NULL: never. */
+    st_status_t (*get_now)(st_transport_rkey_t *rkey, void *local, uint64_t remote_addr,
+                           size_t len);
 } stt_ops_t;
 
 extern const stt_ops_t stt_ucx_ops;

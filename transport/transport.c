@@ -644,11 +644,11 @@ void st_transport_rkey_bounds(const st_transport_rkey_t *rkey, uint64_t *base_p,
 
 /* --- operations --------------------------------------------------------- */
 
-static st_status_t stt_post(st_transport_ep_t *ep, bool is_put, void *local, size_t len,
-                            st_transport_mem_t *local_mem, uint64_t remote_addr,
-                            st_transport_rkey_t *rkey, st_transport_cb_t cb, void *user)
+/* The checks every get and put passes before anything is posted. */
+static st_status_t stt_check(st_transport_ep_t *ep, bool is_put, void *local, size_t len,
+                             st_transport_mem_t *local_mem, uint64_t remote_addr,
+                             st_transport_rkey_t *rkey)
 {
-    st_transport_t *tp = ep->tp;
     const char *what = is_put ? "put" : "get";
     if (len == 0 || local == NULL || local_mem == NULL || rkey == NULL) {
         st_error("transport %s refused: len=%zu local=%p local_mem=%p rkey=%p", what, len, local,
@@ -682,6 +682,18 @@ static st_status_t stt_post(st_transport_ep_t *ep, bool is_put, void *local, siz
         st_warn_ratelimited("transport %s refused: endpoint is closing", what);
         return ST_ERR_CANCELLED;
     }
+    return ST_OK;
+}
+
+static st_status_t stt_post(st_transport_ep_t *ep, bool is_put, void *local, size_t len,
+                            st_transport_mem_t *local_mem, uint64_t remote_addr,
+                            st_transport_rkey_t *rkey, st_transport_cb_t cb, void *user)
+{
+    st_transport_t *tp = ep->tp;
+    st_status_t chk = stt_check(ep, is_put, local, len, local_mem, remote_addr, rkey);
+    if (chk != ST_OK) {
+        return chk;
+    }
     stt_op_t *op = stt_op_alloc(tp);
     if (op == NULL) {
         return ST_ERR_NOMEM;
@@ -706,6 +718,20 @@ static st_status_t stt_post(st_transport_ep_t *ep, bool is_put, void *local, siz
         stt_op_release(tp, op);
     }
     return st;
+}
+
+st_status_t st_transport_get_now(st_transport_ep_t *ep, void *local, size_t len,
+                                 st_transport_mem_t *local_mem, uint64_t remote_addr,
+                                 st_transport_rkey_t *rkey)
+{
+    st_status_t st = stt_check(ep, false, local, len, local_mem, remote_addr, rkey);
+    if (st != ST_OK) {
+        return st;
+    }
+    if (ep->tp->ops->get_now == NULL) {
+        return ST_ERR_UNSUPPORTED;
+    }
+    return ep->tp->ops->get_now(rkey, local, remote_addr, len);
 }
 
 st_status_t st_transport_get(st_transport_ep_t *ep, void *local, size_t len,

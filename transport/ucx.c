@@ -492,6 +492,23 @@ static void stt_ucx_op_done(void *request, ucs_status_t status, void *user_data)
     stt_op_complete(op, stt_ucx_status(status));
 }
 
+static st_status_t stt_ucx_get_now(st_transport_rkey_t *rkey, void *local, uint64_t remote_addr,
+                                   size_t len)
+{
+    stt_ucx_rkey_t *r = (stt_ucx_rkey_t *)rkey;
+    void *src;
+    if (!atomic_load_explicit(&r->direct, memory_order_relaxed)) {
+        return ST_ERR_UNSUPPORTED;
+    }
+    if (ucp_rkey_ptr(r->rkey, remote_addr, &src) != UCS_OK) {
+        /* Not mapped here (another host, or a TCP/CMA-only transport): UCX's path from now on. */
+        atomic_store_explicit(&r->direct, 0, memory_order_relaxed);
+        return ST_ERR_UNSUPPORTED;
+    }
+    stt_copy(local, src, len);
+    return ST_OK;
+}
+
 static st_status_t stt_ucx_post(stt_op_t *op)
 {
     stt_ucx_ep_t *e = (stt_ucx_ep_t *)op->ep;
@@ -502,16 +519,10 @@ static st_status_t stt_ucx_post(stt_op_t *op)
         .user_data = op,
     };
     ucs_status_ptr_t request;
-    if (!op->is_put && atomic_load_explicit(&r->direct, memory_order_relaxed)) {
-        void *src;
-        /* st_transport_get() has checked the range against the key's region. */
-        if (ucp_rkey_ptr(r->rkey, op->remote_addr, &src) == UCS_OK) {
-            stt_copy(op->local, src, op->len);
-            stt_op_complete(op, ST_OK);
-            return ST_OK;
-        }
-        /* Not mapped here (another host, or a TCP/CMA-only transport): UCX's path from now on. */
-        atomic_store_explicit(&r->direct, 0, memory_order_relaxed);
+    /* st_transport_get() has checked the range against the key's region. */
+    if (!op->is_put && stt_ucx_get_now(op->rkey, op->local, op->remote_addr, op->len) == ST_OK) {
+        stt_op_complete(op, ST_OK);
+        return ST_OK;
     }
     if (op->is_put) {
         request = ucp_put_nbx(e->ep, op->local, op->len, op->remote_addr, r->rkey, &param);
@@ -636,4 +647,5 @@ const stt_ops_t stt_ucx_ops = {
     .event_fd = stt_ucx_event_fd,
     .arm = stt_ucx_arm,
     .msg_send = stt_ucx_msg_send,
+    .get_now = stt_ucx_get_now,
 };

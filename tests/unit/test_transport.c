@@ -738,6 +738,52 @@ static void test_peer_gone(void **state)
     printf("peer gone: %d accepted, %d failed\n", accepted, w.failed);
 }
 
+/* Gets served at once by a copy (st_transport_get_now): over shared memory
+ * the transport-allocated region is mapped here and every one is served, and
+ * checked byte by byte; elsewhere they are refused as unsupported (and then
+ * posted); out-of-range ones are refused as invalid either way. */
+static void test_get_now(void **state)
+{
+    fixture_t *f = *state;
+    uint64_t rng = 0x9e77;
+    int served = 0, unsupported = 0;
+    bool mapped = g_cfg.backend == ST_TRANSPORT_UCX && strstr(g_cfg.ucx_tls, "sm") != NULL;
+
+    for (int i = 0; i < 300; i++) {
+        rng = splitmix64(rng);
+        size_t len = 1 + (size_t)(rng % (1u << 20));
+        rng = splitmix64(rng);
+        size_t off = (size_t)(rng % (PATTERN_BYTES - len));
+        size_t loff = (size_t)(splitmix64(rng) % 4096);
+        memset(f->local + loff, 0, len);
+        st_status_t st = st_transport_get_now(f->ep, f->local + loff, len, f->local_mem,
+                                              f->remote_base + off, f->rkey);
+        if (st == ST_OK) {
+            served++;
+            assert_memory_equal(f->local + loff, f->pattern + off, len);
+        } else {
+            assert_int_equal(st, ST_ERR_UNSUPPORTED);
+            unsupported++;
+        }
+    }
+    if (mapped) {
+        assert_int_equal(served, 300);
+    } else {
+        assert_int_equal(unsupported, 300);
+    }
+    assert_int_equal(st_transport_inflight(f->tp), 0); /* nothing was posted */
+    assert_int_equal(st_transport_get_now(f->ep, f->local, 64, f->local_mem,
+                                          f->remote_base + REGION_BYTES - 32, f->rkey),
+                     ST_ERR_INVALID);
+    assert_int_equal(
+        st_transport_get_now(f->ep, f->local, 0, f->local_mem, f->remote_base, f->rkey),
+        ST_ERR_INVALID);
+    assert_int_equal(st_transport_get_now(f->ep, f->local + LOCAL_BYTES - 8, 64, f->local_mem,
+                                          f->remote_base, f->rkey),
+                     ST_ERR_INVALID);
+    printf("get_now: %d served by a copy, %d unsupported\n", served, unsupported);
+}
+
 /* Messages: the replies the initiator has seen, by sequence number. */
 #define MSG_COUNT 300
 #define MSG_MAX   (1u << 20)
@@ -938,8 +984,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_get_pattern),   cmocka_unit_test(test_put_get_roundtrip),
         cmocka_unit_test(test_many_inflight), cmocka_unit_test(test_row_reads),
         cmocka_unit_test(test_errors),        cmocka_unit_test(test_second_endpoint),
-        cmocka_unit_test(test_user_region),   cmocka_unit_test(test_messages),
-        cmocka_unit_test(test_peer_gone),
+        cmocka_unit_test(test_user_region),   cmocka_unit_test(test_get_now),
+        cmocka_unit_test(test_messages),      cmocka_unit_test(test_peer_gone),
     };
     const struct CMUnitTest local_tests[] = {
         cmocka_unit_test(test_parse_backend),
