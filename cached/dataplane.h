@@ -63,7 +63,7 @@ int cd_dp_serve_calls(cd_dataplane_t *dp, srpc_server_t *srv);
  * NULL). The key is drawn at random when the daemon starts; a call that does
  * not present it is refused with PERMISSION_DENIED. Those that do are served
  * as authenticated: Hello, which gives the key out, made the checks (token,
- * protected mode), so handlers see the peer "transport" and let it through.
+ * protected mode), so handlers let it through (srpc_ctx_invoked()).
  */
 #define CD_DP_CALL_KEY 16
 int cd_dp_serves_calls(cd_dataplane_t *dp, uint8_t *key);

@@ -85,7 +85,7 @@ static st_status_t cd_h_auth_token(srpc_ctx_t *ctx, cd_daemon_t *d, const char *
 {
     const char *want = d->cfg.auth_token;
 
-    if (strcmp(srpc_ctx_peer(ctx), "transport") == 0) {
+    if (srpc_ctx_invoked(ctx)) {
         return ST_OK; /* a call over the transport that presented Hello's key (dataplane.h) */
     }
     if (want != NULL && want[0] != '\0') {

@@ -486,6 +486,17 @@ static void sc_dp_refresh(st_client_t *c, uint32_t i)
     protobuf_c_message_free_unpacked(&resp->base, NULL);
 }
 
+/* One progress call of the client's transport, under its lock. */
+static int sc_dp_poll(sc_dp_t *dp)
+{
+    int n;
+
+    pthread_mutex_lock(&dp->lock);
+    n = st_transport_progress(dp->tp);
+    pthread_mutex_unlock(&dp->lock);
+    return n;
+}
+
 /* ------------------------------------------ calls over the transport -- */
 
 /* The transport's listener (dp->lock held): an answer to one of our calls. */
@@ -670,9 +681,7 @@ static void sc_fan_wait(sc_fan_t *f, size_t lo, size_t hi)
         if (left == 0 || now - f->start > patience) {
             break;
         }
-        pthread_mutex_lock(&dp->lock);
-        progressed = st_transport_progress(dp->tp);
-        pthread_mutex_unlock(&dp->lock);
+        progressed = sc_dp_poll(dp);
         if (progressed <= 0) {
             /* Spin for the usual answer (a few hundred microseconds), then
              * nap: a waiter must not take the cores the daemons and the
@@ -992,9 +1001,7 @@ static void sc_dp_wait(sc_dp_t *dp, _Atomic size_t *pending)
     while (atomic_load(pending) > 0) {
         int n;
 
-        pthread_mutex_lock(&dp->lock);
-        n = st_transport_progress(dp->tp);
-        pthread_mutex_unlock(&dp->lock);
+        n = sc_dp_poll(dp);
         if (n <= 0) {
             sched_yield();
         }
@@ -1189,9 +1196,7 @@ static void sc_dp_loc_wait(sc_dp_t *dp, sc_dp_loc_t *j, _Atomic size_t *pending)
         if (atomic_load(pending) > 0) {
             int n;
 
-            pthread_mutex_lock(&dp->lock);
-            n = st_transport_progress(dp->tp);
-            pthread_mutex_unlock(&dp->lock);
+            n = sc_dp_poll(dp);
             if (n <= 0) {
                 sched_yield();
             }

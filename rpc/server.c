@@ -118,6 +118,11 @@ void *srpc_ctx_server_arg(const srpc_ctx_t *ctx)
     return ctx->srv->user_arg;
 }
 
+bool srpc_ctx_invoked(const srpc_ctx_t *ctx)
+{
+    return ctx->call == NULL;
+}
+
 /*
  * Bump allocation from the context's chunks. The first chunk is the worker
  * thread's retained block (common.c), so a call whose request and response

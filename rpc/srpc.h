@@ -152,6 +152,9 @@ int64_t srpc_ctx_remaining_ms(const srpc_ctx_t *ctx);
 /* Returns the server's user_arg (srpc_server_config_t.user_arg). */
 void *srpc_ctx_server_arg(const srpc_ctx_t *ctx);
 
+/* True when the call is run by srpc_server_invoke() (it did not come over gRPC). */
+bool srpc_ctx_invoked(const srpc_ctx_t *ctx);
+
 /*
  * Allocates size bytes (16-byte aligned, zeroed) that live until the
  * response has been packed. Returns NULL on allocation failure (return ST_ERR_NOMEM then).

@@ -247,6 +247,24 @@ static answer_t *raw_answer(raw_t *r, uint64_t id)
     return NULL;
 }
 
+/* Release rel over the transport as call id; its one lease must answer want. */
+static void raw_release(raw_t *r, uint64_t id, const Strata__V1__ReleaseRequest *rel, int n_ans,
+                        Strata__V1__KeyStatus want)
+{
+    Strata__V1__ReleaseResponse *rr;
+    answer_t *a;
+
+    raw_call(r, ST_TCALL_RELEASE, id, r->key, 16, &rel->base);
+    raw_wait(r, n_ans);
+    assert_non_null(a = raw_answer(r, id));
+    assert_int_equal(a->code, 0);
+    rr = strata__v1__release_response__unpack(NULL, a->body_len, a->body);
+    assert_non_null(rr);
+    assert_int_equal(rr->n_status, 1);
+    assert_int_equal(rr->status[0], want);
+    strata__v1__release_response__free_unpacked(rr, NULL);
+}
+
 static void locate_request(Strata__V1__LocateRequest *req, Strata__V1__ObjectKey *keys,
                            Strata__V1__ObjectKey **kp, const raw_t *r, const st_hash_t *chain,
                            size_t n, int lease)
@@ -329,30 +347,13 @@ static void test_raw_frames(void **state)
     assert_true(viatp->lease_id != 0);
     {
         Strata__V1__ReleaseRequest rel = STRATA__V1__RELEASE_REQUEST__INIT;
-        Strata__V1__ReleaseResponse *rr;
         uint64_t id = viatp->lease_id;
 
         rel.namespace_id = r->ns;
         rel.lease_ids = &id;
         rel.n_lease_ids = 1;
-        raw_call(r, ST_TCALL_RELEASE, 103, r->key, 16, &rel.base);
-        raw_wait(r, 3);
-        assert_non_null(a = raw_answer(r, 103));
-        assert_int_equal(a->code, 0);
-        rr = strata__v1__release_response__unpack(NULL, a->body_len, a->body);
-        assert_non_null(rr);
-        assert_int_equal(rr->n_status, 1);
-        assert_int_equal(rr->status[0], STRATA__V1__KEY_STATUS__KEY_OK);
-        strata__v1__release_response__free_unpacked(rr, NULL);
-        raw_call(r, ST_TCALL_RELEASE, 104, r->key, 16, &rel.base);
-        raw_wait(r, 4);
-        assert_non_null(a = raw_answer(r, 104));
-        assert_int_equal(a->code, 0);
-        rr = strata__v1__release_response__unpack(NULL, a->body_len, a->body);
-        assert_non_null(rr);
-        assert_int_equal(rr->n_status, 1);
-        assert_int_equal(rr->status[0], STRATA__V1__KEY_STATUS__KEY_NOT_FOUND);
-        strata__v1__release_response__free_unpacked(rr, NULL);
+        raw_release(r, 103, &rel, 3, STRATA__V1__KEY_STATUS__KEY_OK);
+        raw_release(r, 104, &rel, 4, STRATA__V1__KEY_STATUS__KEY_NOT_FOUND);
     }
     strata__v1__locate_response__free_unpacked(viatp, NULL);
 
