@@ -11,3 +11,11 @@ st_status_t st_hash_blocks_avx2(const st_hash_t *seed, const uint32_t *tokens,
 {
     return st_hash_blocks_impl(seed, tokens, block_tokens, items, n_items, chain, n_blocks);
 }
+
+void st_hash_split_test_avx2(const uint8_t *msg, size_t len, uint64_t out[2])
+{
+    XXH128_hash_t x = st_hash_split(msg, len);
+
+    out[0] = x.low64;
+    out[1] = x.high64;
+}

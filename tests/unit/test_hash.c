@@ -9,6 +9,7 @@
 
 #include <xxhash.h>
 
+#include "hash_internal.h"
 #include "strata/hash.h"
 
 static uint64_t rs = 88172645463325252ull;
@@ -148,6 +149,115 @@ static void test_block_equals_chain(void **state)
     }
 }
 
+static int have_avx2(void)
+{
+#if defined(__x86_64__)
+    return __builtin_cpu_supports("avx2");
+#else
+    return 0;
+#endif
+}
+
+/* The chain's split XXH3-128 (hash_impl.h) equals libxxhash's for every length. */
+static void test_split_equals_xxh3(void **state)
+{
+    uint8_t msg[1200];
+    int copies = have_avx2() ? 2 : 1;
+
+    (void)state;
+    for (size_t len = 0; len <= sizeof(msg); len++) {
+        for (int rep = 0; rep < 4; rep++) {
+            XXH128_hash_t want;
+            uint64_t got[2];
+
+            for (size_t j = 0; j < len; j++) {
+                msg[j] = (uint8_t)(rep == 3 ? 0xff : rnd());
+            }
+            want = XXH3_128bits(msg, len);
+            for (int c = 0; c < copies; c++) {
+                if (c == 0) {
+                    st_hash_split_test(msg, len, got);
+                } else {
+                    st_hash_split_test_avx2(msg, len, got);
+                }
+                if (got[0] != want.low64 || got[1] != want.high64) {
+                    fail_msg("split XXH3-128 differs: len %zu rep %d copy %d", len, rep, c);
+                }
+            }
+        }
+    }
+}
+
+/*
+ * Both copies of the chain loop (baseline, AVX2) against st_hash_block (one
+ * XXH3_128bits per assembled message) for every block size from 16 to 512
+ * tokens, without items and with items that touch some blocks, so that the
+ * chain mixes blocks hashed in place, from the message buffer, and whole.
+ */
+static void test_chain_every_block_size(void **state)
+{
+    enum { NB = 7, BMAX = 512 };
+    static uint32_t tok[NB * BMAX];
+    st_hash_t chain[NB], prev, h;
+    int copies = have_avx2() ? 2 : 1;
+
+    (void)state;
+    for (uint32_t bt = 16; bt <= BMAX; bt += 16) {
+        for (int with_items = 0; with_items < 3; with_items++) {
+            st_hash_item_t items[3];
+            size_t n_items = 0;
+
+            for (size_t j = 0; j < (size_t)NB * bt; j++) {
+                tok[j] = rnd();
+            }
+            if (with_items > 0) {
+                /* One inside block 1, one from block 3 into block 4; the third
+                 * run adds a long item over blocks 5 and 6. */
+                items[n_items++] = (st_hash_item_t){.start = bt + 3, .n_tokens = 2};
+                items[n_items++] = (st_hash_item_t){.start = 4 * bt - 1, .n_tokens = 2};
+                if (with_items == 2) {
+                    items[n_items++] = (st_hash_item_t){.start = 5 * bt, .n_tokens = 2 * bt};
+                }
+                for (size_t k = 0; k < n_items; k++) {
+                    for (int b = 0; b < ST_HASH_BYTES; b++) {
+                        items[k].content.b[b] = (uint8_t)rnd();
+                    }
+                }
+            }
+            for (int c = 0; c < copies; c++) {
+                st_hash_t seed = seed_of((uint8_t)(bt + c));
+
+                memset(chain, 0, sizeof(chain));
+                assert_int_equal(
+                    c == 0 ? st_hash_blocks_base(&seed, tok, bt, items, n_items, chain, NB)
+                           : st_hash_blocks_avx2(&seed, tok, bt, items, n_items, chain, NB),
+                    ST_OK);
+                prev = seed;
+                for (size_t i = 0; i < NB; i++) {
+                    st_hash_t ih[3];
+                    int32_t off[3];
+                    size_t n = 0;
+
+                    for (size_t k = 0; k < n_items; k++) {
+                        uint64_t s0 = (uint64_t)i * bt, e0 = s0 + bt;
+
+                        if (items[k].start < e0 && items[k].start + items[k].n_tokens > s0) {
+                            ih[n] = items[k].content;
+                            off[n++] = (int32_t)((int64_t)items[k].start - (int64_t)s0);
+                        }
+                    }
+                    assert_int_equal(st_hash_block(&prev, tok + i * bt, bt, ih, off, n, &h), ST_OK);
+                    if (memcmp(&h, &chain[i], sizeof(h)) != 0) {
+                        fail_msg("chain differs: block_tokens %u items %zu block %zu copy %d", bt,
+                                 n_items, i, c);
+                    }
+                    prev = h;
+                }
+            }
+        }
+    }
+}
+
 static void test_invalid_input(void **state)
 {
     uint32_t tok[64] = {0};
@@ -193,6 +303,8 @@ int main(void)
         cmocka_unit_test(test_prefix_property_and_divergence),
         cmocka_unit_test(test_extras_touch_only_overlapping_blocks),
         cmocka_unit_test(test_block_equals_chain),
+        cmocka_unit_test(test_split_equals_xxh3),
+        cmocka_unit_test(test_chain_every_block_size),
         cmocka_unit_test(test_invalid_input),
         cmocka_unit_test(test_hex_round_trip),
     };
