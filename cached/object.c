@@ -263,6 +263,109 @@ st_status_t cd_store_put(cd_store_t *s, uint32_t ns_id, const cd_key_t *key,
     return st;
 }
 
+/* --- put by the caller's copy -------------------------------------------------------- */
+
+st_status_t cd_store_put_begin(cd_store_t *s, uint32_t ns_id, const cd_key_t *key,
+                               const st_hash_t *parent, uint64_t len, cd_put_t *put, cd_err_t *err)
+{
+    cd_ns_t *ns;
+    cd_obj_t *o = NULL;
+    st_status_t st = ns_lookup(s, ns_id, &ns, err);
+
+    if (st == ST_OK) {
+        st = check_key(ns, key, err);
+    }
+    if (st == ST_OK) {
+        st = check_len(ns, len, err);
+    }
+    if (st == ST_OK && put == NULL) {
+        st = cd_errf(err, ST_ERR_INVALID, "no put handle given");
+    }
+    if (st != ST_OK) {
+        return st;
+    }
+    if (key->kind == CD_KIND_VIS) {
+        parent = NULL;
+    }
+    pthread_mutex_lock(&ns->ns_lock);
+    ns->ns_st.puts++;
+    if (cd_htab_find(&ns->ns_objs, &key->hash, cd_obj_tag(key)) != NULL) {
+        st = cd_errf(err, ST_ERR_EXISTS,
+                     "a %s object (layer %u) is already committed under "
+                     "this hash",
+                     kind_names[key->kind], key->layer);
+    } else {
+        st = do_obj_new(ns, key, parent, len, &o, err);
+    }
+    if (st == ST_OK) {
+        put->pt_ns_id = ns_id;
+        put->pt_obj = o;
+        put->pt_data = cd_extent_ptr(&ns->ns_slab, &o->ob_ext);
+    }
+    pthread_mutex_unlock(&ns->ns_lock);
+    return st;
+}
+
+st_status_t cd_store_put_commit(cd_store_t *s, cd_put_t *put, uint64_t checksum, cd_err_t *err)
+{
+    cd_ns_t *ns = cd_ns_get(s, put->pt_ns_id);
+    cd_obj_t *o = put->pt_obj, *old;
+    st_status_t st;
+
+    pthread_mutex_lock(&ns->ns_lock);
+    old = cd_htab_find(&ns->ns_objs, &o->ob_key.hash, cd_obj_tag(&o->ob_key));
+    if (old != NULL) {
+        int same = old->ob_len == o->ob_len && old->ob_checksum == checksum;
+
+        if (!same) {
+            pthread_mutex_unlock(&ns->ns_lock);
+            return cd_errf(err, ST_ERR_EXISTS,
+                           "a different %s object (layer %u) was committed under this hash "
+                           "meanwhile; objects are immutable",
+                           kind_names[o->ob_key.kind], o->ob_key.layer);
+        }
+        do_unhold_blocks(ns, o->ob_held);
+        do_obj_free(ns, o);
+        pthread_mutex_unlock(&ns->ns_lock);
+        put->pt_obj = NULL;
+        return ST_OK;
+    }
+    /* Room for the insert again: evictions since the begin may have used
+     * what was set aside then. */
+    CD_WITH_EVICTION(ns, st, cd_htab_reserve(&ns->ns_objs, 1));
+    if (st == ST_OK) {
+        CD_WITH_EVICTION(ns, st,
+                         cd_radix_prepare(&ns->ns_radix, o->ob_has_parent ? &o->ob_parent : NULL));
+    }
+    if (st != ST_OK) {
+        st = st == ST_ERR_EXHAUSTED ? do_exhausted(ns, err, "the index", 0)
+                                    : cd_errf(err, st, "out of memory growing the index");
+        pthread_mutex_unlock(&ns->ns_lock);
+        return st;
+    }
+    o->ob_checksum = checksum;
+    do_obj_attach(ns, o, cd_store_now(ns->ns_store));
+    do_unhold_blocks(ns, o->ob_held);
+    pthread_mutex_unlock(&ns->ns_lock);
+    put->pt_obj = NULL;
+    return ST_OK;
+}
+
+void cd_store_put_abort(cd_store_t *s, cd_put_t *put)
+{
+    cd_ns_t *ns = cd_ns_get(s, put->pt_ns_id);
+    cd_obj_t *o = put->pt_obj;
+
+    if (o == NULL || ns == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&ns->ns_lock);
+    do_unhold_blocks(ns, o->ob_held);
+    do_obj_free(ns, o);
+    pthread_mutex_unlock(&ns->ns_lock);
+    put->pt_obj = NULL;
+}
+
 static st_status_t do_get(cd_ns_t *ns, const cd_key_t *key, void *buf, uint64_t cap,
                           uint64_t *len_p, cd_location_t *where_p, cd_err_t *err)
 {

@@ -240,6 +240,47 @@ st_status_t cd_store_ns_info(cd_store_t *s, uint32_t ns_id, cd_ns_info_t *info_p
 st_status_t cd_store_put(cd_store_t *s, uint32_t ns_id, const cd_key_t *key,
                          const st_hash_t *parent, const void *data, uint64_t len, cd_err_t *err);
 
+/* A put whose bytes the caller writes itself: cd_store_put_begin() .. _commit() or _abort(). */
+typedef struct cd_put {
+    uint32_t pt_ns_id;
+    void *pt_obj;  /* the object, invisible until committed */
+    void *pt_data; /* where its len bytes go */
+} cd_put_t;
+
+/*
+ * cd_store_put in two steps, for a caller that has the bytes elsewhere and
+ * can write them straight into the object (the SSD tier's promote reads them
+ * from disk into it). Allocates an object of len bytes as cd_store_put does
+ * (evicting when memory is short; the parent block and the object's own
+ * block are held until the commit or the abort) and fills *put: its bytes go
+ * to put->pt_data, outside any lock. The object stays invisible, and takes
+ * no part in eviction, reservations or the reaper, until
+ * cd_store_put_commit(); the caller must end every begun put with one of
+ * commit or abort, before the namespace or the store goes.
+ * Returns ST_OK (*put written); ST_ERR_EXISTS when an object is committed
+ * under the key already (nothing allocated: it is in DRAM); and as
+ * cd_store_put otherwise (ST_ERR_EXHAUSTED: no room).
+ */
+st_status_t cd_store_put_begin(cd_store_t *s, uint32_t ns_id, const cd_key_t *key,
+                               const st_hash_t *parent, uint64_t len, cd_put_t *put, cd_err_t *err);
+
+/*
+ * Makes a begun put visible with checksum as the object's XXH3-64. The store
+ * does not hash the bytes again: the caller vouches that checksum is the
+ * XXH3-64 of the len bytes now at put->pt_data, computed over those bytes
+ * after it wrote them (the tier computes it in the pass that verifies them
+ * against the SSD checksum). ST_OK ends the put. If an object was committed
+ * under the key meanwhile: ST_OK (and this one is freed) when it has the
+ * same length and checksum, else ST_ERR_EXISTS. Returns also
+ * ST_ERR_EXHAUSTED or ST_ERR_NOMEM (no room left in the index). On an error
+ * the put is still begun, its bytes still at put->pt_data: the caller may
+ * copy them elsewhere, then must call cd_store_put_abort().
+ */
+st_status_t cd_store_put_commit(cd_store_t *s, cd_put_t *put, uint64_t checksum, cd_err_t *err);
+
+/* Ends a begun put without making it visible, and frees its memory. */
+void cd_store_put_abort(cd_store_t *s, cd_put_t *put);
+
 /*
  * Copies an object out after checking its checksum. *len_p receives the
  * object's length (also when buf is too small). where_p (may be NULL)

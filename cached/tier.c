@@ -618,59 +618,124 @@ void cd_tier_evicted(void *ctx, uint32_t ns_id, const cd_key_t *key, const st_ha
     atomic_fetch_add(&t->spill_queued, 1);
 }
 
-static void *t_alloc(void *arg, size_t length, const st_ssd_meta_t *meta)
+/* A promote in progress: the object's bytes go straight into a begun store put. */
+typedef struct t_fill {
+    cd_tier_t *t;
+    const cd_ns_entry_t *e;
+    const cd_key_t *key;
+    uint8_t prefix[T_PREFIX];
+    cd_put_t put;
+    int begun;
+    st_status_t st; /* cd_store_put_begin's */
+    cd_err_t err;
+} t_fill_t;
+
+/*
+ * st_ssd_promote_split's allocator: the prefix, read already but verified
+ * only with the rest, names the parent; the object's bytes go into the
+ * extent of a begun put. A corrupt prefix costs no more than an aborted put.
+ */
+static void *t_fill_alloc(void *arg, size_t length, const st_ssd_meta_t *meta)
 {
-    void **p = arg;
+    t_fill_t *f = arg;
+    st_hash_t parent;
+    int has_parent = t_get32(f->prefix + 4) & 1u;
 
     (void)meta;
-    *p = malloc(length ? length : 1);
-    return *p;
+    memcpy(parent.b, f->prefix + 8, ST_HASH_BYTES);
+    f->st = cd_store_put_begin(f->t->d->store, f->e->local_id, f->key, has_parent ? &parent : NULL,
+                               length, &f->put, &f->err);
+    if (f->st != ST_OK) {
+        return NULL;
+    }
+    f->begun = 1;
+    return f->put.pt_data;
 }
 
-/* Reads one object back and puts it into DRAM. Returns 1 when it is there. */
+/* A promoted object that was read but could not be committed goes back to the tier. */
+static void t_give_back(cd_tier_t *t, const cd_ns_entry_t *e, const st_ssd_key_t *k,
+                        const cd_key_t *key, uint16_t tag, t_fill_t *f, uint64_t len)
+{
+    uint8_t *buf;
+
+    if (key->kind == CD_KIND_KDA) {
+        (void)t2_add(t, e->wire_id, &key->hash, tag, 0); /* its durable copy stays */
+        return;
+    }
+    buf = malloc(T_PREFIX + len);
+    if (buf == NULL) {
+        return;
+    }
+    memcpy(buf, f->prefix, T_PREFIX);
+    memcpy(buf + T_PREFIX, f->put.pt_data, len);
+    if (st_ssd_spill(t->ssd, k, buf, T_PREFIX + len, ST_SSD_NOWAIT, NULL, NULL) == ST_OK) {
+        (void)t2_add(t, e->wire_id, &key->hash, tag, 0);
+    }
+    free(buf);
+}
+
+/*
+ * Reads one object back and puts it into DRAM, read straight from the SSD
+ * into the new object's extent: the tier verifies the value's checksum
+ * (prefix and bytes) and computes the bytes' XXH3-64 for the store in the
+ * same pass; the object becomes visible only after that check. Returns 1
+ * when it is in DRAM.
+ */
 static int t_promote_one(cd_tier_t *t, const cd_ns_entry_t *e, const st_hash_t *h, uint16_t tag)
 {
     cd_key_t key = {*h, (uint32_t)(tag >> 8), (uint32_t)(tag & 0xff)};
+    t_fill_t f;
     st_ssd_key_t k;
     st_ssd_meta_t meta;
-    uint8_t *buf = NULL;
+    uint64_t sum = 0;
     cd_err_t err = {""};
-    st_hash_t parent;
-    int has_parent, ok = 0;
     st_status_t st;
 
     if (key.kind >= CD_KIND_COUNT || t_ssd_kind[key.kind] == 0) {
         return 0;
     }
+    memset(&f, 0, sizeof(f));
+    f.t = t;
+    f.e = e;
+    f.key = &key;
     k = t_key(e->wire_id, h, t_ssd_kind[key.kind], key.layer);
-    st = st_ssd_promote(t->ssd, &k, t_alloc, &buf, &meta);
-    if (st != ST_OK || meta.length < T_PREFIX || t_get32(buf) != T_OBJ_MAGIC) {
-        if (st == ST_OK) {
-            st_warn_ratelimited("ssd object without the daemon's prefix dropped ns=%llu kind=%s",
-                                (unsigned long long)e->wire_id, st_ssd_kind_name(k.kind));
+    st = st_ssd_promote_split(t->ssd, &k, f.prefix, T_PREFIX, t_fill_alloc, &f, &sum, &meta);
+    if (st == ST_ERR_NOMEM && f.st == ST_ERR_EXISTS) {
+        return 1; /* in DRAM already: nothing read, the tier's copy left as it is */
+    }
+    if (st == ST_ERR_NOMEM) {
+        /* Did not fit in DRAM (or no memory to verify): nothing was read or
+         * dropped, so the object is still in the tier as it was. */
+        st_debug("promote did not fit ns=%u: %s", e->local_id,
+                 f.st != ST_OK ? f.err.msg : "no memory");
+        if (f.begun) {
+            cd_store_put_abort(t->d->store, &f.put);
         }
-        atomic_fetch_add(&t->promote_misses, 1);
-        free(buf);
+        (void)t2_add(t, e->wire_id, h, tag, 0);
         return 0;
     }
-    has_parent = t_get32(buf + 4) & 1u;
-    memcpy(parent.b, buf + 8, ST_HASH_BYTES);
-    st = cd_store_put(t->d->store, e->local_id, &key, has_parent ? &parent : NULL, buf + T_PREFIX,
-                      meta.length - T_PREFIX, &err);
-    if (st == ST_OK) {
-        ok = 1;
-        atomic_fetch_add(&t->promoted, 1);
-    } else if (key.kind != CD_KIND_KDA) {
-        /* Not in DRAM after all (no room): give it back to the tier. */
-        st_debug("promote did not fit ns=%u: %s", e->local_id, err.msg);
-        if (st_ssd_spill(t->ssd, &k, buf, meta.length, ST_SSD_NOWAIT, NULL, NULL) == ST_OK) {
-            (void)t2_add(t, e->wire_id, h, tag, 0);
+    if (st != ST_OK || !f.begun || t_get32(f.prefix) != T_OBJ_MAGIC) {
+        if (st == ST_OK) {
+            st_warn_ratelimited(
+                "ssd object without the daemon's prefix or bytes dropped ns=%llu kind=%s",
+                (unsigned long long)e->wire_id, st_ssd_kind_name(k.kind));
         }
-    } else {
-        (void)t2_add(t, e->wire_id, h, tag, 0);
+        if (f.begun) {
+            cd_store_put_abort(t->d->store, &f.put); /* unverified bytes: never visible */
+        }
+        atomic_fetch_add(&t->promote_misses, 1);
+        return 0;
     }
-    free(buf);
-    return ok;
+    st = cd_store_put_commit(t->d->store, &f.put, sum, &err);
+    if (st == ST_OK) {
+        atomic_fetch_add(&t->promoted, 1);
+        return 1;
+    }
+    /* Not in DRAM after all (no room left, or other bytes under the key): give it back. */
+    st_debug("promote did not fit ns=%u: %s", e->local_id, err.msg);
+    t_give_back(t, e, &k, &key, tag, &f, meta.length - T_PREFIX);
+    cd_store_put_abort(t->d->store, &f.put);
+    return 0;
 }
 
 int cd_tier_promote(cd_tier_t *t, const cd_ns_entry_t *e, const st_hash_t *hash)

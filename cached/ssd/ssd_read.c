@@ -84,7 +84,7 @@ static void ssd_corrupt(st_ssd_t *ssd, const st_ssd_key_t *key, uint64_t seq, co
 static void ssd_copy_payload(const st_ssd_t *ssd, void *dst, const uint8_t *src, size_t len,
                              int use_pread)
 {
-    if (use_pread && ssd->fd >= 0 && src >= ssd->map &&
+    if (use_pread && ssd->fd >= 0 && ssd->map != NULL && src >= ssd->map &&
         src + len <= ssd->map + ssd->params.map_size) {
         off_t off = (off_t)(src - ssd->map);
         size_t done = 0;
@@ -105,8 +105,48 @@ static void ssd_copy_payload(const st_ssd_t *ssd, void *dst, const uint8_t *src,
     memcpy(dst, src, len);
 }
 
-static st_status_t ssd_read(st_ssd_t *ssd, const st_ssd_key_t *key, st_ssd_alloc_fn alloc,
-                            void *alloc_arg, st_ssd_meta_t *meta_p, int promote)
+/*
+ * Checks a value read as head (head_len bytes) and tail against the stored
+ * checksum of the whole, and computes the XXH3-64 of the tail alone, in one
+ * pass: each piece of the tail is hashed twice while it is in the cache.
+ * Returns 1 when the whole matches (then *tail_sum_p is written), 0 when it
+ * does not, -1 for no memory.
+ */
+static int ssd_verify_split(const uint8_t *head, size_t head_len, const uint8_t *tail,
+                            size_t tail_len, uint64_t checksum, uint64_t *tail_sum_p)
+{
+    enum { PIECE = 8192 };
+    XXH3_state_t *whole = XXH3_createState(), *part = XXH3_createState();
+    int rc = -1;
+
+    if (whole != NULL && part != NULL && XXH3_64bits_reset(whole) == XXH_OK &&
+        XXH3_64bits_reset(part) == XXH_OK && XXH3_64bits_update(whole, head, head_len) == XXH_OK) {
+        rc = 0;
+        for (size_t at = 0; at < tail_len && rc == 0; at += PIECE) {
+            size_t n = tail_len - at < PIECE ? tail_len - at : PIECE;
+
+            if (XXH3_64bits_update(whole, tail + at, n) != XXH_OK ||
+                XXH3_64bits_update(part, tail + at, n) != XXH_OK) {
+                rc = -1;
+            }
+        }
+        if (rc == 0 && XXH3_64bits_digest(whole) == checksum) {
+            *tail_sum_p = XXH3_64bits_digest(part);
+            rc = 1;
+        }
+    }
+    XXH3_freeState(part);
+    XXH3_freeState(whole);
+    return rc;
+}
+
+/*
+ * One read. With head_len > 0 the first head_len bytes of the value go to
+ * head and alloc gives room for the rest only (st_ssd_promote_split).
+ */
+static st_status_t ssd_read(st_ssd_t *ssd, const st_ssd_key_t *key, void *head, size_t head_len,
+                            st_ssd_alloc_fn alloc, void *alloc_arg, uint64_t *tail_sum_p,
+                            st_ssd_meta_t *meta_p, int promote)
 {
     uint8_t kb[ST_SSD_KEY_BYTES];
     MDB_val k = {sizeof(kb), kb}, v;
@@ -115,7 +155,8 @@ static st_status_t ssd_read(st_ssd_t *ssd, const st_ssd_key_t *key, st_ssd_alloc
     st_ssd_meta_t meta;
     st_status_t status;
     const uint8_t *hdr_bytes;
-    uint8_t hdr_buf[SSD_HDR_BYTES];
+    uint8_t hdr_buf[SSD_HDR_BYTES + ST_SSD_HEAD_MAX];
+    uint64_t tail_sum = 0;
     void *dst;
     int rc;
 
@@ -123,9 +164,10 @@ static st_status_t ssd_read(st_ssd_t *ssd, const st_ssd_key_t *key, st_ssd_alloc
     if (status != ST_OK) {
         return status;
     }
-    if (key == NULL || alloc == NULL || !ssd_kind_valid(key->kind)) {
-        st_error("ssd read refused: bad key or allocator kind=%u",
-                 key != NULL ? (unsigned)key->kind : 0u);
+    if (key == NULL || alloc == NULL || !ssd_kind_valid(key->kind) || head_len > ST_SSD_HEAD_MAX ||
+        (head_len > 0 && head == NULL)) {
+        st_error("ssd read refused: bad key, allocator or head kind=%u head_len=%zu",
+                 key != NULL ? (unsigned)key->kind : 0u, head_len);
         return ST_ERR_INVALID;
     }
     atomic_fetch_add(&ssd->gets, 1);
@@ -144,10 +186,11 @@ static st_status_t ssd_read(st_ssd_t *ssd, const st_ssd_key_t *key, st_ssd_alloc
         return ssd_mdb_status(ssd, rc, "get");
     }
     hdr_bytes = v.mv_data;
-    if (v.mv_size >= SSD_PREAD_MIN && v.mv_size >= SSD_HDR_BYTES) {
-        /* A large value: read its header with pread too, so that the map is
-         * not touched at all and the file sees one sequential stream. */
-        ssd_copy_payload(ssd, hdr_buf, v.mv_data, SSD_HDR_BYTES, 1);
+    if (v.mv_size >= SSD_PREAD_MIN && v.mv_size >= SSD_HDR_BYTES + head_len) {
+        /* A large value: read its header (and the head) with pread too, so
+         * that the map is not touched at all and the file sees one
+         * sequential stream. */
+        ssd_copy_payload(ssd, hdr_buf, v.mv_data, SSD_HDR_BYTES + head_len, 1);
         hdr_bytes = hdr_buf;
     }
     if (ssd_hdr_decode(key, hdr_bytes, v.mv_size, &hdr) != ST_OK ||
@@ -162,18 +205,42 @@ static st_status_t ssd_read(st_ssd_t *ssd, const st_ssd_key_t *key, st_ssd_alloc
     meta.seq = hdr.seq;
     meta.created_us = hdr.created_us;
     meta.flags = hdr.flags;
-    dst = alloc(alloc_arg, (size_t)hdr.length, &meta);
-    if (dst == NULL && hdr.length != 0) {
+    if (hdr.length < head_len) {
+        ssd_rtxn_end(ssd, txn);
+        st_error("ssd read refused: a value of %llu bytes is shorter than the head of %zu "
+                 "kind=%s ns=%llu layer=%u",
+                 (unsigned long long)hdr.length, head_len, st_ssd_kind_name(key->kind),
+                 (unsigned long long)key->ns, (unsigned)key->layer);
+        return ST_ERR_INVALID;
+    }
+    if (head_len > 0) {
+        if (hdr_bytes == hdr_buf) {
+            memcpy(head, hdr_buf + SSD_HDR_BYTES, head_len);
+        } else {
+            memcpy(head, (const uint8_t *)v.mv_data + SSD_HDR_BYTES, head_len);
+        }
+    }
+    dst = alloc(alloc_arg, (size_t)(hdr.length - head_len), &meta);
+    if (dst == NULL && hdr.length != head_len) {
         ssd_rtxn_end(ssd, txn);
         return ST_ERR_NOMEM;
     }
-    if (hdr.length != 0) {
-        ssd_copy_payload(ssd, dst, (const uint8_t *)v.mv_data + SSD_HDR_BYTES, (size_t)hdr.length,
-                         hdr.length >= SSD_PREAD_MIN);
+    if (hdr.length != head_len) {
+        ssd_copy_payload(ssd, dst, (const uint8_t *)v.mv_data + SSD_HDR_BYTES + head_len,
+                         (size_t)(hdr.length - head_len), hdr.length >= SSD_PREAD_MIN);
     }
     ssd_rtxn_end(ssd, txn);
 
-    if (XXH3_64bits(dst, (size_t)hdr.length) != hdr.checksum) {
+    if (head_len > 0) {
+        rc = ssd_verify_split(head, head_len, dst, (size_t)(hdr.length - head_len), hdr.checksum,
+                              &tail_sum);
+        if (rc < 0) {
+            return ST_ERR_NOMEM;
+        }
+    } else {
+        rc = XXH3_64bits(dst, (size_t)hdr.length) == hdr.checksum;
+    }
+    if (rc == 0) {
         atomic_fetch_add(&ssd->misses, 1);
         ssd_corrupt(ssd, key, hdr.seq, "checksum");
         return ST_ERR_NOT_FOUND;
@@ -197,19 +264,33 @@ static st_status_t ssd_read(st_ssd_t *ssd, const st_ssd_key_t *key, st_ssd_alloc
     if (meta_p != NULL) {
         *meta_p = meta;
     }
+    if (tail_sum_p != NULL) {
+        *tail_sum_p = tail_sum;
+    }
     return ST_OK;
 }
 
 st_status_t st_ssd_get(st_ssd_t *ssd, const st_ssd_key_t *key, st_ssd_alloc_fn alloc,
                        void *alloc_arg, st_ssd_meta_t *meta_p)
 {
-    return ssd_read(ssd, key, alloc, alloc_arg, meta_p, 0);
+    return ssd_read(ssd, key, NULL, 0, alloc, alloc_arg, NULL, meta_p, 0);
 }
 
 st_status_t st_ssd_promote(st_ssd_t *ssd, const st_ssd_key_t *key, st_ssd_alloc_fn alloc,
                            void *alloc_arg, st_ssd_meta_t *meta_p)
 {
-    return ssd_read(ssd, key, alloc, alloc_arg, meta_p, 1);
+    return ssd_read(ssd, key, NULL, 0, alloc, alloc_arg, NULL, meta_p, 1);
+}
+
+st_status_t st_ssd_promote_split(st_ssd_t *ssd, const st_ssd_key_t *key, void *head,
+                                 size_t head_len, st_ssd_alloc_fn alloc, void *alloc_arg,
+                                 uint64_t *tail_sum_p, st_ssd_meta_t *meta_p)
+{
+    if (head_len == 0) {
+        st_error("ssd promote refused: an empty head (use st_ssd_promote)");
+        return ST_ERR_INVALID;
+    }
+    return ssd_read(ssd, key, head, head_len, alloc, alloc_arg, tail_sum_p, meta_p, 1);
 }
 
 typedef struct ssd_buf {
@@ -236,7 +317,7 @@ st_status_t st_ssd_get_buf(st_ssd_t *ssd, const st_ssd_key_t *key, void *buf, si
     ssd_buf_t b = {buf, buf != NULL ? cap : 0, 0};
     st_status_t status;
 
-    status = ssd_read(ssd, key, ssd_buf_alloc, &b, meta_p, 0);
+    status = ssd_read(ssd, key, NULL, 0, ssd_buf_alloc, &b, NULL, meta_p, 0);
     if (status == ST_ERR_NOMEM && b.need > b.cap) {
         status = ST_ERR_EXHAUSTED;
     }

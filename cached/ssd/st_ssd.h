@@ -253,6 +253,35 @@ st_status_t st_ssd_get_buf(st_ssd_t *ssd, const st_ssd_key_t *key, void *buf, si
 st_status_t st_ssd_promote(st_ssd_t *ssd, const st_ssd_key_t *key, st_ssd_alloc_fn alloc,
                            void *alloc_arg, st_ssd_meta_t *meta_p);
 
+/* The longest head st_ssd_promote_split() takes apart. */
+#define ST_SSD_HEAD_MAX 256
+
+/*
+ * st_ssd_promote for a caller that keeps the first head_len bytes of a value
+ * apart from the rest (the daemon: its prefix, then the object's bytes, read
+ * straight into an arena extent). The head is copied into head first; then
+ * alloc(alloc_arg, length - head_len, meta) gives the destination of the rest
+ * (meta describes the whole value, and the head it may look at is not yet
+ * verified). After the read transaction ended, one pass over head and rest
+ * checks the stored checksum of the whole value and computes *tail_sum_p, the
+ * XXH3-64 of the rest alone (what the daemon's store keeps), so the caller
+ * need not hash the bytes again. On any status but ST_OK, head and the
+ * memory alloc gave hold no valid data and *tail_sum_p is not written.
+ *
+ * @param[in]  head_len    1..ST_SSD_HEAD_MAX.
+ * @param[out] head        head_len bytes.
+ * @param[out] tail_sum_p  may be NULL.
+ * @param[out] meta_p      the whole value's metadata on ST_OK; may be NULL.
+ *
+ * Returns as st_ssd_promote (a corrupt value is ST_ERR_NOT_FOUND, and is
+ * dropped; when alloc returned NULL, ST_ERR_NOMEM and the object stays in
+ * the tier untouched), and ST_ERR_INVALID for a head_len out of range or a
+ * value shorter than head_len (logged; the object stays).
+ */
+st_status_t st_ssd_promote_split(st_ssd_t *ssd, const st_ssd_key_t *key, void *head,
+                                 size_t head_len, st_ssd_alloc_fn alloc, void *alloc_arg,
+                                 uint64_t *tail_sum_p, st_ssd_meta_t *meta_p);
+
 /*
  * Deletes an object. With ST_SSD_DURABLE waits for the commit and returns
  * ST_OK or ST_ERR_NOT_FOUND; otherwise queues it (done as for st_ssd_put,

@@ -578,8 +578,8 @@ static void test_corrupt_value_never_served(void **state)
     tc_cluster_t cl;
     conn_t c;
     char dir[64], args[256];
-    st_hash_t h[2];
-    uint8_t marker[4096];
+    st_hash_t h[4];
+    uint8_t marker[4096], big[40000], head[24 + 8];
     size_t bad = 0;
     srpc_error_t err;
 
@@ -588,18 +588,33 @@ static void test_corrupt_value_never_served(void **state)
     snprintf(args, sizeof(args), "--memory-limit 256M --transport none --data-dir %s", dir);
     assert_int_equal(tc_start(&cl, stratad_path, 1, args), 0);
     conn_open(&c, cl.node[0].addr);
-    h[0] = mk_hash(5, 0);
-    h[1] = mk_hash(5, 1);
+    for (int i = 0; i < 4; i++) {
+        h[i] = mk_hash(5, (uint64_t)i);
+    }
     assert_int_equal(
         put_objs(&c, h, &c.seed, 2, 1, STRATA__V1__OBJECT_KIND__KDA, sizeof(marker), 1, &bad, &err),
         ST_OK);
+    /* Two large ones (read with pread), h[3] under h[2]. */
+    assert_int_equal(put_objs(&c, h + 2, &c.seed, 2, 1, STRATA__V1__OBJECT_KIND__KDA, sizeof(big),
+                              1, &bad, &err),
+                     ST_OK);
     assert_int_equal(bad, 0);
     conn_close(&c);
     assert_int_equal(tc_stop(&cl, 0, 15000), 0);
 
-    /* The daemon is down: damage the first object's bytes in data.mdb. */
+    /* The daemon is down: damage the first object's bytes in data.mdb, the
+     * bytes of h[2] (large), and the tier's prefix of h[3]: "CDT1", flags 1
+     * (has a parent), the parent h[2], then its first bytes; the flipped
+     * byte is in the parent hash. */
     fill_obj(marker, sizeof(marker), &h[0], 0);
     assert_int_equal(corrupt_on_disk(dir, marker, sizeof(marker)), 1);
+    fill_obj(big, sizeof(big), &h[2], 0);
+    assert_int_equal(corrupt_on_disk(dir, big, sizeof(big)), 1);
+    memcpy(head, "CDT1\x01\x00\x00\x00", 8);
+    memcpy(head + 8, h[2].b, 16);
+    fill_obj(big, sizeof(big), &h[3], 0);
+    memcpy(head + 24, big, 8);
+    assert_int_equal(corrupt_on_disk(dir, head, sizeof(head)), 1);
 
     assert_int_equal(tc_restart(&cl, 0), 0);
     conn_open(&c, cl.node[0].addr);
@@ -609,6 +624,13 @@ static void test_corrupt_value_never_served(void **state)
     assert_int_equal(get_check(&c, &h[0], 0, STRATA__V1__OBJECT_KIND__KDA, sizeof(marker)), 0);
     assert_int_equal(get_check(&c, &h[1], 0, STRATA__V1__OBJECT_KIND__KDA, sizeof(marker)), 1);
     assert_int_equal(stat_counter(&c, "ssd_corrupt"), 1);
+    /* The same for damage in the bytes and in the prefix of large objects. */
+    assert_int_equal(get_check(&c, &h[2], 0, STRATA__V1__OBJECT_KIND__KDA, sizeof(big)), 0);
+    assert_int_equal(get_check(&c, &h[3], 0, STRATA__V1__OBJECT_KIND__KDA, sizeof(big)), 0);
+    assert_int_equal(stat_counter(&c, "ssd_corrupt"), 3);
+    assert_int_equal(get_check(&c, &h[2], 0, STRATA__V1__OBJECT_KIND__KDA, sizeof(big)), 0);
+    assert_int_equal(get_check(&c, &h[3], 0, STRATA__V1__OBJECT_KIND__KDA, sizeof(big)), 0);
+    assert_int_equal(stat_counter(&c, "ssd_corrupt"), 3);
     conn_close(&c);
     tc_stop_all(&cl);
     rm_dir(dir);

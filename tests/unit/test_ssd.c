@@ -442,6 +442,127 @@ static void test_corrupt_value(void **state)
     remove_dir(dir);
 }
 
+static void *alloc_refuse(void *arg, size_t length, const st_ssd_meta_t *meta)
+{
+    int *calls = arg;
+
+    (*calls)++;
+    return NULL;
+}
+
+/* Spills a value of 20000 bytes with marker at offset at. */
+static void spill_marked_at(st_ssd_t *ssd, const st_ssd_key_t *key, const char *marker, size_t at)
+{
+    uint8_t buf[20000];
+
+    fill(buf, sizeof(buf), 4343);
+    memcpy(buf + at, marker, strlen(marker));
+    assert_int_equal(st_ssd_spill(ssd, key, buf, sizeof(buf), 0, NULL, NULL), ST_OK);
+}
+
+/*
+ * st_ssd_promote_split: the head and the rest land apart, large values (pread)
+ * and small ones (the map); the rest's XXH3-64 comes back; a refused
+ * allocation leaves the object as it was; a value shorter than the head and
+ * bad head lengths are refused; a byte flipped on disk in the head or in the
+ * rest is a miss, counted and dropped, never a promote.
+ */
+static void test_promote_split(void **state)
+{
+    enum { HEAD = 24 };
+    const size_t lens[2] = {43008 + HEAD, 1000};
+    char *dir = make_dir();
+    st_ssd_t *ssd = open_env(dir, 64ull << 20, 0);
+    st_ssd_key_t tiny = mkkey(6, 9, ST_SSD_KV, 0);
+    st_ssd_key_t in_head = mkkey(6, 10, ST_SSD_KV, 0), in_rest = mkkey(6, 11, ST_SSD_IDX, 3);
+    uint8_t head[HEAD], one;
+    st_ssd_meta_t meta;
+    st_ssd_stats_t st;
+    uint64_t sum;
+    size_t len;
+    int calls = 0;
+
+    for (int i = 0; i < 2; i++) {
+        st_ssd_key_t k = mkkey(6, (uint64_t)i, ST_SSD_KV, (uint16_t)i);
+
+        spill_copy(ssd, &k, lens[i], 600 + (uint64_t)i);
+    }
+    spill_copy(ssd, &tiny, HEAD - 1, 7);
+    assert_int_equal(st_ssd_flush(ssd, 0), ST_OK);
+    for (int i = 0; i < 2; i++) {
+        st_ssd_key_t k = mkkey(6, (uint64_t)i, ST_SSD_KV, (uint16_t)i);
+        uint8_t *want = malloc(lens[i]);
+        void *got = NULL;
+
+        assert_non_null(want);
+        fill(want, lens[i], 600 + (uint64_t)i);
+        calls = 0;
+        assert_int_equal(
+            st_ssd_promote_split(ssd, &k, head, HEAD, alloc_refuse, &calls, &sum, NULL),
+            ST_ERR_NOMEM);
+        assert_int_equal(calls, 1);
+        assert_int_equal(st_ssd_flush(ssd, 0), ST_OK);
+        check_value(ssd, &k, lens[i], 600 + (uint64_t)i); /* still there, intact */
+
+        sum = 0;
+        assert_int_equal(st_ssd_promote_split(ssd, &k, head, HEAD, alloc_malloc, &got, &sum, &meta),
+                         ST_OK);
+        assert_non_null(got);
+        assert_int_equal(meta.length, lens[i]);
+        assert_true(meta.checksum == XXH3_64bits(want, lens[i]));
+        assert_memory_equal(head, want, HEAD);
+        assert_memory_equal(got, want + HEAD, lens[i] - HEAD);
+        assert_true(sum == XXH3_64bits(want + HEAD, lens[i] - HEAD));
+        free(got);
+        free(want);
+        assert_int_equal(st_ssd_flush(ssd, 0), ST_OK);
+        assert_int_equal(st_ssd_get_buf(ssd, &k, &one, 1, &len, NULL), ST_ERR_NOT_FOUND);
+    }
+    calls = 0;
+    assert_int_equal(st_ssd_promote_split(ssd, &tiny, head, HEAD, alloc_refuse, &calls, &sum, NULL),
+                     ST_ERR_INVALID);
+    assert_int_equal(calls, 0);
+    assert_int_equal(st_ssd_promote_split(ssd, &tiny, head, 0, alloc_refuse, &calls, &sum, NULL),
+                     ST_ERR_INVALID);
+    assert_int_equal(st_ssd_promote_split(ssd, &tiny, head, ST_SSD_HEAD_MAX + 1, alloc_refuse,
+                                          &calls, &sum, NULL),
+                     ST_ERR_INVALID);
+    assert_int_equal(calls, 0);
+    assert_int_equal(st_ssd_flush(ssd, 0), ST_OK);
+    check_value(ssd, &tiny, HEAD - 1, 7);
+    st_ssd_stats(ssd, &st);
+    assert_int_equal(st.promotions, 2);
+    assert_int_equal(st.corrupt, 0);
+
+    spill_marked_at(ssd, &in_head, "<<strata-split-marker-HEAD-01>>", 0);
+    spill_marked_at(ssd, &in_rest, "<<strata-split-marker-REST-02>>", 9000);
+    st_ssd_close(ssd);
+    corrupt_on_disk(dir, "<<strata-split-marker-HEAD-01>>"); /* flips byte 3 of the head */
+    corrupt_on_disk(dir, "<<strata-split-marker-REST-02>>");
+    ssd = open_env(dir, 64ull << 20, 0);
+    for (int i = 0; i < 2; i++) {
+        void *got = NULL;
+
+        sum = 0;
+        assert_int_equal(st_ssd_promote_split(ssd, i == 0 ? &in_head : &in_rest, head, HEAD,
+                                              alloc_malloc, &got, &sum, NULL),
+                         ST_ERR_NOT_FOUND);
+        assert_true(sum == 0);
+        free(got);
+    }
+    assert_int_equal(st_ssd_flush(ssd, 1), ST_OK);
+    st_ssd_stats(ssd, &st);
+    assert_int_equal(st.corrupt, 2);
+    assert_int_equal(st.promotions, 0); /* counted since the reopen */
+    /* Dropped: a second read is a plain miss. */
+    assert_int_equal(st_ssd_get_buf(ssd, &in_head, &one, 1, &len, NULL), ST_ERR_NOT_FOUND);
+    assert_int_equal(st_ssd_get_buf(ssd, &in_rest, &one, 1, &len, NULL), ST_ERR_NOT_FOUND);
+    st_ssd_stats(ssd, &st);
+    assert_int_equal(st.corrupt, 2);
+    st_ssd_close(ssd);
+    remove_dir(dir);
+}
+
 static void test_map_full(void **state)
 {
     enum { LEN = 65536, MAX = 64 };
@@ -985,13 +1106,14 @@ static void test_concurrent(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_key_layout),    cmocka_unit_test(test_roundtrip_kinds),
-        cmocka_unit_test(test_spill_promote), cmocka_unit_test(test_budget_lru),
-        cmocka_unit_test(test_corrupt_value), cmocka_unit_test(test_map_full),
-        cmocka_unit_test(test_reopen),        cmocka_unit_test(test_async_batching),
-        cmocka_unit_test(test_iterate),       cmocka_unit_test(test_invalid),
-        cmocka_unit_test(test_disk_full),     cmocka_unit_test(test_stale_reader),
-        cmocka_unit_test(test_fork_guard),    cmocka_unit_test(test_concurrent),
+        cmocka_unit_test(test_key_layout),     cmocka_unit_test(test_roundtrip_kinds),
+        cmocka_unit_test(test_spill_promote),  cmocka_unit_test(test_budget_lru),
+        cmocka_unit_test(test_corrupt_value),  cmocka_unit_test(test_promote_split),
+        cmocka_unit_test(test_map_full),       cmocka_unit_test(test_reopen),
+        cmocka_unit_test(test_async_batching), cmocka_unit_test(test_iterate),
+        cmocka_unit_test(test_invalid),        cmocka_unit_test(test_disk_full),
+        cmocka_unit_test(test_stale_reader),   cmocka_unit_test(test_fork_guard),
+        cmocka_unit_test(test_concurrent),
     };
 
     if (argc == 3 && strcmp(argv[1], "--hold-reader") == 0) {
