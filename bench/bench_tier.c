@@ -12,7 +12,13 @@
  *    whose memory_limit is a quarter of that, so most are evicted and spilled
  *    (the store's eviction hook), then promoted back (cd_tier_promote, as a
  *    Lookup miss does), against a plain sequential write (+ fsync) and read
- *    of the same bytes in a file. Median over --rounds rounds.
+ *    of the same bytes in a file. Promote runs twice per round: warm, the
+ *    first quarter of the objects with data.mdb in the page cache, against
+ *    a warm read of the plain file; then cold, the second quarter after
+ *    data.mdb was dropped from the page cache (posix_fadvise DONTNEED, as
+ *    bench_ssd does), against a read of as many bytes of the plain file
+ *    dropped the same way. Each round prints its numbers and its ratios
+ *    (tier / plain); then the median, min and max over --rounds rounds.
  *
  * usage: bench_tier [--dir DIR] [--blocks N] [--opens N] [--total-mb N] [--rounds N]
  */
@@ -46,18 +52,23 @@ static void die(const char *what, st_status_t status)
     exit(1);
 }
 
-static void drop_cache(const char *dir)
+static void drop_file_cache(const char *path)
 {
-    char p[1200];
-    int fd;
+    int fd = open(path, O_RDONLY);
 
-    snprintf(p, sizeof(p), "%s/data.mdb", dir);
-    fd = open(p, O_RDONLY);
     if (fd >= 0) {
         fdatasync(fd);
         posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
         close(fd);
     }
+}
+
+static void drop_cache(const char *dir)
+{
+    char p[1200];
+
+    snprintf(p, sizeof(p), "%s/data.mdb", dir);
+    drop_file_cache(p);
 }
 
 static st_hash_t bhash(uint64_t stream, uint64_t i)
@@ -206,8 +217,13 @@ static void bench_spill(const char *top, uint64_t total_mb, int rounds)
     double *sq = calloc((size_t)rounds, sizeof(double));
     double *fw = calloc((size_t)rounds, sizeof(double)),
            *fr = calloc((size_t)rounds, sizeof(double));
+    double *pc = calloc((size_t)rounds, sizeof(double)),
+           *fc = calloc((size_t)rounds, sizeof(double));
+    double *rs = calloc((size_t)rounds, sizeof(double)),
+           *rw = calloc((size_t)rounds, sizeof(double)),
+           *rc = calloc((size_t)rounds, sizeof(double));
     char dir[1100], file[1100], mem[32];
-    uint64_t promoted_n = 0, dropped = 0;
+    uint64_t promoted_n = 0, promoted_cold = 0, dropped = 0;
 
     snprintf(mem, sizeof(mem), "%lluM",
              (unsigned long long)(total_mb / 4 < 128 ? 128 : total_mb / 4));
@@ -219,7 +235,7 @@ static void bench_spill(const char *top, uint64_t total_mb, int rounds)
         cd_ns_entry_t *e;
         cd_err_t err = {""};
         st_hash_t *h = malloc(sizeof(st_hash_t) * n);
-        uint64_t t0, on_ssd = 0, got = 0;
+        uint64_t t0, on_ssd = 0, got = 0, got_cold = 0;
         int fd;
 
         snprintf(dir, sizeof(dir), "%s/spill%d", top, r);
@@ -261,6 +277,16 @@ static void bench_spill(const char *top, uint64_t total_mb, int rounds)
         }
         pr[r] = (double)(got * VALUE_BYTES) / (double)(bench_now_ns() - t0);
         promoted_n = got;
+        /* Cold: the second quarter, with data.mdb out of the page cache (the
+         * spills of the first quarter's victims committed first). */
+        cd_tier_flush(d.tier);
+        drop_cache(dir);
+        t0 = bench_now_ns();
+        for (uint64_t i = n / 4; i < n / 2; i++) {
+            got_cold += (uint64_t)cd_tier_promote(d.tier, e, &h[i]);
+        }
+        pc[r] = (double)(got_cold * VALUE_BYTES) / (double)(bench_now_ns() - t0);
+        promoted_cold = got_cold;
         stop(&d);
         nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
         (void)on_ssd;
@@ -283,9 +309,28 @@ static void bench_spill(const char *top, uint64_t total_mb, int rounds)
             }
         }
         fr[r] = (double)(n / 4 * VALUE_BYTES) / (double)(bench_now_ns() - t0);
+        /* Cold: as many bytes as the cold promote brought back, from the
+         * second quarter of the file, out of the page cache. */
+        drop_file_cache(file);
+        lseek(fd, (off_t)(n / 4 * VALUE_BYTES), SEEK_SET);
+        t0 = bench_now_ns();
+        for (uint64_t i = 0; i < (got_cold > 0 ? got_cold : 1); i++) {
+            if (read(fd, src, VALUE_BYTES) != VALUE_BYTES) {
+                die("read", ST_ERR_IO);
+            }
+        }
+        fc[r] =
+            (double)((got_cold > 0 ? got_cold : 1) * VALUE_BYTES) / (double)(bench_now_ns() - t0);
         close(fd);
         unlink(file);
         free(h);
+        rs[r] = sp[r] / fw[r];
+        rw[r] = pr[r] / fr[r];
+        rc[r] = pc[r] / fc[r];
+        printf("  round %d: spill %.3f / write %.3f GB/s = %.2f; promote warm %.3f / read warm "
+               "%.3f = %.2f; promote cold %.3f / read cold %.3f = %.2f (%llu + %llu promoted)\n",
+               r, sp[r], fw[r], rs[r], pr[r], fr[r], rw[r], pc[r], fc[r], rc[r],
+               (unsigned long long)got, (unsigned long long)got_cold);
     }
     printf("spill and promote through the daemon: %llu MB of 42 KB KV objects, memory_limit %s, "
            "%llu promoted per round, %llu evictions not spilled in all, %d rounds (GB/s):\n",
@@ -296,7 +341,16 @@ static void bench_spill(const char *top, uint64_t total_mb, int rounds)
     print_stats("plain file write + fsync", fw, (size_t)rounds, "GB/s");
     print_stats("promote (read, verify, put into DRAM)", pr, (size_t)rounds, "GB/s");
     print_stats("plain file read (warm)", fr, (size_t)rounds, "GB/s");
-    free(sq);
+    printf("  cold: data.mdb and the plain file dropped from the page cache, %llu promoted in the "
+           "last round:\n",
+           (unsigned long long)promoted_cold);
+    print_stats("promote, cold", pc, (size_t)rounds, "GB/s");
+    print_stats("plain file read (cold)", fc, (size_t)rounds, "GB/s");
+    printf("  ratios tier / plain, per round:\n");
+    print_stats("spill / write", rs, (size_t)rounds, "");
+    print_stats("promote / read, warm", rw, (size_t)rounds, "");
+    print_stats("promote / read, cold", rc, (size_t)rounds, "");
+    free(sq), free(pc), free(fc), free(rs), free(rw), free(rc);
     free(src), free(sp), free(pr), free(fw), free(fr);
 }
 
