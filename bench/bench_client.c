@@ -16,12 +16,13 @@
  *
  * usage: bench_client STRATAD [--blocks N] [--rounds N] [--transport inline|ucx|libfabric]
  *                     [--verify-reads lease|always] [--transport-calls on|off]
- *                     [--lookup-only]
+ *                     [--copy-threads N] [--lookup-only]
  * (--lookup-only: no load phases and no Redis; the chain is stored with 64-byte
  * objects and looked up 300 times in each form; --transport-calls off keeps
  * Locate, Release and Lookup on gRPC)
  */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,9 +148,50 @@ static int lookup_only(st_client_t *c, size_t n_blocks)
     return rc;
 }
 
+/* One thread's part of the threaded memcpy reference. */
+typedef struct mc_part {
+    pthread_t th;
+    uint8_t *dst;
+    const uint8_t *src;
+    size_t len;
+} mc_part_t;
+
+static void *mc_part_run(void *arg)
+{
+    mc_part_t *m = arg;
+
+    memcpy(m->dst, m->src, m->len);
+    return NULL;
+}
+
+/* memcpy of [0, total) cut into n equal parts, one per thread (this one too). */
+static void memcpy_threads(uint8_t *dst, const uint8_t *src, size_t total, size_t n)
+{
+    mc_part_t part[16];
+    size_t per = (total / n) & ~(size_t)4095;
+
+    for (size_t t = 0; t < n; t++) {
+        part[t].dst = dst + t * per;
+        part[t].src = src + t * per;
+        part[t].len = t + 1 == n ? total - t * per : per;
+    }
+    for (size_t t = 1; t < n; t++) {
+        if (pthread_create(&part[t].th, NULL, mc_part_run, &part[t]) != 0) {
+            mc_part_run(&part[t]);
+            part[t].len = 0; /* done here: nothing to join */
+        }
+    }
+    mc_part_run(&part[0]);
+    for (size_t t = 1; t < n; t++) {
+        if (part[t].len != 0) {
+            pthread_join(part[t].th, NULL);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
-    size_t n_blocks = 16384, rounds = 3;
+    size_t n_blocks = 16384, rounds = 3, copy_threads = 2;
     const char *transport = "inline", *verify = "lease", *tcalls = "on";
     int lookup_only_mode = 0;
     tc_cluster_t cl;
@@ -162,13 +204,14 @@ int main(int argc, char **argv)
     uint8_t *src, *dst;
     size_t total, n_ops, nb;
     st_get_op_t *gets;
-    double *t_st, *t_rd, *t_mc, *t_mo;
-    bench_stats_t s_st, s_rd, s_mc, s_mo, s_lk, s_lkf;
+    double *t_st, *t_rd, *t_mc, *t_mo, *t_mt;
+    bench_stats_t s_st, s_rd, s_mc, s_mo, s_mt, s_lk, s_lkf;
 
     if (argc < 2) {
         fprintf(stderr, "usage: bench_client STRATAD [--blocks N] [--rounds N] "
                         "[--transport inline|ucx|libfabric] [--verify-reads lease|always]\n"
-                        "                    [--transport-calls on|off] [--lookup-only]\n"
+                        "                    [--transport-calls on|off] [--copy-threads N]\n"
+                        "                    [--lookup-only]\n"
                         "  --lookup-only: no load phases and no Redis: the chain with small\n"
                         "                 objects, then 300 lookups in each form\n");
         return 2;
@@ -189,11 +232,17 @@ int main(int argc, char **argv)
             verify = argv[i + 1];
         } else if (strcmp(argv[i], "--transport-calls") == 0) {
             tcalls = argv[i + 1];
+        } else if (strcmp(argv[i], "--copy-threads") == 0) {
+            copy_threads = strtoul(argv[i + 1], NULL, 10);
         }
         i++;
     }
     if (n_blocks == 0 || rounds == 0) {
         fprintf(stderr, "bench_client: blocks and rounds must be positive\n");
+        return 2;
+    }
+    if (copy_threads < 1 || copy_threads > 16) {
+        fprintf(stderr, "bench_client: --copy-threads must be 1 to 16\n");
         return 2;
     }
     total = n_blocks * LAYERS * (KV_BYTES + IDX_BYTES);
@@ -209,7 +258,9 @@ int main(int argc, char **argv)
         }
     }
     p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_TIMEOUT |
-                   ST_CLIENT_FIELD_VERIFY_READS | ST_CLIENT_FIELD_TRANSPORT_CALLS;
+                   ST_CLIENT_FIELD_VERIFY_READS | ST_CLIENT_FIELD_TRANSPORT_CALLS |
+                   ST_CLIENT_FIELD_COPY_THREADS;
+    p.copy_threads = (uint32_t)copy_threads;
     p.verify_reads = verify;
     p.transport_calls = strcmp(tcalls, "off") != 0;
     p.nodes = cl.peers;
@@ -235,7 +286,8 @@ int main(int argc, char **argv)
     t_rd = calloc(rounds, sizeof(double));
     t_mc = calloc(rounds, sizeof(double));
     t_mo = calloc(rounds, sizeof(double));
-    if (!tok || !chain || !src || !dst || !gets || !t_st || !t_rd || !t_mc || !t_mo) {
+    t_mt = calloc(rounds, sizeof(double));
+    if (!tok || !chain || !src || !dst || !gets || !t_st || !t_rd || !t_mc || !t_mo || !t_mt) {
         fprintf(stderr, "bench_client: out of memory for %zu bytes\n", 2 * total);
         return 1;
     }
@@ -389,6 +441,10 @@ int main(int argc, char **argv)
             }
         }
         t_mo[r] = (double)total / (double)(bench_now_ns() - t0);
+        memset(dst, 0, total);
+        t0 = bench_now_ns();
+        memcpy_threads(dst, src, total, copy_threads);
+        t_mt[r] = (double)total / (double)(bench_now_ns() - t0);
         if (memcmp(dst, src, total) != 0) {
             fprintf(stderr, "bench_client: the per-object copy went wrong\n");
             return 1;
@@ -401,6 +457,7 @@ int main(int argc, char **argv)
     bench_stats(t_rd, rounds, &s_rd);
     bench_stats(t_mc, rounds, &s_mc);
     bench_stats(t_mo, rounds, &s_mo);
+    bench_stats(t_mt, rounds, &s_mt);
     printf("bench_client: %zu blocks x %d layers (%.2f GB) from %d daemons, transport %s, "
            "verify_reads %s, %zu rounds\n",
            n_blocks, LAYERS, (double)total / 1e9, NODES, transport, verify, rounds);
@@ -413,12 +470,16 @@ int main(int argc, char **argv)
            s_mc.mad);
     printf("%-34s %10.2f %10.2f %10.2f GB/s\n", "memcpy object by object", s_mo.median, s_mo.min,
            s_mo.mad);
+    printf("memcpy on %zu threads (copy_threads) %10.2f %10.2f %10.2f GB/s\n", copy_threads,
+           s_mt.median, s_mt.min, s_mt.mad);
     lookup_print(&s_lk, &s_lkf);
     printf("ratios: strata/memcpy %.3f (goal >= 0.7), strata/redis %.2fx; lookup p99 %.2f ms "
            "(goal < 2)\n",
            s_st.median / s_mc.median, s_st.median / s_rd.median, s_lk.p99);
-    printf("        strata/per-object memcpy %.3f; per-object/whole memcpy %.3f\n",
-           s_st.median / s_mo.median, s_mo.median / s_mc.median);
+    printf("        strata/per-object memcpy %.3f; per-object/whole memcpy %.3f; strata/memcpy on "
+           "%zu threads %.3f\n",
+           s_st.median / s_mo.median, s_mo.median / s_mc.median, copy_threads,
+           s_st.median / s_mt.median);
     st_client_deregister(c, dst);
     st_client_close(c);
     for (int i = 0; i < NODES; i++) {
@@ -427,6 +488,6 @@ int main(int argc, char **argv)
     }
     tc_stop_all(&cl);
     free(tok), free(chain), free(src), free(dst), free(gets);
-    free(t_st), free(t_rd), free(t_mc), free(t_mo);
+    free(t_st), free(t_rd), free(t_mc), free(t_mo), free(t_mt);
     return 0;
 }

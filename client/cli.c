@@ -49,6 +49,9 @@ static const st_cfg_option_t cli_common[] = {
     {"transport_calls", ST_CFG_BOOL, CLI_OFF(transport_calls), "true", 0, 0, 0, NULL, 0,
      "with a transport: Locate, Release and Lookup over it to daemons that serve them (false: "
      "over gRPC)"},
+    {"copy_threads", ST_CFG_INT, CLI_OFF(copy_threads), "2", 1, 16, 0, NULL, 0,
+     "threads that copy a large batch's objects where the transport maps the daemons' memory "
+     "(ucx, same host); 1: the batch's own thread alone"},
 };
 
 const st_cfg_option_t cli_tokens_opts[] = {
@@ -113,7 +116,9 @@ st_status_t cli_connect(const cli_conf_t *cf, st_client_t **c_p)
     p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TENANT | ST_CLIENT_FIELD_MODEL |
                    ST_CLIENT_FIELD_TOKEN | ST_CLIENT_FIELD_TIMEOUT | ST_CLIENT_FIELD_REPLICAS |
                    ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_VERIFY_READS |
-                   ST_CLIENT_FIELD_CACHE_LOCATIONS | ST_CLIENT_FIELD_TRANSPORT_CALLS;
+                   ST_CLIENT_FIELD_CACHE_LOCATIONS | ST_CLIENT_FIELD_TRANSPORT_CALLS |
+                   ST_CLIENT_FIELD_COPY_THREADS;
+    p.copy_threads = (uint32_t)cf->copy_threads;
     p.transport = cf->transport;
     p.transport_calls = cf->transport_calls;
     p.verify_reads = cli_verify_reads[cf->verify_reads];

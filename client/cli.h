@@ -11,9 +11,10 @@
 typedef struct cli_conf {
     /* connection */
     char *nodes, *tenant, *model, *token, *transport;
-    int verify_reads;    /* index into cli_verify_reads */
-    int cache_locations; /* index into cli_cache_locations */
-    int transport_calls; /* Locate, Release, Lookup over the transport */
+    int verify_reads;     /* index into cli_verify_reads */
+    int cache_locations;  /* index into cli_cache_locations */
+    int transport_calls;  /* Locate, Release, Lookup over the transport */
+    int64_t copy_threads; /* threads that copy a batch's mapped objects */
     uint64_t timeout_ms;
     int64_t replicas;
     /* tokens */

@@ -37,6 +37,7 @@ typedef struct sc_file_config {
     int64_t replicas, vnodes;
     uint64_t timeout_ms, health_interval_ms;
     int verify_reads, cache_locations, transport_calls;
+    int64_t copy_threads;
 } sc_file_config_t;
 
 /* verify_reads values, in sc_file_config_t.verify_reads order. */
@@ -73,6 +74,9 @@ static const st_cfg_option_t sc_file_options[] = {
     {"transport_calls", ST_CFG_BOOL, SC_OFF(transport_calls), "true", 0, 0, 0, NULL, 0,
      "with a transport: send Locate, Release and Lookup over it to daemons that serve them "
      "(no gRPC round trip; gRPC when the answer takes over 250 ms)"},
+    {"copy_threads", ST_CFG_INT, SC_OFF(copy_threads), "2", 1, 16, 0, NULL, 0,
+     "with a transport that maps the daemons' memory here (UCX on one host): threads that "
+     "copy a large batch's objects, the batch's own included (1: it copies alone)"},
 };
 static const st_cfg_table_t sc_file_table = {"strata", "libstrata client settings", NULL,
                                              sc_file_options,
@@ -288,6 +292,16 @@ st_status_t st_client_connect(const st_client_params_t *params, st_client_t **cl
     c->tcalls = fc.transport_calls;
     if (params->field_mask & ST_CLIENT_FIELD_TRANSPORT_CALLS) {
         c->tcalls = params->transport_calls != 0;
+    }
+    c->copy_threads = (uint32_t)fc.copy_threads;
+    if (params->field_mask & ST_CLIENT_FIELD_COPY_THREADS) {
+        if (params->copy_threads < 1 || params->copy_threads > 16) {
+            st_config_free(&sc_file_table, &fc);
+            free(c->tenant), free(c->model), free(c->token), free(c);
+            return sc_error(ST_ERR_INVALID, "copy_threads %u: expected 1 to 16",
+                            params->copy_threads);
+        }
+        c->copy_threads = params->copy_threads;
     }
     {
         const char *tr = SC_FIELD(ST_CLIENT_FIELD_TRANSPORT, transport);

@@ -54,9 +54,10 @@ struct st_client {
     uint32_t replicas;
     uint32_t timeout_ms;
     uint32_t health_interval_ms;
-    int verify_always; /* verify_reads = always: hash every whole object read */
-    int cache_all;     /* cache_locations = all: whole objects use the lease cache too */
-    int tcalls;        /* transport_calls: Locate/Release/Lookup over the transport */
+    int verify_always;     /* verify_reads = always: hash every whole object read */
+    int cache_all;         /* cache_locations = all: whole objects use the lease cache too */
+    int tcalls;            /* transport_calls: Locate/Release/Lookup over the transport */
+    uint32_t copy_threads; /* threads that copy a batch's mapped objects (1: its own) */
 
     /* From Hello (the same on every node of a cluster). */
     uint64_t ns;
@@ -144,6 +145,8 @@ st_status_t sc_fanout(st_client_t *c, const srpc_method_t *method, uint32_t tcm,
  * lease as if this client's clock ran ns ahead (a slow client), so that
  * reads past the lease's bound can be made on purpose. */
 void sc_dp_test_lease_skew(st_client_t *c, int64_t ns);
+/* Tests: the bytes the client's copy threads have copied (copy_threads). */
+uint64_t sc_dp_test_shared_bytes(st_client_t *c);
 
 /* Maps a protocol KeyStatus to a status. */
 st_status_t sc_key_status(Strata__V1__KeyStatus ks);

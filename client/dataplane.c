@@ -45,7 +45,11 @@
  *
  * Threads: SC_DP_LOCATORS locator threads run Locate fan-outs queued by
  * batches (they only call the control plane, so a batch waiting on one can
- * never deadlock the pool). One transport per client, serialised by
+ * never deadlock the pool). copy_threads - 1 copy threads take equal shares
+ * (by bytes) of a node's list of direct copies (regions mapped here:
+ * st_transport_get_now) while the batch's thread copies the first share and
+ * then waits for theirs; one batch at a time has them (the others copy
+ * alone), and the batch's thread holds the node's lock for them meanwhile. One transport per client, serialised by
  * dp->lock; a worker posts
  * its batch and progresses until its own operations completed (callbacks of
  * other workers' operations may run in its progress calls). Per node, the
@@ -173,6 +177,26 @@ struct sc_dp_loc {
     _Atomic int done;
 };
 
+/* Copy threads: up to SC_DP_COPIERS_MAX (copy_threads - 1) threads that copy
+ * a share of a batch's direct copies (st_transport_get_now) beside the
+ * batch's own thread. */
+#define SC_DP_COPIERS_MAX 15
+/* Lists of fewer bytes are copied by the batch's thread alone. */
+#define SC_DP_SHARE_MIN   (1u << 20)
+/* How long an idle copy thread spins for the next share before it sleeps. */
+#define SC_DP_CP_SPIN_NS  20000ull
+
+typedef struct sc_dp_post sc_dp_post_t;
+typedef struct sc_dp_op sc_dp_op_t;
+
+typedef struct sc_dp_share {
+    sc_dp_node_t *nd;
+    st_handle_t *h;
+    sc_dp_op_t *ops;
+    sc_dp_post_t *p;
+    size_t lo, hi;
+} sc_dp_share_t;
+
 struct sc_dp {
     pthread_mutex_t lc_lock;
     sc_lc_ent_t *lc; /* SC_LC_SLOTS */
@@ -191,12 +215,28 @@ struct sc_dp {
     size_t n_bufs, cap_bufs;
     sc_tc_t *tc_head; /* calls over the transport in flight (lock) */
     uint64_t tc_next;
+    /* The copy threads. cp_use is held by the one batch that hands them
+     * shares (others copy alone); cp_gen counts the hand-outs, cp_left the
+     * shares not finished. */
+    pthread_mutex_t cp_use, cp_lock;
+    pthread_cond_t cp_work;
+    pthread_t cp_th[SC_DP_COPIERS_MAX];
+    int n_cp, cp_stop;
+    _Atomic uint64_t cp_gen;
+    _Atomic int cp_left;
+    _Atomic uint64_t cp_bytes; /* copied by the copy threads (tests) */
+    sc_dp_share_t cp_share[SC_DP_COPIERS_MAX];
+    struct sc_dp_copier {
+        sc_dp_t *dp;
+        int idx;
+    } cp_arg[SC_DP_COPIERS_MAX];
 };
 
 /* ----------------------------------------------------------- set up -- */
 
 static uint64_t sc_now_ns(void);
 static void sc_dp_loc_run(sc_dp_loc_t *j);
+static void *sc_dp_copier_main(void *arg);
 static void sc_dp_on_msg(void *arg, st_transport_msg_t *msg, const void *data, size_t len);
 
 /* A locator thread: runs queued Locate fan-outs, one at a time. */
@@ -239,6 +279,11 @@ static void sc_dp_locators_stop(sc_dp_t *dp)
         pthread_join(dp->loc_th[i], NULL);
     }
     dp->n_loc = 0;
+}
+
+uint64_t sc_dp_test_shared_bytes(st_client_t *c)
+{
+    return c->dp != NULL ? atomic_load(&c->dp->cp_bytes) : 0;
 }
 
 void sc_dp_test_lease_skew(st_client_t *c, int64_t ns)
@@ -297,6 +342,9 @@ st_status_t sc_dp_create(st_client_t *c, const char *spec)
         pthread_mutex_init(&dp->node[i].lock, NULL);
         dp->node[i].gen = 1;
     }
+    pthread_mutex_init(&dp->cp_use, NULL);
+    pthread_mutex_init(&dp->cp_lock, NULL);
+    pthread_cond_init(&dp->cp_work, NULL);
     c->dp = dp;
     for (int i = 0; i < SC_DP_LOCATORS; i++) {
         if (pthread_create(&dp->loc_th[i], NULL, sc_dp_locator_main, dp) != 0) {
@@ -304,6 +352,14 @@ st_status_t sc_dp_create(st_client_t *c, const char *spec)
             return sc_error(ST_ERR_INTERNAL, "transport '%s': cannot start its threads", spec);
         }
         dp->n_loc++;
+    }
+    for (uint32_t i = 0; i + 1 < c->copy_threads && i < SC_DP_COPIERS_MAX; i++) {
+        dp->cp_arg[i] = (struct sc_dp_copier){dp, (int)i};
+        if (pthread_create(&dp->cp_th[i], NULL, sc_dp_copier_main, &dp->cp_arg[i]) != 0) {
+            sc_dp_destroy(c);
+            return sc_error(ST_ERR_INTERNAL, "transport '%s': cannot start its threads", spec);
+        }
+        dp->n_cp++;
     }
     return ST_OK;
 }
@@ -334,6 +390,16 @@ void sc_dp_destroy(st_client_t *c)
         return;
     }
     sc_dp_locators_stop(dp);
+    pthread_mutex_lock(&dp->cp_lock);
+    dp->cp_stop = 1;
+    pthread_cond_broadcast(&dp->cp_work);
+    pthread_mutex_unlock(&dp->cp_lock);
+    for (int i = 0; i < dp->n_cp; i++) {
+        pthread_join(dp->cp_th[i], NULL);
+    }
+    pthread_mutex_destroy(&dp->cp_use);
+    pthread_mutex_destroy(&dp->cp_lock);
+    pthread_cond_destroy(&dp->cp_work);
     pthread_mutex_destroy(&dp->loc_lock);
     pthread_cond_destroy(&dp->loc_work);
     pthread_cond_destroy(&dp->loc_done);
@@ -1416,25 +1482,137 @@ static void sc_dp_post_rows(sc_dp_t *dp, sc_dp_node_t *nd, st_get_op_t *op, sc_d
 }
 
 /* A located whole object waiting to be posted with the others of its batch. */
-typedef struct sc_dp_post {
+struct sc_dp_post {
     size_t i; /* op index */
     uint64_t raddr, len;
     st_transport_rkey_t *rkey;
-} sc_dp_post_t;
+    st_transport_mem_t *mem; /* the local registration; NULL: the op failed */
+    st_status_t st;          /* the direct copy's; ST_ERR_UNSUPPORTED: post a get */
+};
 
 /* Bytes of whole-object gets posted under one hold of dp->lock: one hold
  * per get would hand the lock back and forth between batches that post at
  * once (each hand-off a futex wake-up), a hold per batch would stall them. */
 #define SC_DP_POST_BYTES (1u << 20)
 
+/* Copies p[lo, hi) where the region is mapped here (any thread: a direct
+ * copy touches neither the transport's worker nor dp->lock). Returns the
+ * bytes copied. */
+static uint64_t sc_dp_copy_range(sc_dp_node_t *nd, st_handle_t *h, sc_dp_op_t *ops, sc_dp_post_t *p,
+                                 size_t lo, size_t hi)
+{
+    uint64_t copied = 0;
+
+    for (size_t k = lo; k < hi; k++) {
+        st_get_op_t *op = &h->gets[p[k].i];
+
+        if (p[k].mem == NULL) {
+            continue;
+        }
+        p[k].st = st_transport_get_now(nd->ep, op->dst, (size_t)p[k].len, p[k].mem, p[k].raddr,
+                                       p[k].rkey);
+        if (p[k].st == ST_OK) {
+            copied += p[k].len;
+        } else if (p[k].st != ST_ERR_UNSUPPORTED) {
+            atomic_store(&ops[p[k].i].failed, 1);
+        }
+    }
+    return copied;
+}
+
+static void *sc_dp_copier_main(void *arg)
+{
+    struct sc_dp_copier *me = arg;
+    sc_dp_t *dp = me->dp;
+    uint64_t seen = 0;
+
+    for (;;) {
+        uint64_t until = sc_now_ns() + SC_DP_CP_SPIN_NS, g;
+
+        while ((g = atomic_load_explicit(&dp->cp_gen, memory_order_acquire)) == seen) {
+            if (sc_now_ns() < until) {
+                sched_yield();
+                continue;
+            }
+            pthread_mutex_lock(&dp->cp_lock);
+            while (!dp->cp_stop && atomic_load(&dp->cp_gen) == seen) {
+                pthread_cond_wait(&dp->cp_work, &dp->cp_lock);
+            }
+            pthread_mutex_unlock(&dp->cp_lock);
+            if (dp->cp_stop) {
+                return NULL;
+            }
+        }
+        seen = g;
+        {
+            sc_dp_share_t *sh = &dp->cp_share[me->idx];
+
+            atomic_fetch_add_explicit(
+                &dp->cp_bytes, sc_dp_copy_range(sh->nd, sh->h, sh->ops, sh->p, sh->lo, sh->hi),
+                memory_order_relaxed);
+            atomic_fetch_sub_explicit(&dp->cp_left, 1, memory_order_release);
+        }
+    }
+}
+
 /*
- * Posts the np whole-object gets of p from node nd's endpoint, a megabyte's
- * worth per hold of dp->lock. Node lock held (it keeps the endpoint and the
- * keys alive: the list is posted before anything may refresh them).
+ * The direct copies of p[0, np), bytes in all: cut into equal shares of
+ * bytes, one for this thread and one per copy thread, when the copy threads
+ * are free and the list is large enough; else all on this thread. Returns
+ * when every share is done.
+ */
+static void sc_dp_copy_shared(sc_dp_t *dp, sc_dp_node_t *nd, st_handle_t *h, sc_dp_op_t *ops,
+                              sc_dp_post_t *p, size_t np, uint64_t bytes)
+{
+    size_t k = 0, mine;
+    uint64_t acc = 0, per;
+    int n = dp->n_cp;
+
+    if (n == 0 || bytes < SC_DP_SHARE_MIN || pthread_mutex_trylock(&dp->cp_use) != 0) {
+        (void)sc_dp_copy_range(nd, h, ops, p, 0, np);
+        return;
+    }
+    per = bytes / (uint64_t)(n + 1);
+    /* This thread's share first, then one per copy thread (the last takes the rest). */
+    while (k < np && acc < per) {
+        acc += p[k].mem != NULL ? p[k].len : 0;
+        k++;
+    }
+    mine = k;
+    for (int t = 0; t < n; t++) {
+        sc_dp_share_t *sh = &dp->cp_share[t];
+        uint64_t target = per * (uint64_t)(t + 2);
+
+        sh->nd = nd, sh->h = h, sh->ops = ops, sh->p = p;
+        sh->lo = k;
+        while (k < np && (t == n - 1 || acc < target)) {
+            acc += p[k].mem != NULL ? p[k].len : 0;
+            k++;
+        }
+        sh->hi = k;
+    }
+    atomic_store_explicit(&dp->cp_left, n, memory_order_relaxed);
+    pthread_mutex_lock(&dp->cp_lock);
+    atomic_fetch_add_explicit(&dp->cp_gen, 1, memory_order_release);
+    pthread_cond_broadcast(&dp->cp_work);
+    pthread_mutex_unlock(&dp->cp_lock);
+    (void)sc_dp_copy_range(nd, h, ops, p, 0, mine);
+    while (atomic_load_explicit(&dp->cp_left, memory_order_acquire) > 0) {
+        sched_yield();
+    }
+    pthread_mutex_unlock(&dp->cp_use);
+}
+
+/*
+ * The gets of whole objects p[0, np) on one node (node lock held): local
+ * registrations under dp->lock, then the direct copies (shared with the copy
+ * threads), then gets posted for what the transport cannot copy directly.
  */
 static void sc_dp_post_objects(sc_dp_t *dp, sc_dp_node_t *nd, st_handle_t *h, sc_dp_op_t *ops,
-                               const sc_dp_post_t *p, size_t np)
+                               sc_dp_post_t *p, size_t np)
 {
+    uint64_t direct = 0;
+
     for (size_t k = 0; k < np;) {
         uint64_t bytes = 0;
 
@@ -1442,25 +1620,32 @@ static void sc_dp_post_objects(sc_dp_t *dp, sc_dp_node_t *nd, st_handle_t *h, sc
         for (; k < np && bytes < SC_DP_POST_BYTES; k++) {
             st_get_op_t *op = &h->gets[p[k].i];
             sc_dp_op_t *o = &ops[p[k].i];
-            st_transport_mem_t *mem = sc_dp_local(dp, o, op->dst, (size_t)p[k].len);
+
+            p[k].mem = sc_dp_local(dp, o, op->dst, (size_t)p[k].len);
+            p[k].st = ST_ERR_UNSUPPORTED;
+            op->length = (size_t)p[k].len;
+            o->posted = p[k].mem != NULL;
+            bytes += p[k].len;
+        }
+        pthread_mutex_unlock(&dp->lock);
+        direct += bytes;
+    }
+    sc_dp_copy_shared(dp, nd, h, ops, p, np, direct);
+    for (size_t k = 0; k < np;) {
+        uint64_t bytes = 0;
+
+        pthread_mutex_lock(&dp->lock);
+        for (; k < np && bytes < SC_DP_POST_BYTES; k++) {
+            sc_dp_op_t *o = &ops[p[k].i];
             st_status_t st;
 
-            op->length = (size_t)p[k].len;
-            o->posted = mem != NULL;
-            if (mem == NULL) {
-                continue;
+            if (p[k].mem == NULL || p[k].st != ST_ERR_UNSUPPORTED) {
+                continue; /* failed, or copied */
             }
             bytes += p[k].len;
-            /* A mapped region is copied here and now: no operation to complete. */
-            st =
-                st_transport_get_now(nd->ep, op->dst, (size_t)p[k].len, mem, p[k].raddr, p[k].rkey);
-            if (st != ST_ERR_UNSUPPORTED) {
-                o->failed = st != ST_OK;
-                continue;
-            }
             atomic_fetch_add(o->pending, 1);
-            st = st_transport_get(nd->ep, op->dst, (size_t)p[k].len, mem, p[k].raddr, p[k].rkey,
-                                  sc_dp_done, o);
+            st = st_transport_get(nd->ep, h->gets[p[k].i].dst, (size_t)p[k].len, p[k].mem,
+                                  p[k].raddr, p[k].rkey, sc_dp_done, o);
             if (st != ST_OK) {
                 atomic_fetch_sub(o->pending, 1);
                 o->failed = 1;
@@ -1784,7 +1969,7 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
                 sc_lc_put(dp, &e);
             }
             if (op->n_rows == 0) {
-                plist[np++] = (sc_dp_post_t){i, reg->base + off, len, reg->rkey};
+                plist[np++] = (sc_dp_post_t){i, reg->base + off, len, reg->rkey, NULL, ST_OK};
                 continue;
             }
             sc_dp_post_get(dp, nd, op, o, reg, off, len);

@@ -245,6 +245,9 @@ st_status_t st_transport_get(st_transport_ep_t *ep, void *local, size_t len,
  * ST_ERR_UNSUPPORTED when it cannot (post it with st_transport_get());
  * ST_ERR_INVALID and the others as st_transport_get(). For many small
  * objects this saves the operation record, its completion and its callback.
+ * Unlike the rest of the transport it may run on several threads at once
+ * (it reads the key and copies; the worker is not touched), while the
+ * endpoint and the key stay open.
  */
 st_status_t st_transport_get_now(st_transport_ep_t *ep, void *local, size_t len,
                                  st_transport_mem_t *local_mem, uint64_t remote_addr,

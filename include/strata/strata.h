@@ -63,6 +63,7 @@ enum st_client_field {
     ST_CLIENT_FIELD_VERIFY_READS = 1u << 10,
     ST_CLIENT_FIELD_CACHE_LOCATIONS = 1u << 11,
     ST_CLIENT_FIELD_TRANSPORT_CALLS = 1u << 12,
+    ST_CLIENT_FIELD_COPY_THREADS = 1u << 13,
 };
 
 /*
@@ -101,6 +102,12 @@ typedef struct st_client_params {
                                     Lookup over it to daemons that serve them, saving gRPC's
                                     round trip (gRPC again for a call not answered within
                                     250 ms); 0 keeps every call on gRPC */
+    uint32_t copy_threads;       /* 1 to 16, default 2: where the transport maps the daemons'
+                                    memory into this process (UCX, daemons on this host), the
+                                    threads that copy a large batch's whole objects, the
+                                    batch's own thread included; copy_threads - 1 threads
+                                    are started with the client. 1: the batch's thread
+                                    copies alone */
 } st_client_params_t;
 
 /*

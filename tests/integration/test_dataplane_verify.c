@@ -16,7 +16,9 @@
  *     like a located one: late and changed, a miss;
  *   - a large batch over two daemons, read in several Locate waves per node
  *     (dataplane.c pipelines them), returns every byte right, both under
- *     the lease and when every object is checked.
+ *     the lease and when every object is checked;
+ *   - copy_threads 1, 2, 4: the copy threads take shares of a batch's
+ *     copies, every byte right, also with two batches at once.
  *
  * Changing an extent behind the daemon's back (a one-sided put with the
  * region's key, no reservation) is something no client of the protocol
@@ -26,6 +28,7 @@
  *
  * usage: test_dataplane_verify STRATAD
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -457,6 +460,13 @@ static void test_bad_verify_reads_refused(void **state)
     assert_int_equal(st_client_connect(&p, &c), ST_ERR_INVALID);
     assert_null(c);
     assert_non_null(strstr(st_client_last_error(), "cache_locations"));
+    p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_COPY_THREADS;
+    for (int k = 0; k < 2; k++) {
+        p.copy_threads = k == 0 ? 0 : 17;
+        assert_int_equal(st_client_connect(&p, &c), ST_ERR_INVALID);
+        assert_null(c);
+        assert_non_null(strstr(st_client_last_error(), "copy_threads"));
+    }
     tc_stop_all(&cl);
 }
 
@@ -524,6 +534,137 @@ static void test_waves_over_two_nodes(void **state)
     tc_stop_all(&cl);
 }
 
+typedef struct cp_reader {
+    pthread_t th;
+    st_client_t *c;
+    const st_hash_t *chain;
+    size_t n_blocks, lo, hi;
+    st_get_op_t *gets;
+    int status;
+} cp_reader_t;
+
+static void *cp_read(void *arg)
+{
+    cp_reader_t *r = arg;
+    st_handle_t *h = NULL;
+
+    r->status = st_client_get(r->c, r->chain, r->n_blocks, r->gets + r->lo, r->hi - r->lo, &h);
+    if (r->status == ST_OK) {
+        r->status = st_handle_wait(h, -1);
+        st_handle_release(h);
+    }
+    return NULL;
+}
+
+/*
+ * copy_threads: objects of mixed sizes (4 KiB .. 196 KiB, 64 MiB over two
+ * daemons) read with 1, 2 and 4 copy threads: every byte right, and with
+ * more than one the copy threads did copy a share; then two batches at once
+ * on one client (one of them has the copy threads, the other copies alone),
+ * both right.
+ */
+static void test_copy_threads(void **state)
+{
+    enum { BLOCKS = 640 };
+    static const uint32_t threads[] = {1, 2, 4};
+    tc_cluster_t cl;
+    st_client_t *c;
+    st_hash_t *chain;
+    size_t off[BLOCKS + 1], total = 0;
+    uint8_t *src, *dst;
+    st_put_op_t *puts = calloc(BLOCKS, sizeof(*puts));
+    st_get_op_t *gets = calloc(BLOCKS, sizeof(*gets));
+    st_client_params_t p = {0};
+    st_handle_t *h;
+    char nodes[128];
+
+    (void)state;
+    assert_non_null(puts);
+    assert_non_null(gets);
+    for (size_t b = 0; b < BLOCKS; b++) {
+        off[b] = total;
+        total += (4u << 10) + ((b * 7919u) % 48u) * (4u << 10);
+    }
+    off[BLOCKS] = total;
+    src = malloc(total);
+    dst = malloc(total);
+    assert_non_null(src);
+    assert_non_null(dst);
+    start(&cl, 2, "--memory-limit 512M --chunk-bytes 8M --max-object 4M");
+    snprintf(nodes, sizeof(nodes), "%s,%s", cl.node[0].addr, cl.node[1].addr);
+    c = connect_mode(nodes, NULL);
+    chain = make_chain(c, 33, BLOCKS);
+    for (size_t b = 0; b < BLOCKS; b++) {
+        fill(src + off[b], off[b + 1] - off[b], b, 9);
+        puts[b] = (st_put_op_t){
+            .block = b, .kind = ST_KIND_KV, .src = src + off[b], .len = off[b + 1] - off[b]};
+    }
+    assert_int_equal(st_client_put(c, chain, BLOCKS, puts, BLOCKS, 0, &h), ST_OK);
+    run(h);
+    for (size_t b = 0; b < BLOCKS; b++) {
+        assert_int_equal(puts[b].status, ST_OK);
+    }
+    st_client_close(c);
+    for (size_t t = 0; t < sizeof(threads) / sizeof(threads[0]); t++) {
+        cp_reader_t r[2];
+
+        p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_TIMEOUT |
+                       ST_CLIENT_FIELD_COPY_THREADS;
+        p.nodes = nodes;
+        p.transport = "ucx";
+        p.timeout_ms = 20000;
+        p.copy_threads = threads[t];
+        c = NULL;
+        if (st_client_connect(&p, &c) != ST_OK) {
+            fail_msg("connect: %s", st_client_last_error());
+        }
+        assert_int_equal(st_client_register(c, dst, total), ST_OK);
+        memset(dst, 0, total);
+        for (size_t b = 0; b < BLOCKS; b++) {
+            gets[b] = (st_get_op_t){.block = b,
+                                    .kind = ST_KIND_KV,
+                                    .dst = dst + off[b],
+                                    .dst_len = off[b + 1] - off[b]};
+        }
+        assert_int_equal(st_client_get(c, chain, BLOCKS, gets, BLOCKS, &h), ST_OK);
+        run(h);
+        for (size_t b = 0; b < BLOCKS; b++) {
+            assert_int_equal(gets[b].status, ST_OK);
+            assert_int_equal(gets[b].length, off[b + 1] - off[b]);
+        }
+        assert_memory_equal(dst, src, total);
+        if (threads[t] == 1) {
+            assert_int_equal(sc_dp_test_shared_bytes(c), 0);
+        } else {
+            assert_true(sc_dp_test_shared_bytes(c) > 0);
+        }
+        /* Two batches at once, halves of the blocks. */
+        memset(dst, 0, total);
+        for (int k = 0; k < 2; k++) {
+            r[k] = (cp_reader_t){.c = c,
+                                 .chain = chain,
+                                 .n_blocks = BLOCKS,
+                                 .lo = k == 0 ? 0 : BLOCKS / 2,
+                                 .hi = k == 0 ? BLOCKS / 2 : BLOCKS,
+                                 .gets = gets,
+                                 .status = -1};
+            assert_int_equal(pthread_create(&r[k].th, NULL, cp_read, &r[k]), 0);
+        }
+        for (int k = 0; k < 2; k++) {
+            pthread_join(r[k].th, NULL);
+            assert_int_equal(r[k].status, ST_OK);
+        }
+        for (size_t b = 0; b < BLOCKS; b++) {
+            assert_int_equal(gets[b].status, ST_OK);
+        }
+        assert_memory_equal(dst, src, total);
+        assert_int_equal(st_client_deregister(c, dst), ST_OK);
+        st_client_close(c);
+    }
+    free(src), free(dst), free(puts), free(gets), free(chain);
+    tc_stop_all(&cl);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -531,6 +672,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bad_verify_reads_refused),
         cmocka_unit_test(test_cache_locations_all),
         cmocka_unit_test(test_waves_over_two_nodes),
+        cmocka_unit_test(test_copy_threads),
     };
 
     if (argc < 2) {
