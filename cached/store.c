@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <xxhash.h>
+#include "st_xxh.h"
 
 #include "st_log.h"
 #include "store_internal.h"

@@ -67,20 +67,8 @@
 #include <time.h>
 
 /* Checksums of whole objects run at memory speed over every byte read or
- * written, so they use libxxhash's runtime dispatch (AVX2/AVX-512 where the
- * CPU has it: twice the SSE2 build's speed here) when the library offers it
- * (its dispatch header is installed only then). */
-#if defined(__x86_64__) && defined(__has_include)
-#if __has_include(<xxh_x86dispatch.h>)
-#include <xxh_x86dispatch.h>
-#define SC_XXH3 XXH3_64bits_dispatch
-#endif
-#endif
-#ifndef SC_XXH3
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-#define SC_XXH3 XXH3_64bits
-#endif
+ * written: libxxhash's runtime dispatch where it has one (st_xxh.h). */
+#include "st_xxh.h"
 
 #include "st_log.h"
 #include "st_transport.h"
@@ -1293,7 +1281,7 @@ static void *sc_dp_verify_range(void *arg)
         const sc_dp_op_t *o = &v->ops[i];
 
         if (o->posted && !o->failed && op->n_rows == 0) {
-            v->ok[i] = !o->check || SC_XXH3(op->dst, op->length) == o->checksum;
+            v->ok[i] = !o->check || XXH3_64bits(op->dst, op->length) == o->checksum;
         }
     }
     return NULL;
@@ -2277,7 +2265,7 @@ void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked)
             for (size_t j = bfirst[b]; j < bfirst[b] + bcount[b]; j++) {
                 st_put_op_t *op = &h->puts[perm[j]];
 
-                sums[j] = ops[perm[j]].posted ? SC_XXH3(op->src, op->len) : 0;
+                sums[j] = ops[perm[j]].posted ? XXH3_64bits(op->src, op->len) : 0;
                 if (ops[perm[j]].failed) {
                     sums[j] = ~sums[j];
                 }

@@ -7,8 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
+#include "st_xxh.h"
 
 #include "compose.h"
 #include "st_log.h"

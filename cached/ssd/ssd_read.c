@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <xxhash.h>
+#include "st_xxh.h"
 
 #include "st_log.h"
 #include "ssd_internal.h"

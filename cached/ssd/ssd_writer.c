@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
-#include <xxhash.h>
+#include "st_xxh.h"
 
 #include "st_log.h"
 #include "ssd_internal.h"
