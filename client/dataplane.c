@@ -1522,12 +1522,15 @@ static void *sc_dp_copier_main(void *arg)
                 sched_yield();
                 continue;
             }
+            int stop;
+
             pthread_mutex_lock(&dp->cp_lock);
             while (!dp->cp_stop && atomic_load(&dp->cp_gen) == seen) {
                 pthread_cond_wait(&dp->cp_work, &dp->cp_lock);
             }
+            stop = dp->cp_stop;
             pthread_mutex_unlock(&dp->cp_lock);
-            if (dp->cp_stop) {
+            if (stop) {
                 return NULL;
             }
         }
