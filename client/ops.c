@@ -541,12 +541,30 @@ st_status_t st_client_lookup(st_client_t *c, const st_hash_t *chain, size_t n_bl
     if (chain == NULL || layers > 128) {
         return sc_error(ST_ERR_INVALID, "lookup: NULL chain or layers > 128");
     }
-    status = sc_lookup(c, chain, n_blocks, layers, sc_lookup_compact_on(), result);
-    if (status == 1) {
+    for (int attempt = 0;; attempt++) {
+        uint8_t up[SC_MAX_NODES];
+        int lost = 0;
+
+        for (uint32_t i = 0; i < c->n_nodes; i++) {
+            up[i] = (uint8_t)st_ring_is_up(&c->ring, i);
+        }
+        status = sc_lookup(c, chain, n_blocks, layers, sc_lookup_compact_on(), result);
+        if (status == 1) {
+            memset(result, 0, sizeof(*result));
+            status = sc_lookup(c, chain, n_blocks, layers, 0, result);
+        }
+        for (uint32_t i = 0; i < c->n_nodes; i++) {
+            lost |= up[i] && !st_ring_is_up(&c->ring, i);
+        }
+        /* A node found down by this call ended the prefix at its first
+         * segment; asked again, the ring routes its segments to the next
+         * nodes (which hold the replicas of KDA and SESSION objects): the
+         * same answer the next call would give. Once per call. */
+        if (status != ST_OK || !lost || attempt == 1) {
+            return status;
+        }
         memset(result, 0, sizeof(*result));
-        status = sc_lookup(c, chain, n_blocks, layers, 0, result);
     }
-    return status;
 }
 
 /* ------------------------------------------------------------ get/put -- */

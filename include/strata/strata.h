@@ -155,6 +155,11 @@ typedef struct st_lookup_result {
  * of DSA layers that must all hold KV and IDX for a block to count (0: any
  * object of the block counts).
  *
+ * An owner that fails during the call is marked down and the lookup is
+ * made once more, its segments going to the next nodes on the ring (which
+ * hold the replicas of KDA and SESSION objects), so the call that finds a
+ * node dead answers as the next one will.
+ *
  * Returns ST_OK (also when owners were down: they count as misses);
  * ST_ERR_INVALID (n_blocks above the limit); ST_ERR_UNAVAILABLE (every node
  * is down).

@@ -3,8 +3,9 @@
  * 1M-token session spread over all four, lookup of exactly the longest
  * stored prefix (also after a node is killed, where the prefix ends before
  * the first lost segment), KDA and SESSION objects read from replicas with a
- * node down, a multi-turn session growing turn by turn, the node coming
- * back, and bad input.
+ * node down, the lookup that finds a node down answering as the next one
+ * (replicas included), a multi-turn session growing turn by turn, the node
+ * coming back, and bad input.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -285,6 +286,55 @@ static void test_cluster(void **state)
     tc_stop_all(&cl);
 }
 
+/*
+ * A chain with a KDA object on every block (replicated: R = 2): after a node
+ * is killed, the very lookup that finds it down (layers 0: any object counts)
+ * already routes its segments to the next nodes, whose replicas make the
+ * whole chain match, as the next lookup does.
+ */
+static void test_lookup_that_finds_a_node_down(void **state)
+{
+    enum { BLOCKS = 2048 };
+    tc_cluster_t cl;
+    st_client_t *c;
+    st_hash_t *chain;
+    st_lookup_result_t first, again;
+    uint8_t *data = malloc((size_t)BLOCKS * OBJ);
+    st_put_op_t *ops = calloc(BLOCKS, sizeof(*ops));
+    st_handle_t *h;
+
+    (void)state;
+    assert_non_null(data);
+    assert_non_null(ops);
+    assert_int_equal(tc_start(&cl, stratad_path, N_NODES, "--memory-limit 256M"), 0);
+    c = connect_cluster(&cl);
+    chain = make_chain(c, 11, BLOCKS);
+    for (size_t b = 0; b < BLOCKS; b++) {
+        fill(data + b * OBJ, OBJ, &chain[b], ST_KIND_KDA, 0);
+        ops[b] = (st_put_op_t){b, ST_KIND_KDA, 0, data + b * OBJ, OBJ, 0};
+    }
+    assert_int_equal(st_client_put(c, chain, BLOCKS, ops, BLOCKS, 0, &h), ST_OK);
+    st_handle_wait(h, -1);
+    st_handle_release(h);
+    for (size_t b = 0; b < BLOCKS; b++) {
+        assert_int_equal(ops[b].status, ST_OK);
+    }
+    assert_int_equal(st_client_lookup(c, chain, BLOCKS, 0, &first), ST_OK);
+    assert_int_equal(first.matched_blocks, BLOCKS);
+    assert_int_equal(first.nodes_down, 0);
+    tc_kill(&cl, 2);
+    assert_int_equal(st_client_lookup(c, chain, BLOCKS, 0, &first), ST_OK);
+    assert_true(first.nodes_down >= 1);
+    assert_int_equal(st_client_lookup(c, chain, BLOCKS, 0, &again), ST_OK);
+    assert_true(again.nodes_down >= 1);
+    assert_int_equal(first.matched_blocks, again.matched_blocks);
+    assert_int_equal(first.resumable_blocks, again.resumable_blocks);
+    assert_int_equal(first.matched_blocks, BLOCKS);
+    free(chain), free(data), free(ops);
+    st_client_close(c);
+    tc_stop_all(&cl);
+}
+
 static void test_sessions_grow_and_survive_a_node(void **state)
 {
     tc_cluster_t cl;
@@ -372,6 +422,7 @@ int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cluster),
+        cmocka_unit_test(test_lookup_that_finds_a_node_down),
         cmocka_unit_test(test_sessions_grow_and_survive_a_node),
         cmocka_unit_test(test_bad_input),
     };

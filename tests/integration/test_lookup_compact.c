@@ -554,9 +554,10 @@ static void test_four_nodes_client(void **state)
 
         cluster_both(&cl, i % 2 == 0 ? 0 : 3, i % 4 == 3 ? b : a, n, rnd_below(3), 0);
     }
-    /* The client learns of the death first (the call that finds it down ends the
-     * prefix there; later ones route its segments to the next node, which may
-     * hold KDA replicas): both forms must then see the same ring. */
+    /* The client learns of the death here (the call that finds the node down
+     * asks again, its segments routed to the next node, which may hold KDA
+     * replicas; test_client checks that answer): both forms then see the
+     * same ring. */
     assert_int_equal(st_client_lookup(c, a, N, 0, &comp), ST_OK);
     assert_true(comp.nodes_down >= 1);
     for (int i = 0; i < 60; i++) {
