@@ -551,6 +551,7 @@ st_status_t cd_h_stats(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
             {"ssd_durable_puts", ss.durable_puts},
             {"ssd_spills", ss.spills},
             {"ssd_spill_failed", ss.spill_failed + tc.spill_dropped},
+            {"ssd_spill_clean", tc.spill_clean},
             {"ssd_promotions", tc.promoted},
             {"ssd_promote_misses", tc.promote_misses},
             {"ssd_evictions", ss.evictions},

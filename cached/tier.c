@@ -50,6 +50,7 @@ struct cd_tier {
     _Atomic uint64_t inflight; /* bytes of spills queued, not yet done */
     _Atomic uint64_t gen;      /* promotions finished */
     _Atomic uint64_t spill_queued, spill_dropped, promoted, promote_misses;
+    _Atomic uint64_t spill_clean; /* evictions of objects whose tier copy stayed */
     uint64_t recovered_ms, recovered_sessions, recovered_objects;
 };
 
@@ -591,6 +592,15 @@ void cd_tier_evicted(void *ctx, uint32_t ns_id, const cd_key_t *key, const st_ha
     if (!t->spill || (key->kind != CD_KIND_KV && key->kind != CD_KIND_IDX)) {
         return;
     }
+    k = t_key(wire, &key->hash, t_ssd_kind[key->kind], key->layer);
+    if (st_ssd_contains(t->ssd, &k)) {
+        /* Promoted from the tier, whose copy stayed (committed objects never
+         * change): evicting it again writes nothing. */
+        if (t2_add(t, wire, &key->hash, tag, 0) == 0) {
+            atomic_fetch_add(&t->spill_clean, 1);
+        }
+        return;
+    }
     if (atomic_load(&t->inflight) + len > T_INFLIGHT_MAX ||
         (sp = malloc(sizeof(*sp) + T_PREFIX + len)) == NULL) {
         atomic_fetch_add(&t->spill_dropped, 1);
@@ -606,7 +616,6 @@ void cd_tier_evicted(void *ctx, uint32_t ns_id, const cd_key_t *key, const st_ha
         return;
     }
     atomic_fetch_add(&t->inflight, sp->len);
-    k = t_key(wire, &key->hash, t_ssd_kind[key->kind], key->layer);
     st = st_ssd_spill(t->ssd, &k, sp + 1, sp->len, ST_SSD_NOWAIT, t_spill_done, sp);
     if (st != ST_OK) {
         t2_remove(t, wire, &key->hash, tag, 1, 1);
@@ -652,28 +661,6 @@ static void *t_fill_alloc(void *arg, size_t length, const st_ssd_meta_t *meta)
     return f->put.pt_data;
 }
 
-/* A promoted object that was read but could not be committed goes back to the tier. */
-static void t_give_back(cd_tier_t *t, const cd_ns_entry_t *e, const st_ssd_key_t *k,
-                        const cd_key_t *key, uint16_t tag, t_fill_t *f, uint64_t len)
-{
-    uint8_t *buf;
-
-    if (key->kind == CD_KIND_KDA) {
-        (void)t2_add(t, e->wire_id, &key->hash, tag, 0); /* its durable copy stays */
-        return;
-    }
-    buf = malloc(T_PREFIX + len);
-    if (buf == NULL) {
-        return;
-    }
-    memcpy(buf, f->prefix, T_PREFIX);
-    memcpy(buf + T_PREFIX, f->put.pt_data, len);
-    if (st_ssd_spill(t->ssd, k, buf, T_PREFIX + len, ST_SSD_NOWAIT, NULL, NULL) == ST_OK) {
-        (void)t2_add(t, e->wire_id, &key->hash, tag, 0);
-    }
-    free(buf);
-}
-
 /*
  * Reads one object back and puts it into DRAM, read straight from the SSD
  * into the new object's extent: the tier verifies the value's checksum
@@ -699,7 +686,9 @@ static int t_promote_one(cd_tier_t *t, const cd_ns_entry_t *e, const st_hash_t *
     f.e = e;
     f.key = &key;
     k = t_key(e->wire_id, h, t_ssd_kind[key.kind], key.layer);
-    st = st_ssd_promote_split(t->ssd, &k, f.prefix, T_PREFIX, t_fill_alloc, &f, &sum, &meta);
+    /* The tier keeps its copy (cd_tier_evicted finds it, and writes nothing
+     * when the object is evicted again); its spill LRU ages it out. */
+    st = st_ssd_get_split(t->ssd, &k, f.prefix, T_PREFIX, t_fill_alloc, &f, &sum, &meta);
     if (st == ST_ERR_NOMEM && f.st == ST_ERR_EXISTS) {
         return 1; /* in DRAM already: nothing read, the tier's copy left as it is */
     }
@@ -731,10 +720,11 @@ static int t_promote_one(cd_tier_t *t, const cd_ns_entry_t *e, const st_hash_t *
         atomic_fetch_add(&t->promoted, 1);
         return 1;
     }
-    /* Not in DRAM after all (no room left, or other bytes under the key): give it back. */
+    /* Not in DRAM after all (no room left, or other bytes under the key):
+     * the tier's copy is still there. */
     st_debug("promote did not fit ns=%u: %s", e->local_id, err.msg);
-    t_give_back(t, e, &k, &key, tag, &f, meta.length - T_PREFIX);
     cd_store_put_abort(t->d->store, &f.put);
+    (void)t2_add(t, e->wire_id, h, tag, 0);
     return 0;
 }
 
@@ -999,6 +989,7 @@ void cd_tier_stats(cd_tier_t *t, st_ssd_stats_t *ssd, cd_tier_counters_t *c)
         pthread_mutex_unlock(&t->lock);
         c->spill_queued = atomic_load(&t->spill_queued);
         c->spill_dropped = atomic_load(&t->spill_dropped);
+        c->spill_clean = atomic_load(&t->spill_clean);
         c->promoted = atomic_load(&t->promoted);
         c->promote_misses = atomic_load(&t->promote_misses);
         c->recovered_ms = t->recovered_ms;

@@ -44,6 +44,7 @@ typedef struct cd_tier_counters {
     uint64_t t2_objects;     /* objects in the T2 index */
     uint64_t spill_queued;   /* spills handed to the tier */
     uint64_t spill_dropped;  /* evictions not spilled (queue or in-flight cap full) */
+    uint64_t spill_clean;    /* evictions that wrote nothing: the tier kept the promoted copy */
     uint64_t promoted;       /* objects promoted back into DRAM */
     uint64_t promote_misses; /* indexed objects the tier no longer had (or corrupt) */
     uint64_t recovered_ms;   /* how long recovery took */

@@ -293,6 +293,36 @@ st_status_t st_ssd_promote_split(st_ssd_t *ssd, const st_ssd_key_t *key, void *h
     return ssd_read(ssd, key, head, head_len, alloc, alloc_arg, tail_sum_p, meta_p, 1);
 }
 
+st_status_t st_ssd_get_split(st_ssd_t *ssd, const st_ssd_key_t *key, void *head, size_t head_len,
+                             st_ssd_alloc_fn alloc, void *alloc_arg, uint64_t *tail_sum_p,
+                             st_ssd_meta_t *meta_p)
+{
+    if (head_len == 0) {
+        st_error("ssd read refused: an empty head (use st_ssd_get)");
+        return ST_ERR_INVALID;
+    }
+    return ssd_read(ssd, key, head, head_len, alloc, alloc_arg, tail_sum_p, meta_p, 0);
+}
+
+int st_ssd_contains(st_ssd_t *ssd, const st_ssd_key_t *key)
+{
+    uint8_t kb[ST_SSD_KEY_BYTES];
+    MDB_val k = {sizeof(kb), kb}, v;
+    MDB_txn *txn;
+    int rc;
+
+    if (key == NULL || !ssd_kind_valid(key->kind) || ssd_check_pid(ssd) != ST_OK) {
+        return 0;
+    }
+    st_ssd_key_encode(key, kb);
+    if (ssd_rtxn_begin(ssd, &txn) != 0) {
+        return 0;
+    }
+    rc = mdb_get(txn, ssd_kind_spilled(key->kind) ? ssd->dbi_spill : ssd->dbi_durable, &k, &v);
+    ssd_rtxn_end(ssd, txn);
+    return rc == 0;
+}
+
 typedef struct ssd_buf {
     void *buf;
     size_t cap;

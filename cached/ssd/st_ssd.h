@@ -253,6 +253,22 @@ st_status_t st_ssd_get_buf(st_ssd_t *ssd, const st_ssd_key_t *key, void *buf, si
 st_status_t st_ssd_promote(st_ssd_t *ssd, const st_ssd_key_t *key, st_ssd_alloc_fn alloc,
                            void *alloc_arg, st_ssd_meta_t *meta_p);
 
+/*
+ * st_ssd_promote_split without the promote's deletion: the value stays on
+ * SSD (the daemon keeps the copy of a promoted KV or IDX object, so that
+ * evicting it again costs no write: st_ssd_contains()). Same statuses.
+ */
+st_status_t st_ssd_get_split(st_ssd_t *ssd, const st_ssd_key_t *key, void *head, size_t head_len,
+                             st_ssd_alloc_fn alloc, void *alloc_arg, uint64_t *tail_sum_p,
+                             st_ssd_meta_t *meta_p);
+
+/*
+ * 1 when a value is stored under key (committed; neither read nor verified:
+ * a later read still checks it), else 0, also on any error. One short read
+ * transaction.
+ */
+int st_ssd_contains(st_ssd_t *ssd, const st_ssd_key_t *key);
+
 /* The longest head st_ssd_promote_split() takes apart. */
 #define ST_SSD_HEAD_MAX 256
 

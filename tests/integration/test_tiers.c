@@ -348,6 +348,29 @@ static void test_spill_and_promote(void **state)
     }
     assert_int_equal(stat_counter(&c, "ssd_corrupt"), 0);
     assert_true(stat_counter(&c, "ssd_spills") > 0);
+
+    /* Again: objects promoted in the first pass kept their tier copy, so
+     * evicting them now writes nothing (ssd_spill_clean), and reading them
+     * after that promotes the kept copy, byte-exact. */
+    {
+        uint64_t clean0 = stat_counter(&c, "ssd_spill_clean"),
+                 prom0 = stat_counter(&c, "ssd_promotions"), clean1, prom1;
+
+        for (size_t i = 0; i < SP_BLOCKS; i++) {
+            for (uint32_t l = 0; l < SP_LAYERS; l++) {
+                assert_int_equal(get_check(&c, &chain[i], l, STRATA__V1__OBJECT_KIND__KV, SP_OBJ),
+                                 1);
+            }
+        }
+        clean1 = stat_counter(&c, "ssd_spill_clean");
+        prom1 = stat_counter(&c, "ssd_promotions");
+        print_message("second pass: %llu promotions, %llu clean evictions\n",
+                      (unsigned long long)(prom1 - prom0), (unsigned long long)(clean1 - clean0));
+        assert_true(prom1 - prom0 > SP_BLOCKS / 2);
+        assert_true(clean1 - clean0 >= (prom1 - prom0) / 4);
+        assert_int_equal(stat_counter(&c, "ssd_promote_misses"), 0);
+        assert_int_equal(stat_counter(&c, "ssd_corrupt"), 0);
+    }
     conn_close(&c);
     assert_int_equal(tc_stop(&cl, 0, 15000), 0);
     tc_stop_all(&cl);

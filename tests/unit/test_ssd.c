@@ -504,6 +504,19 @@ static void test_promote_split(void **state)
         assert_int_equal(st_ssd_flush(ssd, 0), ST_OK);
         check_value(ssd, &k, lens[i], 600 + (uint64_t)i); /* still there, intact */
 
+        /* st_ssd_get_split: the same bytes and sums, and the value stays. */
+        sum = 0;
+        assert_int_equal(st_ssd_get_split(ssd, &k, head, HEAD, alloc_malloc, &got, &sum, &meta),
+                         ST_OK);
+        assert_memory_equal(head, want, HEAD);
+        assert_memory_equal(got, want + HEAD, lens[i] - HEAD);
+        assert_true(sum == XXH3_64bits(want + HEAD, lens[i] - HEAD));
+        free(got);
+        got = NULL;
+        assert_int_equal(st_ssd_flush(ssd, 0), ST_OK);
+        assert_int_equal(st_ssd_contains(ssd, &k), 1);
+        check_value(ssd, &k, lens[i], 600 + (uint64_t)i);
+
         sum = 0;
         assert_int_equal(st_ssd_promote_split(ssd, &k, head, HEAD, alloc_malloc, &got, &sum, &meta),
                          ST_OK);
@@ -517,7 +530,10 @@ static void test_promote_split(void **state)
         free(want);
         assert_int_equal(st_ssd_flush(ssd, 0), ST_OK);
         assert_int_equal(st_ssd_get_buf(ssd, &k, &one, 1, &len, NULL), ST_ERR_NOT_FOUND);
+        assert_int_equal(st_ssd_contains(ssd, &k), 0);
     }
+    assert_int_equal(st_ssd_contains(ssd, &tiny), 1);
+    assert_int_equal(st_ssd_contains(ssd, NULL), 0);
     calls = 0;
     assert_int_equal(st_ssd_promote_split(ssd, &tiny, head, HEAD, alloc_refuse, &calls, &sum, NULL),
                      ST_ERR_INVALID);
