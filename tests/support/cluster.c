@@ -16,12 +16,13 @@
 #include <time.h>
 #include <unistd.h>
 
-int tc_free_port(void)
+/* Binds a loopback TCP socket to port (0: any); returns the port bound, or -1. */
+static int tc_try_port(int port)
 {
     struct sockaddr_in a;
     socklen_t len = sizeof(a);
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    int port = -1;
+    int got = -1;
 
     if (fd < 0) {
         return -1;
@@ -29,12 +30,51 @@ int tc_free_port(void)
     memset(&a, 0, sizeof(a));
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
     if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
         getsockname(fd, (struct sockaddr *)&a, &len) == 0) {
-        port = ntohs(a.sin_port);
+        got = ntohs(a.sin_port);
     }
     close(fd);
-    return port;
+    return got;
+}
+
+/*
+ * A port that is free now, for a daemon to listen on a moment later. It is
+ * drawn below the kernel's ephemeral range (ip_local_port_range): a port the
+ * kernel handed out and took back could be handed out again in between, to
+ * any socket (a daemon's own UCX listener took one that way and the daemon's
+ * gRPC server then found its port in use). Falls back to a kernel-chosen port
+ * where the range leaves no room below it.
+ */
+int tc_free_port(void)
+{
+    static unsigned seed;
+    int lo = 10000, hi = 32767, eph_lo = 0, eph_hi = 0;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+
+    if (f != NULL) {
+        if (fscanf(f, "%d %d", &eph_lo, &eph_hi) == 2 && eph_lo > lo + 1000) {
+            hi = eph_lo - 1;
+        } else {
+            hi = 0;
+        }
+        fclose(f);
+    }
+    if (seed == 0) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        seed = (unsigned)getpid() * 2654435761u ^ (unsigned)ts.tv_nsec;
+    }
+    for (int attempt = 0; hi > lo && attempt < 200; attempt++) {
+        int port = lo + (int)(rand_r(&seed) % (unsigned)(hi - lo + 1));
+
+        if (tc_try_port(port) == port) {
+            return port;
+        }
+    }
+    return tc_try_port(0);
 }
 
 /* Splits s on spaces into argv[*argc..max). s is modified. */
