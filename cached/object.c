@@ -301,6 +301,7 @@ st_status_t cd_store_put_begin(cd_store_t *s, uint32_t ns_id, const cd_key_t *ke
         put->pt_ns_id = ns_id;
         put->pt_obj = o;
         put->pt_data = cd_extent_ptr(&ns->ns_slab, &o->ob_ext);
+        put->pt_tiered = 0;
     }
     pthread_mutex_unlock(&ns->ns_lock);
     return st;
@@ -344,6 +345,7 @@ st_status_t cd_store_put_commit(cd_store_t *s, cd_put_t *put, uint64_t checksum,
         return st;
     }
     o->ob_checksum = checksum;
+    o->ob_tiered = put->pt_tiered != 0;
     do_obj_attach(ns, o, cd_store_now(ns->ns_store));
     do_unhold_blocks(ns, o->ob_held);
     pthread_mutex_unlock(&ns->ns_lock);

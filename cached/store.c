@@ -416,7 +416,8 @@ static int do_evict_local(cd_ns_t *ns)
         if (ns->ns_store->ss_cfg.evicted != NULL) {
             ns->ns_store->ss_cfg.evicted(ns->ns_store->ss_cfg.evicted_ctx, ns->ns_id, &o->ob_key,
                                          o->ob_has_parent ? &o->ob_parent : NULL,
-                                         cd_extent_ptr(&ns->ns_slab, &o->ob_ext), o->ob_len);
+                                         cd_extent_ptr(&ns->ns_slab, &o->ob_ext), o->ob_len,
+                                         o->ob_tiered);
         }
         ns->ns_st.evicted_objects++;
         ns->ns_st.evicted_bytes += o->ob_len;

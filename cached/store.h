@@ -104,11 +104,12 @@ typedef struct cd_store_config {
     void *chunk_ctx;
     /* Told about each committed object eviction takes from DRAM, before its
      * extent is freed: data (len bytes) is valid only during the call, parent
-     * is the block's parent hash (NULL for a root). The SSD tier spills from
-     * here. Called with the namespace lock held; must not call the store.
-     * May be NULL. */
+     * is the block's parent hash (NULL for a root), tiered the put's
+     * pt_tiered (the object was committed from a tier that kept its copy).
+     * The SSD tier spills from here. Called with the namespace lock held;
+     * must not call the store. May be NULL. */
     void (*evicted)(void *ctx, uint32_t ns_id, const struct cd_key *key, const st_hash_t *parent,
-                    const void *data, uint64_t len);
+                    const void *data, uint64_t len, int tiered);
     void *evicted_ctx;
     /* Told about each session the reaper expires (namespace lock held; must
      * not call the store). May be NULL. ctx is evicted_ctx. */
@@ -245,6 +246,8 @@ typedef struct cd_put {
     uint32_t pt_ns_id;
     void *pt_obj;  /* the object, invisible until committed */
     void *pt_data; /* where its len bytes go */
+    int pt_tiered; /* set by the caller before the commit: the bytes came from a
+                      tier that keeps its copy (passed to the evicted hook) */
 } cd_put_t;
 
 /*

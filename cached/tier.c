@@ -572,7 +572,7 @@ void cd_tier_forget(cd_tier_t *t, uint64_t wire_id, const cd_key_t *key)
 /* -------------------------------------------------- spill, promote -- */
 
 void cd_tier_evicted(void *ctx, uint32_t ns_id, const cd_key_t *key, const st_hash_t *parent,
-                     const void *data, uint64_t len)
+                     const void *data, uint64_t len, int tiered)
 {
     cd_tier_t *t = ctx;
     uint64_t wire;
@@ -593,9 +593,11 @@ void cd_tier_evicted(void *ctx, uint32_t ns_id, const cd_key_t *key, const st_ha
         return;
     }
     k = t_key(wire, &key->hash, t_ssd_kind[key->kind], key->layer);
-    if (st_ssd_contains(t->ssd, &k)) {
+    if (tiered && st_ssd_contains(t->ssd, &k)) {
         /* Promoted from the tier, whose copy stayed (committed objects never
-         * change): evicting it again writes nothing. */
+         * change): evicting it again writes nothing. The copy is checked for,
+         * since the spill budget may have aged it out meanwhile; an object
+         * that never came from the tier is not looked for. */
         if (t2_add(t, wire, &key->hash, tag, 0) == 0) {
             atomic_fetch_add(&t->spill_clean, 1);
         }
@@ -715,6 +717,7 @@ static int t_promote_one(cd_tier_t *t, const cd_ns_entry_t *e, const st_hash_t *
         atomic_fetch_add(&t->promote_misses, 1);
         return 0;
     }
+    f.put.pt_tiered = 1; /* the tier kept its copy: see cd_tier_evicted */
     st = cd_store_put_commit(t->d->store, &f.put, sum, &err);
     if (st == ST_OK) {
         atomic_fetch_add(&t->promoted, 1);
