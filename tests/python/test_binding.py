@@ -5,37 +5,14 @@ bytes, misses, sessions, and errors. Run with Debian's python3 (numpy)."""
 import argparse
 import os
 import re
-import random
-import socket
 import subprocess
 import sys
 
 import numpy as np
 
-
-def free_port():
-    """A loopback TCP port nobody listens on right now, drawn below the
-    kernel's ephemeral range: a port the kernel handed out and took back
-    could go to another socket (a daemon's own UCX listener) before the
-    daemon binds it (tests/support/cluster.c, tc_free_port)."""
-    lo, hi = 10000, 32767
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            eph_lo = int(f.read().split()[0])
-        hi = eph_lo - 1 if eph_lo > lo + 1000 else 0
-    except (OSError, ValueError, IndexError):
-        pass
-    for _ in range(200 if hi > lo else 0):
-        port = random.randint(lo, hi)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# The ports daemons listen on come from the integration tests' shared helper.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+from obs_harness import free_port  # noqa: E402
 
 
 def main():
