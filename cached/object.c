@@ -236,21 +236,31 @@ static st_status_t do_put(cd_ns_t *ns, const cd_key_t *key, const st_hash_t *par
     return ST_OK;
 }
 
+/* The checks both kinds of put make: namespace, key, length, and the
+ * caller's pointer (what names it in the error). */
+static st_status_t put_check(cd_store_t *s, uint32_t ns_id, const cd_key_t *key, uint64_t len,
+                             const void *ptr, const char *what, cd_ns_t **ns_p, cd_err_t *err)
+{
+    st_status_t st = ns_lookup(s, ns_id, ns_p, err);
+
+    if (st == ST_OK) {
+        st = check_key(*ns_p, key, err);
+    }
+    if (st == ST_OK) {
+        st = check_len(*ns_p, len, err);
+    }
+    if (st == ST_OK && ptr == NULL) {
+        st = cd_errf(err, ST_ERR_INVALID, "no %s given", what);
+    }
+    return st;
+}
+
 st_status_t cd_store_put(cd_store_t *s, uint32_t ns_id, const cd_key_t *key,
                          const st_hash_t *parent, const void *data, uint64_t len, cd_err_t *err)
 {
     cd_ns_t *ns;
-    st_status_t st = ns_lookup(s, ns_id, &ns, err);
+    st_status_t st = put_check(s, ns_id, key, len, data, "data", &ns, err);
 
-    if (st == ST_OK) {
-        st = check_key(ns, key, err);
-    }
-    if (st == ST_OK) {
-        st = check_len(ns, len, err);
-    }
-    if (st == ST_OK && data == NULL) {
-        st = cd_errf(err, ST_ERR_INVALID, "no data given");
-    }
     if (st != ST_OK) {
         return st;
     }
@@ -270,17 +280,8 @@ st_status_t cd_store_put_begin(cd_store_t *s, uint32_t ns_id, const cd_key_t *ke
 {
     cd_ns_t *ns;
     cd_obj_t *o = NULL;
-    st_status_t st = ns_lookup(s, ns_id, &ns, err);
+    st_status_t st = put_check(s, ns_id, key, len, put, "put handle", &ns, err);
 
-    if (st == ST_OK) {
-        st = check_key(ns, key, err);
-    }
-    if (st == ST_OK) {
-        st = check_len(ns, len, err);
-    }
-    if (st == ST_OK && put == NULL) {
-        st = cd_errf(err, ST_ERR_INVALID, "no put handle given");
-    }
     if (st != ST_OK) {
         return st;
     }
