@@ -46,6 +46,8 @@
 
 #define VALUE_BYTES 43008
 
+static const char *g_writeback = "256M"; /* --writeback: the daemon's ssd_writeback */
+
 static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb, (void)flag, (void)ftw;
@@ -122,13 +124,15 @@ static void start(cd_daemon_t *d, const char *dir, const char *mem)
                           "16G",
                           "--cluster-secret",
                           "bench-tier-cluster-secret",
+                          "--ssd-writeback",
+                          g_writeback,
                           NULL};
     int npos = 0, help = 0;
     st_status_t st;
 
     memset(&cfg, 0, sizeof(cfg));
     if (st_config_defaults(&cd_config_table, &cfg) != ST_OK ||
-        st_config_parse_args(&cd_config_table, &cfg, 15, (char **)argv, &npos, &help, err,
+        st_config_parse_args(&cd_config_table, &cfg, 17, (char **)argv, &npos, &help, err,
                              sizeof(err)) != ST_OK) {
         fprintf(stderr, "bench_tier: config: %s\n", err);
         exit(1);
@@ -250,7 +254,8 @@ static void bench_spill(const char *top, uint64_t total_mb, int rounds)
            *rw = calloc((size_t)rounds, sizeof(double)),
            *rc = calloc((size_t)rounds, sizeof(double));
     char dir[1100], file[1100], mem[32];
-    uint64_t promoted_n = 0, promoted_cold = 0, dropped = 0;
+    uint64_t promoted_n = 0, promoted_cold = 0, dropped = 0, spilled_mb = 0;
+    double *rq = calloc((size_t)rounds, sizeof(double));
 
     snprintf(mem, sizeof(mem), "%lluM",
              (unsigned long long)(total_mb / 4 < 128 ? 128 : total_mb / 4));
@@ -266,7 +271,7 @@ static void bench_spill(const char *top, uint64_t total_mb, int rounds)
         cd_ns_entry_t *e;
         cd_err_t err = {""};
         st_hash_t *h = malloc(sizeof(st_hash_t) * n);
-        uint64_t t0, on_ssd = 0, got = 0, got_cold = 0, got_again = 0;
+        uint64_t t0, t_spill0 = 0, on_ssd = 0, got = 0, got_cold = 0, got_again = 0;
         int fd;
 
         snprintf(dir, sizeof(dir), "%s/spill%d", top, r);
@@ -283,6 +288,15 @@ static void bench_spill(const char *top, uint64_t total_mb, int rounds)
             k.kind = CD_KIND_KV;
             k.layer = 0;
             memcpy(src, &i, sizeof(i));
+            if (t_spill0 == 0 && i % 16 == 0) {
+                cd_tier_counters_t tc;
+
+                /* When the first eviction reached the tier: spilling began. */
+                cd_tier_stats(d.tier, NULL, &tc);
+                if (tc.spill_queued + tc.spill_dropped + tc.writeback_objects > 0) {
+                    t_spill0 = bench_now_ns();
+                }
+            }
             /* chains of 64 blocks from the seed */
             if (cd_store_put(d.store, e->local_id, &k, i % 64 == 0 ? &e->seed : &h[i - 1], src,
                              VALUE_BYTES, &err) != ST_OK) {
@@ -293,13 +307,25 @@ static void bench_spill(const char *top, uint64_t total_mb, int rounds)
         cd_tier_flush(d.tier);
         {
             cd_tier_counters_t tc;
-            double ns = (double)(bench_now_ns() - t0);
+            st_ssd_stats_t ss;
+            uint64_t t1 = bench_now_ns();
+            double ns = (double)(t1 - t0);
 
-            cd_tier_stats(d.tier, NULL, &tc);
+            cd_tier_stats(d.tier, &ss, &tc);
+            if (getenv("BENCH_TIER_DEBUG") != NULL) {
+                fprintf(stderr, "debug after put: queued %llu dropped %llu clean %llu wb %llu\n",
+                        (unsigned long long)tc.spill_queued, (unsigned long long)tc.spill_dropped,
+                        (unsigned long long)tc.spill_clean,
+                        (unsigned long long)tc.writeback_objects);
+            }
             on_ssd = tc.t2_objects;
             dropped += tc.spill_dropped;
             sp[r] = (double)bytes / ns;
-            sq[r] = (double)(tc.spill_queued * VALUE_BYTES) / ns;
+            /* What reached the SSD (committed: evictions' spills and the
+             * write-behind's), over the time from the first eviction to
+             * the end of the flush: the tier's spill throughput. */
+            sq[r] = (double)ss.spill_bytes / (double)(t1 - (t_spill0 != 0 ? t_spill0 : t0));
+            spilled_mb = ss.spill_bytes >> 20;
         }
         /* Promote back the first quarter (what is on SSD), as lookups would. */
         t0 = bench_now_ns();
@@ -308,6 +334,14 @@ static void bench_spill(const char *top, uint64_t total_mb, int rounds)
         }
         pr[r] = (double)(got * VALUE_BYTES) / (double)(bench_now_ns() - t0);
         promoted_n = got;
+        if (getenv("BENCH_TIER_DEBUG") != NULL) {
+            cd_tier_counters_t tc;
+
+            cd_tier_stats(d.tier, NULL, &tc);
+            fprintf(stderr, "debug after warm: queued %llu dropped %llu clean %llu wb %llu\n",
+                    (unsigned long long)tc.spill_queued, (unsigned long long)tc.spill_dropped,
+                    (unsigned long long)tc.spill_clean, (unsigned long long)tc.writeback_objects);
+        }
         /* Cold: the second quarter, with data.mdb out of the page cache (the
          * spills of the first quarter's victims committed first). */
         cd_tier_flush(d.tier);
@@ -366,22 +400,25 @@ static void bench_spill(const char *top, uint64_t total_mb, int rounds)
         unlink(file);
         free(h);
         rs[r] = sp[r] / fw[r];
+        rq[r] = sq[r] / fw[r];
         rw[r] = pr[r] / fr[r];
         rc[r] = pc[r] / fc[r];
         ra[r] = pa[r] / fr[r];
-        printf("  round %d: spill %.3f / write %.3f GB/s = %.2f; promote warm %.3f / read warm "
+        printf("  round %d: put+spill %.3f, spilled %.3f / write %.3f GB/s = %.2f; promote warm "
+               "%.3f / read warm "
                "%.3f = %.2f; promote cold %.3f / read cold %.3f = %.2f; steady state %.3f = %.2f "
                "(%llu + %llu + %llu promoted)\n",
-               r, sp[r], fw[r], rs[r], pr[r], fr[r], rw[r], pc[r], fc[r], rc[r], pa[r], ra[r],
-               (unsigned long long)got, (unsigned long long)got_cold,
+               r, sp[r], sq[r], fw[r], rq[r], pr[r], fr[r], rw[r], pc[r], fc[r], rc[r], pa[r],
+               ra[r], (unsigned long long)got, (unsigned long long)got_cold,
                (unsigned long long)got_again);
     }
     printf("spill and promote through the daemon: %llu MB of 42 KB KV objects, memory_limit %s, "
-           "%llu promoted per round, %llu evictions not spilled in all, %d rounds (GB/s):\n",
-           (unsigned long long)(bytes >> 20), mem, (unsigned long long)promoted_n,
-           (unsigned long long)dropped, rounds);
+           "ssd_writeback %s, %llu promoted per round, %llu evictions not spilled in all (the "
+           "writer behind), %llu MB on SSD after the last put phase, %d rounds (GB/s):\n",
+           (unsigned long long)(bytes >> 20), mem, g_writeback, (unsigned long long)promoted_n,
+           (unsigned long long)dropped, (unsigned long long)spilled_mb, rounds);
     print_stats("put with eviction + spill (until flushed)", sp, (size_t)rounds, "GB/s");
-    print_stats("  of which spilled to SSD", sq, (size_t)rounds, "GB/s");
+    print_stats("spilled: on SSD / (1st eviction..flushed)", sq, (size_t)rounds, "GB/s");
     print_stats("plain file write + fsync", fw, (size_t)rounds, "GB/s");
     print_stats("promote (read, verify, put into DRAM)", pr, (size_t)rounds, "GB/s");
     print_stats("plain file read (warm)", fr, (size_t)rounds, "GB/s");
@@ -393,11 +430,12 @@ static void bench_spill(const char *top, uint64_t total_mb, int rounds)
     printf("  steady state, warm: the first quarter again, its victims already on SSD:\n");
     print_stats("promote, steady state", pa, (size_t)rounds, "GB/s");
     printf("  ratios tier / plain, per round:\n");
-    print_stats("spill / write", rs, (size_t)rounds, "");
+    print_stats("spilled / write", rq, (size_t)rounds, "");
+    print_stats("put with eviction + spill / write", rs, (size_t)rounds, "");
     print_stats("promote / read, warm", rw, (size_t)rounds, "");
     print_stats("promote / read, cold", rc, (size_t)rounds, "");
     print_stats("promote / read, steady state (warm)", ra, (size_t)rounds, "");
-    free(sq), free(pc), free(fc), free(rs), free(rw), free(rc), free(pa), free(ra);
+    free(sq), free(rq), free(pc), free(fc), free(rs), free(rw), free(rc), free(pa), free(ra);
     free(src), free(into), free(sp), free(pr), free(fw), free(fr);
 }
 
@@ -419,9 +457,11 @@ int main(int argc, char **argv)
             total_mb = strtoull(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
             rounds = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--writeback") == 0 && i + 1 < argc) {
+            g_writeback = argv[++i];
         } else {
             fprintf(stderr, "usage: bench_tier [--dir DIR] [--blocks N] [--opens N] "
-                            "[--total-mb N] [--rounds N]\n");
+                            "[--total-mb N] [--rounds N] [--writeback SIZE]\n");
             return 2;
         }
     }

@@ -44,6 +44,9 @@ static const st_cfg_option_t cd_options[] = {
      "spill KV and IDX objects evicted from DRAM to the SSD tier"},
     {"ssd_spill_budget", ST_CFG_SIZE, CD_OFF(ssd_spill_budget), "0", 0, 1ll << 46, 0, NULL, 0,
      "bytes of spilled KV and IDX objects the SSD tier keeps (0: half the map)"},
+    {"ssd_writeback", ST_CFG_SIZE, CD_OFF(ssd_writeback), "256M", 0, 1ll << 46, 0, NULL, 0,
+     "bytes of each namespace's coldest KV and IDX objects the SSD tier writes out ahead of "
+     "eviction, so that evicting them writes nothing (0: off; needs ssd_spill)"},
     {"ssd_sync", ST_CFG_ENUM, CD_OFF(ssd_sync), "durable", 0, 0, 0, cd_ssd_syncs, 0,
      "how SSD commits reach the disk: durable (fdatasync per commit) or none (tests only)"},
     {"pid_file", ST_CFG_STRING, CD_OFF(pid_file), "", 0, 0, 0, NULL, 0,

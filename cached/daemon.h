@@ -66,6 +66,7 @@ typedef struct cd_config {
     int ssd_spill;             /* spill evicted KV and IDX objects to the tier */
     uint64_t ssd_spill_budget; /* bytes of spilled objects kept; 0: half the map */
     int ssd_sync;              /* 0 durable, 1 none (st_ssd_sync_t) */
+    uint64_t ssd_writeback;    /* bytes at each namespace's cold end written ahead of eviction */
 } cd_config_t;
 
 extern const st_cfg_table_t cd_config_table;

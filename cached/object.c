@@ -393,7 +393,7 @@ static st_status_t do_get(cd_ns_t *ns, const cd_key_t *key, void *buf, uint64_t 
          * claims it, unless a lease still holds its block (one-sided readers
          * may be reading the extent; it goes with the block's eviction).
          */
-        int drop = o->ob_block->bk_leases == 0;
+        int drop = o->ob_block->bk_leases == 0 && o->ob_block->bk_wb == 0;
 
         ns->ns_st.corrupt++;
         st_log_ratelimited(ST_LOG_ERROR,
@@ -720,9 +720,10 @@ st_status_t cd_store_delete(cd_store_t *s, uint32_t ns_id, const cd_key_t *key, 
     if (o == NULL) {
         st = cd_errf(err, ST_ERR_NOT_FOUND, "no %s object (layer %u) under this hash",
                      kind_names[key->kind], key->layer);
-    } else if (o->ob_block->bk_leases + o->ob_block->bk_pins > 0) {
-        st = cd_errf(err, ST_ERR_BUSY, "the object's block is leased (%u) or pinned (%u)",
-                     o->ob_block->bk_leases, o->ob_block->bk_pins);
+    } else if (o->ob_block->bk_leases + o->ob_block->bk_pins + o->ob_block->bk_wb > 0) {
+        st = cd_errf(err, ST_ERR_BUSY,
+                     "the object's block is leased (%u), pinned (%u) or being written to SSD (%u)",
+                     o->ob_block->bk_leases, o->ob_block->bk_pins, o->ob_block->bk_wb);
     } else {
         do_obj_delete(ns, o);
     }

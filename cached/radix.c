@@ -416,12 +416,20 @@ cd_block_t *cd_radix_victim(const cd_radix_t *r)
     return n != NULL ? n->rn_run[n->rn_len - 1] : NULL;
 }
 
+cd_block_t *cd_radix_victim_after(const cd_radix_t *r, const cd_block_t *b)
+{
+    const cd_rnode_t *n = b->bk_node->rn_in_lru ? b->bk_node->rn_lru_next : NULL;
+
+    (void)r;
+    return n != NULL ? n->rn_run[n->rn_len - 1] : NULL;
+}
+
 int cd_radix_removable(const cd_block_t *b)
 {
     const cd_rnode_t *n = b->bk_node;
 
     return b->bk_off + 1 == n->rn_len && n->rn_nchildren == 0 && b->bk_leases == 0 &&
-           b->bk_pins == 0;
+           b->bk_pins == 0 && b->bk_wb == 0;
 }
 
 void cd_radix_remove(cd_radix_t *r, cd_block_t *b)

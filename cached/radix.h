@@ -67,6 +67,9 @@ typedef struct cd_block {
     uint32_t bk_off;                       /* index in bk_node's run */
     uint32_t bk_leases;                    /* active leases naming this block */
     uint32_t bk_pins;                      /* pins (no expiry) */
+    uint32_t bk_wb;                        /* write-behind holds (store.h cd_store_clean_take):
+                                              not evicted or removed, but no access: the
+                                              node keeps its place in the LRU */
     uint32_t bk_nobjs;                     /* committed objects */
     uint64_t bk_present[CD_KIND_COUNT][2]; /* layer masks of committed objects */
     uint64_t bk_last_access;               /* ms, the store's clock */
@@ -180,7 +183,12 @@ st_status_t cd_radix_insert(cd_radix_t *r, const st_hash_t *h, const st_hash_t *
  * or NULL when nothing is evictable. */
 cd_block_t *cd_radix_victim(const cd_radix_t *r);
 
-/* Whether b may be removed now: last of its run, no children, no holds. */
+/* The block eviction would take after victim b, when b cannot go now (the
+ * last block of the next node in the LRU), or NULL. */
+cd_block_t *cd_radix_victim_after(const cd_radix_t *r, const cd_block_t *b);
+
+/* Whether b may be removed now: last of its run, no children, no holds
+ * (leases, pins, write-behind). */
 int cd_radix_removable(const cd_block_t *b);
 
 /* Removes b from the tree and frees it. b must be removable and carry no

@@ -405,6 +405,11 @@ static int do_evict_local(cd_ns_t *ns)
 {
     cd_block_t *b = cd_radix_victim(&ns->ns_radix);
 
+    /* Blocks the SSD tier is writing out stay where they are in the LRU and
+     * are passed over (a batch at a time: few). */
+    while (b != NULL && b->bk_wb > 0) {
+        b = cd_radix_victim_after(&ns->ns_radix, b);
+    }
     if (b == NULL) {
         return 0;
     }
@@ -515,6 +520,97 @@ void do_obj_free(cd_ns_t *ns, cd_obj_t *o)
     cd_slab_free(&ns->ns_slab, &o->ob_ext);
     cd_budget_release_meta(&ns->ns_store->ss_budget, sizeof(*o));
     free(o);
+}
+
+/* --- write-behind ------------------------------------------------------------- */
+
+st_status_t cd_store_clean_take(cd_store_t *s, uint32_t ns_id, uint32_t kinds, uint64_t ahead,
+                                uint64_t max_bytes, cd_clean_t *out, size_t cap, size_t *n_p,
+                                uint64_t *window_p)
+{
+    cd_ns_t *ns = cd_ns_get(s, ns_id);
+    cd_rnode_t *node, *next;
+    uint64_t walked = 0, taken = 0;
+    size_t n = 0, blocks = 0;
+
+    *n_p = 0;
+    if (ns == NULL) {
+        return ST_ERR_NOT_FOUND;
+    }
+    pthread_mutex_lock(&ns->ns_lock);
+    /* Eviction's order: the coldest leaf node first, each node's run from
+     * its last block back. Holding a node's last block takes the node out
+     * of the LRU list, so the next node is read before. */
+    for (node = ns->ns_radix.rx_lru_cold; node != NULL && walked < ahead; node = next) {
+        next = node->rn_lru_next;
+        for (uint32_t i = node->rn_len; i-- > 0 && walked < ahead;) {
+            cd_block_t *b = node->rn_run[i];
+            int held = 0;
+
+            if (blocks++ == CD_CLEAN_WALK_MAX) {
+                goto done;
+            }
+            walked += b->bk_bytes;
+            if (b->bk_wb > 0) {
+                continue;
+            }
+            for (cd_obj_t *o = b->bk_objs; o != NULL; o = o->ob_next) {
+                cd_clean_t *c;
+
+                if (o->ob_tiered || !(kinds & (1u << o->ob_key.kind))) {
+                    continue;
+                }
+                if (n == cap || taken >= max_bytes) {
+                    goto done;
+                }
+                c = &out[n++];
+                c->key = o->ob_key;
+                c->has_parent = o->ob_has_parent;
+                c->parent = o->ob_parent;
+                c->data = cd_extent_ptr(&ns->ns_slab, &o->ob_ext);
+                c->len = o->ob_len;
+                c->checksum = o->ob_checksum;
+                c->status = ST_ERR_UNAVAILABLE;
+                c->obj_ = o;
+                c->held_ = !held;
+                if (!held) {
+                    b->bk_wb++;
+                    held = 1;
+                }
+                taken += o->ob_len;
+            }
+        }
+    }
+done:
+    pthread_mutex_unlock(&ns->ns_lock);
+    *n_p = n;
+    if (window_p != NULL) {
+        *window_p = walked;
+    }
+    return ST_OK;
+}
+
+void cd_store_clean_finish(cd_store_t *s, uint32_t ns_id, cd_clean_t *items, size_t n)
+{
+    cd_ns_t *ns = cd_ns_get(s, ns_id);
+
+    if (ns == NULL || n == 0) {
+        return;
+    }
+    pthread_mutex_lock(&ns->ns_lock);
+    /* The held blocks kept every object: none was evicted, deleted or
+     * replaced meanwhile. */
+    for (size_t i = 0; i < n; i++) {
+        cd_obj_t *o = items[i].obj_;
+
+        if (items[i].status == ST_OK) {
+            o->ob_tiered = 1;
+        }
+        if (items[i].held_) {
+            o->ob_block->bk_wb--;
+        }
+    }
+    pthread_mutex_unlock(&ns->ns_lock);
 }
 
 /* --- leases and pins ---------------------------------------------------------- */

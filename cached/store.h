@@ -104,8 +104,9 @@ typedef struct cd_store_config {
     void *chunk_ctx;
     /* Told about each committed object eviction takes from DRAM, before its
      * extent is freed: data (len bytes) is valid only during the call, parent
-     * is the block's parent hash (NULL for a root), tiered the put's
-     * pt_tiered (the object was committed from a tier that kept its copy).
+     * is the block's parent hash (NULL for a root), tiered the object's
+     * hint that the tier holds a copy (the put's pt_tiered: committed from
+     * a tier that kept its copy; or written ahead, cd_store_clean_finish).
      * The SSD tier spills from here. Called with the namespace lock held;
      * must not call the store. May be NULL. */
     void (*evicted)(void *ctx, uint32_t ns_id, const struct cd_key *key, const st_hash_t *parent,
@@ -283,6 +284,50 @@ st_status_t cd_store_put_commit(cd_store_t *s, cd_put_t *put, uint64_t checksum,
 
 /* Ends a begun put without making it visible, and frees its memory. */
 void cd_store_put_abort(cd_store_t *s, cd_put_t *put);
+
+/*
+ * Write-behind (the SSD tier's cleaner, docs/tiers.md): the committed
+ * objects near the cold end of a namespace's LRU that the tier holds no copy
+ * of yet, so that it can write them out before eviction needs their room.
+ */
+typedef struct cd_clean {
+    cd_key_t key;
+    int has_parent;
+    st_hash_t parent;
+    const void *data; /* the object's bytes, valid until cd_store_clean_finish */
+    uint64_t len;
+    uint64_t checksum;  /* XXH3-64 of the bytes, as committed */
+    st_status_t status; /* set by the caller: ST_OK once the tier holds the copy */
+    void *obj_;         /* private */
+    int held_;          /* private: this entry holds its block */
+} cd_clean_t;
+
+/*
+ * Walks the coldest `ahead` bytes of namespace ns_id's objects (its
+ * evictable blocks, in the order eviction would take them; at most
+ * CD_CLEAN_WALK_MAX blocks, so the namespace lock is held briefly), and
+ * returns in out (up to cap entries, and up to about max_bytes of object
+ * bytes) the objects of the kinds in kinds (a
+ * mask of 1 << cd_kind_t) whose tiered hint is clear. Their blocks are held
+ * until cd_store_clean_finish: not evicted (eviction passes over them), not
+ * deleted (ST_ERR_BUSY), their extents not reused; the hold is no access and
+ * leaves them where they are in the LRU. *n_p = 0 when there is nothing
+ * to write; *window_p (may be NULL) is the bytes walked: with *n_p = 0, the
+ * window whose every object is tiered (or held elsewhere).
+ * Returns ST_OK or ST_ERR_NOT_FOUND (no such namespace).
+ */
+#define CD_CLEAN_WALK_MAX 16384
+
+st_status_t cd_store_clean_take(cd_store_t *s, uint32_t ns_id, uint32_t kinds, uint64_t ahead,
+                                uint64_t max_bytes, cd_clean_t *out, size_t cap, size_t *n_p,
+                                uint64_t *window_p);
+
+/*
+ * Ends a take: entries with status ST_OK get the tiered hint (their eviction
+ * then asks the tier for the copy instead of writing one), and the blocks
+ * are released.
+ */
+void cd_store_clean_finish(cd_store_t *s, uint32_t ns_id, cd_clean_t *items, size_t n);
 
 /*
  * Copies an object out after checking its checksum. *len_p receives the

@@ -34,7 +34,8 @@ typedef struct cd_obj {
     uint64_t ob_resv_id;              /* reserved only */
     uint64_t ob_expires;
     int ob_has_parent;
-    uint8_t ob_tiered; /* committed from the SSD tier, whose copy was kept (a hint) */
+    uint8_t ob_tiered; /* the SSD tier holds a copy: committed from it (kept) or written
+                          ahead of eviction by its write-behind (a hint) */
     st_hash_t ob_parent;
     cd_block_t *ob_held[2]; /* while being written: its parent block and its own block,
                                held so that eviction cannot take them meanwhile */

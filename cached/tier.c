@@ -5,6 +5,7 @@
  */
 #include "tier.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -52,7 +53,37 @@ struct cd_tier {
     _Atomic uint64_t spill_queued, spill_dropped, promoted, promote_misses;
     _Atomic uint64_t spill_clean; /* evictions of objects whose tier copy stayed */
     uint64_t recovered_ms, recovered_sessions, recovered_objects;
+
+    /* Write-behind (t_wb_main): one thread writes the coldest objects of
+     * each namespace out ahead of eviction, a batch at a time. */
+    uint64_t wb_ahead;      /* ssd_writeback; 0: no thread */
+    _Atomic int wb_running; /* read by evictions on any thread */
+    int wb_stop;
+    pthread_t wb_thread;
+    pthread_mutex_t wb_lock;
+    pthread_cond_t wb_cond;      /* a kick or the stop */
+    pthread_cond_t wb_done_cond; /* the batch's last write finished */
+    uint32_t wb_pending;         /* writes of the batch not finished */
+    _Atomic uint8_t wb_want[CD_MAX_NS + 1];
+    /* Per namespace: the window's size when a pass last found it all
+     * written, and an estimate of its written bytes left since (evictions
+     * of written objects take from it; under half the window, a kick). */
+    _Atomic uint64_t wb_window[CD_MAX_NS + 1];
+    _Atomic int64_t wb_clean[CD_MAX_NS + 1];
+    cd_clean_t *wb_items;
+    struct t_wb_job *wb_jobs;
+    _Atomic uint64_t wb_objects, wb_bytes, wb_failed;
 };
+
+/* One write of a write-behind batch. */
+typedef struct t_wb_job {
+    cd_tier_t *t;
+    cd_clean_t *c;
+} t_wb_job_t;
+
+#define T_WB_CAP       1024          /* objects per write-behind batch */
+#define T_WB_MAX_BYTES (16ull << 20) /* object bytes per batch (their blocks are held) */
+#define T_WB_RETRY_MS  1000          /* pause after a batch that failed (map full, say) */
 
 /* A spill in flight: its value follows. */
 typedef struct t_spill {
@@ -371,6 +402,169 @@ static void t_budget_evicted(void *arg, const st_ssd_key_t *key, uint64_t length
     t2_remove(arg, key->ns, &key->id, t_tag_of(key), 1, 0);
 }
 
+/* ---------------------------------------------------- write-behind -- */
+
+/*
+ * Evictions take the coldest objects of a namespace; the ones the tier holds
+ * no copy of are copied and queued for the writer on the evicting thread (a
+ * put, or a promote making room). The write-behind thread writes the
+ * coldest ssd_writeback bytes of each namespace's objects out ahead of
+ * that, straight from DRAM (their blocks held meanwhile, the hold no
+ * access), and marks them tiered, so that their eviction finds the copy
+ * (st_ssd_contains) and writes nothing. It runs when evictions kick it.
+ */
+
+/* Writer thread: one write of the batch finished. */
+static void t_wb_done(void *arg, const st_ssd_key_t *key, st_status_t status)
+{
+    t_wb_job_t *j = arg;
+    cd_tier_t *t = j->t;
+
+    (void)key;
+    pthread_mutex_lock(&t->wb_lock);
+    j->c->status = status;
+    if (--t->wb_pending == 0) {
+        pthread_cond_signal(&t->wb_done_cond);
+    }
+    pthread_mutex_unlock(&t->wb_lock);
+}
+
+/* Called by evictions (namespace lock held) of len bytes, clean (the tier
+ * had the copy) or not: wakes the thread when the written part of the
+ * window runs low, or at once when an eviction had to write. */
+static void t_wb_kick(cd_tier_t *t, uint32_t ns_id, uint64_t len, int clean)
+{
+    if (!atomic_load_explicit(&t->wb_running, memory_order_relaxed)) {
+        return;
+    }
+    if (clean && atomic_fetch_sub(&t->wb_clean[ns_id], (int64_t)len) - (int64_t)len >
+                     (int64_t)(atomic_load(&t->wb_window[ns_id]) / 2)) {
+        return;
+    }
+    if (atomic_load_explicit(&t->wb_want[ns_id], memory_order_relaxed)) {
+        return;
+    }
+    atomic_store(&t->wb_want[ns_id], 1);
+    pthread_mutex_lock(&t->wb_lock);
+    pthread_cond_signal(&t->wb_cond);
+    pthread_mutex_unlock(&t->wb_lock);
+}
+
+/*
+ * Writes batches of namespace ns_id's coldest objects until none is left to
+ * write in its window. Returns 0, or -1 after a batch with failed writes
+ * (the thread then pauses: a full map would fail the next one too).
+ */
+static int t_wb_clean(cd_tier_t *t, uint32_t ns_id)
+{
+    cd_store_t *store = t->d->store;
+    uint64_t wire = atomic_load(&t->wire[ns_id]);
+    /* Held blocks are not evictable: a batch is a small part of the window. */
+    uint64_t max_bytes =
+        t->wb_ahead / 4 + 1 < T_WB_MAX_BYTES ? t->wb_ahead / 4 + 1 : T_WB_MAX_BYTES;
+    size_t n;
+
+    if (wire == 0 || store == NULL) {
+        return 0;
+    }
+    for (;;) {
+        uint64_t bytes = 0, failed = 0, window = 0;
+
+        if (cd_store_clean_take(store, ns_id, 1u << CD_KIND_KV | 1u << CD_KIND_IDX, t->wb_ahead,
+                                max_bytes, t->wb_items, T_WB_CAP, &n, &window) != ST_OK) {
+            return 0;
+        }
+        if (n == 0) {
+            atomic_store(&t->wb_window[ns_id], window);
+            atomic_store(&t->wb_clean[ns_id], (int64_t)window);
+            return 0;
+        }
+        pthread_mutex_lock(&t->wb_lock);
+        t->wb_pending = (uint32_t)n;
+        pthread_mutex_unlock(&t->wb_lock);
+        for (size_t i = 0; i < n; i++) {
+            cd_clean_t *c = &t->wb_items[i];
+            uint8_t prefix[T_PREFIX];
+            st_ssd_key_t k = t_key(wire, &c->key.hash, t_ssd_kind[c->key.kind], c->key.layer);
+            st_status_t st;
+
+            t_prefix(prefix, c->has_parent ? &c->parent : NULL);
+            t->wb_jobs[i].t = t;
+            t->wb_jobs[i].c = c;
+            /* Waits when the writer's queue is full: this thread may. */
+            st = st_ssd_spill_parts(t->ssd, &k, prefix, T_PREFIX, c->data, c->len, 0, t_wb_done,
+                                    &t->wb_jobs[i]);
+            if (st != ST_OK) {
+                pthread_mutex_lock(&t->wb_lock);
+                c->status = st;
+                t->wb_pending--;
+                pthread_mutex_unlock(&t->wb_lock);
+            }
+        }
+        pthread_mutex_lock(&t->wb_lock);
+        while (t->wb_pending > 0) {
+            pthread_cond_wait(&t->wb_done_cond, &t->wb_lock);
+        }
+        pthread_mutex_unlock(&t->wb_lock);
+        for (size_t i = 0; i < n; i++) {
+            if (t->wb_items[i].status == ST_OK) {
+                bytes += t->wb_items[i].len;
+            } else {
+                failed++;
+            }
+        }
+        cd_store_clean_finish(store, ns_id, t->wb_items, n);
+        atomic_fetch_add(&t->wb_objects, n - failed);
+        atomic_fetch_add(&t->wb_bytes, bytes);
+        if (failed > 0) {
+            atomic_fetch_add(&t->wb_failed, failed);
+            st_warn_ratelimited("ssd write-behind: %llu of %zu writes failed ns=%u; pausing",
+                                (unsigned long long)failed, n, ns_id);
+            return -1;
+        }
+        pthread_mutex_lock(&t->wb_lock);
+        if (t->wb_stop) {
+            pthread_mutex_unlock(&t->wb_lock);
+            return 0;
+        }
+        pthread_mutex_unlock(&t->wb_lock);
+    }
+}
+
+static void *t_wb_main(void *arg)
+{
+    cd_tier_t *t = arg;
+
+    pthread_mutex_lock(&t->wb_lock);
+    while (!t->wb_stop) {
+        int any = 0, paused = 0;
+
+        for (uint32_t id = 1; id <= CD_MAX_NS && !t->wb_stop; id++) {
+            if (!atomic_exchange(&t->wb_want[id], 0)) {
+                continue;
+            }
+            any = 1;
+            pthread_mutex_unlock(&t->wb_lock);
+            paused |= t_wb_clean(t, id) != 0;
+            pthread_mutex_lock(&t->wb_lock);
+        }
+        if (paused) {
+            /* Kicks wake the thread, but only the stop ends the pause. */
+            struct timespec ts;
+
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += T_WB_RETRY_MS / 1000;
+            while (!t->wb_stop &&
+                   pthread_cond_timedwait(&t->wb_cond, &t->wb_lock, &ts) != ETIMEDOUT) {
+            }
+        } else if (!any && !t->wb_stop) {
+            pthread_cond_wait(&t->wb_cond, &t->wb_lock);
+        }
+    }
+    pthread_mutex_unlock(&t->wb_lock);
+    return NULL;
+}
+
 /* ------------------------------------------------------- lifecycle -- */
 
 st_status_t cd_tier_open(cd_daemon_t *d, cd_tier_t **t_p)
@@ -387,6 +581,9 @@ st_status_t cd_tier_open(cd_daemon_t *d, cd_tier_t **t_p)
     pthread_mutex_init(&t->lock, NULL);
     pthread_mutex_init(&t->close_lock, NULL);
     pthread_cond_init(&t->cond, NULL);
+    pthread_mutex_init(&t->wb_lock, NULL);
+    pthread_cond_init(&t->wb_cond, NULL);
+    pthread_cond_init(&t->wb_done_cond, NULL);
     memset(&p, 0, sizeof(p));
     p.dir = d->cfg.data_dir;
     p.map_size = d->cfg.ssd_map_size;
@@ -401,6 +598,18 @@ st_status_t cd_tier_open(cd_daemon_t *d, cd_tier_t **t_p)
         cd_tier_free(t);
         return st;
     }
+    t->wb_ahead = t->spill ? d->cfg.ssd_writeback : 0;
+    if (t->wb_ahead > 0) {
+        t->wb_items = calloc(T_WB_CAP, sizeof(*t->wb_items));
+        t->wb_jobs = calloc(T_WB_CAP, sizeof(*t->wb_jobs));
+        if (t->wb_items == NULL || t->wb_jobs == NULL ||
+            pthread_create(&t->wb_thread, NULL, t_wb_main, t) != 0) {
+            st_error("cannot start the SSD tier's write-behind thread");
+            cd_tier_free(t);
+            return ST_ERR_NOMEM;
+        }
+        t->wb_running = 1;
+    }
     *t_p = t;
     return ST_OK;
 }
@@ -411,6 +620,15 @@ void cd_tier_shutdown(cd_tier_t *t)
 
     if (t == NULL || t->ssd == NULL) {
         return;
+    }
+    if (atomic_load(&t->wb_running)) {
+        /* Its batch in flight finishes first: the writer still runs. */
+        pthread_mutex_lock(&t->wb_lock);
+        t->wb_stop = 1;
+        pthread_cond_broadcast(&t->wb_cond);
+        pthread_mutex_unlock(&t->wb_lock);
+        pthread_join(t->wb_thread, NULL);
+        t->wb_running = 0;
     }
     ssd = t->ssd;
     pthread_mutex_lock(&t->close_lock);
@@ -437,6 +655,11 @@ void cd_tier_free(cd_tier_t *t)
         }
     }
     free(t->buckets);
+    free(t->wb_items);
+    free(t->wb_jobs);
+    pthread_mutex_destroy(&t->wb_lock);
+    pthread_cond_destroy(&t->wb_cond);
+    pthread_cond_destroy(&t->wb_done_cond);
     pthread_mutex_destroy(&t->lock);
     pthread_mutex_destroy(&t->close_lock);
     pthread_cond_destroy(&t->cond);
@@ -594,15 +817,18 @@ void cd_tier_evicted(void *ctx, uint32_t ns_id, const cd_key_t *key, const st_ha
     }
     k = t_key(wire, &key->hash, t_ssd_kind[key->kind], key->layer);
     if (tiered && st_ssd_contains(t->ssd, &k)) {
-        /* Promoted from the tier, whose copy stayed (committed objects never
-         * change): evicting it again writes nothing. The copy is checked for,
-         * since the spill budget may have aged it out meanwhile; an object
-         * that never came from the tier is not looked for. */
+        /* Promoted from the tier, whose copy stayed, or written ahead by
+         * the write-behind (committed objects never change): evicting it
+         * writes nothing. The copy is checked for, since the spill budget
+         * may have aged it out meanwhile; an object the tier never had a
+         * copy of is not looked for. */
         if (t2_add(t, wire, &key->hash, tag, 0) == 0) {
             atomic_fetch_add(&t->spill_clean, 1);
         }
+        t_wb_kick(t, ns_id, len, 1);
         return;
     }
+    t_wb_kick(t, ns_id, len, 0); /* the write-behind fell behind, or has not started */
     if (atomic_load(&t->inflight) + len > T_INFLIGHT_MAX ||
         (sp = malloc(sizeof(*sp) + T_PREFIX + len)) == NULL) {
         atomic_fetch_add(&t->spill_dropped, 1);
@@ -993,6 +1219,9 @@ void cd_tier_stats(cd_tier_t *t, st_ssd_stats_t *ssd, cd_tier_counters_t *c)
         c->spill_queued = atomic_load(&t->spill_queued);
         c->spill_dropped = atomic_load(&t->spill_dropped);
         c->spill_clean = atomic_load(&t->spill_clean);
+        c->writeback_objects = atomic_load(&t->wb_objects);
+        c->writeback_bytes = atomic_load(&t->wb_bytes);
+        c->writeback_failed = atomic_load(&t->wb_failed);
         c->promoted = atomic_load(&t->promoted);
         c->promote_misses = atomic_load(&t->promote_misses);
         c->recovered_ms = t->recovered_ms;

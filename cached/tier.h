@@ -40,14 +40,16 @@ typedef struct cd_tier cd_tier_t;
 
 /* Daemon-side counters of the tier (the library's are in st_ssd_stats). */
 typedef struct cd_tier_counters {
-    uint64_t t2_blocks;      /* blocks in the T2 index */
-    uint64_t t2_objects;     /* objects in the T2 index */
-    uint64_t spill_queued;   /* spills handed to the tier */
-    uint64_t spill_dropped;  /* evictions not spilled (queue or in-flight cap full) */
-    uint64_t spill_clean;    /* evictions that wrote nothing: the tier kept the promoted copy */
-    uint64_t promoted;       /* objects promoted back into DRAM */
-    uint64_t promote_misses; /* indexed objects the tier no longer had (or corrupt) */
-    uint64_t recovered_ms;   /* how long recovery took */
+    uint64_t t2_blocks;     /* blocks in the T2 index */
+    uint64_t t2_objects;    /* objects in the T2 index */
+    uint64_t spill_queued;  /* spills handed to the tier */
+    uint64_t spill_dropped; /* evictions not spilled (queue or in-flight cap full) */
+    uint64_t spill_clean;   /* evictions that wrote nothing: the tier held a copy */
+    uint64_t writeback_objects, writeback_bytes; /* written ahead of eviction (write-behind) */
+    uint64_t writeback_failed; /* write-behind writes that failed (map full, say) */
+    uint64_t promoted;         /* objects promoted back into DRAM */
+    uint64_t promote_misses;   /* indexed objects the tier no longer had (or corrupt) */
+    uint64_t recovered_ms;     /* how long recovery took */
     uint64_t recovered_sessions;
     uint64_t recovered_objects;
 } cd_tier_counters_t;

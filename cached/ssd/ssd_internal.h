@@ -77,7 +77,9 @@ typedef struct ssd_op {
     unsigned flags;
     st_ssd_key_t key;
     const void *data;
-    size_t length;
+    size_t length;     /* payload bytes: head_len, then length - head_len from data */
+    uint32_t head_len; /* st_ssd_spill_parts: a copied head in front of data */
+    uint8_t head[ST_SSD_HEAD_MAX];
     void *copy;        /* owned copy of the payload, or NULL */
     uint64_t checksum; /* XXH3-64 of the payload, computed by the caller's thread */
     uint64_t seq;

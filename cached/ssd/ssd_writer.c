@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
 #include "st_xxh.h"
 
 #include "st_log.h"
@@ -154,8 +155,12 @@ static int w_write(st_ssd_t *ssd, MDB_txn *txn, ssd_op_t *op, ssd_usage_t *u, ss
         return rc;
     }
     memcpy(v.mv_data, hb, SSD_HDR_BYTES);
-    if (op->length != 0) {
-        memcpy((uint8_t *)v.mv_data + SSD_HDR_BYTES, op->data, op->length);
+    if (op->head_len != 0) {
+        memcpy((uint8_t *)v.mv_data + SSD_HDR_BYTES, op->head, op->head_len);
+    }
+    if (op->length > op->head_len) {
+        memcpy((uint8_t *)v.mv_data + SSD_HDR_BYTES + op->head_len, op->data,
+               op->length - op->head_len);
     }
     rc = mdb_put(txn, ssd->dbi_meta, &k, &hv, 0);
     if (rc == 0 && spilled) {
@@ -726,10 +731,26 @@ st_status_t ssd_submit(st_ssd_t *ssd, ssd_op_t *op)
     return status;
 }
 
-/* Builds and queues a write; the common part of put and spill. */
+/* XXH3-64 of head || data, as of one payload. */
+static uint64_t ssd_sum_parts(const void *head, size_t head_len, const void *data, size_t length)
+{
+    XXH3_state_t s;
+
+    if (head_len == 0) {
+        return XXH3_64bits(data, length);
+    }
+    (void)XXH3_64bits_reset(&s);
+    (void)XXH3_64bits_update(&s, head, head_len);
+    (void)XXH3_64bits_update(&s, data, length);
+    return XXH3_64bits_digest(&s);
+}
+
+/* Builds and queues a write; the common part of put and spill. A head
+ * (head_len > 0, only with done) goes in front of data. */
 static st_status_t ssd_queue_write(st_ssd_t *ssd, ssd_op_type_t type, const st_ssd_key_t *key,
-                                   const void *data, size_t length, unsigned flags,
-                                   st_ssd_done_fn done, void *done_arg)
+                                   const void *head, size_t head_len, const void *data,
+                                   size_t length, unsigned flags, st_ssd_done_fn done,
+                                   void *done_arg)
 {
     ssd_op_t *op, local;
     st_status_t status;
@@ -754,12 +775,16 @@ static st_status_t ssd_queue_write(st_ssd_t *ssd, ssd_op_type_t type, const st_s
     op->type = type;
     op->flags = flags;
     op->key = *key;
-    op->length = length;
+    op->length = head_len + length;
+    op->head_len = (uint32_t)head_len;
+    if (head_len != 0) {
+        memcpy(op->head, head, head_len);
+    }
     op->done = done;
     op->done_arg = done_arg;
     /* Hashed here, in the caller's thread, so that the one writer thread
      * spends its time on the transaction. */
-    op->checksum = XXH3_64bits(data, length);
+    op->checksum = ssd_sum_parts(head, head_len, data, length);
     if (done == NULL) {
         op->copy = op + 1;
         if (length != 0) {
@@ -805,24 +830,31 @@ st_status_t st_ssd_put(st_ssd_t *ssd, const st_ssd_key_t *key, const void *data,
     if (status != ST_OK) {
         return status;
     }
-    return ssd_queue_write(ssd, SSD_OP_PUT, key, data, length, flags, done, done_arg);
+    return ssd_queue_write(ssd, SSD_OP_PUT, key, NULL, 0, data, length, flags, done, done_arg);
 }
 
-st_status_t st_ssd_spill(st_ssd_t *ssd, const st_ssd_key_t *key, const void *data, size_t length,
-                         unsigned flags, st_ssd_done_fn done, void *done_arg)
+static st_status_t ssd_spill(st_ssd_t *ssd, const st_ssd_key_t *key, const void *head,
+                             size_t head_len, const void *data, size_t length, unsigned flags,
+                             st_ssd_done_fn done, void *done_arg)
 {
     st_status_t status = ssd_check_write(ssd, key, data, length, 1);
 
-    if (status == ST_OK && length > ssd->params.spill_budget) {
+    if (status == ST_OK && head_len > 0 &&
+        (head == NULL || head_len > ST_SSD_HEAD_MAX || done == NULL)) {
+        st_error("ssd spill refused: a head needs 1..%d bytes and a done callback head_len=%zu",
+                 ST_SSD_HEAD_MAX, head_len);
+        status = ST_ERR_INVALID;
+    }
+    if (status == ST_OK && head_len + length > ssd->params.spill_budget) {
         st_log_ratelimited(ST_LOG_WARN,
                            "ssd spill refused: larger than the budget length=%zu "
                            "spill_budget=%llu",
-                           length, (unsigned long long)ssd->params.spill_budget);
+                           head_len + length, (unsigned long long)ssd->params.spill_budget);
         status = ST_ERR_EXHAUSTED;
     }
     if (status == ST_OK) {
-        status = ssd_queue_write(ssd, SSD_OP_SPILL, key, data, length, flags & ~ST_SSD_DURABLE,
-                                 done, done_arg);
+        status = ssd_queue_write(ssd, SSD_OP_SPILL, key, head, head_len, data, length,
+                                 flags & ~ST_SSD_DURABLE, done, done_arg);
     }
     if (status != ST_OK && status != ST_ERR_INVALID) {
         pthread_mutex_lock(&ssd->lock);
@@ -830,6 +862,19 @@ st_status_t st_ssd_spill(st_ssd_t *ssd, const st_ssd_key_t *key, const void *dat
         pthread_mutex_unlock(&ssd->lock);
     }
     return status;
+}
+
+st_status_t st_ssd_spill(st_ssd_t *ssd, const st_ssd_key_t *key, const void *data, size_t length,
+                         unsigned flags, st_ssd_done_fn done, void *done_arg)
+{
+    return ssd_spill(ssd, key, NULL, 0, data, length, flags, done, done_arg);
+}
+
+st_status_t st_ssd_spill_parts(st_ssd_t *ssd, const st_ssd_key_t *key, const void *head,
+                               size_t head_len, const void *data, size_t length, unsigned flags,
+                               st_ssd_done_fn done, void *done_arg)
+{
+    return ssd_spill(ssd, key, head, head_len, data, length, flags, done, done_arg);
 }
 
 st_status_t st_ssd_delete(st_ssd_t *ssd, const st_ssd_key_t *key, unsigned flags,

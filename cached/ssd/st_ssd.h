@@ -222,6 +222,18 @@ st_status_t st_ssd_spill(st_ssd_t *ssd, const st_ssd_key_t *key, const void *dat
                          unsigned flags, st_ssd_done_fn done, void *done_arg);
 
 /*
+ * st_ssd_spill of the payload head || data without assembling it: head
+ * (1..ST_SSD_HEAD_MAX bytes) is copied, data is not and must stay valid and
+ * unchanged until done (required) runs. Stored, checksummed and read back
+ * exactly as st_ssd_spill of the two parts in one buffer. The daemon's
+ * write-behind spills objects from DRAM this way, with its 24-byte prefix.
+ * Returns as st_ssd_spill; ST_ERR_INVALID also for a missing head or done.
+ */
+st_status_t st_ssd_spill_parts(st_ssd_t *ssd, const st_ssd_key_t *key, const void *head,
+                               size_t head_len, const void *data, size_t length, unsigned flags,
+                               st_ssd_done_fn done, void *done_arg);
+
+/*
  * Reads an object and verifies its checksum, in a short read transaction.
  * alloc(alloc_arg, length, meta) gives the destination; the payload is
  * copied there and verified in place. When it returns non-NULL and the read
@@ -269,7 +281,7 @@ st_status_t st_ssd_get_split(st_ssd_t *ssd, const st_ssd_key_t *key, void *head,
  */
 int st_ssd_contains(st_ssd_t *ssd, const st_ssd_key_t *key);
 
-/* The longest head st_ssd_promote_split() takes apart. */
+/* The longest head st_ssd_promote_split() takes apart (and st_ssd_spill_parts() puts in front). */
 #define ST_SSD_HEAD_MAX 256
 
 /*

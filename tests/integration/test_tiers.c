@@ -378,6 +378,155 @@ static void test_spill_and_promote(void **state)
     free(chain);
 }
 
+/* ----------------------------------------------------- write-behind -- */
+
+#define WB_LAYERS 2
+#define WB_OBJ    (64 * 1024)
+
+/* Waits until the write-behind has been idle for a while (its counter stands
+ * still over three polls); returns the counter. */
+static uint64_t wb_settle(conn_t *c)
+{
+    uint64_t last = UINT64_MAX, v = 0;
+    int still = 0;
+
+    for (int i = 0; i < 400 && still < 3; i++) {
+        usleep(100 * 1000);
+        v = stat_counter(c, "ssd_writeback_objects");
+        still = v == last ? still + 1 : 0;
+        last = v;
+    }
+    assert_true(still >= 3);
+    return v;
+}
+
+#define WB_CHAIN  40
+#define WB_CHAINS 30 /* 30 x 40 x 2 x 64 KiB = 150 MiB */
+
+/* Starts a 64 MiB daemon on a new data directory with the extra arguments,
+ * connects c, and puts chains [0, n_chains) of WB_CHAIN blocks from blocks. */
+static void wb_start_fill(tc_cluster_t *cl, conn_t *c, char *dir, size_t dir_cap, const char *extra,
+                          const st_hash_t *blocks, size_t n_chains)
+{
+    char args[320];
+    size_t bad = 0;
+    srpc_error_t err;
+
+    mk_dir(dir, dir_cap);
+    snprintf(args, sizeof(args),
+             "--memory-limit 64M --chunk-bytes 4M --max-object 1M --transport none --data-dir %s "
+             "--ssd-map-size 1G --ssd-sync none %s",
+             dir, extra);
+    assert_int_equal(tc_start(cl, stratad_path, 1, args), 0);
+    conn_open(c, cl->node[0].addr);
+    for (size_t ch = 0; ch < n_chains; ch++) {
+        assert_int_equal(put_objs(c, blocks + ch * WB_CHAIN, &c->seed, WB_CHAIN, WB_LAYERS,
+                                  STRATA__V1__OBJECT_KIND__KV, WB_OBJ, 0, &bad, &err),
+                         ST_OK);
+    }
+    assert_int_equal(bad, 0);
+}
+
+/*
+ * The write-behind (ssd_writeback) through a real daemon: once evictions
+ * start, it writes the coldest 16 MiB of the namespace's objects to the SSD
+ * tier while they are still in DRAM; evicting those later writes nothing
+ * (ssd_spill_clean counts every one of them); and since they are on SSD, a
+ * daemon killed with SIGKILL serves them after its restart, byte-exact, as
+ * it serves the objects evicted before: more than eviction alone had put
+ * there. With ssd_writeback 0 nothing is written ahead; writes that fail
+ * are counted and mark nothing.
+ */
+static void test_write_behind(void **state)
+{
+    enum { CHAIN = WB_CHAIN, CHAINS = WB_CHAINS };
+    tc_cluster_t cl;
+    conn_t c;
+    char dir[64];
+    st_hash_t *blocks = malloc(sizeof(st_hash_t) * CHAIN * (CHAINS + 1));
+    size_t bad = 0, served = 0;
+    uint64_t wb, clean0, ev0, clean1, ev1, on_ssd, evicted, dropped;
+    srpc_error_t err;
+
+    (void)state;
+    assert_non_null(blocks);
+    for (size_t i = 0; i < (size_t)CHAIN * (CHAINS + 1); i++) {
+        blocks[i] = mk_hash(5, i);
+    }
+    wb_start_fill(&cl, &c, dir, sizeof(dir), "--ssd-writeback 16M", blocks, CHAINS);
+    wb = wb_settle(&c);
+    print_message("write-behind: %llu objects written ahead\n", (unsigned long long)wb);
+    assert_true(wb >= (16u << 20) / WB_OBJ / 2);
+    assert_int_equal(stat_counter(&c, "ssd_writeback_failed"), 0);
+
+    /* 5 MiB more (one chain of 40 x 2 x 64 KiB): what it evicts comes
+     * from the written window, so every eviction is clean. */
+    clean0 = stat_counter(&c, "ssd_spill_clean");
+    ev0 = stat_counter(&c, "evicted_objects");
+    assert_int_equal(put_objs(&c, blocks + CHAINS * CHAIN, &c.seed, CHAIN, WB_LAYERS,
+                              STRATA__V1__OBJECT_KIND__KV, WB_OBJ, 0, &bad, &err),
+                     ST_OK);
+    assert_int_equal(bad, 0);
+    clean1 = stat_counter(&c, "ssd_spill_clean");
+    ev1 = stat_counter(&c, "evicted_objects");
+    print_message("then %llu evictions, %llu of them clean\n", (unsigned long long)(ev1 - ev0),
+                  (unsigned long long)(clean1 - clean0));
+    assert_true(ev1 > ev0);
+    assert_int_equal(clean1 - clean0, ev1 - ev0);
+
+    /* Killed: what was written ahead is on SSD as well as what was evicted. */
+    (void)wb_settle(&c);
+    on_ssd = stat_counter(&c, "ssd_objects_kv");
+    evicted = stat_counter(&c, "evicted_objects");
+    dropped = stat_counter(&c, "ssd_spill_failed");
+    print_message("before the kill: %llu objects on SSD, %llu evicted, %llu not spilled\n",
+                  (unsigned long long)on_ssd, (unsigned long long)evicted,
+                  (unsigned long long)dropped);
+    assert_true(on_ssd > evicted - dropped);
+    conn_close(&c);
+    tc_kill(&cl, 0);
+    assert_int_equal(tc_restart(&cl, 0), 0);
+    conn_open(&c, cl.node[0].addr);
+    for (size_t i = 0; i < (size_t)CHAIN * (CHAINS + 1); i++) {
+        for (uint32_t l = 0; l < WB_LAYERS; l++) {
+            served += (size_t)get_check(&c, &blocks[i], l, STRATA__V1__OBJECT_KIND__KV, WB_OBJ);
+        }
+    }
+    print_message("after the restart: %zu objects served\n", served);
+    assert_int_equal(served, on_ssd);
+    assert_int_equal(stat_counter(&c, "ssd_corrupt"), 0);
+    conn_close(&c);
+    tc_stop_all(&cl);
+    rm_dir(dir);
+
+    /* Off: nothing is written ahead. */
+    wb_start_fill(&cl, &c, dir, sizeof(dir), "--ssd-writeback 0", blocks, CHAINS / 2);
+    assert_true(stat_counter(&c, "evicted_objects") > 0);
+    assert_int_equal(stat_counter(&c, "ssd_writeback_objects"), 0);
+    assert_int_equal(stat_counter(&c, "ssd_spill_clean"), 0);
+    conn_close(&c);
+    tc_stop_all(&cl);
+    rm_dir(dir);
+
+    /* Writes that fail (a spill budget smaller than one object): counted,
+     * nothing marked written, and the daemon keeps serving what is in DRAM. */
+    wb_start_fill(&cl, &c, dir, sizeof(dir), "--ssd-writeback 16M --ssd-spill-budget 32K", blocks,
+                  CHAINS / 2);
+    for (int i = 0; i < 100 && stat_counter(&c, "ssd_writeback_failed") == 0; i++) {
+        usleep(50 * 1000);
+    }
+    assert_true(stat_counter(&c, "ssd_writeback_failed") > 0);
+    assert_int_equal(stat_counter(&c, "ssd_writeback_objects"), 0);
+    assert_int_equal(stat_counter(&c, "ssd_spill_clean"), 0);
+    assert_int_equal(
+        get_check(&c, &blocks[(CHAINS / 2) * CHAIN - 1], 0, STRATA__V1__OBJECT_KIND__KV, WB_OBJ),
+        1);
+    conn_close(&c);
+    tc_stop_all(&cl);
+    rm_dir(dir);
+    free(blocks);
+}
+
 /* ------------------------------------------------------------ crash -- */
 
 #define CR_RUNS     20
@@ -843,6 +992,7 @@ int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spill_and_promote),
+        cmocka_unit_test(test_write_behind),
         cmocka_unit_test(test_kill9_durable_stream),
         cmocka_unit_test(test_corrupt_value_never_served),
         cmocka_unit_test(test_full_map_refuses_durable_put),

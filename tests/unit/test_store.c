@@ -36,8 +36,9 @@ static int teardown(void **state)
     return 0;
 }
 
-static void put_block(uint32_t ns, uint32_t chain, uint32_t i, uint32_t kind, uint32_t layer,
-                      size_t len)
+/* Puts block i of a chain (its parent block i-1, or none for i = 0). */
+static void put_obj(cd_store_t *s, uint32_t ns, uint32_t chain, uint32_t i, uint32_t kind,
+                    uint32_t layer, size_t len)
 {
     cd_key_t k = t_key(chain, i, kind, layer);
     st_hash_t p = t_hash(chain, i - 1);
@@ -45,10 +46,16 @@ static void put_block(uint32_t ns, uint32_t chain, uint32_t i, uint32_t kind, ui
     cd_err_t err;
 
     t_fill(buf, len, &k);
-    if (cd_store_put(st_, ns, &k, i > 0 ? &p : NULL, buf, len, &err) != ST_OK) {
+    if (cd_store_put(s, ns, &k, i > 0 ? &p : NULL, buf, len, &err) != ST_OK) {
         fail_msg("put chain=%u block=%u: %s", chain, i, err.msg);
     }
     free(buf);
+}
+
+static void put_block(uint32_t ns, uint32_t chain, uint32_t i, uint32_t kind, uint32_t layer,
+                      size_t len)
+{
+    put_obj(st_, ns, chain, i, kind, layer, len);
 }
 
 static void test_namespaces_and_seeds(void **state)
@@ -327,6 +334,199 @@ static void test_leases_and_pins_block_eviction(void **state)
     big.hash = t_hash(998, 0);
     big.layer = 0;
     assert_int_equal(cd_store_put(st_, ns1, &big, NULL, data, 60000, &err), ST_OK);
+}
+
+/* ---- write-behind: cd_store_clean_take / cd_store_clean_finish ---- */
+
+static int wb_victims, wb_victims_tiered;
+static uint32_t wb_victim_chain[4096];
+static uint8_t wb_victim_tiered[4096];
+
+static void wb_evicted(void *ctx, uint32_t ns, const cd_key_t *key, const st_hash_t *parent,
+                       const void *data, uint64_t len, int tiered)
+{
+    (void)ctx, (void)ns, (void)parent, (void)data, (void)len;
+    if (key->kind != CD_KIND_KV || wb_victims == 4096) {
+        return;
+    }
+    memcpy(&wb_victim_chain[wb_victims], key->hash.b, 4);
+    wb_victim_tiered[wb_victims++] = (uint8_t)(tiered != 0);
+    wb_victims_tiered += tiered != 0;
+}
+
+/*
+ * The SSD tier's write-behind takes the coldest objects that the tier has
+ * no copy of, in eviction's order (the coldest chain's last block first),
+ * only of the kinds asked for, bounded by count and bytes; their blocks are
+ * held (eviction passes over them, delete is refused) until finish, which
+ * marks the written ones tiered (eviction then reports tiered = 1). The
+ * hold moves nothing in the LRU; a block read meanwhile goes hot as usual.
+ */
+static void test_write_behind_take_finish(void **state)
+{
+    enum { LEN = 60000, NB = 8 };
+    cd_store_config_t c;
+    cd_store_t *s;
+    cd_clean_t items[64];
+    size_t n;
+    uint64_t window;
+    uint32_t ns;
+    cd_err_t err;
+    uint8_t buf[LEN];
+    uint64_t len;
+
+    (void)state;
+    t_now = 1000;
+    t_config(&c, 32 * MiB);
+    c.evicted = wb_evicted;
+    assert_int_equal(cd_store_create(&c, &s, &err), ST_OK);
+    assert_int_equal(cd_store_ns_create(s, "acme", "wb", 64, &ns, &err), ST_OK);
+    /* Chains 0..7 of NB blocks, coldest first; chain 2's blocks also carry
+     * a KDA object, which write-behind must leave alone. */
+    for (uint32_t ch = 0; ch < 8; ch++) {
+        for (uint32_t i = 0; i < NB; i++) {
+            put_obj(s, ns, ch, i, CD_KIND_KV, 0, LEN);
+            if (ch == 2) {
+                put_obj(s, ns, ch, i, CD_KIND_KDA, 0, 1000);
+            }
+        }
+        t_now += 10;
+    }
+    /* Bounded by bytes: five objects, the coldest chain's last five blocks. */
+    assert_int_equal(cd_store_clean_take(s, ns, 1u << CD_KIND_KV | 1u << CD_KIND_IDX, UINT64_MAX,
+                                         5 * LEN, items, 64, &n, &window),
+                     ST_OK);
+    assert_int_equal(n, 5);
+    for (size_t j = 0; j < n; j++) {
+        cd_key_t want = t_key(0, NB - 1 - (uint32_t)j, CD_KIND_KV, 0);
+
+        assert_memory_equal(&items[j].key, &want, sizeof(want));
+        assert_int_equal(items[j].len, LEN);
+        t_fill(buf, LEN, &want);
+        assert_memory_equal(items[j].data, buf, LEN);
+        assert_true(items[j].checksum == XXH3_64bits(buf, LEN));
+        assert_true(items[j].has_parent);
+        items[j].status = ST_ERR_IO; /* none written */
+    }
+    cd_store_clean_finish(s, ns, items, n);
+
+    /* Bounded by count: chains 0, 1 and 2 (KV only), in eviction order. */
+    assert_int_equal(cd_store_clean_take(s, ns, 1u << CD_KIND_KV | 1u << CD_KIND_IDX, UINT64_MAX,
+                                         UINT64_MAX, items, 3 * NB, &n, &window),
+                     ST_OK);
+    assert_int_equal(n, 3 * NB);
+    for (size_t j = 0; j < n; j++) {
+        cd_key_t want = t_key((uint32_t)j / NB, NB - 1 - (uint32_t)j % NB, CD_KIND_KV, 0);
+
+        assert_memory_equal(&items[j].key, &want, sizeof(want));
+        items[j].status = ST_OK;
+    }
+    items[3].status = ST_ERR_IO; /* chain 0, block 4: this write failed */
+    /* Held: not deletable meanwhile. */
+    cd_key_t k05 = t_key(0, 5, CD_KIND_KV, 0);
+    assert_int_equal(cd_store_delete(s, ns, &k05, &err), ST_ERR_BUSY);
+    /* Chain 1 is read meanwhile: it is no longer cold. */
+    cd_key_t k13 = t_key(1, 3, CD_KIND_KV, 0);
+    t_now += 10;
+    assert_int_equal(cd_store_get(s, ns, &k13, buf, sizeof(buf), &len, NULL, &err), ST_OK);
+    cd_store_clean_finish(s, ns, items, n);
+
+    /* Only the failed one is left in the window of chains 0 and 2 (chain 1
+     * was read meanwhile: it went to the hot end). */
+    assert_int_equal(cd_store_clean_take(s, ns, 1u << CD_KIND_KV, 2ull * NB * LEN, UINT64_MAX,
+                                         items, 64, &n, &window),
+                     ST_OK);
+    assert_int_equal(n, 1);
+    cd_key_t k04 = t_key(0, 4, CD_KIND_KV, 0);
+    assert_memory_equal(&items[0].key, &k04, sizeof(k04));
+    items[0].status = ST_OK;
+    cd_store_clean_finish(s, ns, items, n);
+    /* Chains 0 and 2 lead the LRU, all written now; chain 3 comes next. */
+    assert_int_equal(cd_store_clean_take(s, ns, 1u << CD_KIND_KV, 2ull * NB * LEN, UINT64_MAX,
+                                         items, 64, &n, &window),
+                     ST_OK);
+    assert_int_equal(n, 0);
+    assert_true(window >= 2ull * NB * LEN);
+    assert_int_equal(cd_store_clean_take(s, ns, 1u << CD_KIND_KV, 3ull * NB * LEN, UINT64_MAX,
+                                         items, 64, &n, &window),
+                     ST_OK);
+    assert_true(n > 0);
+    cd_key_t k37 = t_key(3, NB - 1, CD_KIND_KV, 0);
+    assert_memory_equal(&items[0].key, &k37, sizeof(k37));
+    cd_store_clean_finish(s, ns, items, n); /* status not ST_OK: not tiered */
+
+    /* Evictions: chain 0 first, then chain 2, all written (tiered = 1). */
+    wb_victims = wb_victims_tiered = 0;
+    for (uint32_t i = 0; wb_victims < 2 * NB + 1; i++) {
+        put_obj(s, ns, 100 + i / NB, i % NB, CD_KIND_KV, 0, LEN);
+    }
+    for (int v = 0; v < 2 * NB; v++) {
+        assert_int_equal(wb_victim_chain[v], v < NB ? 0 : 2);
+        assert_int_equal(wb_victim_tiered[v], 1);
+    }
+    /* The next victim is chain 3's, never written: tiered = 0. */
+    assert_int_equal(wb_victim_chain[2 * NB], 3);
+    assert_int_equal(wb_victim_tiered[2 * NB], 0);
+    /* While chain 3 is being written, eviction passes over it (chain 4's
+     * last block goes); after the finish, chain 3 is still the coldest. */
+    assert_int_equal(
+        cd_store_clean_take(s, ns, 1u << CD_KIND_KV, UINT64_MAX, UINT64_MAX, items, 2, &n, &window),
+        ST_OK);
+    assert_int_equal(n, 2);
+    cd_key_t k36 = t_key(3, NB - 2, CD_KIND_KV, 0);
+    assert_memory_equal(&items[0].key, &k36, sizeof(k36));
+    wb_victims = 0;
+    for (uint32_t i = 0; wb_victims < 1; i++) {
+        put_obj(s, ns, 200 + i / NB, i % NB, CD_KIND_KV, 0, LEN);
+    }
+    assert_int_equal(wb_victim_chain[0], 4);
+    items[0].status = items[1].status = ST_OK;
+    cd_store_clean_finish(s, ns, items, n);
+    wb_victims = 0;
+    for (uint32_t i = 0; wb_victims < 2; i++) {
+        put_obj(s, ns, 300 + i / NB, i % NB, CD_KIND_KV, 0, LEN);
+    }
+    assert_int_equal(wb_victim_chain[0], 3);
+    assert_int_equal(wb_victim_tiered[0], 1);
+    cd_store_destroy(s);
+}
+
+/* The walk is bounded (CD_CLEAN_WALK_MAX blocks from the cold end): with
+ * every block there written, the objects beyond are not looked at. */
+static void test_write_behind_walk_bound(void **state)
+{
+    enum { NBLK = CD_CLEAN_WALK_MAX + 2000 };
+    cd_store_config_t c;
+    cd_store_t *s;
+    static cd_clean_t items[1024];
+    size_t n, total = 0;
+    uint64_t window = 0;
+    uint32_t ns;
+    cd_err_t err;
+
+    (void)state;
+    t_now = 1000;
+    t_config(&c, 64 * MiB);
+    assert_int_equal(cd_store_create(&c, &s, &err), ST_OK);
+    assert_int_equal(cd_store_ns_create(s, "acme", "wb-walk", 64, &ns, &err), ST_OK);
+    for (uint32_t i = 0; i < NBLK; i++) {
+        put_obj(s, ns, 7000 + i, 0, CD_KIND_KV, 0, 64); /* one-block chains */
+    }
+    do {
+        assert_int_equal(cd_store_clean_take(s, ns, 1u << CD_KIND_KV, UINT64_MAX, UINT64_MAX, items,
+                                             1024, &n, &window),
+                         ST_OK);
+        for (size_t j = 0; j < n; j++) {
+            items[j].status = ST_OK;
+        }
+        cd_store_clean_finish(s, ns, items, n);
+        total += n;
+    } while (n > 0);
+    assert_int_equal(total, CD_CLEAN_WALK_MAX);
+    assert_int_equal(cd_store_clean_take(s, ns + 1, 1u << CD_KIND_KV, UINT64_MAX, UINT64_MAX, items,
+                                         1024, &n, &window),
+                     ST_ERR_NOT_FOUND);
+    cd_store_destroy(s);
 }
 
 static void test_lease_expiry(void **state)
@@ -776,6 +976,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reserve_commit_abort_expire, setup, teardown),
         cmocka_unit_test_setup_teardown(test_leases_and_pins_block_eviction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lease_expiry, setup, teardown),
+        cmocka_unit_test(test_write_behind_take_finish),
+        cmocka_unit_test(test_write_behind_walk_bound),
         cmocka_unit_test_setup_teardown(test_lookup_limits_and_stats, setup, teardown),
         cmocka_unit_test_setup_teardown(test_memory_limit_and_resident, setup, teardown),
         cmocka_unit_test_setup_teardown(test_million_token_chain, setup, teardown),
