@@ -3,12 +3,9 @@
  * mapping, stale readers, counters, and the recovery iteration.
  */
 #include <errno.h>
-#include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,37 +25,6 @@ uint64_t ssd_wall_us(void)
 
     clock_gettime(CLOCK_REALTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-/*
- * Finds where LMDB mapped data.mdb (open as fd, map_size bytes long):
- * mdb_env_info's me_mapaddr is only the address of an MDB_FIXEDMAP map
- * (NULL otherwise), so the map is looked up in /proc/self/maps by the
- * file's device and inode. NULL when it is not found: reads then copy from
- * the map instead of using pread.
- */
-static const uint8_t *ssd_find_map(int fd, uint64_t map_size)
-{
-    struct stat sb;
-    char line[4096];
-    const uint8_t *found = NULL;
-    FILE *f;
-
-    if (fd < 0 || fstat(fd, &sb) != 0 || (f = fopen("/proc/self/maps", "r")) == NULL) {
-        return NULL;
-    }
-    while (found == NULL && fgets(line, sizeof(line), f) != NULL) {
-        uintmax_t start, end, off, ino;
-        unsigned maj, min;
-
-        if (sscanf(line, "%jx-%jx %*s %jx %x:%x %ju", &start, &end, &off, &maj, &min, &ino) == 6 &&
-            off == 0 && ino == (uintmax_t)sb.st_ino && maj == major(sb.st_dev) &&
-            min == minor(sb.st_dev) && end - start == map_size) {
-            found = (const uint8_t *)(uintptr_t)start;
-        }
-    }
-    fclose(f);
-    return found;
 }
 
 st_status_t ssd_check_pid(const st_ssd_t *ssd)
@@ -287,16 +253,7 @@ st_status_t st_ssd_open(const st_ssd_params_t *params, st_ssd_t **ssd_p)
     mdb_env_stat(ssd->env, &mst);
     mdb_env_info(ssd->env, &info);
     ssd->page_size = mst.ms_psize;
-    if (mdb_env_get_fd(ssd->env, &ssd->fd) != 0) {
-        ssd->fd = -1;
-    }
     ssd->params.map_size = info.me_mapsize;
-    ssd->map = info.me_mapaddr != NULL ? info.me_mapaddr : ssd_find_map(ssd->fd, info.me_mapsize);
-    if (ssd->map == NULL) {
-        st_warn("ssd map of data.mdb not found, large values are copied from the map, not read "
-                "with pread dir=%s",
-                ssd->dir);
-    }
 
     ssd->batch_ops = calloc(ssd->params.batch_max, sizeof(*ssd->batch_ops));
     if (ssd->batch_ops == NULL) {

@@ -101,8 +101,6 @@ struct st_ssd {
     st_ssd_params_t params;
     pid_t pid;
     uint32_t page_size;
-    int fd;             /* data.mdb, for pread of large payloads */
-    const uint8_t *map; /* LMDB's map of data.mdb */
 
     pthread_mutex_t lock;
     pthread_cond_t queue_cv; /* the writer waits for work */

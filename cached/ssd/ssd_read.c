@@ -6,15 +6,11 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "st_xxh.h"
 
 #include "st_log.h"
 #include "ssd_internal.h"
-
-/* Payloads from this size on are read with pread (ssd_copy_payload). */
-#define SSD_PREAD_MIN (16 * 1024)
 
 int ssd_rtxn_begin(st_ssd_t *ssd, MDB_txn **txn_p)
 {
@@ -75,37 +71,6 @@ static void ssd_corrupt(st_ssd_t *ssd, const st_ssd_key_t *key, uint64_t seq, co
 }
 
 /*
- * Copies bytes of a value out of the map. With use_pread, reads them with pread from the
- * same file offset instead: the pages a read transaction sees are not
- * reused while it lasts, and without MDB_WRITEMAP the file holds exactly
- * what the map shows; pread takes the kernel's sequential readahead and
- * no page faults, where a copy from the map faults page by page.
- */
-static void ssd_copy_payload(const st_ssd_t *ssd, void *dst, const uint8_t *src, size_t len,
-                             int use_pread)
-{
-    if (use_pread && ssd->fd >= 0 && ssd->map != NULL && src >= ssd->map &&
-        src + len <= ssd->map + ssd->params.map_size) {
-        off_t off = (off_t)(src - ssd->map);
-        size_t done = 0;
-
-        while (done < len) {
-            ssize_t n = pread(ssd->fd, (uint8_t *)dst + done, len - done, off + (off_t)done);
-
-            if (n <= 0) {
-                break; /* fall back to the map for the rest */
-            }
-            done += (size_t)n;
-        }
-        if (done < len) {
-            memcpy((uint8_t *)dst + done, src + done, len - done);
-        }
-        return;
-    }
-    memcpy(dst, src, len);
-}
-
-/*
  * Checks a value read as head (head_len bytes) and tail against the stored
  * checksum of the whole, and computes the XXH3-64 of the tail alone, in one
  * pass: each piece of the tail is hashed twice while it is in the cache.
@@ -154,8 +119,6 @@ static st_status_t ssd_read(st_ssd_t *ssd, const st_ssd_key_t *key, void *head, 
     ssd_hdr_t hdr;
     st_ssd_meta_t meta;
     st_status_t status;
-    const uint8_t *hdr_bytes;
-    uint8_t hdr_buf[SSD_HDR_BYTES + ST_SSD_HEAD_MAX];
     uint64_t tail_sum = 0;
     void *dst;
     int rc;
@@ -185,15 +148,7 @@ static st_status_t ssd_read(st_ssd_t *ssd, const st_ssd_key_t *key, void *head, 
         }
         return ssd_mdb_status(ssd, rc, "get");
     }
-    hdr_bytes = v.mv_data;
-    if (v.mv_size >= SSD_PREAD_MIN && v.mv_size >= SSD_HDR_BYTES + head_len) {
-        /* A large value: read its header (and the head) with pread too, so
-         * that the map is not touched at all and the file sees one
-         * sequential stream. */
-        ssd_copy_payload(ssd, hdr_buf, v.mv_data, SSD_HDR_BYTES + head_len, 1);
-        hdr_bytes = hdr_buf;
-    }
-    if (ssd_hdr_decode(key, hdr_bytes, v.mv_size, &hdr) != ST_OK ||
+    if (ssd_hdr_decode(key, v.mv_data, v.mv_size, &hdr) != ST_OK ||
         hdr.length != v.mv_size - SSD_HDR_BYTES) {
         ssd_rtxn_end(ssd, txn);
         atomic_fetch_add(&ssd->misses, 1);
@@ -214,11 +169,7 @@ static st_status_t ssd_read(st_ssd_t *ssd, const st_ssd_key_t *key, void *head, 
         return ST_ERR_INVALID;
     }
     if (head_len > 0) {
-        if (hdr_bytes == hdr_buf) {
-            memcpy(head, hdr_buf + SSD_HDR_BYTES, head_len);
-        } else {
-            memcpy(head, (const uint8_t *)v.mv_data + SSD_HDR_BYTES, head_len);
-        }
+        memcpy(head, (const uint8_t *)v.mv_data + SSD_HDR_BYTES, head_len);
     }
     dst = alloc(alloc_arg, (size_t)(hdr.length - head_len), &meta);
     if (dst == NULL && hdr.length != head_len) {
@@ -226,8 +177,12 @@ static st_status_t ssd_read(st_ssd_t *ssd, const st_ssd_key_t *key, void *head, 
         return ST_ERR_NOMEM;
     }
     if (hdr.length != head_len) {
-        ssd_copy_payload(ssd, dst, (const uint8_t *)v.mv_data + SSD_HDR_BYTES + head_len,
-                         (size_t)(hdr.length - head_len), hdr.length >= SSD_PREAD_MIN);
+        /* From LMDB's map: the pages a read transaction sees are not reused
+         * while it lasts. (Reading large values with pread from the same
+         * offset of data.mdb instead was slower here: docs/performance.md,
+         * "Reading values from the map again".) */
+        memcpy(dst, (const uint8_t *)v.mv_data + SSD_HDR_BYTES + head_len,
+               (size_t)(hdr.length - head_len));
     }
     ssd_rtxn_end(ssd, txn);
 

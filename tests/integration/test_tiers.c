@@ -766,7 +766,7 @@ static void test_corrupt_value_never_served(void **state)
     assert_int_equal(
         put_objs(&c, h, &c.seed, 2, 1, STRATA__V1__OBJECT_KIND__KDA, sizeof(marker), 1, &bad, &err),
         ST_OK);
-    /* Two large ones (read with pread), h[3] under h[2]. */
+    /* Two large ones (42 KB), h[3] under h[2]. */
     assert_int_equal(put_objs(&c, h + 2, &c.seed, 2, 1, STRATA__V1__OBJECT_KIND__KDA, sizeof(big),
                               1, &bad, &err),
                      ST_OK);

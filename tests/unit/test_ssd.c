@@ -522,8 +522,8 @@ static void spill_marked_at(st_ssd_t *ssd, const st_ssd_key_t *key, const char *
 }
 
 /*
- * st_ssd_promote_split: the head and the rest land apart, large values (pread)
- * and small ones (the map); the rest's XXH3-64 comes back; a refused
+ * st_ssd_promote_split: the head and the rest land apart, large values
+ * and small ones; the rest's XXH3-64 comes back; a refused
  * allocation leaves the object as it was; a value shorter than the head and
  * bad head lengths are refused; a byte flipped on disk in the head or in the
  * rest is a miss, counted and dropped, never a promote.
