@@ -28,9 +28,13 @@
  *    over the time from the first eviction to the end of the flush; the
  *    put rate (puts, evictions, spills until flushed) is printed beside it.
  *    The daemon's write-behind window is --writeback (ssd_writeback,
- *    default 256M; 0: off). Each round prints its numbers, its ratios
- *    (tier / plain) and what the evictions did; then the median, min and
- *    max over --rounds rounds.
+ *    default 256M; 0: off). The tier half and the plain-file half of a
+ *    round alternate in order (even rounds run the tier first): on a virtual
+ *    disk whichever of two large writes comes second can run at half speed.
+ *    Each round prints its numbers and what the evictions did; then the
+ *    median, min and max over --rounds rounds (default 4) of every rate and
+ *    of the ratios tier / plain per round, and the order-balanced ratios,
+ *    one per pair of rounds (bench_balanced).
  *
  * usage: bench_tier [--dir DIR] [--blocks N] [--opens N] [--total-mb N] [--rounds N]
  *                   [--writeback SIZE]
@@ -157,11 +161,19 @@ static void stop(cd_daemon_t *d)
     cd_daemon_destroy(d);
 }
 
-static void print_stats(const char *name, double *s, size_t n, const char *unit)
+/* Prints the median, min, max and MAD of s[0..n) (left in its order). */
+static void print_stats(const char *name, const double *s, size_t n, const char *unit)
 {
     bench_stats_t st;
+    double *copy = malloc(n * sizeof(double));
 
-    bench_stats(s, n, &st);
+    if (copy == NULL || n == 0) {
+        free(copy);
+        return;
+    }
+    memcpy(copy, s, n * sizeof(double));
+    bench_stats(copy, n, &st);
+    free(copy);
     printf("  %-40s median %8.3f %s  min %8.3f  max %8.3f  MAD %6.3f\n", name, st.median, unit,
            st.min, st.max, st.mad);
 }
@@ -241,220 +253,265 @@ static void bench_restart(const char *top, uint64_t blocks, int opens)
     nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
 }
 
+/* One round's tier half: rates in GB/s, and what the evictions did. */
+typedef struct tier_res {
+    double put, spilled, warm, cold, steady;
+    uint64_t got, got_cold, got_again, dropped, spilled_mb;
+} tier_res_t;
+
+/* One round's plain-file half, GB/s. */
+typedef struct plain_res {
+    double write, read_warm, read_cold;
+} plain_res_t;
+
+static void tier_half(const char *top, int r, uint64_t n, uint8_t *src, const char *mem,
+                      tier_res_t *o)
+{
+    uint64_t bytes = n * VALUE_BYTES;
+    cd_daemon_t d;
+    cd_ns_entry_t *e;
+    cd_err_t err = {""};
+    st_hash_t *h = malloc(sizeof(st_hash_t) * n);
+    uint64_t t0, t_spill0 = 0;
+    cd_tier_counters_t put_tc, tc;
+    st_ssd_stats_t ss;
+    char dir[1100];
+
+    if (h == NULL) {
+        die("malloc", ST_ERR_NOMEM);
+    }
+    memset(o, 0, sizeof(*o));
+    snprintf(dir, sizeof(dir), "%s/spill%d", top, r);
+    start(&d, dir, mem);
+    if (cd_daemon_ns_open(&d, "bench", "m", 64, &e, &err) != ST_OK) {
+        die("namespace", ST_ERR_INTERNAL);
+    }
+    t0 = bench_now_ns();
+    for (uint64_t i = 0; i < n; i++) {
+        cd_key_t k;
+
+        h[i] = bhash(7 + (uint64_t)r, i);
+        k.hash = h[i];
+        k.kind = CD_KIND_KV;
+        k.layer = 0;
+        memcpy(src, &i, sizeof(i));
+        if (t_spill0 == 0 && i % 16 == 0) {
+            /* When the first eviction reached the tier: spilling began. */
+            cd_tier_stats(d.tier, NULL, &tc);
+            if (tc.spill_queued + tc.spill_dropped + tc.writeback_objects > 0) {
+                t_spill0 = bench_now_ns();
+            }
+        }
+        /* chains of 64 blocks from the seed */
+        if (cd_store_put(d.store, e->local_id, &k, i % 64 == 0 ? &e->seed : &h[i - 1], src,
+                         VALUE_BYTES, &err) != ST_OK) {
+            fprintf(stderr, "bench_tier: put: %s\n", err.msg);
+            exit(1);
+        }
+    }
+    cd_tier_flush(d.tier);
+    {
+        uint64_t t1 = bench_now_ns();
+
+        cd_tier_stats(d.tier, &ss, &put_tc);
+        o->dropped = put_tc.spill_dropped;
+        o->put = (double)bytes / (double)(t1 - t0);
+        /* What reached the SSD (committed: evictions' spills and the
+         * write-behind's), over the time from the first eviction to the end
+         * of the flush: the tier's spill throughput. */
+        o->spilled = (double)ss.spill_bytes / (double)(t1 - (t_spill0 != 0 ? t_spill0 : t0));
+        o->spilled_mb = ss.spill_bytes >> 20;
+    }
+    /* Promote back the first quarter (what is on SSD), as lookups would. */
+    t0 = bench_now_ns();
+    for (uint64_t i = 0; i < n / 4; i++) {
+        o->got += (uint64_t)cd_tier_promote(d.tier, e, &h[i]);
+    }
+    o->warm = (double)(o->got * VALUE_BYTES) / (double)(bench_now_ns() - t0);
+    /* What the warm promote's evictions did: copied and queued (or dropped),
+     * or nothing (the tier had the copy). */
+    cd_tier_stats(d.tier, NULL, &tc);
+    printf("  round %d: put phase: %llu evictions spilled, %llu dropped, %llu objects written "
+           "ahead; warm promote: %llu evictions spilled, %llu dropped, %llu clean\n",
+           r, (unsigned long long)put_tc.spill_queued, (unsigned long long)put_tc.spill_dropped,
+           (unsigned long long)put_tc.writeback_objects,
+           (unsigned long long)(tc.spill_queued - put_tc.spill_queued),
+           (unsigned long long)(tc.spill_dropped - put_tc.spill_dropped),
+           (unsigned long long)(tc.spill_clean - put_tc.spill_clean));
+    /* Cold: the second quarter, with data.mdb out of the page cache (the
+     * spills of the first quarter's victims committed first). */
+    cd_tier_flush(d.tier);
+    drop_cache(dir);
+    t0 = bench_now_ns();
+    for (uint64_t i = n / 4; i < n / 2; i++) {
+        o->got_cold += (uint64_t)cd_tier_promote(d.tier, e, &h[i]);
+    }
+    o->cold = (double)(o->got_cold * VALUE_BYTES) / (double)(bench_now_ns() - t0);
+    /* Steady state, warm: the first quarter again (its tier copies were
+     * kept), data.mdb read back into the page cache; the victims are the
+     * second quarter, promoted before and so already on SSD. */
+    cd_tier_flush(d.tier);
+    warm_cache(dir);
+    t0 = bench_now_ns();
+    for (uint64_t i = 0; i < n / 4; i++) {
+        o->got_again += (uint64_t)cd_tier_promote(d.tier, e, &h[i]);
+    }
+    o->steady = (double)(o->got_again * VALUE_BYTES) / (double)(bench_now_ns() - t0);
+    stop(&d);
+    nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+    free(h);
+}
+
+static void plain_half(const char *top, int r, uint64_t n, const uint8_t *src, uint8_t *into,
+                       plain_res_t *o)
+{
+    char file[1100];
+    uint64_t t0;
+    int fd;
+
+    snprintf(file, sizeof(file), "%s/plain%d", top, r);
+    fd = open(file, O_CREAT | O_TRUNC | O_RDWR, 0644);
+    if (fd < 0) {
+        die("open", ST_ERR_IO);
+    }
+    t0 = bench_now_ns();
+    for (uint64_t i = 0; i < n; i++) {
+        if (write(fd, src, VALUE_BYTES) != VALUE_BYTES) {
+            die("write", ST_ERR_IO);
+        }
+    }
+    fsync(fd);
+    o->write = (double)(n * VALUE_BYTES) / (double)(bench_now_ns() - t0);
+    lseek(fd, 0, SEEK_SET);
+    t0 = bench_now_ns();
+    for (uint64_t i = 0; i < n / 4; i++) {
+        if (read(fd, into + i * VALUE_BYTES, VALUE_BYTES) != VALUE_BYTES) {
+            die("read", ST_ERR_IO);
+        }
+    }
+    o->read_warm = (double)(n / 4 * VALUE_BYTES) / (double)(bench_now_ns() - t0);
+    /* Cold: the second quarter of the file (as the cold promote reads the
+     * second quarter of the objects), out of the page cache. */
+    drop_file_cache(file);
+    lseek(fd, (off_t)(n / 4 * VALUE_BYTES), SEEK_SET);
+    t0 = bench_now_ns();
+    for (uint64_t i = 0; i < n / 4; i++) {
+        if (read(fd, into + i * VALUE_BYTES, VALUE_BYTES) != VALUE_BYTES) {
+            die("read", ST_ERR_IO);
+        }
+    }
+    o->read_cold = (double)(n / 4 * VALUE_BYTES) / (double)(bench_now_ns() - t0);
+    close(fd);
+    unlink(file);
+}
+
+enum { M_PUT, M_SPILLED, M_WRITE, M_WARM, M_READ_WARM, M_COLD, M_READ_COLD, M_STEADY, M_N };
+
 static void bench_spill(const char *top, uint64_t total_mb, int rounds)
 {
-    uint64_t n = (total_mb << 20) / VALUE_BYTES, bytes = n * VALUE_BYTES;
+    static const char *names[M_N] = {"put with eviction + spill (until flushed)",
+                                     "spilled: on SSD / (1st eviction..flushed)",
+                                     "plain file write + fsync",
+                                     "promote, warm (read, verify, put into DRAM)",
+                                     "plain file read, warm",
+                                     "promote, cold (data.mdb dropped)",
+                                     "plain file read, cold (dropped)",
+                                     "promote, steady state (victims on SSD)"};
+    /* tier / plain pairs for the ratios */
+    static const int ratio_of[5][2] = {{M_SPILLED, M_WRITE},
+                                       {M_PUT, M_WRITE},
+                                       {M_WARM, M_READ_WARM},
+                                       {M_COLD, M_READ_COLD},
+                                       {M_STEADY, M_READ_WARM}};
+    static const char *ratio_names[5] = {"spilled / write", "put with eviction + spill / write",
+                                         "promote / read, warm", "promote / read, cold",
+                                         "promote steady state / read, warm"};
+    uint64_t n = (total_mb << 20) / VALUE_BYTES;
     uint8_t *src = malloc(VALUE_BYTES);
     /* The plain reads land in distinct memory, as promoted objects do (each
      * in its own extent), not in one buffer that stays in the CPU's cache. */
-    uint8_t *into = malloc(((total_mb << 20) / VALUE_BYTES / 4 + 1) * VALUE_BYTES);
-    double *sp = calloc((size_t)rounds, sizeof(double)),
-           *pr = calloc((size_t)rounds, sizeof(double));
-    double *sq = calloc((size_t)rounds, sizeof(double));
-    double *fw = calloc((size_t)rounds, sizeof(double)),
-           *fr = calloc((size_t)rounds, sizeof(double));
-    double *pc = calloc((size_t)rounds, sizeof(double)),
-           *fc = calloc((size_t)rounds, sizeof(double));
-    double *pa = calloc((size_t)rounds, sizeof(double)),
-           *ra = calloc((size_t)rounds, sizeof(double));
-    double *rs = calloc((size_t)rounds, sizeof(double)),
-           *rw = calloc((size_t)rounds, sizeof(double)),
-           *rc = calloc((size_t)rounds, sizeof(double));
-    char dir[1100], file[1100], mem[32];
-    uint64_t promoted_n = 0, promoted_cold = 0, dropped = 0, spilled_mb = 0;
-    double *rq = calloc((size_t)rounds, sizeof(double));
+    uint8_t *into = malloc((n / 4 + 1) * VALUE_BYTES);
+    double *v[M_N], *ratio = calloc((size_t)rounds, sizeof(double)),
+                    *bal = calloc((size_t)rounds, sizeof(double));
+    uint64_t dropped = 0, promoted = 0, spilled_mb = 0;
+    char mem[32];
 
     snprintf(mem, sizeof(mem), "%lluM",
              (unsigned long long)(total_mb / 4 < 128 ? 128 : total_mb / 4));
-    if (src == NULL || into == NULL) {
+    if (src == NULL || into == NULL || ratio == NULL || bal == NULL) {
         die("malloc", ST_ERR_NOMEM);
     }
-    memset(into, 0, ((total_mb << 20) / VALUE_BYTES / 4 + 1) * VALUE_BYTES);
+    for (int m = 0; m < M_N; m++) {
+        if ((v[m] = calloc((size_t)rounds, sizeof(double))) == NULL) {
+            die("malloc", ST_ERR_NOMEM);
+        }
+    }
+    memset(into, 0, (n / 4 + 1) * VALUE_BYTES);
     for (size_t i = 0; i < VALUE_BYTES; i++) {
         src[i] = (uint8_t)(i * 131 + 7);
     }
     for (int r = 0; r < rounds; r++) {
-        cd_daemon_t d;
-        cd_ns_entry_t *e;
-        cd_err_t err = {""};
-        st_hash_t *h = malloc(sizeof(st_hash_t) * n);
-        uint64_t t0, t_spill0 = 0, on_ssd = 0, got = 0, got_cold = 0, got_again = 0;
-        cd_tier_counters_t put_tc;
-        int fd;
+        tier_res_t t;
+        plain_res_t p;
 
-        snprintf(dir, sizeof(dir), "%s/spill%d", top, r);
-        start(&d, dir, mem);
-        if (cd_daemon_ns_open(&d, "bench", "m", 64, &e, &err) != ST_OK) {
-            die("namespace", ST_ERR_INTERNAL);
+        /* The order alternates: on this virtual disk whichever of two
+         * large writes comes second runs at about half the speed of the
+         * first (the host is still writing the first back). */
+        if (r % 2 == 0) {
+            tier_half(top, r, n, src, mem, &t);
+            plain_half(top, r, n, src, into, &p);
+        } else {
+            plain_half(top, r, n, src, into, &p);
+            tier_half(top, r, n, src, mem, &t);
         }
-        t0 = bench_now_ns();
-        for (uint64_t i = 0; i < n; i++) {
-            cd_key_t k;
-
-            h[i] = bhash(7 + (uint64_t)r, i);
-            k.hash = h[i];
-            k.kind = CD_KIND_KV;
-            k.layer = 0;
-            memcpy(src, &i, sizeof(i));
-            if (t_spill0 == 0 && i % 16 == 0) {
-                cd_tier_counters_t tc;
-
-                /* When the first eviction reached the tier: spilling began. */
-                cd_tier_stats(d.tier, NULL, &tc);
-                if (tc.spill_queued + tc.spill_dropped + tc.writeback_objects > 0) {
-                    t_spill0 = bench_now_ns();
-                }
-            }
-            /* chains of 64 blocks from the seed */
-            if (cd_store_put(d.store, e->local_id, &k, i % 64 == 0 ? &e->seed : &h[i - 1], src,
-                             VALUE_BYTES, &err) != ST_OK) {
-                fprintf(stderr, "bench_tier: put: %s\n", err.msg);
-                exit(1);
-            }
-        }
-        cd_tier_flush(d.tier);
-        {
-            cd_tier_counters_t tc;
-            st_ssd_stats_t ss;
-            uint64_t t1 = bench_now_ns();
-            double ns = (double)(t1 - t0);
-
-            cd_tier_stats(d.tier, &ss, &tc);
-            put_tc = tc;
-            on_ssd = tc.t2_objects;
-            dropped += tc.spill_dropped;
-            sp[r] = (double)bytes / ns;
-            /* What reached the SSD (committed: evictions' spills and the
-             * write-behind's), over the time from the first eviction to
-             * the end of the flush: the tier's spill throughput. */
-            sq[r] = (double)ss.spill_bytes / (double)(t1 - (t_spill0 != 0 ? t_spill0 : t0));
-            spilled_mb = ss.spill_bytes >> 20;
-        }
-        /* Promote back the first quarter (what is on SSD), as lookups would. */
-        t0 = bench_now_ns();
-        for (uint64_t i = 0; i < n / 4; i++) {
-            got += (uint64_t)cd_tier_promote(d.tier, e, &h[i]);
-        }
-        pr[r] = (double)(got * VALUE_BYTES) / (double)(bench_now_ns() - t0);
-        promoted_n = got;
-        {
-            cd_tier_counters_t tc;
-
-            /* What the warm promote's evictions did: copied and queued (or
-             * dropped), or nothing (the tier had the copy). */
-            cd_tier_stats(d.tier, NULL, &tc);
-            printf("  round %d: put phase: %llu evictions spilled, %llu dropped, %llu objects "
-                   "written ahead; warm promote: %llu evictions spilled, %llu dropped, %llu "
-                   "clean\n",
-                   r, (unsigned long long)put_tc.spill_queued,
-                   (unsigned long long)put_tc.spill_dropped,
-                   (unsigned long long)put_tc.writeback_objects,
-                   (unsigned long long)(tc.spill_queued - put_tc.spill_queued),
-                   (unsigned long long)(tc.spill_dropped - put_tc.spill_dropped),
-                   (unsigned long long)(tc.spill_clean - put_tc.spill_clean));
-        }
-        /* Cold: the second quarter, with data.mdb out of the page cache (the
-         * spills of the first quarter's victims committed first). */
-        cd_tier_flush(d.tier);
-        drop_cache(dir);
-        t0 = bench_now_ns();
-        for (uint64_t i = n / 4; i < n / 2; i++) {
-            got_cold += (uint64_t)cd_tier_promote(d.tier, e, &h[i]);
-        }
-        pc[r] = (double)(got_cold * VALUE_BYTES) / (double)(bench_now_ns() - t0);
-        promoted_cold = got_cold;
-        /* Steady state, warm: the first quarter again (its tier copies were
-         * kept), data.mdb read back into the page cache; the victims are the
-         * second quarter, promoted before and so already on SSD. */
-        cd_tier_flush(d.tier);
-        warm_cache(dir);
-        t0 = bench_now_ns();
-        for (uint64_t i = 0; i < n / 4; i++) {
-            got_again += (uint64_t)cd_tier_promote(d.tier, e, &h[i]);
-        }
-        pa[r] = (double)(got_again * VALUE_BYTES) / (double)(bench_now_ns() - t0);
-        stop(&d);
-        nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
-        (void)on_ssd;
-
-        snprintf(file, sizeof(file), "%s/plain%d", top, r);
-        fd = open(file, O_CREAT | O_TRUNC | O_RDWR, 0644);
-        t0 = bench_now_ns();
-        for (uint64_t i = 0; i < n; i++) {
-            if (write(fd, src, VALUE_BYTES) != VALUE_BYTES) {
-                die("write", ST_ERR_IO);
-            }
-        }
-        fsync(fd);
-        fw[r] = (double)bytes / (double)(bench_now_ns() - t0);
-        lseek(fd, 0, SEEK_SET);
-        t0 = bench_now_ns();
-        for (uint64_t i = 0; i < n / 4; i++) {
-            if (read(fd, into + i * VALUE_BYTES, VALUE_BYTES) != VALUE_BYTES) {
-                die("read", ST_ERR_IO);
-            }
-        }
-        fr[r] = (double)(n / 4 * VALUE_BYTES) / (double)(bench_now_ns() - t0);
-        /* Cold: as many bytes as the cold promote brought back, from the
-         * second quarter of the file, out of the page cache. */
-        drop_file_cache(file);
-        lseek(fd, (off_t)(n / 4 * VALUE_BYTES), SEEK_SET);
-        t0 = bench_now_ns();
-        for (uint64_t i = 0; i < (got_cold > 0 ? got_cold : 1); i++) {
-            if (read(fd, into + i * VALUE_BYTES, VALUE_BYTES) != VALUE_BYTES) {
-                die("read", ST_ERR_IO);
-            }
-        }
-        fc[r] =
-            (double)((got_cold > 0 ? got_cold : 1) * VALUE_BYTES) / (double)(bench_now_ns() - t0);
-        close(fd);
-        unlink(file);
-        free(h);
-        rs[r] = sp[r] / fw[r];
-        rq[r] = sq[r] / fw[r];
-        rw[r] = pr[r] / fr[r];
-        rc[r] = pc[r] / fc[r];
-        ra[r] = pa[r] / fr[r];
-        printf("  round %d: put+spill %.3f, spilled %.3f / write %.3f GB/s = %.2f; promote warm "
-               "%.3f / read warm "
-               "%.3f = %.2f; promote cold %.3f / read cold %.3f = %.2f; steady state %.3f = %.2f "
-               "(%llu + %llu + %llu promoted)\n",
-               r, sp[r], sq[r], fw[r], rq[r], pr[r], fr[r], rw[r], pc[r], fc[r], rc[r], pa[r],
-               ra[r], (unsigned long long)got, (unsigned long long)got_cold,
-               (unsigned long long)got_again);
+        v[M_PUT][r] = t.put, v[M_SPILLED][r] = t.spilled, v[M_WARM][r] = t.warm;
+        v[M_COLD][r] = t.cold, v[M_STEADY][r] = t.steady;
+        v[M_WRITE][r] = p.write, v[M_READ_WARM][r] = p.read_warm, v[M_READ_COLD][r] = p.read_cold;
+        dropped += t.dropped;
+        promoted = t.got;
+        spilled_mb = t.spilled_mb;
+        printf("  round %d (%s first): put+spill %.3f, spilled %.3f / write %.3f GB/s; promote "
+               "warm %.3f / read warm %.3f; promote cold %.3f / read cold %.3f; steady state "
+               "%.3f (%llu + %llu + %llu promoted)\n",
+               r, r % 2 == 0 ? "tier" : "plain", t.put, t.spilled, p.write, t.warm, p.read_warm,
+               t.cold, p.read_cold, t.steady, (unsigned long long)t.got,
+               (unsigned long long)t.got_cold, (unsigned long long)t.got_again);
     }
     printf("spill and promote through the daemon: %llu MB of 42 KB KV objects, memory_limit %s, "
            "ssd_writeback %s, %llu promoted per round, %llu evictions not spilled in all (the "
            "writer behind), %llu MB on SSD after the last put phase, %d rounds (GB/s):\n",
-           (unsigned long long)(bytes >> 20), mem, g_writeback, (unsigned long long)promoted_n,
-           (unsigned long long)dropped, (unsigned long long)spilled_mb, rounds);
-    print_stats("put with eviction + spill (until flushed)", sp, (size_t)rounds, "GB/s");
-    print_stats("spilled: on SSD / (1st eviction..flushed)", sq, (size_t)rounds, "GB/s");
-    print_stats("plain file write + fsync", fw, (size_t)rounds, "GB/s");
-    print_stats("promote (read, verify, put into DRAM)", pr, (size_t)rounds, "GB/s");
-    print_stats("plain file read (warm)", fr, (size_t)rounds, "GB/s");
-    printf("  cold: data.mdb and the plain file dropped from the page cache, %llu promoted in the "
-           "last round:\n",
-           (unsigned long long)promoted_cold);
-    print_stats("promote, cold", pc, (size_t)rounds, "GB/s");
-    print_stats("plain file read (cold)", fc, (size_t)rounds, "GB/s");
-    printf("  steady state, warm: the first quarter again, its victims already on SSD:\n");
-    print_stats("promote, steady state", pa, (size_t)rounds, "GB/s");
-    printf("  ratios tier / plain, per round:\n");
-    print_stats("spilled / write", rq, (size_t)rounds, "");
-    print_stats("put with eviction + spill / write", rs, (size_t)rounds, "");
-    print_stats("promote / read, warm", rw, (size_t)rounds, "");
-    print_stats("promote / read, cold", rc, (size_t)rounds, "");
-    print_stats("promote / read, steady state (warm)", ra, (size_t)rounds, "");
-    free(sq), free(rq), free(pc), free(fc), free(rs), free(rw), free(rc), free(pa), free(ra);
-    free(src), free(into), free(sp), free(pr), free(fw), free(fr);
+           (unsigned long long)(n * VALUE_BYTES >> 20), mem, g_writeback,
+           (unsigned long long)promoted, (unsigned long long)dropped,
+           (unsigned long long)spilled_mb, rounds);
+    for (int m = 0; m < M_N; m++) {
+        print_stats(names[m], v[m], (size_t)rounds, "GB/s");
+    }
+    printf("  ratios tier / plain, per round (the order alternates; see the balanced ones):\n");
+    for (int q = 0; q < 5; q++) {
+        for (int r = 0; r < rounds; r++) {
+            ratio[r] = v[ratio_of[q][0]][r] / v[ratio_of[q][1]][r];
+        }
+        print_stats(ratio_names[q], ratio, (size_t)rounds, "");
+    }
+    if (rounds >= 2) {
+        printf("  ratios tier / plain, order-balanced, one per pair of rounds:\n");
+        for (int q = 0; q < 5; q++) {
+            size_t k = bench_balanced(v[ratio_of[q][0]], v[ratio_of[q][1]], (size_t)rounds, bal);
+
+            print_stats(ratio_names[q], bal, k, "");
+        }
+    }
+    for (int m = 0; m < M_N; m++) {
+        free(v[m]);
+    }
+    free(ratio), free(bal), free(src), free(into);
 }
 
 int main(int argc, char **argv)
 {
     const char *base = "/tmp";
     uint64_t blocks = 1000000, total_mb = 1024;
-    int opens = 3, rounds = 3;
+    int opens = 3, rounds = 4;
     char top[1024];
 
     for (int i = 1; i < argc; i++) {
