@@ -346,7 +346,7 @@ st_status_t cd_store_put_commit(cd_store_t *s, cd_put_t *put, uint64_t checksum,
         return st;
     }
     o->ob_checksum = checksum;
-    o->ob_tiered = put->pt_tiered != 0;
+    o->ob_tiered = put->pt_tiered;
     do_obj_attach(ns, o, cd_store_now(ns->ns_store));
     do_unhold_blocks(ns, o->ob_held);
     pthread_mutex_unlock(&ns->ns_lock);

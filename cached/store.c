@@ -604,7 +604,7 @@ void cd_store_clean_finish(cd_store_t *s, uint32_t ns_id, cd_clean_t *items, siz
         cd_obj_t *o = items[i].obj_;
 
         if (items[i].status == ST_OK) {
-            o->ob_tiered = 1;
+            o->ob_tiered = items[i].token != 0 ? items[i].token : 1;
         }
         if (items[i].held_) {
             o->ob_block->bk_wb--;

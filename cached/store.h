@@ -105,12 +105,13 @@ typedef struct cd_store_config {
     /* Told about each committed object eviction takes from DRAM, before its
      * extent is freed: data (len bytes) is valid only during the call, parent
      * is the block's parent hash (NULL for a root), tiered the object's
-     * hint that the tier holds a copy (the put's pt_tiered: committed from
-     * a tier that kept its copy; or written ahead, cd_store_clean_finish).
+     * hint that the tier holds a copy, 0 for none (the tier's nonzero token:
+     * the put's pt_tiered, committed from a tier that kept its copy; or
+     * cd_clean_t.token, written ahead by cd_store_clean_finish).
      * The SSD tier spills from here. Called with the namespace lock held;
      * must not call the store. May be NULL. */
     void (*evicted)(void *ctx, uint32_t ns_id, const struct cd_key *key, const st_hash_t *parent,
-                    const void *data, uint64_t len, int tiered);
+                    const void *data, uint64_t len, uint64_t tiered);
     void *evicted_ctx;
     /* Told about each session the reaper expires (namespace lock held; must
      * not call the store). May be NULL. ctx is evicted_ctx. */
@@ -245,10 +246,11 @@ st_status_t cd_store_put(cd_store_t *s, uint32_t ns_id, const cd_key_t *key,
 /* A put whose bytes the caller writes itself: cd_store_put_begin() .. _commit() or _abort(). */
 typedef struct cd_put {
     uint32_t pt_ns_id;
-    void *pt_obj;  /* the object, invisible until committed */
-    void *pt_data; /* where its len bytes go */
-    int pt_tiered; /* set by the caller before the commit: the bytes came from a
-                      tier that keeps its copy (passed to the evicted hook) */
+    void *pt_obj;       /* the object, invisible until committed */
+    void *pt_data;      /* where its len bytes go */
+    uint64_t pt_tiered; /* set by the caller before the commit: nonzero when the bytes
+                           came from a tier that keeps its copy (a token of the tier's,
+                           passed to the evicted hook) */
 } cd_put_t;
 
 /*
@@ -298,6 +300,7 @@ typedef struct cd_clean {
     uint64_t len;
     uint64_t checksum;  /* XXH3-64 of the bytes, as committed */
     st_status_t status; /* set by the caller: ST_OK once the tier holds the copy */
+    uint64_t token;     /* set by the caller with ST_OK: the tiered hint, nonzero */
     void *obj_;         /* private */
     int held_;          /* private: this entry holds its block */
 } cd_clean_t;
@@ -323,9 +326,9 @@ st_status_t cd_store_clean_take(cd_store_t *s, uint32_t ns_id, uint32_t kinds, u
                                 uint64_t *window_p);
 
 /*
- * Ends a take: entries with status ST_OK get the tiered hint (their eviction
- * then asks the tier for the copy instead of writing one), and the blocks
- * are released.
+ * Ends a take: entries with status ST_OK get their token as the tiered hint
+ * (their eviction then hands it to the tier, which writes nothing if it
+ * still has the copy), and the blocks are released.
  */
 void cd_store_clean_finish(cd_store_t *s, uint32_t ns_id, cd_clean_t *items, size_t n);
 

@@ -34,8 +34,8 @@ typedef struct cd_obj {
     uint64_t ob_resv_id;              /* reserved only */
     uint64_t ob_expires;
     int ob_has_parent;
-    uint8_t ob_tiered; /* the SSD tier holds a copy: committed from it (kept) or written
-                          ahead of eviction by its write-behind (a hint) */
+    uint64_t ob_tiered; /* the SSD tier holds a copy (a hint, the tier's token; 0: none):
+                           committed from it (kept) or written ahead of eviction */
     st_hash_t ob_parent;
     cd_block_t *ob_held[2]; /* while being written: its parent block and its own block,
                                held so that eviction cannot take them meanwhile */

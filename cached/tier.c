@@ -158,6 +158,13 @@ static st_ssd_key_t t_key(uint64_t wire, const st_hash_t *h, unsigned kind, unsi
 }
 
 /* The value of a KV, IDX or KDA object: prefix, then the bytes. */
+/* The tiered hint's token (store.h): nonzero, and it changes whenever
+ * anything may have been removed from the tier (st_ssd_removals). */
+static uint64_t t_token(cd_tier_t *t)
+{
+    return st_ssd_removals(t->ssd) + 1;
+}
+
 static void t_prefix(uint8_t *p, const st_hash_t *parent)
 {
     t_put32(p, T_OBJ_MAGIC);
@@ -468,7 +475,7 @@ static int t_wb_clean(cd_tier_t *t, uint32_t ns_id)
         return 0;
     }
     for (;;) {
-        uint64_t bytes = 0, failed = 0, window = 0;
+        uint64_t bytes = 0, failed = 0, window = 0, token;
 
         if (cd_store_clean_take(store, ns_id, 1u << CD_KIND_KV | 1u << CD_KIND_IDX, t->wb_ahead,
                                 max_bytes, t->wb_items, T_WB_CAP, &n, &window) != ST_OK) {
@@ -482,6 +489,7 @@ static int t_wb_clean(cd_tier_t *t, uint32_t ns_id)
         pthread_mutex_lock(&t->wb_lock);
         t->wb_pending = (uint32_t)n;
         pthread_mutex_unlock(&t->wb_lock);
+        token = t_token(t); /* before the writes: a removal after them changes it */
         for (size_t i = 0; i < n; i++) {
             cd_clean_t *c = &t->wb_items[i];
             uint8_t prefix[T_PREFIX];
@@ -489,6 +497,7 @@ static int t_wb_clean(cd_tier_t *t, uint32_t ns_id)
             st_status_t st;
 
             t_prefix(prefix, c->has_parent ? &c->parent : NULL);
+            c->token = token;
             t->wb_jobs[i].t = t;
             t->wb_jobs[i].c = c;
             /* Waits when the writer's queue is full: this thread may. */
@@ -795,7 +804,7 @@ void cd_tier_forget(cd_tier_t *t, uint64_t wire_id, const cd_key_t *key)
 /* -------------------------------------------------- spill, promote -- */
 
 void cd_tier_evicted(void *ctx, uint32_t ns_id, const cd_key_t *key, const st_hash_t *parent,
-                     const void *data, uint64_t len, int tiered)
+                     const void *data, uint64_t len, uint64_t tiered)
 {
     cd_tier_t *t = ctx;
     uint64_t wire;
@@ -816,12 +825,13 @@ void cd_tier_evicted(void *ctx, uint32_t ns_id, const cd_key_t *key, const st_ha
         return;
     }
     k = t_key(wire, &key->hash, t_ssd_kind[key->kind], key->layer);
-    if (tiered && st_ssd_contains(t->ssd, &k)) {
+    if (tiered != 0 && (tiered == t_token(t) || st_ssd_contains(t->ssd, &k))) {
         /* Promoted from the tier, whose copy stayed, or written ahead by
          * the write-behind (committed objects never change): evicting it
-         * writes nothing. The copy is checked for, since the spill budget
-         * may have aged it out meanwhile; an object the tier never had a
-         * copy of is not looked for. */
+         * writes nothing. The token says whether anything was removed from
+         * the tier since the copy was seen there (the spill budget may have
+         * aged it out); if so, the copy is looked for. An object the tier
+         * never had a copy of is not. */
         if (t2_add(t, wire, &key->hash, tag, 0) == 0) {
             atomic_fetch_add(&t->spill_clean, 1);
         }
@@ -902,7 +912,7 @@ static int t_promote_one(cd_tier_t *t, const cd_ns_entry_t *e, const st_hash_t *
     t_fill_t f;
     st_ssd_key_t k;
     st_ssd_meta_t meta;
-    uint64_t sum = 0;
+    uint64_t sum = 0, token;
     cd_err_t err = {""};
     st_status_t st;
 
@@ -915,7 +925,9 @@ static int t_promote_one(cd_tier_t *t, const cd_ns_entry_t *e, const st_hash_t *
     f.key = &key;
     k = t_key(e->wire_id, h, t_ssd_kind[key.kind], key.layer);
     /* The tier keeps its copy (cd_tier_evicted finds it, and writes nothing
-     * when the object is evicted again); its spill LRU ages it out. */
+     * when the object is evicted again); its spill LRU ages it out. The
+     * token is taken before the read: a removal after it changes it. */
+    token = t_token(t);
     st = st_ssd_get_split(t->ssd, &k, f.prefix, T_PREFIX, t_fill_alloc, &f, &sum, &meta);
     if (st == ST_ERR_NOMEM && f.st == ST_ERR_EXISTS) {
         return 1; /* in DRAM already: nothing read, the tier's copy left as it is */
@@ -943,7 +955,7 @@ static int t_promote_one(cd_tier_t *t, const cd_ns_entry_t *e, const st_hash_t *
         atomic_fetch_add(&t->promote_misses, 1);
         return 0;
     }
-    f.put.pt_tiered = 1; /* the tier kept its copy: see cd_tier_evicted */
+    f.put.pt_tiered = token; /* the tier kept its copy: see cd_tier_evicted */
     st = cd_store_put_commit(t->d->store, &f.put, sum, &err);
     if (st == ST_OK) {
         atomic_fetch_add(&t->promoted, 1);

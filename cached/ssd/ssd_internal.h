@@ -136,6 +136,7 @@ struct st_ssd {
     _Atomic uint64_t gets;
     _Atomic uint64_t misses;
     _Atomic uint64_t corrupt;
+    _Atomic uint64_t removals; /* st_ssd_removals(): bumped by every w_remove */
     _Atomic uint64_t promotions;
 };
 

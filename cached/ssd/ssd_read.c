@@ -311,3 +311,8 @@ st_status_t st_ssd_get_buf(st_ssd_t *ssd, const st_ssd_key_t *key, void *buf, si
     }
     return status;
 }
+
+uint64_t st_ssd_removals(st_ssd_t *ssd)
+{
+    return atomic_load(&ssd->removals);
+}

@@ -83,6 +83,9 @@ static int w_remove(st_ssd_t *ssd, MDB_txn *txn, const st_ssd_key_t *key, MDB_va
     MDB_val skv = {sizeof(sk), sk};
     int rc;
 
+    /* Before the commit that makes it visible (and also when the
+     * transaction aborts after all: the count may only overstate). */
+    atomic_fetch_add(&ssd->removals, 1);
     rc = mdb_del(txn, ssd_kind_spilled(key->kind) ? ssd->dbi_spill : ssd->dbi_durable, k, NULL);
     if (rc != 0 && rc != MDB_NOTFOUND) {
         return rc;

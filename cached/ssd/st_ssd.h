@@ -275,6 +275,16 @@ st_status_t st_ssd_get_split(st_ssd_t *ssd, const st_ssd_key_t *key, void *head,
                              st_ssd_meta_t *meta_p);
 
 /*
+ * A count that grows whenever a stored value may have been removed (deleted,
+ * replaced, evicted by the spill budget or to make room, dropped as corrupt;
+ * it may also grow for a removal whose transaction then failed). A caller
+ * that saw a value committed and reads the same count later knows the value
+ * is still there: the daemon skips st_ssd_contains that way. Never 0 after a
+ * removal; starts at 0.
+ */
+uint64_t st_ssd_removals(st_ssd_t *ssd);
+
+/*
  * 1 when a value is stored under key (committed; neither read nor verified:
  * a later read still checks it), else 0, also on any error. One short read
  * transaction.

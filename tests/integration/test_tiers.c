@@ -508,6 +508,30 @@ static void test_write_behind(void **state)
     tc_stop_all(&cl);
     rm_dir(dir);
 
+    /* A spill budget (8 MiB) smaller than the window: the budget ages out
+     * copies the write-behind made while their objects are still in DRAM.
+     * Evicting those must write them again, not trust the old hint: no
+     * block the tier's index names may be missing on SSD (a promote miss),
+     * and every object read back is byte-exact. */
+    wb_start_fill(&cl, &c, dir, sizeof(dir), "--ssd-writeback 16M --ssd-spill-budget 8M", blocks,
+                  CHAINS / 2);
+    (void)wb_settle(&c);
+    for (size_t i = 0; i < (size_t)CHAIN * (CHAINS / 2); i++) {
+        for (uint32_t l = 0; l < WB_LAYERS; l++) {
+            (void)get_check(&c, &blocks[i], l, STRATA__V1__OBJECT_KIND__KV, WB_OBJ);
+        }
+    }
+    print_message("small budget: %llu written ahead, %llu clean evictions, %llu promotions\n",
+                  (unsigned long long)stat_counter(&c, "ssd_writeback_objects"),
+                  (unsigned long long)stat_counter(&c, "ssd_spill_clean"),
+                  (unsigned long long)stat_counter(&c, "ssd_promotions"));
+    assert_true(stat_counter(&c, "ssd_evictions") > 0);
+    assert_int_equal(stat_counter(&c, "ssd_promote_misses"), 0);
+    assert_int_equal(stat_counter(&c, "ssd_corrupt"), 0);
+    conn_close(&c);
+    tc_stop_all(&cl);
+    rm_dir(dir);
+
     /* Writes that fail (a spill budget smaller than one object): counted,
      * nothing marked written, and the daemon keeps serving what is in DRAM. */
     wb_start_fill(&cl, &c, dir, sizeof(dir), "--ssd-writeback 16M --ssd-spill-budget 32K", blocks,

@@ -344,6 +344,52 @@ static void test_spill_parts(void **state)
     remove_dir(dir);
 }
 
+/*
+ * st_ssd_removals: unchanged by writes of new keys and by reads; grows with
+ * a delete, a replaced value and an eviction by the spill budget (the
+ * daemon trusts an earlier copy only while it stands still).
+ */
+static void test_removals(void **state)
+{
+    enum { LEN = 43008 };
+    char *dir = make_dir();
+    st_ssd_t *ssd = open_env(dir, 64ull << 20, 4 * LEN); /* room for four */
+    st_ssd_key_t k0 = mkkey(11, 0, ST_SSD_KV, 0), k1 = mkkey(11, 1, ST_SSD_KV, 0);
+    uint64_t r0, r1;
+    uint8_t one;
+    size_t len;
+
+    (void)state;
+    r0 = st_ssd_removals(ssd);
+    spill_copy(ssd, &k0, LEN, 1);
+    spill_copy(ssd, &k1, LEN, 2);
+    assert_int_equal(st_ssd_flush(ssd, 0), ST_OK);
+    check_value(ssd, &k0, LEN, 1);
+    assert_int_equal(st_ssd_contains(ssd, &k1), 1);
+    assert_true(st_ssd_removals(ssd) == r0);
+    /* Replaced. */
+    spill_copy(ssd, &k1, LEN, 3);
+    assert_int_equal(st_ssd_flush(ssd, 0), ST_OK);
+    r1 = st_ssd_removals(ssd);
+    assert_true(r1 > r0);
+    check_value(ssd, &k1, LEN, 3);
+    /* Deleted. */
+    assert_int_equal(st_ssd_delete(ssd, &k1, ST_SSD_DURABLE, NULL, NULL), ST_OK);
+    assert_true(st_ssd_removals(ssd) > r1);
+    r1 = st_ssd_removals(ssd);
+    /* Aged out by the budget: four more values push k0 out. */
+    for (uint64_t i = 2; i < 6; i++) {
+        st_ssd_key_t k = mkkey(11, i, ST_SSD_KV, 0);
+
+        spill_copy(ssd, &k, LEN, 10 + i);
+    }
+    assert_int_equal(st_ssd_flush(ssd, 0), ST_OK);
+    assert_int_equal(st_ssd_get_buf(ssd, &k0, &one, 1, &len, NULL), ST_ERR_NOT_FOUND);
+    assert_true(st_ssd_removals(ssd) > r1);
+    st_ssd_close(ssd);
+    remove_dir(dir);
+}
+
 static uint64_t evicted[64];
 static int n_evicted;
 
@@ -1183,14 +1229,15 @@ static void test_concurrent(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_key_layout),    cmocka_unit_test(test_roundtrip_kinds),
-        cmocka_unit_test(test_spill_promote), cmocka_unit_test(test_spill_parts),
-        cmocka_unit_test(test_budget_lru),    cmocka_unit_test(test_corrupt_value),
-        cmocka_unit_test(test_promote_split), cmocka_unit_test(test_map_full),
-        cmocka_unit_test(test_reopen),        cmocka_unit_test(test_async_batching),
-        cmocka_unit_test(test_iterate),       cmocka_unit_test(test_invalid),
-        cmocka_unit_test(test_disk_full),     cmocka_unit_test(test_stale_reader),
-        cmocka_unit_test(test_fork_guard),    cmocka_unit_test(test_concurrent),
+        cmocka_unit_test(test_key_layout),     cmocka_unit_test(test_roundtrip_kinds),
+        cmocka_unit_test(test_spill_promote),  cmocka_unit_test(test_spill_parts),
+        cmocka_unit_test(test_removals),       cmocka_unit_test(test_budget_lru),
+        cmocka_unit_test(test_corrupt_value),  cmocka_unit_test(test_promote_split),
+        cmocka_unit_test(test_map_full),       cmocka_unit_test(test_reopen),
+        cmocka_unit_test(test_async_batching), cmocka_unit_test(test_iterate),
+        cmocka_unit_test(test_invalid),        cmocka_unit_test(test_disk_full),
+        cmocka_unit_test(test_stale_reader),   cmocka_unit_test(test_fork_guard),
+        cmocka_unit_test(test_concurrent),
     };
 
     if (argc == 3 && strcmp(argv[1], "--hold-reader") == 0) {

@@ -340,17 +340,17 @@ static void test_leases_and_pins_block_eviction(void **state)
 
 static int wb_victims, wb_victims_tiered;
 static uint32_t wb_victim_chain[4096];
-static uint8_t wb_victim_tiered[4096];
+static uint64_t wb_victim_tiered[4096]; /* the hint eviction passed: the token, or 0 */
 
 static void wb_evicted(void *ctx, uint32_t ns, const cd_key_t *key, const st_hash_t *parent,
-                       const void *data, uint64_t len, int tiered)
+                       const void *data, uint64_t len, uint64_t tiered)
 {
     (void)ctx, (void)ns, (void)parent, (void)data, (void)len;
     if (key->kind != CD_KIND_KV || wb_victims == 4096) {
         return;
     }
     memcpy(&wb_victim_chain[wb_victims], key->hash.b, 4);
-    wb_victim_tiered[wb_victims++] = (uint8_t)(tiered != 0);
+    wb_victim_tiered[wb_victims++] = tiered;
     wb_victims_tiered += tiered != 0;
 }
 
@@ -420,6 +420,7 @@ static void test_write_behind_take_finish(void **state)
 
         assert_memory_equal(&items[j].key, &want, sizeof(want));
         items[j].status = ST_OK;
+        items[j].token = 70 + j / NB; /* the hint eviction hands back */
     }
     items[3].status = ST_ERR_IO; /* chain 0, block 4: this write failed */
     /* Held: not deletable meanwhile. */
@@ -440,6 +441,7 @@ static void test_write_behind_take_finish(void **state)
     cd_key_t k04 = t_key(0, 4, CD_KIND_KV, 0);
     assert_memory_equal(&items[0].key, &k04, sizeof(k04));
     items[0].status = ST_OK;
+    items[0].token = 70;
     cd_store_clean_finish(s, ns, items, n);
     /* Chains 0 and 2 lead the LRU, all written now; chain 3 comes next. */
     assert_int_equal(cd_store_clean_take(s, ns, 1u << CD_KIND_KV, 2ull * NB * LEN, UINT64_MAX,
@@ -462,7 +464,7 @@ static void test_write_behind_take_finish(void **state)
     }
     for (int v = 0; v < 2 * NB; v++) {
         assert_int_equal(wb_victim_chain[v], v < NB ? 0 : 2);
-        assert_int_equal(wb_victim_tiered[v], 1);
+        assert_int_equal(wb_victim_tiered[v], v < NB ? 70 : 72);
     }
     /* The next victim is chain 3's, never written: tiered = 0. */
     assert_int_equal(wb_victim_chain[2 * NB], 3);
@@ -481,6 +483,7 @@ static void test_write_behind_take_finish(void **state)
     }
     assert_int_equal(wb_victim_chain[0], 4);
     items[0].status = items[1].status = ST_OK;
+    items[0].token = items[1].token = 0; /* a zero token still marks them: 1 */
     cd_store_clean_finish(s, ns, items, n);
     wb_victims = 0;
     for (uint32_t i = 0; wb_victims < 2; i++) {
