@@ -538,9 +538,14 @@ st_status_t cd_store_clean_take(cd_store_t *s, uint32_t ns_id, uint32_t kinds, u
         return ST_ERR_NOT_FOUND;
     }
     pthread_mutex_lock(&ns->ns_lock);
+    /* Held blocks are passed over by eviction: at most an eighth of the
+     * namespace's bytes (and one object) are held at a time, so that a
+     * small namespace still has room to evict. */
+    if (max_bytes > ns->ns_radix.rx_bytes / 8) {
+        max_bytes = ns->ns_radix.rx_bytes / 8;
+    }
     /* Eviction's order: the coldest leaf node first, each node's run from
-     * its last block back. Holding a node's last block takes the node out
-     * of the LRU list, so the next node is read before. */
+     * its last block back. */
     for (node = ns->ns_radix.rx_lru_cold; node != NULL && walked < ahead; node = next) {
         next = node->rn_lru_next;
         for (uint32_t i = node->rn_len; i-- > 0 && walked < ahead;) {

@@ -310,7 +310,8 @@ typedef struct cd_clean {
  * evictable blocks, in the order eviction would take them; at most
  * CD_CLEAN_WALK_MAX blocks, so the namespace lock is held briefly), and
  * returns in out (up to cap entries, and up to about max_bytes of object
- * bytes) the objects of the kinds in kinds (a
+ * bytes, at most an eighth of the namespace's, but at least one object)
+ * the objects of the kinds in kinds (a
  * mask of 1 << cd_kind_t) whose tiered hint is clear. Their blocks are held
  * until cd_store_clean_finish: not evicted (eviction passes over them), not
  * deleted (ST_ERR_BUSY), their extents not reused; the hold is no access and

@@ -381,11 +381,31 @@ static void test_write_behind_take_finish(void **state)
     c.evicted = wb_evicted;
     assert_int_equal(cd_store_create(&c, &s, &err), ST_OK);
     assert_int_equal(cd_store_ns_create(s, "acme", "wb", 64, &ns, &err), ST_OK);
-    /* Chains 0..7 of NB blocks, coldest first; chain 2's blocks also carry
-     * a KDA object, which write-behind must leave alone. */
-    for (uint32_t ch = 0; ch < 8; ch++) {
+    /* At most an eighth of the namespace's bytes (and one object) is held
+     * at a time: with two blocks, the first take gets one object. */
+    put_obj(s, ns, 900, 0, CD_KIND_KV, 0, LEN);
+    put_obj(s, ns, 901, 0, CD_KIND_KV, 0, LEN);
+    assert_int_equal(cd_store_clean_take(s, ns, 1u << CD_KIND_KV, UINT64_MAX, UINT64_MAX, items, 64,
+                                         &n, &window),
+                     ST_OK);
+    assert_int_equal(n, 1);
+    items[0].status = ST_OK;
+    items[0].token = 90;
+    cd_store_clean_finish(s, ns, items, n);
+    assert_int_equal(cd_store_clean_take(s, ns, 1u << CD_KIND_KV, UINT64_MAX, UINT64_MAX, items, 64,
+                                         &n, &window),
+                     ST_OK);
+    assert_int_equal(n, 1);
+    items[0].status = ST_OK;
+    items[0].token = 91;
+    cd_store_clean_finish(s, ns, items, n);
+    t_now += 10;
+    /* Chains 0..7 of NB blocks, coldest first (after those two); chain 2's
+     * blocks also carry a KDA object, which write-behind must leave alone;
+     * then 24 hotter chains, so that the takes below hold under an eighth. */
+    for (uint32_t ch = 0; ch < 8 + 24; ch++) {
         for (uint32_t i = 0; i < NB; i++) {
-            put_obj(s, ns, ch, i, CD_KIND_KV, 0, LEN);
+            put_obj(s, ns, ch < 8 ? ch : 500 + ch, i, CD_KIND_KV, 0, LEN);
             if (ch == 2) {
                 put_obj(s, ns, ch, i, CD_KIND_KDA, 0, 1000);
             }
@@ -457,18 +477,23 @@ static void test_write_behind_take_finish(void **state)
     assert_memory_equal(&items[0].key, &k37, sizeof(k37));
     cd_store_clean_finish(s, ns, items, n); /* status not ST_OK: not tiered */
 
-    /* Evictions: chain 0 first, then chain 2, all written (tiered = 1). */
+    /* Evictions: the two single blocks, chain 0, chain 2, all written (the
+     * eviction hook gets each one's token). */
     wb_victims = wb_victims_tiered = 0;
-    for (uint32_t i = 0; wb_victims < 2 * NB + 1; i++) {
+    for (uint32_t i = 0; wb_victims < 2 * NB + 3; i++) {
         put_obj(s, ns, 100 + i / NB, i % NB, CD_KIND_KV, 0, LEN);
     }
-    for (int v = 0; v < 2 * NB; v++) {
-        assert_int_equal(wb_victim_chain[v], v < NB ? 0 : 2);
-        assert_int_equal(wb_victim_tiered[v], v < NB ? 70 : 72);
+    assert_int_equal(wb_victim_chain[0], 900);
+    assert_int_equal(wb_victim_tiered[0], 90);
+    assert_int_equal(wb_victim_chain[1], 901);
+    assert_int_equal(wb_victim_tiered[1], 91);
+    for (int v = 2; v < 2 + 2 * NB; v++) {
+        assert_int_equal(wb_victim_chain[v], v < 2 + NB ? 0 : 2);
+        assert_int_equal(wb_victim_tiered[v], v < 2 + NB ? 70 : 72);
     }
     /* The next victim is chain 3's, never written: tiered = 0. */
-    assert_int_equal(wb_victim_chain[2 * NB], 3);
-    assert_int_equal(wb_victim_tiered[2 * NB], 0);
+    assert_int_equal(wb_victim_chain[2 + 2 * NB], 3);
+    assert_int_equal(wb_victim_tiered[2 + 2 * NB], 0);
     /* While chain 3 is being written, eviction passes over it (chain 4's
      * last block goes); after the finish, chain 3 is still the coldest. */
     assert_int_equal(
