@@ -20,7 +20,7 @@ struct cd_obs {
     st_metric_family_t *f_stored_bytes, *f_stored_objects, *f_served_bytes, *f_served_objects;
     st_metric_family_t *f_evictions, *f_evicted_bytes, *f_tier_used, *f_tier_limit;
     st_metric_family_t *f_tier_objects, *f_leases_active, *f_leases_granted, *f_leases_expired;
-    st_metric_family_t *f_duration, *f_errors;
+    st_metric_family_t *f_duration, *f_errors, *f_spills, *f_promotions;
     st_histogram_t *duration[CD_OBS_METHODS];
     /* The SSD tier (daemon-wide: namespace label "*"), created at the first scrape. */
     st_gauge_t *ssd_used, *ssd_limit, *ssd_objects;
@@ -103,6 +103,11 @@ st_status_t cd_obs_create(cd_daemon_t *d, cd_obs_t **obs_p)
            ST_METRIC_GAUGE, "namespace", "tier")
     CD_FAM(f_tier_objects, "strata_tier_objects", "Objects held in the tier now", ST_METRIC_GAUGE,
            "namespace", "tier")
+    CD_FAM(f_spills, "strata_spills_total",
+           "Objects written from DRAM to SSD (evicted, or ahead of eviction)", ST_METRIC_COUNTER,
+           "namespace", "kind")
+    CD_FAM(f_promotions, "strata_promotions_total",
+           "Objects read back from SSD into DRAM on a miss", ST_METRIC_COUNTER, "namespace", "kind")
     CD_FAM(f_leases_active, "strata_leases_active", "Read leases held now", ST_METRIC_GAUGE,
            "namespace")
     CD_FAM(f_leases_granted, "strata_leases_granted_total", "Read leases granted",
@@ -156,6 +161,15 @@ st_status_t cd_obs_ns_add(cd_obs_t *o, const char *name, cd_ns_metrics_t **mx_p)
     CD_C(f_evicted_bytes, evicted_bytes, name, "dram")
     CD_C(f_leases_granted, leases_granted, name)
     CD_C(f_leases_expired, leases_expired, name)
+    if (o->d->tier != NULL) {
+        /* Spilled: KV and IDX; promoted: those and KDA (written through). */
+        for (int k = 0; k < 3; k++) {
+            if (k < 2) {
+                CD_C(f_spills, spills[k], name, cd_obs_kinds[k])
+            }
+            CD_C(f_promotions, promotions[k], name, cd_obs_kinds[k])
+        }
+    }
     CD_G(f_tier_used, dram_used, name, "dram")
     CD_G(f_tier_limit, dram_limit, name, "dram")
     CD_G(f_tier_objects, dram_objects, name, "dram")
@@ -220,6 +234,17 @@ static void cd_obs_collect(st_metrics_t *reg, void *arg)
         CD_DELTA(s.evicted_bytes, mx->last_evicted_bytes, mx->evicted_bytes)
         CD_DELTA(s.leases_granted, mx->last_granted, mx->leases_granted)
         CD_DELTA(s.leases_expired, mx->last_expired, mx->leases_expired)
+        if (d->tier != NULL && mx->promotions[0] != NULL) {
+            uint64_t spills[3], promoted[3];
+
+            cd_tier_flows(d->tier, e->local_id, spills, promoted);
+            for (int k = 0; k < 3; k++) {
+                if (mx->spills[k] != NULL) {
+                    CD_DELTA(spills[k], mx->last_spills[k], mx->spills[k])
+                }
+                CD_DELTA(promoted[k], mx->last_promotions[k], mx->promotions[k])
+            }
+        }
 #undef CD_DELTA
     }
     pthread_mutex_unlock(&d->ns_lock);

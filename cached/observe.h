@@ -29,6 +29,9 @@ typedef struct cd_ns_metrics {
     st_gauge_t *dram_used, *dram_limit, *dram_objects, *leases_active;
     st_counter_t *evictions, *evicted_bytes, *leases_granted, *leases_expired;
     uint64_t last_evictions, last_evicted_bytes, last_granted, last_expired;
+    /* Collected from the SSD tier (when there is one): by kind kv, idx, kda. */
+    st_counter_t *spills[3], *promotions[3];
+    uint64_t last_spills[3], last_promotions[3];
 } cd_ns_metrics_t;
 
 typedef struct cd_obs cd_obs_t;

@@ -52,6 +52,10 @@ struct cd_tier {
     _Atomic uint64_t gen;      /* promotions finished */
     _Atomic uint64_t spill_queued, spill_dropped, promoted, promote_misses;
     _Atomic uint64_t spill_clean; /* evictions of objects whose tier copy stayed */
+    /* Per local namespace and cd_kind_t (KV, IDX, KDA): objects written to
+     * the tier from DRAM (spills and the write-behind's), and promoted. */
+    _Atomic uint64_t flow_spills[CD_MAX_NS + 1][3];
+    _Atomic uint64_t flow_promoted[CD_MAX_NS + 1][3];
     uint64_t recovered_ms, recovered_sessions, recovered_objects;
 
     /* Write-behind (t_wb_main): one thread writes the coldest objects of
@@ -89,6 +93,7 @@ typedef struct t_wb_job {
 typedef struct t_spill {
     cd_tier_t *t;
     uint64_t len;
+    uint32_t ns_id, kind; /* local namespace, cd_kind_t: for the flow counters */
 } t_spill_t;
 
 static const uint8_t t_ssd_kind[CD_KIND_COUNT] = {ST_SSD_KV, ST_SSD_IDX, ST_SSD_KDA, 0, 0};
@@ -398,6 +403,9 @@ static void t_spill_done(void *arg, const st_ssd_key_t *key, st_status_t status)
     cd_tier_t *t = sp->t;
 
     t2_remove(t, key->ns, &key->id, t_tag_of(key), status != ST_OK, 1);
+    if (status == ST_OK && sp->ns_id <= CD_MAX_NS && sp->kind < 3) {
+        atomic_fetch_add(&t->flow_spills[sp->ns_id][sp->kind], 1);
+    }
     atomic_fetch_sub(&t->inflight, sp->len);
     free(sp);
 }
@@ -518,6 +526,7 @@ static int t_wb_clean(cd_tier_t *t, uint32_t ns_id)
         for (size_t i = 0; i < n; i++) {
             if (t->wb_items[i].status == ST_OK) {
                 bytes += t->wb_items[i].len;
+                atomic_fetch_add(&t->flow_spills[ns_id][t->wb_items[i].key.kind], 1);
             } else {
                 failed++;
             }
@@ -846,6 +855,8 @@ void cd_tier_evicted(void *ctx, uint32_t ns_id, const cd_key_t *key, const st_ha
     }
     sp->t = t;
     sp->len = T_PREFIX + len;
+    sp->ns_id = ns_id;
+    sp->kind = key->kind;
     t_prefix((uint8_t *)(sp + 1), parent);
     memcpy((uint8_t *)(sp + 1) + T_PREFIX, data, len);
     if (t2_add(t, wire, &key->hash, tag, 1) != 0) {
@@ -959,6 +970,9 @@ static int t_promote_one(cd_tier_t *t, const cd_ns_entry_t *e, const st_hash_t *
     st = cd_store_put_commit(t->d->store, &f.put, sum, &err);
     if (st == ST_OK) {
         atomic_fetch_add(&t->promoted, 1);
+        if (e->local_id <= CD_MAX_NS) {
+            atomic_fetch_add(&t->flow_promoted[e->local_id][key.kind], 1);
+        }
         return 1;
     }
     /* Not in DRAM after all (no room left, or other bytes under the key):
@@ -1239,5 +1253,13 @@ void cd_tier_stats(cd_tier_t *t, st_ssd_stats_t *ssd, cd_tier_counters_t *c)
         c->recovered_ms = t->recovered_ms;
         c->recovered_sessions = t->recovered_sessions;
         c->recovered_objects = t->recovered_objects;
+    }
+}
+
+void cd_tier_flows(cd_tier_t *t, uint32_t ns_id, uint64_t spills[3], uint64_t promoted[3])
+{
+    for (int k = 0; k < 3; k++) {
+        spills[k] = ns_id <= CD_MAX_NS ? atomic_load(&t->flow_spills[ns_id][k]) : 0;
+        promoted[k] = ns_id <= CD_MAX_NS ? atomic_load(&t->flow_promoted[ns_id][k]) : 0;
     }
 }

@@ -114,6 +114,11 @@ int cd_tier_promote(cd_tier_t *t, const struct cd_ns_entry *e, const st_hash_t *
  * store again if it moved: another call may have promoted the block. */
 uint64_t cd_tier_generation(cd_tier_t *t);
 
+/* Namespace ns_id's objects written to the tier from DRAM (spills and the
+ * write-behind's writes) and promoted, since start, by cd_kind_t (KV, IDX,
+ * KDA); for the metrics. */
+void cd_tier_flows(cd_tier_t *t, uint32_t ns_id, uint64_t spills[3], uint64_t promoted[3]);
+
 /* Waits until every queued write (spills included) is committed. */
 st_status_t cd_tier_flush(cd_tier_t *t);
 

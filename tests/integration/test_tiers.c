@@ -447,13 +447,19 @@ static void test_write_behind(void **state)
     size_t bad = 0, served = 0;
     uint64_t wb, clean0, ev0, clean1, ev1, on_ssd, evicted, dropped;
     srpc_error_t err;
+    int mport = tc_free_port();
+    char extra[128];
+    static const char *const spilled_kv = "strata_spills_total{namespace=\"acme/k3\",kind=\"kv\"}",
+                             *promoted_kv =
+                                 "strata_promotions_total{namespace=\"acme/k3\",kind=\"kv\"}";
 
     (void)state;
     assert_non_null(blocks);
     for (size_t i = 0; i < (size_t)CHAIN * (CHAINS + 1); i++) {
         blocks[i] = mk_hash(5, i);
     }
-    wb_start_fill(&cl, &c, dir, sizeof(dir), "--ssd-writeback 16M", blocks, CHAINS);
+    snprintf(extra, sizeof(extra), "--ssd-writeback 16M --metrics-listen 127.0.0.1:%d", mport);
+    wb_start_fill(&cl, &c, dir, sizeof(dir), extra, blocks, CHAINS);
     wb = wb_settle(&c);
     print_message("write-behind: %llu objects written ahead\n", (unsigned long long)wb);
     assert_true(wb >= (16u << 20) / WB_OBJ / 2);
@@ -483,6 +489,12 @@ static void test_write_behind(void **state)
                   (unsigned long long)on_ssd, (unsigned long long)evicted,
                   (unsigned long long)dropped);
     assert_true(on_ssd > evicted - dropped);
+    /* On /metrics: every object written from DRAM (evicted or ahead) is a
+     * spill of the namespace, as the tier counts them; nothing promoted yet. */
+    assert_true(tc_metric(mport, spilled_kv) == (double)stat_counter(&c, "ssd_spills"));
+    assert_true(tc_metric(mport, spilled_kv) > 0);
+    assert_true(tc_metric(mport, promoted_kv) == 0);
+    assert_true(tc_metric(mport, "strata_spills_total{namespace=\"acme/k3\",kind=\"idx\"}") == 0);
     conn_close(&c);
     tc_kill(&cl, 0);
     assert_int_equal(tc_restart(&cl, 0), 0);
@@ -494,6 +506,8 @@ static void test_write_behind(void **state)
     }
     print_message("after the restart: %zu objects served\n", served);
     assert_int_equal(served, on_ssd);
+    assert_true(tc_metric(mport, promoted_kv) == (double)served);
+    assert_int_equal(stat_counter(&c, "ssd_promotions"), served);
     assert_int_equal(stat_counter(&c, "ssd_corrupt"), 0);
     conn_close(&c);
     tc_stop_all(&cl);

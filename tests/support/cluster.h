@@ -51,4 +51,10 @@ unsigned long long tc_rss(const tc_cluster_t *c, int i);
 /* A free TCP port on 127.0.0.1. */
 int tc_free_port(void);
 
+/* The value of one series of the /metrics page served on 127.0.0.1:port
+ * (series: the metric name with its labels exactly as printed, e.g.
+ * strata_spills_total{namespace="t/m",kind="kv"}), or -1 when the page
+ * cannot be read or has no such series. */
+double tc_metric(int port, const char *series);
+
 #endif
