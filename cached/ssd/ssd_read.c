@@ -179,8 +179,8 @@ static st_status_t ssd_read(st_ssd_t *ssd, const st_ssd_key_t *key, void *head, 
     if (hdr.length != head_len) {
         /* From LMDB's map: the pages a read transaction sees are not reused
          * while it lasts. (Reading large values with pread from the same
-         * offset of data.mdb instead was slower here: docs/performance.md,
-         * "Reading values from the map again".) */
+         * offset of data.mdb instead was slower here: docs/tiers.md,
+         * "Reads, checksums and corruption".) */
         memcpy(dst, (const uint8_t *)v.mv_data + SSD_HDR_BYTES + head_len,
                (size_t)(hdr.length - head_len));
     }
