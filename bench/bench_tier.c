@@ -362,6 +362,22 @@ static void tier_half(const char *top, int r, uint64_t n, uint8_t *src, const ch
     free(h);
 }
 
+/* Reads count values from offset off of fd, each into its own place of
+ * into; GB/s. */
+static double plain_read(int fd, off_t off, uint8_t *into, uint64_t count)
+{
+    uint64_t t0;
+
+    lseek(fd, off, SEEK_SET);
+    t0 = bench_now_ns();
+    for (uint64_t i = 0; i < count; i++) {
+        if (read(fd, into + i * VALUE_BYTES, VALUE_BYTES) != VALUE_BYTES) {
+            die("read", ST_ERR_IO);
+        }
+    }
+    return (double)(count * VALUE_BYTES) / (double)(bench_now_ns() - t0);
+}
+
 static void plain_half(const char *top, int r, uint64_t n, const uint8_t *src, uint8_t *into,
                        plain_res_t *o)
 {
@@ -382,25 +398,11 @@ static void plain_half(const char *top, int r, uint64_t n, const uint8_t *src, u
     }
     fsync(fd);
     o->write = (double)(n * VALUE_BYTES) / (double)(bench_now_ns() - t0);
-    lseek(fd, 0, SEEK_SET);
-    t0 = bench_now_ns();
-    for (uint64_t i = 0; i < n / 4; i++) {
-        if (read(fd, into + i * VALUE_BYTES, VALUE_BYTES) != VALUE_BYTES) {
-            die("read", ST_ERR_IO);
-        }
-    }
-    o->read_warm = (double)(n / 4 * VALUE_BYTES) / (double)(bench_now_ns() - t0);
+    o->read_warm = plain_read(fd, 0, into, n / 4);
     /* Cold: the second quarter of the file (as the cold promote reads the
      * second quarter of the objects), out of the page cache. */
     drop_file_cache(file);
-    lseek(fd, (off_t)(n / 4 * VALUE_BYTES), SEEK_SET);
-    t0 = bench_now_ns();
-    for (uint64_t i = 0; i < n / 4; i++) {
-        if (read(fd, into + i * VALUE_BYTES, VALUE_BYTES) != VALUE_BYTES) {
-            die("read", ST_ERR_IO);
-        }
-    }
-    o->read_cold = (double)(n / 4 * VALUE_BYTES) / (double)(bench_now_ns() - t0);
+    o->read_cold = plain_read(fd, (off_t)(n / 4 * VALUE_BYTES), into, n / 4);
     close(fd);
     unlink(file);
 }

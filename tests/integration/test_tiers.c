@@ -427,6 +427,14 @@ static void wb_start_fill(tc_cluster_t *cl, conn_t *c, char *dir, size_t dir_cap
     assert_int_equal(bad, 0);
 }
 
+/* Closes c, stops the daemon and removes its data directory. */
+static void wb_stop(tc_cluster_t *cl, conn_t *c, const char *dir)
+{
+    conn_close(c);
+    tc_stop_all(cl);
+    rm_dir(dir);
+}
+
 /*
  * The write-behind (ssd_writeback) through a real daemon: once evictions
  * start, it writes the coldest 16 MiB of the namespace's objects to the SSD
@@ -509,18 +517,14 @@ static void test_write_behind(void **state)
     assert_true(tc_metric(mport, promoted_kv) == (double)served);
     assert_int_equal(stat_counter(&c, "ssd_promotions"), served);
     assert_int_equal(stat_counter(&c, "ssd_corrupt"), 0);
-    conn_close(&c);
-    tc_stop_all(&cl);
-    rm_dir(dir);
+    wb_stop(&cl, &c, dir);
 
     /* Off: nothing is written ahead. */
     wb_start_fill(&cl, &c, dir, sizeof(dir), "--ssd-writeback 0", blocks, CHAINS / 2);
     assert_true(stat_counter(&c, "evicted_objects") > 0);
     assert_int_equal(stat_counter(&c, "ssd_writeback_objects"), 0);
     assert_int_equal(stat_counter(&c, "ssd_spill_clean"), 0);
-    conn_close(&c);
-    tc_stop_all(&cl);
-    rm_dir(dir);
+    wb_stop(&cl, &c, dir);
 
     /* A spill budget (8 MiB) smaller than the window: the budget ages out
      * copies the write-behind made while their objects are still in DRAM.
@@ -542,9 +546,7 @@ static void test_write_behind(void **state)
     assert_true(stat_counter(&c, "ssd_evictions") > 0);
     assert_int_equal(stat_counter(&c, "ssd_promote_misses"), 0);
     assert_int_equal(stat_counter(&c, "ssd_corrupt"), 0);
-    conn_close(&c);
-    tc_stop_all(&cl);
-    rm_dir(dir);
+    wb_stop(&cl, &c, dir);
 
     /* Writes that fail (a spill budget smaller than one object): counted,
      * nothing marked written, and the daemon keeps serving what is in DRAM. */
@@ -559,9 +561,7 @@ static void test_write_behind(void **state)
     assert_int_equal(
         get_check(&c, &blocks[(CHAINS / 2) * CHAIN - 1], 0, STRATA__V1__OBJECT_KIND__KV, WB_OBJ),
         1);
-    conn_close(&c);
-    tc_stop_all(&cl);
-    rm_dir(dir);
+    wb_stop(&cl, &c, dir);
     free(blocks);
 }
 

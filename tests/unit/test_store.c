@@ -354,6 +354,17 @@ static void wb_evicted(void *ctx, uint32_t ns, const cd_key_t *key, const st_has
     wb_victims_tiered += tiered != 0;
 }
 
+/* cd_store_clean_take, which must succeed; returns how many it took. */
+static size_t wb_take(cd_store_t *s, uint32_t ns, uint32_t kinds, uint64_t ahead,
+                      uint64_t max_bytes, cd_clean_t *items, size_t cap, uint64_t *window_p)
+{
+    size_t n = 0;
+
+    assert_int_equal(cd_store_clean_take(s, ns, kinds, ahead, max_bytes, items, cap, &n, window_p),
+                     ST_OK);
+    return n;
+}
+
 /*
  * The SSD tier's write-behind takes the coldest objects that the tier has
  * no copy of, in eviction's order (the coldest chain's last block first),
@@ -385,16 +396,12 @@ static void test_write_behind_take_finish(void **state)
      * at a time: with two blocks, the first take gets one object. */
     put_obj(s, ns, 900, 0, CD_KIND_KV, 0, LEN);
     put_obj(s, ns, 901, 0, CD_KIND_KV, 0, LEN);
-    assert_int_equal(cd_store_clean_take(s, ns, 1u << CD_KIND_KV, UINT64_MAX, UINT64_MAX, items, 64,
-                                         &n, &window),
-                     ST_OK);
+    n = wb_take(s, ns, 1u << CD_KIND_KV, UINT64_MAX, UINT64_MAX, items, 64, &window);
     assert_int_equal(n, 1);
     items[0].status = ST_OK;
     items[0].token = 90;
     cd_store_clean_finish(s, ns, items, n);
-    assert_int_equal(cd_store_clean_take(s, ns, 1u << CD_KIND_KV, UINT64_MAX, UINT64_MAX, items, 64,
-                                         &n, &window),
-                     ST_OK);
+    n = wb_take(s, ns, 1u << CD_KIND_KV, UINT64_MAX, UINT64_MAX, items, 64, &window);
     assert_int_equal(n, 1);
     items[0].status = ST_OK;
     items[0].token = 91;
@@ -413,9 +420,8 @@ static void test_write_behind_take_finish(void **state)
         t_now += 10;
     }
     /* Bounded by bytes: five objects, the coldest chain's last five blocks. */
-    assert_int_equal(cd_store_clean_take(s, ns, 1u << CD_KIND_KV | 1u << CD_KIND_IDX, UINT64_MAX,
-                                         5 * LEN, items, 64, &n, &window),
-                     ST_OK);
+    n = wb_take(s, ns, 1u << CD_KIND_KV | 1u << CD_KIND_IDX, UINT64_MAX, 5 * LEN, items, 64,
+                &window);
     assert_int_equal(n, 5);
     for (size_t j = 0; j < n; j++) {
         cd_key_t want = t_key(0, NB - 1 - (uint32_t)j, CD_KIND_KV, 0);
@@ -431,9 +437,8 @@ static void test_write_behind_take_finish(void **state)
     cd_store_clean_finish(s, ns, items, n);
 
     /* Bounded by count: chains 0, 1 and 2 (KV only), in eviction order. */
-    assert_int_equal(cd_store_clean_take(s, ns, 1u << CD_KIND_KV | 1u << CD_KIND_IDX, UINT64_MAX,
-                                         UINT64_MAX, items, 3 * NB, &n, &window),
-                     ST_OK);
+    n = wb_take(s, ns, 1u << CD_KIND_KV | 1u << CD_KIND_IDX, UINT64_MAX, UINT64_MAX, items, 3 * NB,
+                &window);
     assert_int_equal(n, 3 * NB);
     for (size_t j = 0; j < n; j++) {
         cd_key_t want = t_key((uint32_t)j / NB, NB - 1 - (uint32_t)j % NB, CD_KIND_KV, 0);
@@ -454,9 +459,7 @@ static void test_write_behind_take_finish(void **state)
 
     /* Only the failed one is left in the window of chains 0 and 2 (chain 1
      * was read meanwhile: it went to the hot end). */
-    assert_int_equal(cd_store_clean_take(s, ns, 1u << CD_KIND_KV, 2ull * NB * LEN, UINT64_MAX,
-                                         items, 64, &n, &window),
-                     ST_OK);
+    n = wb_take(s, ns, 1u << CD_KIND_KV, 2ull * NB * LEN, UINT64_MAX, items, 64, &window);
     assert_int_equal(n, 1);
     cd_key_t k04 = t_key(0, 4, CD_KIND_KV, 0);
     assert_memory_equal(&items[0].key, &k04, sizeof(k04));
@@ -464,14 +467,10 @@ static void test_write_behind_take_finish(void **state)
     items[0].token = 70;
     cd_store_clean_finish(s, ns, items, n);
     /* Chains 0 and 2 lead the LRU, all written now; chain 3 comes next. */
-    assert_int_equal(cd_store_clean_take(s, ns, 1u << CD_KIND_KV, 2ull * NB * LEN, UINT64_MAX,
-                                         items, 64, &n, &window),
-                     ST_OK);
+    n = wb_take(s, ns, 1u << CD_KIND_KV, 2ull * NB * LEN, UINT64_MAX, items, 64, &window);
     assert_int_equal(n, 0);
     assert_true(window >= 2ull * NB * LEN);
-    assert_int_equal(cd_store_clean_take(s, ns, 1u << CD_KIND_KV, 3ull * NB * LEN, UINT64_MAX,
-                                         items, 64, &n, &window),
-                     ST_OK);
+    n = wb_take(s, ns, 1u << CD_KIND_KV, 3ull * NB * LEN, UINT64_MAX, items, 64, &window);
     assert_true(n > 0);
     cd_key_t k37 = t_key(3, NB - 1, CD_KIND_KV, 0);
     assert_memory_equal(&items[0].key, &k37, sizeof(k37));
@@ -496,9 +495,7 @@ static void test_write_behind_take_finish(void **state)
     assert_int_equal(wb_victim_tiered[2 + 2 * NB], 0);
     /* While chain 3 is being written, eviction passes over it (chain 4's
      * last block goes); after the finish, chain 3 is still the coldest. */
-    assert_int_equal(
-        cd_store_clean_take(s, ns, 1u << CD_KIND_KV, UINT64_MAX, UINT64_MAX, items, 2, &n, &window),
-        ST_OK);
+    n = wb_take(s, ns, 1u << CD_KIND_KV, UINT64_MAX, UINT64_MAX, items, 2, &window);
     assert_int_equal(n, 2);
     cd_key_t k36 = t_key(3, NB - 2, CD_KIND_KV, 0);
     assert_memory_equal(&items[0].key, &k36, sizeof(k36));
@@ -541,9 +538,7 @@ static void test_write_behind_walk_bound(void **state)
         put_obj(s, ns, 7000 + i, 0, CD_KIND_KV, 0, 64); /* one-block chains */
     }
     do {
-        assert_int_equal(cd_store_clean_take(s, ns, 1u << CD_KIND_KV, UINT64_MAX, UINT64_MAX, items,
-                                             1024, &n, &window),
-                         ST_OK);
+        n = wb_take(s, ns, 1u << CD_KIND_KV, UINT64_MAX, UINT64_MAX, items, 1024, &window);
         for (size_t j = 0; j < n; j++) {
             items[j].status = ST_OK;
         }
