@@ -74,6 +74,8 @@ static const st_cfg_option_t cd_options[] = {
      "default read lease"},
     {"max_lease", ST_CFG_DURATION, CD_OFF(max_lease_ms), "60s", 10, 3600000, 0, NULL, 0,
      "longest lease a client may ask for"},
+    {"max_pin", ST_CFG_DURATION, CD_OFF(max_pin_ms), "1h", 1000, 2592000000ll, 0, NULL, 0,
+     "longest pin, and the time a pin with ttl_ms 0 lasts"},
     {"reservation_ttl", ST_CFG_DURATION, CD_OFF(reservation_ms), "30s", 10, 3600000, 0, NULL, 0,
      "time a writer has between Reserve and Commit"},
     {"session_ttl", ST_CFG_DURATION, CD_OFF(session_ttl_ms), "1d", 1000, 2592000000ll, 0, NULL, 0,
@@ -549,6 +551,7 @@ st_status_t cd_daemon_start(cd_daemon_t *d, cd_config_t *cfg)
     sc.limits.max_batch = (uint32_t)d->cfg.max_batch;
     sc.limits.max_sessions = (uint64_t)d->cfg.max_sessions;
     sc.limits.lease_ms = d->cfg.lease_ms;
+    sc.limits.max_pin_ms = d->cfg.max_pin_ms;
     sc.limits.reservation_ms = d->cfg.reservation_ms;
     sc.limits.session_ttl_ms = d->cfg.session_ttl_ms;
     if (sc.limits.session_ttl_max_ms < d->cfg.session_ttl_ms) {

@@ -50,6 +50,7 @@ typedef struct cd_config {
     int64_t vnodes;
     uint64_t lease_ms;
     uint64_t max_lease_ms;
+    uint64_t max_pin_ms;
     uint64_t reservation_ms;
     uint64_t session_ttl_ms;
     uint64_t max_message_bytes;

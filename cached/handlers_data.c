@@ -1097,7 +1097,7 @@ st_status_t cd_h_delete(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
 }
 
 static st_status_t cd_h_pin_common(srpc_ctx_t *ctx, uint64_t ns_wire,
-                                   const ProtobufCBinaryData *hashes, int pin,
+                                   const ProtobufCBinaryData *hashes, int pin, uint64_t ttl_ms,
                                    Strata__V1__KeyStatus **status_p, size_t *n_p)
 {
     cd_daemon_t *d = cd_h_daemon(ctx);
@@ -1123,9 +1123,10 @@ static st_status_t cd_h_pin_common(srpc_ctx_t *ctx, uint64_t ns_wire,
     }
     for (size_t i = 0; i < n; i++) {
         st_hash_t one;
+        cd_err_t err = {{0}};
 
         memcpy(&one, &h[i], sizeof(one));
-        status = pin ? cd_store_pin(d->store, e->local_id, &one)
+        status = pin ? cd_store_pin_ttl(d->store, e->local_id, &one, ttl_ms, &err)
                      : cd_store_unpin(d->store, e->local_id, &one);
         (*status_p)[i] = cd_h_key_status(status);
     }
@@ -1138,13 +1139,15 @@ st_status_t cd_h_pin(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
 {
     const Strata__V1__PinRequest *req = (const void *)reqm;
     Strata__V1__PinResponse *resp = (void *)respm;
+    cd_daemon_t *d = cd_h_daemon(ctx);
 
-    if (req->ttl_ms != 0) {
-        srpc_ctx_set_error(ctx, "pins with a ttl_ms are not supported; pin with 0 and Unpin");
-        return ST_ERR_UNSUPPORTED;
+    if (req->ttl_ms > d->cfg.max_pin_ms) {
+        srpc_ctx_set_error(ctx, "pin ttl_ms=%u is above the limit max_pin=%llu ms", req->ttl_ms,
+                           (unsigned long long)d->cfg.max_pin_ms);
+        return ST_ERR_INVALID;
     }
-    return cd_h_pin_common(ctx, req->namespace_id, &req->block_hashes, 1, &resp->status,
-                           &resp->n_status);
+    return cd_h_pin_common(ctx, req->namespace_id, &req->block_hashes, 1, req->ttl_ms,
+                           &resp->status, &resp->n_status);
 }
 
 st_status_t cd_h_unpin(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMessage *respm,
@@ -1153,6 +1156,6 @@ st_status_t cd_h_unpin(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
     const Strata__V1__UnpinRequest *req = (const void *)reqm;
     Strata__V1__UnpinResponse *resp = (void *)respm;
 
-    return cd_h_pin_common(ctx, req->namespace_id, &req->block_hashes, 0, &resp->status,
+    return cd_h_pin_common(ctx, req->namespace_id, &req->block_hashes, 0, 0, &resp->status,
                            &resp->n_status);
 }

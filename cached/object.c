@@ -103,6 +103,12 @@ static st_status_t do_obj_new(cd_ns_t *ns, const cd_key_t *key, const st_hash_t 
     held[0] = parent != NULL ? cd_radix_find(&ns->ns_radix, parent) : NULL;
     held[1] = cd_radix_find(&ns->ns_radix, &key->hash);
     do_hold_blocks(ns, held);
+    /* The tenant's memory quota first: past it, the tenant's own blocks go. */
+    st = do_tenant_room(ns, len, err);
+    if (st != ST_OK) {
+        do_unhold_blocks(ns, held);
+        return st;
+    }
     CD_WITH_EVICTION(ns, st, cd_budget_charge_meta(b, sizeof(cd_obj_t)));
     if (st != ST_OK) {
         do_unhold_blocks(ns, held);
@@ -138,6 +144,9 @@ static st_status_t do_obj_new(cd_ns_t *ns, const cd_key_t *key, const st_hash_t 
         return cd_errf(err, st, "%s (namespace %u, %s object)", msg, ns->ns_id,
                        kind_names[key->kind]);
     }
+    /* Charged as allocated (the extent's size class); do_obj_free gives it back. */
+    atomic_fetch_add_explicit(&ns->ns_tn->tn_used[CD_RES_MEMORY], o->ob_ext.size,
+                              memory_order_relaxed);
     o->ob_key = *key;
     o->ob_len = len;
     o->ob_created = cd_store_now(ns->ns_store);
@@ -457,6 +466,7 @@ static void resv_unlink(cd_ns_t *ns, cd_obj_t *o)
     o->ob_next = o->ob_prev = NULL;
     ns->ns_st.reservations_active--;
     ns->ns_st.reserved_bytes -= o->ob_len;
+    cd_tenant_release(ns->ns_tn, CD_RES_RESERVATIONS, 1);
 }
 
 static void resv_drop(cd_ns_t *ns, cd_obj_t *o)
@@ -485,6 +495,10 @@ static st_status_t do_reserve(cd_ns_t *ns, const cd_resv_req_t *reqs, size_t n, 
             out[i].status = ST_ERR_EXISTS;
             continue;
         }
+        st = cd_tenant_charge(ns->ns_tn, CD_RES_RESERVATIONS, 1, err);
+        if (st != ST_OK) {
+            break;
+        }
         st = do_obj_new(ns, &rq->key, parent, rq->length, &o, err);
         if (st == ST_OK) {
             CD_WITH_EVICTION(ns, st, cd_htab_reserve(&ns->ns_ids, 1));
@@ -496,6 +510,7 @@ static st_status_t do_reserve(cd_ns_t *ns, const cd_resv_req_t *reqs, size_t n, 
             }
         }
         if (st != ST_OK) {
+            cd_tenant_release(ns->ns_tn, CD_RES_RESERVATIONS, 1);
             break;
         }
         o->ob_state = OBJ_RESERVED;

@@ -22,6 +22,7 @@ static void sess_drop(cd_ns_t *ns, cd_sess_t *se)
         se->se_next->se_prev = se->se_prev;
     }
     ns->ns_st.sessions_active--;
+    cd_tenant_release(ns->ns_tn, CD_RES_SESSIONS, 1);
     ns->ns_st.objects[CD_KIND_SESSION]--;
     ns->ns_st.bytes[CD_KIND_SESSION] -= sizeof(cd_sess_t);
     cd_budget_release_meta(&ns->ns_store->ss_budget, sizeof(cd_sess_t));
@@ -50,19 +51,23 @@ static st_status_t do_session_open(cd_ns_t *ns, const st_hash_t *id, uint64_t tt
         return cd_errf(err, ST_ERR_EXHAUSTED, "limit max_sessions=%llu reached in namespace %u",
                        (unsigned long long)l->max_sessions, ns->ns_id);
     }
+    st = cd_tenant_charge(ns->ns_tn, CD_RES_SESSIONS, 1, err);
+    if (st != ST_OK) {
+        return st;
+    }
     CD_WITH_EVICTION(ns, st, cd_htab_reserve(&ns->ns_ids, 1));
     if (st == ST_OK) {
         CD_WITH_EVICTION(ns, st, cd_budget_charge_meta(&ns->ns_store->ss_budget, sizeof(*se)));
     }
-    if (st == ST_ERR_EXHAUSTED) {
-        return do_exhausted(ns, err, "a session", sizeof(*se));
-    }
     if (st != ST_OK) {
-        return cd_errf(err, st, "out of memory for a session");
+        cd_tenant_release(ns->ns_tn, CD_RES_SESSIONS, 1);
+        return st == ST_ERR_EXHAUSTED ? do_exhausted(ns, err, "a session", sizeof(*se))
+                                      : cd_errf(err, st, "out of memory for a session");
     }
     se = calloc(1, sizeof(*se));
     if (se == NULL) {
         cd_budget_release_meta(&ns->ns_store->ss_budget, sizeof(*se));
+        cd_tenant_release(ns->ns_tn, CD_RES_SESSIONS, 1);
         return cd_errf(err, ST_ERR_NOMEM, "out of memory for a session");
     }
     if (id != NULL) {

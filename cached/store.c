@@ -60,6 +60,7 @@ void cd_store_config_defaults(cd_store_config_t *cfg)
     cfg->limits.reservation_ms = 30000;
     cfg->limits.session_ttl_ms = 86400000ull;
     cfg->limits.session_ttl_max_ms = 30ull * 86400000ull;
+    cfg->limits.max_pin_ms = 3600000ull;
 }
 
 /* --- the namespace seed ----------------------------------------------------- */
@@ -134,15 +135,16 @@ st_status_t cd_store_create(const cd_store_config_t *cfg, cd_store_t **store_p, 
     if (l->max_layers == 0 || l->max_layers > CD_LAYERS_MAX || l->max_hashes == 0 ||
         l->max_batch == 0 || l->max_namespaces == 0 || l->lease_ms == 0 ||
         l->max_lease_ms < l->lease_ms || l->reservation_ms == 0 || l->session_ttl_ms == 0 ||
-        l->session_ttl_max_ms < l->session_ttl_ms) {
+        l->session_ttl_max_ms < l->session_ttl_ms || l->max_pin_ms == 0) {
         return cd_errf(err, ST_ERR_INVALID,
                        "limits out of range: max_layers=%u (1..%d), max_hashes=%u, max_batch=%u, "
                        "max_namespaces=%u, lease_ms=%llu, reservation_ms=%llu, session ttl "
-                       "%llu..%llu must be nonzero",
+                       "%llu..%llu, max_pin_ms=%llu must be nonzero",
                        l->max_layers, CD_LAYERS_MAX, l->max_hashes, l->max_batch, l->max_namespaces,
                        (unsigned long long)l->lease_ms, (unsigned long long)l->reservation_ms,
                        (unsigned long long)l->session_ttl_ms,
-                       (unsigned long long)l->session_ttl_max_ms);
+                       (unsigned long long)l->session_ttl_max_ms,
+                       (unsigned long long)l->max_pin_ms);
     }
     s = calloc(1, sizeof(*s));
     if (s == NULL) {
@@ -165,6 +167,7 @@ st_status_t cd_store_create(const cd_store_config_t *cfg, cd_store_t **store_p, 
     cd_budget_init(&s->ss_budget, cfg->memory_limit,
                    cfg->meta_reserve != 0 ? cfg->meta_reserve : cfg->memory_limit / 16);
     pthread_mutex_init(&s->ss_ns_lock, NULL);
+    pthread_mutex_init(&s->ss_tn_lock, NULL);
     *store_p = s;
     return ST_OK;
 }
@@ -180,6 +183,7 @@ static void ns_free(cd_ns_t *ns)
         }
     }
     do_reservations_destroy(ns);
+    do_pins_destroy(ns);
     while (ns->ns_lease_head != NULL) {
         cd_lease_t *l = ns->ns_lease_head;
 
@@ -204,6 +208,11 @@ void cd_store_destroy(cd_store_t *s)
         ns_free(s->ss_ns[i]);
     }
     free(s->ss_ns);
+    for (size_t i = 0; i < s->ss_n_tn; i++) {
+        free(s->ss_tn[i]);
+    }
+    free(s->ss_tn);
+    pthread_mutex_destroy(&s->ss_tn_lock);
     cd_budget_destroy(&s->ss_budget);
     pthread_mutex_destroy(&s->ss_ns_lock);
     memset(s->ss_secret, 0, sizeof(s->ss_secret));
@@ -273,6 +282,7 @@ st_status_t cd_store_ns_create(cd_store_t *s, const char *tenant, const char *mo
     cd_slab_config_t sc;
     cd_slab_evictor_t ev;
     cd_ns_t *ns;
+    cd_tenant_t *tn;
     st_hash_t seed;
     uint32_t n;
     st_status_t st;
@@ -305,11 +315,23 @@ st_status_t cd_store_ns_create(cd_store_t *s, const char *tenant, const char *mo
         return cd_errf(err, ST_ERR_EXHAUSTED, "limit max_namespaces=%u reached",
                        s->ss_cfg.limits.max_namespaces);
     }
-    ns = calloc(1, sizeof(*ns));
-    if (ns == NULL) {
+    tn = cd_tenant_get(s, tenant, 1);
+    if (tn == NULL) {
         pthread_mutex_unlock(&s->ss_ns_lock);
         return cd_errf(err, ST_ERR_NOMEM, "out of memory creating a namespace");
     }
+    st = cd_tenant_charge(tn, CD_RES_NAMESPACES, 1, err);
+    if (st != ST_OK) {
+        pthread_mutex_unlock(&s->ss_ns_lock);
+        return st;
+    }
+    ns = calloc(1, sizeof(*ns));
+    if (ns == NULL) {
+        cd_tenant_release(tn, CD_RES_NAMESPACES, 1);
+        pthread_mutex_unlock(&s->ss_ns_lock);
+        return cd_errf(err, ST_ERR_NOMEM, "out of memory creating a namespace");
+    }
+    ns->ns_tn = tn;
     ns->ns_store = s;
     ns->ns_id = n + 1;
     snprintf(ns->ns_tenant, sizeof(ns->ns_tenant), "%s", tenant);
@@ -338,6 +360,7 @@ st_status_t cd_store_ns_create(cd_store_t *s, const char *tenant, const char *mo
     if (st != ST_OK) {
         pthread_mutex_destroy(&ns->ns_lock);
         free(ns);
+        cd_tenant_release(tn, CD_RES_NAMESPACES, 1);
         pthread_mutex_unlock(&s->ss_ns_lock);
         return cd_errf(err, st, "cannot set up the arena of namespace tenant=%s model=%s: %s",
                        tenant, model, st_strerror(st));
@@ -400,8 +423,7 @@ st_status_t do_exhausted(cd_ns_t *ns, cd_err_t *err, const char *what, uint64_t 
 
 /* --- eviction ---------------------------------------------------------------- */
 
-/* Evicts ns's least recently used evictable block. */
-static int do_evict_local(cd_ns_t *ns)
+int do_evict_local(cd_ns_t *ns)
 {
     cd_block_t *b = cd_radix_victim(&ns->ns_radix);
 
@@ -486,18 +508,23 @@ static int do_reclaim_other(cd_ns_t *ns)
 }
 
 /*
- * Whom to take from: a namespace below its fair share of the arena budget
- * (limit less the metadata reserve, divided by the number of namespaces)
- * first takes back from namespaces above theirs, then evicts its own blocks;
- * one at or above its share evicts its own first. Either way it reclaims
- * from others only when it has nothing left to evict itself or is below its
- * share, and only from namespaces above theirs.
+ * Whom to take from: first a tenant above its memory quota (a lowered one:
+ * the caller's own tenant from the caller's namespace, then the namespaces
+ * of other such tenants). Then a namespace below its fair share of the
+ * arena budget (limit less the metadata reserve, divided by the number of
+ * namespaces) first takes back from namespaces above theirs, then evicts its
+ * own blocks; one at or above its share evicts its own first. Either way it
+ * reclaims from others only when it has nothing left to evict itself or is
+ * below its share, and only from namespaces above theirs.
  */
 int do_evict_one(cd_ns_t *ns)
 {
     cd_store_t *s = ns->ns_store;
     uint32_t n = atomic_load_explicit(&s->ss_n_ns, memory_order_acquire);
 
+    if (do_reclaim_over_quota(ns)) {
+        return 1;
+    }
     if (n > 1 && cd_arena_committed(&ns->ns_slab.sl_arena) < ns_fair_share(s, n) &&
         do_reclaim_other(ns)) {
         return 1;
@@ -517,6 +544,7 @@ void do_obj_free(cd_ns_t *ns, cd_obj_t *o)
             cd_radix_add_bytes(&ns->ns_radix, b, -(int64_t)o->ob_ext.size);
         }
     }
+    cd_tenant_release(ns->ns_tn, CD_RES_MEMORY, o->ob_ext.size);
     cd_slab_free(&ns->ns_slab, &o->ob_ext);
     cd_budget_release_meta(&ns->ns_store->ss_budget, sizeof(*o));
     free(o);
@@ -618,7 +646,7 @@ void cd_store_clean_finish(cd_store_t *s, uint32_t ns_id, cd_clean_t *items, siz
     pthread_mutex_unlock(&ns->ns_lock);
 }
 
-/* --- leases and pins ---------------------------------------------------------- */
+/* --- leases (pins are in pin.c) ---------------------------------------------------------- */
 
 st_status_t do_lease_alloc(cd_ns_t *ns, size_t cap, cd_lease_t **lease_p, cd_err_t *err)
 {
@@ -627,15 +655,18 @@ st_status_t do_lease_alloc(cd_ns_t *ns, size_t cap, cd_lease_t **lease_p, cd_err
     cd_lease_t *l;
     st_status_t st;
 
+    st = cd_tenant_charge(ns->ns_tn, CD_RES_LEASES, 1, err);
+    if (st != ST_OK) {
+        return st;
+    }
     CD_WITH_EVICTION(ns, st, cd_htab_reserve(&ns->ns_ids, 1));
     if (st == ST_OK) {
         CD_WITH_EVICTION(ns, st, cd_budget_charge_meta(b, bytes));
     }
-    if (st == ST_ERR_EXHAUSTED) {
-        return do_exhausted(ns, err, "a lease", bytes);
-    }
     if (st != ST_OK) {
-        return cd_errf(err, st, "out of memory for a lease");
+        cd_tenant_release(ns->ns_tn, CD_RES_LEASES, 1);
+        return st == ST_ERR_EXHAUSTED ? do_exhausted(ns, err, "a lease", bytes)
+                                      : cd_errf(err, st, "out of memory for a lease");
     }
     l = calloc(1, sizeof(*l));
     if (l != NULL && cap > 0) {
@@ -647,6 +678,7 @@ st_status_t do_lease_alloc(cd_ns_t *ns, size_t cap, cd_lease_t **lease_p, cd_err
     }
     if (l == NULL) {
         cd_budget_release_meta(b, bytes);
+        cd_tenant_release(ns->ns_tn, CD_RES_LEASES, 1);
         return cd_errf(err, ST_ERR_NOMEM, "out of memory for a lease");
     }
     l->ls_cap = cap;
@@ -656,6 +688,7 @@ st_status_t do_lease_alloc(cd_ns_t *ns, size_t cap, cd_lease_t **lease_p, cd_err
 
 void do_lease_free(cd_ns_t *ns, cd_lease_t *l)
 {
+    cd_tenant_release(ns->ns_tn, CD_RES_LEASES, 1);
     cd_budget_release_meta(&ns->ns_store->ss_budget,
                            sizeof(cd_lease_t) + l->ls_cap * sizeof(cd_block_t *));
     free(l->ls_blocks);
@@ -739,42 +772,6 @@ st_status_t cd_store_release(cd_store_t *s, uint32_t ns_id, uint64_t lease_id)
     return l != NULL ? ST_OK : ST_ERR_NOT_FOUND;
 }
 
-static st_status_t pin_change(cd_store_t *s, uint32_t ns_id, const st_hash_t *hash, int pin)
-{
-    cd_ns_t *ns = cd_ns_get(s, ns_id);
-    cd_block_t *b;
-    st_status_t st = ST_OK;
-
-    if (ns == NULL || hash == NULL) {
-        return ns == NULL ? ST_ERR_NOT_FOUND : ST_ERR_INVALID;
-    }
-    pthread_mutex_lock(&ns->ns_lock);
-    b = cd_radix_find(&ns->ns_radix, hash);
-    if (b == NULL) {
-        st = ST_ERR_NOT_FOUND;
-    } else if (pin) {
-        cd_radix_hold(&ns->ns_radix, b, 1);
-        ns->ns_st.pins_active++;
-    } else if (b->bk_pins == 0) {
-        st = ST_ERR_INVALID;
-    } else {
-        cd_radix_unhold(&ns->ns_radix, b, 1);
-        ns->ns_st.pins_active--;
-    }
-    pthread_mutex_unlock(&ns->ns_lock);
-    return st;
-}
-
-st_status_t cd_store_pin(cd_store_t *s, uint32_t ns_id, const st_hash_t *hash)
-{
-    return pin_change(s, ns_id, hash, 1);
-}
-
-st_status_t cd_store_unpin(cd_store_t *s, uint32_t ns_id, const st_hash_t *hash)
-{
-    return pin_change(s, ns_id, hash, 0);
-}
-
 /* --- the reaper and stats -------------------------------------------------------- */
 
 void cd_store_reap(cd_store_t *s, uint64_t now_ms, cd_reaped_t *out)
@@ -793,6 +790,7 @@ void cd_store_reap(cd_store_t *s, uint64_t now_ms, cd_reaped_t *out)
             r.leases++;
         }
         r.sessions += do_reap_sessions(ns, now_ms);
+        r.pins += do_reap_pins(ns, now_ms);
         r.trimmed_bytes += cd_arena_trim(&ns->ns_slab.sl_arena, 1);
         pthread_mutex_unlock(&ns->ns_lock);
     }

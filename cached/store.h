@@ -14,8 +14,10 @@
  *   - Committed objects are immutable and carry the XXH3-64 of their bytes
  *     (seed 0). Each allocation of an extent gets a fresh generation number.
  *   - A lease (lookup, locate) or a pin holds whole blocks: a held block is
- *     never evicted and its extents are never reused. Leases expire; pins
- *     do not.
+ *     never evicted and its extents are never reused. Leases and pins both
+ *     expire (pins after their TTL, at most max_pin_ms).
+ *   - A tenant (the name namespaces carry) has one record for all its
+ *     namespaces: its quotas (cd_store_tenant_set) and what it uses of them.
  *
  * Errors: every function returns st_status_t. Functions with a cd_err_t *err
  * parameter write a sentence for a person into err->msg (when err is not
@@ -69,6 +71,7 @@ typedef struct cd_limits {
     uint64_t reservation_ms;     /* reserve -> commit deadline, default 30000 */
     uint64_t session_ttl_ms;     /* default when Open gives 0: 86,400,000 (a day) */
     uint64_t session_ttl_max_ms; /* default 30 days */
+    uint64_t max_pin_ms;         /* longest pin, and a pin's TTL when it asks for 0; 1 hour */
 } cd_limits_t;
 
 /* Called when a chunk of namespace ns_id's arena becomes a transport region
@@ -443,10 +446,90 @@ st_status_t cd_store_locate(cd_store_t *s, uint32_t ns_id, const cd_key_t *keys,
 st_status_t cd_store_release(cd_store_t *s, uint32_t ns_id, uint64_t lease_id);
 
 /* Pins the block of hash (all its objects, and so its ancestors) until
- * unpinned; pins count. ST_OK, ST_ERR_NOT_FOUND; unpin of a block that is not
- * pinned is ST_ERR_INVALID. */
+ * unpinned or for max_pin_ms, whichever comes first; pins count (an unpin
+ * drops one). ST_OK, ST_ERR_NOT_FOUND; ST_ERR_EXHAUSTED (the tenant's pins
+ * quota, or memory for the pin record); unpin of a block that is not pinned
+ * is ST_ERR_INVALID. */
 st_status_t cd_store_pin(cd_store_t *s, uint32_t ns_id, const st_hash_t *hash);
 st_status_t cd_store_unpin(cd_store_t *s, uint32_t ns_id, const st_hash_t *hash);
+
+/*
+ * cd_store_pin with a time to live: the pin ends by itself ttl_ms from now
+ * (0: max_pin_ms), unless an unpin ends it first. Pinning a pinned block
+ * again adds a pin and moves the block's expiry to the later of the two.
+ * Returns ST_OK; ST_ERR_NOT_FOUND (namespace or block); ST_ERR_INVALID
+ * (ttl_ms above max_pin_ms); ST_ERR_EXHAUSTED (the tenant's pins quota,
+ * message with the numbers; or memory); ST_ERR_NOMEM.
+ */
+st_status_t cd_store_pin_ttl(cd_store_t *s, uint32_t ns_id, const st_hash_t *hash, uint64_t ttl_ms,
+                             cd_err_t *err);
+
+/*
+ * Tenants and their quotas (docs/daemon.md, "Quotas"). A tenant's record is
+ * shared by every namespace created with its name; it exists from its first
+ * namespace or its first cd_store_tenant_set, and lives as long as the store.
+ * Each field is a limit on the tenant as a whole, 0 for none:
+ *   memory_bytes  DRAM extent bytes of its namespaces: committed objects,
+ *                 reservations and puts being written. A put or reserve that
+ *                 would pass it first evicts the tenant's own least recently
+ *                 used blocks; eviction for the process-wide limit takes from
+ *                 tenants above their quota before anyone else.
+ *   ssd_bytes     bytes the SSD tier holds for it (spilled and durable).
+ *   sessions      open sessions.
+ *   pins          pins in force (every pin call counts, until unpin or TTL).
+ *   leases        read leases in flight.
+ *   reservations  reserved objects not yet committed, aborted or expired.
+ *   namespaces    its namespaces.
+ * Because a tenant's pinned, leased and reserved blocks are its own bytes,
+ * its memory quota bounds them too: with quotas that add up to no more than
+ * the process-wide limit, one tenant's holds never make another's put fail.
+ * An exceeded quota is ST_ERR_EXHAUSTED with a message naming the tenant, the
+ * quota and the numbers ("tenant acme: memory quota 64.0 GiB, in use
+ * 63.9 GiB, asked 42.0 KiB").
+ */
+typedef struct cd_tenant_quota {
+    uint64_t memory_bytes, ssd_bytes, sessions, pins, leases, reservations, namespaces;
+} cd_tenant_quota_t;
+
+/* The resources of cd_tenant_quota_t in field order, as metrics name them. */
+#define CD_TENANT_RESOURCES 7
+extern const char *const cd_tenant_resource_names[CD_TENANT_RESOURCES];
+
+typedef struct cd_tenant_usage {
+    char tenant[CD_NAME_MAX + 1];
+    cd_tenant_quota_t quota; /* the limits (0: none) */
+    cd_tenant_quota_t used;  /* what the tenant uses of each, now */
+} cd_tenant_usage_t;
+
+/*
+ * Sets (replaces) the quotas of tenant, creating its record if it has none
+ * yet. May be called at any time (a reload of the tenants file): a lower
+ * quota refuses new use above it at once, and the tenant's DRAM above a
+ * lowered memory quota is the first that eviction takes. Nothing already
+ * held is taken away otherwise. Returns ST_OK; ST_ERR_INVALID (tenant NULL,
+ * empty or above CD_NAME_MAX bytes, or q NULL); ST_ERR_NOMEM.
+ * Thread-safe.
+ */
+st_status_t cd_store_tenant_set(cd_store_t *s, const char *tenant, const cd_tenant_quota_t *q,
+                                cd_err_t *err);
+
+/* Copies tenant's quotas and use into *out. ST_OK or ST_ERR_NOT_FOUND (no
+ * record: no namespace and no quota yet). Thread-safe. */
+st_status_t cd_store_tenant_usage(cd_store_t *s, const char *tenant, cd_tenant_usage_t *out);
+
+/* Copies up to cap tenants' records into out, in the order they were made,
+ * and returns how many there are (call with cap 0 to size). Thread-safe. */
+size_t cd_store_tenants(cd_store_t *s, cd_tenant_usage_t *out, size_t cap);
+
+/*
+ * The SSD tier's accounting: charges bytes to the ssd quota of namespace
+ * ns_id's tenant, or refuses (ST_ERR_EXHAUSTED, message with the numbers;
+ * nothing charged) when it would pass the quota. Release gives them back.
+ * ST_ERR_NOT_FOUND for an unknown namespace. Thread-safe, lock-free.
+ */
+st_status_t cd_store_tenant_ssd_charge(cd_store_t *s, uint32_t ns_id, uint64_t bytes,
+                                       cd_err_t *err);
+void cd_store_tenant_ssd_release(cd_store_t *s, uint32_t ns_id, uint64_t bytes);
 
 /*
  * Sessions, named by a 16-byte id. Open creates the record (id NULL: the
@@ -481,11 +564,11 @@ st_status_t cd_store_session_restore(cd_store_t *s, uint32_t ns_id, const cd_ses
 
 /* What one cd_store_reap() pass did. */
 typedef struct cd_reaped {
-    uint64_t reservations, leases, sessions, trimmed_bytes;
+    uint64_t reservations, leases, sessions, trimmed_bytes, pins;
 } cd_reaped_t;
 
 /*
- * Expires reservations (freeing their extents), leases and sessions whose
+ * Expires reservations (freeing their extents), leases, pins and sessions whose
  * time is at or before now_ms, and gives back arena chunks that are wholly
  * free (keeping one free chunk per namespace), in every namespace. Call it periodically (every 100 ms or so) from
  * one thread. out may be NULL.

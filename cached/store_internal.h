@@ -19,6 +19,28 @@
 #define ID_RESV    1u
 #define ID_LEASE   2u
 #define ID_SESSION 3u
+#define ID_PIN     4u /* keyed by the block hash */
+
+/* A tenant's resources, in cd_tenant_quota_t's field order. */
+enum {
+    CD_RES_MEMORY,
+    CD_RES_SSD,
+    CD_RES_SESSIONS,
+    CD_RES_PINS,
+    CD_RES_LEASES,
+    CD_RES_RESERVATIONS,
+    CD_RES_NAMESPACES,
+    CD_RES_COUNT
+};
+
+/* One tenant's record (tenant.c): shared by its namespaces, so the counters
+ * are atomics changed under whichever namespace lock is held. Never freed
+ * before the store. tn_quota[r] 0: no limit. */
+typedef struct cd_tenant {
+    char tn_name[CD_NAME_MAX + 1];
+    _Atomic uint64_t tn_quota[CD_RES_COUNT];
+    _Atomic uint64_t tn_used[CD_RES_COUNT];
+} cd_tenant_t;
 
 enum { OBJ_RESERVED = 1, OBJ_COMMITTED = 2 };
 
@@ -50,6 +72,15 @@ typedef struct cd_lease {
     struct cd_lease *ls_next, *ls_prev; /* expiry FIFO (one TTL per namespace) */
 } cd_lease_t;
 
+/* The pins of one block: how many, and when the last of them ends. */
+typedef struct cd_pin {
+    st_hash_t pn_hash;
+    cd_block_t *pn_block;
+    uint32_t pn_count;
+    uint64_t pn_expires;
+    struct cd_pin *pn_next, *pn_prev; /* expiry order */
+} cd_pin_t;
+
 typedef struct cd_sess {
     cd_session_t se_rec;
     struct cd_sess *se_next, *se_prev;
@@ -62,6 +93,7 @@ typedef struct cd_ns {
     char ns_model[CD_NAME_MAX + 1];
     uint32_t ns_block_tokens;
     st_hash_t ns_seed;
+    cd_tenant_t *ns_tn; /* its tenant's record */
     pthread_mutex_t ns_lock;
     /* everything below needs ns_lock */
     cd_slab_t ns_slab;
@@ -70,6 +102,7 @@ typedef struct cd_ns {
     cd_htab_t ns_ids;  /* (id, ID_*) -> reservation, lease, session */
     cd_obj_t *ns_resv_head, *ns_resv_tail;
     cd_lease_t *ns_lease_head, *ns_lease_tail;
+    cd_pin_t *ns_pin_head, *ns_pin_tail;
     cd_sess_t *ns_sess;
     uint64_t ns_next_id;
     cd_stats_t ns_st; /* counters kept live; derived fields filled at snapshot */
@@ -82,6 +115,9 @@ struct cd_store {
     pthread_mutex_t ss_ns_lock;
     cd_ns_t **ss_ns; /* [max_namespaces], slot id-1 */
     _Atomic uint32_t ss_n_ns;
+    pthread_mutex_t ss_tn_lock; /* the tenant array */
+    cd_tenant_t **ss_tn;
+    size_t ss_n_tn, ss_cap_tn;
 };
 
 /* The namespace of id, or NULL. */
@@ -95,6 +131,40 @@ st_status_t cd_errf(cd_err_t *err, st_status_t st, const char *fmt, ...)
  * when it has none, reclaims a chunk's worth of budget from another
  * namespace (do_reclaim_other). Returns 1 if anything was freed, else 0. */
 int do_evict_one(cd_ns_t *ns);
+
+/* Evicts ns's least recently used evictable block. Returns 1 if it did. */
+int do_evict_local(cd_ns_t *ns);
+
+/* --- tenants (tenant.c) --- */
+
+/* The record of tenant, made if there is none. NULL when out of memory.
+ * Takes ss_tn_lock; call with no namespace lock held or with one. */
+cd_tenant_t *cd_tenant_get(cd_store_t *s, const char *tenant, int create);
+
+/* Charges n of resource r to t, or refuses with ST_ERR_EXHAUSTED and the
+ * message when that would pass its quota (nothing charged). */
+st_status_t cd_tenant_charge(cd_tenant_t *t, int r, uint64_t n, cd_err_t *err);
+void cd_tenant_release(cd_tenant_t *t, int r, uint64_t n);
+
+/* The quota message for t's resource r, asked n more. Returns ST_ERR_EXHAUSTED. */
+st_status_t cd_tenant_exceeded(cd_tenant_t *t, int r, uint64_t n, cd_err_t *err);
+
+/* Whether t uses more DRAM than its memory quota (a lowered one). */
+int cd_tenant_over_memory(cd_tenant_t *t);
+
+/* Makes room inside ns's tenant's memory quota for len more bytes, evicting
+ * the tenant's own blocks (ns's first, then its other namespaces'). ns
+ * locked. Returns ST_OK or ST_ERR_EXHAUSTED with the quota message. */
+st_status_t do_tenant_room(cd_ns_t *ns, uint64_t len, cd_err_t *err);
+
+/* Frees DRAM budget for ns from a namespace whose tenant is above its
+ * memory quota (trylock, as do_evict_one's reclaim). ns locked. Returns 1 if
+ * budget was freed. */
+int do_reclaim_over_quota(cd_ns_t *ns);
+
+/* Ends pins whose time is at or before now. Returns how many. */
+uint64_t do_reap_pins(cd_ns_t *ns, uint64_t now);
+void do_pins_destroy(cd_ns_t *ns);
 
 /* Retries expr while it fails for memory and eviction frees something. */
 #define CD_WITH_EVICTION(ns, st, expr)                           \

@@ -29,6 +29,7 @@
 #define FZ_TIMEOUT_MS      30000
 #define FZ_LAYERS_MAX      128         /* layers are < 128 (docs/protocol.md) */
 #define FZ_SESSION_TTL_MAX 2592000000u /* 30 days: the longest session ttl_ms */
+#define FZ_PIN_TTL_MAX     3600000u    /* 1 hour: max_pin, the longest pin ttl_ms */
 #define FZ_BATCH           25          /* iterations of each method between the health checks */
 #define FZ_ITERS           800         /* default iterations per method */
 #define FZ_SECONDS         240         /* default time bound */

@@ -423,8 +423,8 @@ void fz_expect(int m, int node, const ProtobufCMessage *pm, fz_expect_t *e)
                 : &((const Strata__V1__UnpinRequest *)(const void *)pm)->block_hashes;
 
         if (m == SRPC_CACHE_PIN &&
-            ((const Strata__V1__PinRequest *)(const void *)pm)->ttl_ms != 0) {
-            fz_bad(e, GRPC_STATUS_UNIMPLEMENTED, "pin with a ttl");
+            ((const Strata__V1__PinRequest *)(const void *)pm)->ttl_ms > FZ_PIN_TTL_MAX) {
+            fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT, "pin ttl above max_pin");
         }
         if (h->len % 16 != 0) {
             fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT, "%zu hash bytes", h->len);
