@@ -21,7 +21,9 @@ struct cd_obs {
     st_metric_family_t *f_evictions, *f_evicted_bytes, *f_tier_used, *f_tier_limit;
     st_metric_family_t *f_tier_objects, *f_leases_active, *f_leases_granted, *f_leases_expired;
     st_metric_family_t *f_duration, *f_errors, *f_spills, *f_promotions;
+    st_metric_family_t *f_tenant_quota, *f_tenant_used;
     st_histogram_t *duration[CD_OBS_METHODS];
+    st_gauge_t *dram_limit; /* process-wide: one series, tier="dram" */
     /* The SSD tier (daemon-wide: namespace label "*"), created at the first scrape. */
     st_gauge_t *ssd_used, *ssd_limit, *ssd_objects;
     st_counter_t *ssd_evictions, *ssd_evicted_bytes;
@@ -100,7 +102,7 @@ st_status_t cd_obs_create(cd_daemon_t *d, cd_obs_t **obs_p)
     CD_FAM(f_tier_used, "strata_tier_used_bytes", "Bytes held in the tier now", ST_METRIC_GAUGE,
            "namespace", "tier")
     CD_FAM(f_tier_limit, "strata_tier_limit_bytes", "The tier's byte limit (process-wide)",
-           ST_METRIC_GAUGE, "namespace", "tier")
+           ST_METRIC_GAUGE, "tier")
     CD_FAM(f_tier_objects, "strata_tier_objects", "Objects held in the tier now", ST_METRIC_GAUGE,
            "namespace", "tier")
     CD_FAM(f_spills, "strata_spills_total",
@@ -118,7 +120,15 @@ st_status_t cd_obs_create(cd_daemon_t *d, cd_obs_t **obs_p)
            "Time from taking a request to having its answer", ST_METRIC_HISTOGRAM, "method")
     CD_FAM(f_errors, "strata_errors_total", "Requests answered with an error", ST_METRIC_COUNTER,
            "method", "code")
+    CD_FAM(f_tenant_quota, "strata_tenant_quota",
+           "A tenant's quota of a resource (0: no limit; bytes for memory_bytes and ssd_bytes)",
+           ST_METRIC_GAUGE, "tenant", "resource")
+    CD_FAM(f_tenant_used, "strata_tenant_used", "What a tenant uses of a resource now",
+           ST_METRIC_GAUGE, "tenant", "resource")
 #undef CD_FAM
+    if (st == ST_OK) {
+        st = st_metrics_gauge(o->f_tier_limit, ST_LABELS("dram"), &o->dram_limit);
+    }
     for (int m = 0; st == ST_OK && m < CD_OBS_METHODS; m++) {
         st = st_metrics_histogram(o->f_duration, ST_LABELS(cd_obs_method_name(m)), &o->duration[m]);
     }
@@ -171,7 +181,6 @@ st_status_t cd_obs_ns_add(cd_obs_t *o, const char *name, cd_ns_metrics_t **mx_p)
         }
     }
     CD_G(f_tier_used, dram_used, name, "dram")
-    CD_G(f_tier_limit, dram_limit, name, "dram")
     CD_G(f_tier_objects, dram_objects, name, "dram")
     CD_G(f_leases_active, leases_active, name)
 #undef CD_C
@@ -202,12 +211,83 @@ void cd_obs_call(cd_obs_t *o, int m, uint64_t ns, st_status_t status)
     }
 }
 
+/* The tenants' records, copied out of the store (NULL when there are none or
+ * no memory); *n_p gets how many. The caller frees. */
+static cd_tenant_usage_t *cd_obs_tenants(cd_obs_t *o, size_t *n_p)
+{
+    size_t n = cd_store_tenants(o->d->store, NULL, 0);
+    cd_tenant_usage_t *u = NULL;
+
+    /* Tenants only come, never go: copy at most the n counted. */
+    if (n > 0 && (u = calloc(n, sizeof(*u))) != NULL) {
+        size_t now = cd_store_tenants(o->d->store, u, n);
+
+        n = now < n ? now : n;
+    }
+    *n_p = u != NULL ? n : 0;
+    return u;
+}
+
+/* Scrape time: each tenant's quota and use, per resource (children made at
+ * a tenant's first scrape). */
+static void cd_obs_collect_tenants(cd_obs_t *o)
+{
+    size_t n;
+    cd_tenant_usage_t *u = cd_obs_tenants(o, &n);
+
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t *q = (const uint64_t *)&u[i].quota, *used = (const uint64_t *)&u[i].used;
+
+        for (int r = 0; r < CD_TENANT_RESOURCES; r++) {
+            const char *res = cd_tenant_resource_names[r];
+            st_gauge_t *gq, *gu;
+
+            if (st_metrics_gauge(o->f_tenant_quota, ST_LABELS(u[i].tenant, res), &gq) != ST_OK ||
+                st_metrics_gauge(o->f_tenant_used, ST_LABELS(u[i].tenant, res), &gu) != ST_OK) {
+                break;
+            }
+            st_gauge_set(gq, (double)q[r]);
+            st_gauge_set(gu, (double)used[r]);
+        }
+    }
+    free(u);
+}
+
+/* /stats: "tenants": {"acme": {"memory_bytes": {"quota": Q, "used": U}, ...}}. */
+static void cd_obs_stats_tenants(st_json_t *j, void *arg)
+{
+    size_t n;
+    cd_tenant_usage_t *u = cd_obs_tenants(arg, &n);
+
+    st_json_key(j, "tenants");
+    st_json_begin_object(j);
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t *q = (const uint64_t *)&u[i].quota, *used = (const uint64_t *)&u[i].used;
+
+        st_json_key(j, u[i].tenant);
+        st_json_begin_object(j);
+        for (int r = 0; r < CD_TENANT_RESOURCES; r++) {
+            st_json_key(j, cd_tenant_resource_names[r]);
+            st_json_begin_object(j);
+            st_json_key(j, "quota");
+            st_json_uint(j, q[r]);
+            st_json_key(j, "used");
+            st_json_uint(j, used[r]);
+            st_json_end_object(j);
+        }
+        st_json_end_object(j);
+    }
+    st_json_end_object(j);
+    free(u);
+}
+
 /* Scrape time: store gauges, and the store's counters as deltas. */
 static void cd_obs_collect(st_metrics_t *reg, void *arg)
 {
     cd_obs_t *o = arg;
     cd_daemon_t *d = o->d;
 
+    st_gauge_set(o->dram_limit, (double)d->cfg.memory_limit); /* once, not per namespace */
     pthread_mutex_lock(&d->ns_lock);
     for (uint32_t i = 0; i < d->n_ns; i++) {
         cd_ns_entry_t *e = d->ns[i];
@@ -222,7 +302,6 @@ static void cd_obs_collect(st_metrics_t *reg, void *arg)
             objs += s.objects[k];
         }
         st_gauge_set(mx->dram_used, (double)s.arena_used);
-        st_gauge_set(mx->dram_limit, (double)s.memory_limit);
         st_gauge_set(mx->dram_objects, (double)objs);
         st_gauge_set(mx->leases_active, (double)s.leases_active);
 #define CD_DELTA(cur, last, ctr)             \
@@ -248,13 +327,14 @@ static void cd_obs_collect(st_metrics_t *reg, void *arg)
 #undef CD_DELTA
     }
     pthread_mutex_unlock(&d->ns_lock);
+    cd_obs_collect_tenants(o);
     if (d->tier != NULL) {
         st_ssd_stats_t ss;
         uint64_t used = 0, objs = 0;
 
         if (o->ssd_used == NULL &&
             (st_metrics_gauge(o->f_tier_used, ST_LABELS("*", "ssd"), &o->ssd_used) != ST_OK ||
-             st_metrics_gauge(o->f_tier_limit, ST_LABELS("*", "ssd"), &o->ssd_limit) != ST_OK ||
+             st_metrics_gauge(o->f_tier_limit, ST_LABELS("ssd"), &o->ssd_limit) != ST_OK ||
              st_metrics_gauge(o->f_tier_objects, ST_LABELS("*", "ssd"), &o->ssd_objects) != ST_OK ||
              st_metrics_counter(o->f_evictions, ST_LABELS("*", "all", "ssd"), &o->ssd_evictions) !=
                  ST_OK ||
@@ -312,6 +392,8 @@ st_status_t cd_obs_serve(cd_obs_t *o, const char *listen, const char *node, cons
     opts.threads = 1;
     opts.stats.node = node;
     opts.stats.peers = peers != NULL && peers[0] != '\0' ? peers : NULL;
+    opts.stats.fn = cd_obs_stats_tenants;
+    opts.stats.arg = o;
     st = st_metrics_http_start(o->reg, &opts, &o->http);
     if (st != ST_OK) {
         return st;

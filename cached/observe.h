@@ -26,7 +26,7 @@ typedef struct cd_ns_metrics {
     st_counter_t *stored_bytes[5], *stored_objects[5]; /* by cd_kind_t, transport inline */
     st_counter_t *served_bytes[5], *served_objects[5];
     /* Collected from the store at scrape time. */
-    st_gauge_t *dram_used, *dram_limit, *dram_objects, *leases_active;
+    st_gauge_t *dram_used, *dram_objects, *leases_active;
     st_counter_t *evictions, *evicted_bytes, *leases_granted, *leases_expired;
     uint64_t last_evictions, last_evicted_bytes, last_granted, last_expired;
     /* Collected from the SSD tier (when there is one): by kind kv, idx, kda. */

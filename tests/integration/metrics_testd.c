@@ -157,11 +157,11 @@ static void setup_metrics(testd_t *t)
     st_metric_family_t *fu = family(t, "strata_tier_used_bytes", ST_METRIC_GAUGE_INT,
                                     "Bytes held in a tier.", ST_LABELS("namespace", "tier"), 2);
     st_metric_family_t *fli = family(t, "strata_tier_limit_bytes", ST_METRIC_GAUGE_INT,
-                                     "Byte limit of a tier.", ST_LABELS("namespace", "tier"), 2);
+                                     "Byte limit of a tier.", ST_LABELS("tier"), 1);
     const char *const tiers[2] = {"dram", "ssd"};
     for (int i = 0; i < 2; i++) {
         t->used[i] = gauge(fu, ST_LABELS("tenant-a", tiers[i]));
-        t->limit[i] = gauge(fli, ST_LABELS("tenant-a", tiers[i]));
+        t->limit[i] = gauge(fli, ST_LABELS(tiers[i])); /* process-wide: no namespace */
     }
     st_gauge_set_int(t->limit[0], 64LL << 30);
     st_gauge_set_int(t->limit[1], 1LL << 40);

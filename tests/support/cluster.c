@@ -77,30 +77,42 @@ int tc_free_port(void)
     return tc_try_port(0);
 }
 
-double tc_metric(int port, const char *series)
+char *tc_http_get(int port, const char *path)
 {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
-    size_t got = 0, cap = 1 << 20, n = strlen(series);
-    char *buf = malloc(cap), *p;
-    double v = -1;
+    char req[512];
+    size_t got = 0, cap = 1 << 20;
+    char *buf = malloc(cap);
     ssize_t k;
+    int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\n\r\n", path);
     int fd = socket(AF_INET, SOCK_STREAM, 0);
 
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (buf == NULL || fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
-        write(fd, req, sizeof(req) - 1) != (ssize_t)(sizeof(req) - 1)) {
+    if (buf == NULL || fd < 0 || n <= 0 || (size_t)n >= sizeof(req) ||
+        connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || write(fd, req, (size_t)n) != n) {
         if (fd >= 0) {
             close(fd);
         }
         free(buf);
-        return -1;
+        return NULL;
     }
     while (got + 1 < cap && (k = read(fd, buf + got, cap - 1 - got)) > 0) {
         got += (size_t)k;
     }
     close(fd);
     buf[got] = '\0';
+    return buf;
+}
+
+double tc_metric(int port, const char *series)
+{
+    char *buf = tc_http_get(port, "/metrics"), *p;
+    size_t n = strlen(series);
+    double v = -1;
+
+    if (buf == NULL) {
+        return -1;
+    }
     /* A line that starts with the series, then a space and the value. */
     for (p = buf; (p = strstr(p, series)) != NULL; p += n) {
         if ((p == buf || p[-1] == '\n') && p[n] == ' ') {

@@ -57,4 +57,9 @@ int tc_free_port(void);
  * cannot be read or has no such series. */
 double tc_metric(int port, const char *series);
 
+/* The whole HTTP/1.0 response (status line, headers, body) to GET path on
+ * 127.0.0.1:port, NUL-terminated, at most 1 MiB; the caller frees it. NULL
+ * when the server cannot be reached. */
+char *tc_http_get(int port, const char *path);
+
 #endif

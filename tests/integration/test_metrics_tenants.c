@@ -1,0 +1,172 @@
+/*
+ * test_metrics_tenants.c - a real stratad (256 MiB) with three namespaces of
+ * two tenants, scraped over HTTP: the process-wide DRAM limit is one series
+ * on /metrics and once in /stats (not once per namespace: 768 MiB before),
+ * and each tenant's quota and use per resource are on both.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "cluster.h"
+#include "srpc.h"
+#include "strata.pb-c.h"
+
+#define LIMIT (256.0 * 1024 * 1024)
+
+static const char *stratad_path;
+
+typedef struct conn {
+    srpc_channel_t *ch;
+    uint64_t ns;
+    uint8_t seed[16];
+} conn_t;
+
+static void hello(conn_t *c, const char *addr, const char *tenant, const char *model)
+{
+    Strata__V1__HelloRequest req = STRATA__V1__HELLO_REQUEST__INIT;
+    Strata__V1__HelloResponse *resp = NULL;
+    srpc_error_t err;
+
+    assert_int_equal(srpc_channel_open(addr, NULL, &c->ch), ST_OK);
+    req.protocol_version = 1;
+    req.tenant = (char *)tenant;
+    req.model = (char *)model;
+    assert_int_equal(srpc_call(c->ch, &srpc_cache_methods[SRPC_CACHE_HELLO], &req.base, 30000,
+                               (ProtobufCMessage **)&resp, &err),
+                     ST_OK);
+    c->ns = resp->namespace_id;
+    memcpy(c->seed, resp->namespace_seed.data, 16);
+    protobuf_c_message_free_unpacked(&resp->base, NULL);
+}
+
+/* Puts n KV objects of len bytes, each a root block of its own. */
+static void put_roots(conn_t *c, int n, size_t len)
+{
+    uint8_t *data = calloc(1, len);
+
+    assert_non_null(data);
+    for (int i = 0; i < n; i++) {
+        Strata__V1__PutRequest req = STRATA__V1__PUT_REQUEST__INIT;
+        Strata__V1__InlineObject obj = STRATA__V1__INLINE_OBJECT__INIT, *op = &obj;
+        Strata__V1__ObjectKey key = STRATA__V1__OBJECT_KEY__INIT;
+        Strata__V1__BlockLink link = STRATA__V1__BLOCK_LINK__INIT, *lp = &link;
+        Strata__V1__PutResponse *resp = NULL;
+        uint8_t h[16] = {0};
+        srpc_error_t err;
+
+        memcpy(h, &i, sizeof(i));
+        h[15] = 0x5a;
+        data[0] = (uint8_t)i;
+        link.hash.data = h;
+        link.hash.len = 16;
+        link.parent_hash.data = c->seed;
+        link.parent_hash.len = 16;
+        key.block_hash.data = h;
+        key.block_hash.len = 16;
+        key.kind = STRATA__V1__OBJECT_KIND__KV;
+        obj.key = &key;
+        obj.data.data = data;
+        obj.data.len = len;
+        obj.checksum = XXH3_64bits(data, len);
+        req.namespace_id = c->ns;
+        req.objects = &op;
+        req.n_objects = 1;
+        req.links = &lp;
+        req.n_links = 1;
+        assert_int_equal(srpc_call(c->ch, &srpc_cache_methods[SRPC_CACHE_PUT], &req.base, 30000,
+                                   (ProtobufCMessage **)&resp, &err),
+                         ST_OK);
+        assert_int_equal(resp->status[0], STRATA__V1__KEY_STATUS__KEY_OK);
+        protobuf_c_message_free_unpacked(&resp->base, NULL);
+    }
+    free(data);
+}
+
+/* How many sample lines of /metrics start with prefix. */
+static int count_lines(int port, const char *prefix)
+{
+    char *page = tc_http_get(port, "/metrics"), *p;
+    int n = 0;
+
+    assert_non_null(page);
+    for (p = page; (p = strstr(p, prefix)) != NULL; p++) {
+        n += p[-1] == '\n';
+    }
+    free(page);
+    return n;
+}
+
+static void test_limit_once_and_tenants(void **state)
+{
+    int mport = tc_free_port();
+    char extra[128], *stats;
+    tc_cluster_t cl;
+    conn_t a1, a2, b;
+    double used_a;
+
+    (void)state;
+    snprintf(extra, sizeof(extra), "--memory-limit 256M --metrics-listen 127.0.0.1:%d", mport);
+    assert_int_equal(tc_start(&cl, stratad_path, 1, extra), 0);
+    hello(&a1, cl.node[0].addr, "acme", "k3");
+    hello(&a2, cl.node[0].addr, "acme", "k3-vl");
+    hello(&b, cl.node[0].addr, "blue", "k3");
+    put_roots(&a1, 8, 100000);
+    put_roots(&a2, 3, 50000);
+    put_roots(&b, 5, 70000);
+
+    /* The DRAM limit: one series, without a namespace label. */
+    assert_int_equal(count_lines(mport, "strata_tier_limit_bytes{"), 1);
+    assert_true(tc_metric(mport, "strata_tier_limit_bytes{tier=\"dram\"}") == LIMIT);
+    assert_true(tc_metric(mport, "strata_tier_limit_bytes{namespace=\"acme/k3\",tier=\"dram\"}") ==
+                -1);
+    stats = tc_http_get(mport, "/stats");
+    assert_non_null(stats);
+    assert_non_null(strstr(stats, "\"limit_bytes\":268435456}"));
+    assert_null(strstr(stats, "\"limit_bytes\":805306368}"));
+
+    /* Tenants: no quota set (0), their namespaces, their DRAM. */
+    assert_true(tc_metric(mport, "strata_tenant_used{tenant=\"acme\",resource=\"namespaces\"}") ==
+                2);
+    assert_true(tc_metric(mport, "strata_tenant_used{tenant=\"blue\",resource=\"namespaces\"}") ==
+                1);
+    assert_true(
+        tc_metric(mport, "strata_tenant_quota{tenant=\"acme\",resource=\"memory_bytes\"}") == 0);
+    used_a = tc_metric(mport, "strata_tenant_used{tenant=\"acme\",resource=\"memory_bytes\"}");
+    assert_true(used_a >= 8 * 100000 + 3 * 50000);
+    assert_true(
+        used_a ==
+        tc_metric(mport, "strata_tier_used_bytes{namespace=\"acme/k3\",tier=\"dram\"}") +
+            tc_metric(mport, "strata_tier_used_bytes{namespace=\"acme/k3-vl\",tier=\"dram\"}"));
+    assert_non_null(
+        strstr(stats, "\"tenants\":{\"acme\":{\"memory_bytes\":{\"quota\":0,\"used\":"));
+    assert_non_null(strstr(stats, "\"namespaces\":{\"quota\":0,\"used\":2}"));
+    free(stats);
+
+    srpc_channel_close(a1.ch);
+    srpc_channel_close(a2.ch);
+    srpc_channel_close(b.ch);
+    tc_stop_all(&cl);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_limit_once_and_tenants),
+    };
+
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_metrics_tenants PATH-TO-STRATAD\n");
+        return 2;
+    }
+    stratad_path = argv[1];
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
