@@ -74,6 +74,10 @@ static const st_cfg_option_t cd_options[] = {
      "default read lease"},
     {"max_lease", ST_CFG_DURATION, CD_OFF(max_lease_ms), "60s", 10, 3600000, 0, NULL, 0,
      "longest lease a client may ask for"},
+    {"tenant_quotas", ST_CFG_STRING, CD_OFF(tenant_quotas), "", 0, 0, 0, NULL, 0,
+     "quotas per tenant until the tenants file carries them: 'acme memory=64G ssd=1T "
+     "sessions=100000 pins=10000; blue memory=8G' or 'acme:memory=64G,pins=10000' "
+     "(docs/daemon.md, Quotas)"},
     {"max_pin", ST_CFG_DURATION, CD_OFF(max_pin_ms), "1h", 1000, 2592000000ll, 0, NULL, 0,
      "longest pin, and the time a pin with ttl_ms 0 lasts"},
     {"reservation_ttl", ST_CFG_DURATION, CD_OFF(reservation_ms), "30s", 10, 3600000, 0, NULL, 0,
@@ -479,6 +483,46 @@ static uint64_t cd_now_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/*
+ * Applies tenant_quotas: "tenant fields; tenant fields" or, without spaces
+ * (a command line), "tenant:field,field;tenant:field" (fields as
+ * cd_tenant_quota_parse reads them). Logs and returns ST_ERR_INVALID for a
+ * malformed entry, naming it.
+ */
+static st_status_t cd_daemon_set_quotas(cd_store_t *store, const char *spec)
+{
+    const char *p = spec != NULL ? spec : "";
+
+    while (*p != '\0') {
+        char entry[1024], *name, *fields;
+        size_t n = strcspn(p, ";");
+        cd_tenant_quota_t q;
+        cd_err_t err = {""};
+
+        if (n >= sizeof(entry)) {
+            st_error("tenant_quotas: entry too long at '%.40s...'", p);
+            return ST_ERR_INVALID;
+        }
+        memcpy(entry, p, n);
+        entry[n] = '\0';
+        p += n + (p[n] == ';');
+        name = entry + strspn(entry, " \t");
+        if (*name == '\0') {
+            continue;
+        }
+        fields = name + strcspn(name, " \t:");
+        if (*fields != '\0') {
+            *fields++ = '\0';
+        }
+        if (cd_tenant_quota_parse(fields, &q, &err) != ST_OK ||
+            cd_store_tenant_set(store, name, &q, &err) != ST_OK) {
+            st_error("tenant_quotas: tenant %s: %s", name, err.msg);
+            return ST_ERR_INVALID;
+        }
+    }
+    return ST_OK;
+}
+
 st_status_t cd_daemon_start(cd_daemon_t *d, cd_config_t *cfg)
 {
     cd_store_config_t sc;
@@ -584,6 +628,10 @@ st_status_t cd_daemon_start(cd_daemon_t *d, cd_config_t *cfg)
     status = cd_store_create(&sc, &d->store, &err);
     if (status != ST_OK) {
         st_error("cannot create the store: %s", err.msg);
+        return status;
+    }
+    status = cd_daemon_set_quotas(d->store, d->cfg.tenant_quotas);
+    if (status != ST_OK) {
         return status;
     }
 

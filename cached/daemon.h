@@ -51,6 +51,7 @@ typedef struct cd_config {
     uint64_t lease_ms;
     uint64_t max_lease_ms;
     uint64_t max_pin_ms;
+    char *tenant_quotas; /* until the tenants file: "tenant k=v ...; tenant k=v ..." */
     uint64_t reservation_ms;
     uint64_t session_ttl_ms;
     uint64_t max_message_bytes;

@@ -513,6 +513,15 @@ typedef struct cd_tenant_usage {
 st_status_t cd_store_tenant_set(cd_store_t *s, const char *tenant, const cd_tenant_quota_t *q,
                                 cd_err_t *err);
 
+/*
+ * Parses quota fields as a tenants-file line carries them, separated by
+ * spaces (or commas): memory=<size> ssd=<size> sessions=<n> pins=<n> leases=<n>
+ * reservations=<n> namespaces=<n> (sizes with K, M, G, T: binary); fields
+ * left out are 0 (no limit). *q is written on success only. Returns ST_OK or
+ * ST_ERR_INVALID with a message naming the field. Pure; thread-safe.
+ */
+st_status_t cd_tenant_quota_parse(const char *fields, cd_tenant_quota_t *q, cd_err_t *err);
+
 /* Copies tenant's quotas and use into *out. ST_OK or ST_ERR_NOT_FOUND (no
  * record: no namespace and no quota yet). Thread-safe. */
 st_status_t cd_store_tenant_usage(cd_store_t *s, const char *tenant, cd_tenant_usage_t *out);
@@ -522,14 +531,16 @@ st_status_t cd_store_tenant_usage(cd_store_t *s, const char *tenant, cd_tenant_u
 size_t cd_store_tenants(cd_store_t *s, cd_tenant_usage_t *out, size_t cap);
 
 /*
- * The SSD tier's accounting: charges bytes to the ssd quota of namespace
- * ns_id's tenant, or refuses (ST_ERR_EXHAUSTED, message with the numbers;
- * nothing charged) when it would pass the quota. Release gives them back.
- * ST_ERR_NOT_FOUND for an unknown namespace. Thread-safe, lock-free.
+ * The SSD tier's accounting of the ssd quota. Check: whether bytes more for
+ * namespace ns_id's tenant fit its ssd quota: ST_OK, or ST_ERR_EXHAUSTED with
+ * the quota message (nothing is charged either way); ST_ERR_NOT_FOUND for an
+ * unknown namespace. Add: what the tier now holds for the namespace changed
+ * by delta bytes (written +, removed -; the total never goes below 0).
+ * Thread-safe and lock-free: the store's evicted hook and the tier's writer
+ * thread may call them.
  */
-st_status_t cd_store_tenant_ssd_charge(cd_store_t *s, uint32_t ns_id, uint64_t bytes,
-                                       cd_err_t *err);
-void cd_store_tenant_ssd_release(cd_store_t *s, uint32_t ns_id, uint64_t bytes);
+st_status_t cd_store_tenant_ssd_check(cd_store_t *s, uint32_t ns_id, uint64_t bytes, cd_err_t *err);
+void cd_store_tenant_ssd_add(cd_store_t *s, uint32_t ns_id, int64_t delta);
 
 /*
  * Sessions, named by a 16-byte id. Open creates the record (id NULL: the

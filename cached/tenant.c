@@ -1,10 +1,12 @@
 /* tenant.c - tenants' records and quotas: the accounting every namespace of
  * a tenant shares, the quota checks and their messages, and the evictions a
  * memory quota asks for (store.h, "Tenants and their quotas"). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "st_config.h"
 #include "st_log.h"
 #include "store_internal.h"
 
@@ -208,6 +210,59 @@ int do_reclaim_over_quota(cd_ns_t *ns)
 
 /* --- the API --------------------------------------------------------------------- */
 
+st_status_t cd_tenant_quota_parse(const char *fields, cd_tenant_quota_t *q, cd_err_t *err)
+{
+    static const char *const keys[CD_RES_COUNT] = {"memory", "ssd",          "sessions",  "pins",
+                                                   "leases", "reservations", "namespaces"};
+    uint64_t v[CD_RES_COUNT] = {0};
+    const char *p = fields != NULL ? fields : "";
+
+    for (;;) {
+        char tok[96], *eq, *end;
+        size_t n;
+        int r;
+
+        p += strspn(p, " \t,");
+        if (*p == '\0') {
+            break;
+        }
+        n = strcspn(p, " \t,");
+        if (n >= sizeof(tok)) {
+            return cd_errf(err, ST_ERR_INVALID, "quota field too long: %.32s...", p);
+        }
+        memcpy(tok, p, n);
+        tok[n] = '\0';
+        p += n;
+        eq = strchr(tok, '=');
+        if (eq == NULL) {
+            return cd_errf(err, ST_ERR_INVALID, "quota field %s is not name=value", tok);
+        }
+        *eq = '\0';
+        for (r = 0; r < CD_RES_COUNT && strcmp(tok, keys[r]) != 0; r++) {
+        }
+        if (r == CD_RES_COUNT) {
+            return cd_errf(err, ST_ERR_INVALID,
+                           "unknown quota %s (memory, ssd, sessions, pins, leases, reservations, "
+                           "namespaces)",
+                           tok);
+        }
+        if (r == CD_RES_MEMORY || r == CD_RES_SSD) {
+            if (st_config_parse_size(eq + 1, &v[r]) != ST_OK) {
+                return cd_errf(err, ST_ERR_INVALID, "quota %s=%s is not a size (64G, 512M)", tok,
+                               eq + 1);
+            }
+        } else {
+            errno = 0;
+            v[r] = strtoull(eq + 1, &end, 10);
+            if (eq[1] < '0' || eq[1] > '9' || *end != '\0' || errno != 0) {
+                return cd_errf(err, ST_ERR_INVALID, "quota %s=%s is not a count", tok, eq + 1);
+            }
+        }
+    }
+    memcpy(q, v, sizeof(*q));
+    return ST_OK;
+}
+
 st_status_t cd_store_tenant_set(cd_store_t *s, const char *tenant, const cd_tenant_quota_t *q,
                                 cd_err_t *err)
 {
@@ -274,21 +329,39 @@ size_t cd_store_tenants(cd_store_t *s, cd_tenant_usage_t *out, size_t cap)
     return n;
 }
 
-st_status_t cd_store_tenant_ssd_charge(cd_store_t *s, uint32_t ns_id, uint64_t bytes, cd_err_t *err)
+st_status_t cd_store_tenant_ssd_check(cd_store_t *s, uint32_t ns_id, uint64_t bytes, cd_err_t *err)
 {
     cd_ns_t *ns = cd_ns_get(s, ns_id);
+    cd_tenant_t *t;
+    uint64_t q, used;
 
     if (ns == NULL) {
         return cd_errf(err, ST_ERR_NOT_FOUND, "no namespace %u", ns_id);
     }
-    return cd_tenant_charge(ns->ns_tn, CD_RES_SSD, bytes, err);
+    t = ns->ns_tn;
+    q = atomic_load_explicit(&t->tn_quota[CD_RES_SSD], memory_order_relaxed);
+    used = atomic_load_explicit(&t->tn_used[CD_RES_SSD], memory_order_relaxed);
+    if (q != 0 && (bytes > q || used > q - bytes)) {
+        return cd_tenant_exceeded(t, CD_RES_SSD, bytes, err);
+    }
+    return ST_OK;
 }
 
-void cd_store_tenant_ssd_release(cd_store_t *s, uint32_t ns_id, uint64_t bytes)
+void cd_store_tenant_ssd_add(cd_store_t *s, uint32_t ns_id, int64_t delta)
 {
     cd_ns_t *ns = cd_ns_get(s, ns_id);
+    _Atomic uint64_t *u;
+    uint64_t cur, next;
 
-    if (ns != NULL) {
-        cd_tenant_release(ns->ns_tn, CD_RES_SSD, bytes);
+    if (ns == NULL || delta == 0) {
+        return;
     }
+    u = &ns->ns_tn->tn_used[CD_RES_SSD];
+    cur = atomic_load_explicit(u, memory_order_relaxed);
+    do {
+        uint64_t down = (uint64_t)0 - (uint64_t)delta; /* |delta| when delta < 0 */
+
+        next = delta > 0 ? cur + (uint64_t)delta : (cur > down ? cur - down : 0);
+    } while (!atomic_compare_exchange_weak_explicit(u, &cur, next, memory_order_relaxed,
+                                                    memory_order_relaxed));
 }

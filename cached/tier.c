@@ -410,6 +410,34 @@ static void t_spill_done(void *arg, const st_ssd_key_t *key, st_status_t status)
     free(sp);
 }
 
+/* The local namespace id of a wire id (0: none bound). Lock-free. */
+static uint32_t t_local_of(cd_tier_t *t, uint64_t wire)
+{
+    for (uint32_t i = 1; i <= CD_MAX_NS; i++) {
+        if (atomic_load_explicit(&t->wire[i], memory_order_relaxed) == wire) {
+            return i;
+        }
+    }
+    return 0;
+}
+
+/* Writer thread, after each commit: the bytes of KV, IDX and KDA objects the
+ * tier holds, per tenant (the ssd quota; session and namespace records are
+ * counted by the sessions and namespaces quotas instead). */
+static void t_usage(void *arg, const st_ssd_key_t *key, int64_t delta)
+{
+    cd_tier_t *t = arg;
+    uint32_t local;
+
+    if (key->kind != ST_SSD_KV && key->kind != ST_SSD_IDX && key->kind != ST_SSD_KDA) {
+        return;
+    }
+    local = t_local_of(t, key->ns);
+    if (local != 0) {
+        cd_store_tenant_ssd_add(t->d->store, local, delta);
+    }
+}
+
 /* Writer thread: the spill budget evicted an object. */
 static void t_budget_evicted(void *arg, const st_ssd_key_t *key, uint64_t length)
 {
@@ -508,9 +536,14 @@ static int t_wb_clean(cd_tier_t *t, uint32_t ns_id)
             c->token = token;
             t->wb_jobs[i].t = t;
             t->wb_jobs[i].c = c;
+            /* A tenant at its ssd quota is not written ahead (its eviction
+             * then finds no copy and its spill is dropped). */
+            st = cd_store_tenant_ssd_check(store, ns_id, T_PREFIX + c->len, NULL);
             /* Waits when the writer's queue is full: this thread may. */
-            st = st_ssd_spill_parts(t->ssd, &k, prefix, T_PREFIX, c->data, c->len, 0, t_wb_done,
-                                    &t->wb_jobs[i]);
+            if (st == ST_OK) {
+                st = st_ssd_spill_parts(t->ssd, &k, prefix, T_PREFIX, c->data, c->len, 0, t_wb_done,
+                                        &t->wb_jobs[i]);
+            }
             if (st != ST_OK) {
                 pthread_mutex_lock(&t->wb_lock);
                 c->status = st;
@@ -609,6 +642,8 @@ st_status_t cd_tier_open(cd_daemon_t *d, cd_tier_t **t_p)
     p.sync = d->cfg.ssd_sync == 1 ? ST_SSD_SYNC_NONE : ST_SSD_SYNC_DURABLE;
     p.on_evict = t_budget_evicted;
     p.evict_arg = t;
+    p.on_usage = t_usage;
+    p.usage_arg = t;
     st = st_ssd_open(&p, &t->ssd);
     if (st != ST_OK) {
         st_error("cannot open the SSD tier data_dir=%s ssd_map_size=%llu: %s", d->cfg.data_dir,
@@ -736,6 +771,10 @@ st_status_t cd_tier_put_object(cd_tier_t *t, uint64_t wire_id, const cd_key_t *k
         return ST_ERR_INVALID;
     }
     k = t_key(wire_id, &key->hash, t_ssd_kind[key->kind], key->layer);
+    st = cd_store_tenant_ssd_check(t->d->store, t_local_of(t, wire_id), T_PREFIX + len, err);
+    if (st == ST_ERR_EXHAUSTED) {
+        return st; /* the tenant's ssd quota: the message says so */
+    }
     buf = malloc(T_PREFIX + len);
     if (buf == NULL) {
         return ST_ERR_NOMEM;
@@ -848,6 +887,10 @@ void cd_tier_evicted(void *ctx, uint32_t ns_id, const cd_key_t *key, const st_ha
         return;
     }
     t_wb_kick(t, ns_id, len, 0); /* the write-behind fell behind, or has not started */
+    if (cd_store_tenant_ssd_check(t->d->store, ns_id, T_PREFIX + len, NULL) != ST_OK) {
+        atomic_fetch_add(&t->spill_dropped, 1); /* the tenant is at its ssd quota */
+        return;
+    }
     if (atomic_load(&t->inflight) + len > T_INFLIGHT_MAX ||
         (sp = malloc(sizeof(*sp) + T_PREFIX + len)) == NULL) {
         atomic_fetch_add(&t->spill_dropped, 1);
@@ -1043,13 +1086,39 @@ typedef struct t_rec_ctx {
     size_t n_sess, cap_sess;
     uint64_t objects;
     int nomem;
+    /* Payload bytes of KV, IDX and KDA objects per wire namespace, charged to
+     * the tenants once the namespaces are back (the ssd quota). */
+    uint64_t wires[CD_MAX_NS], bytes[CD_MAX_NS];
+    size_t n_wires;
 } t_rec_ctx_t;
+
+/* Adds an object's bytes to its wire namespace's sum (keys come grouped by
+ * namespace: the last one is the usual match). */
+static void t_rec_bytes(t_rec_ctx_t *r, uint64_t wire, uint64_t len)
+{
+    size_t i = r->n_wires;
+
+    if (i > 0 && r->wires[i - 1] == wire) {
+        r->bytes[i - 1] += len;
+        return;
+    }
+    for (i = 0; i < r->n_wires && r->wires[i] != wire; i++) {
+    }
+    if (i == r->n_wires) {
+        if (i == CD_MAX_NS) {
+            return; /* more namespaces than a daemon has: not one of ours */
+        }
+        r->wires[i] = wire;
+        r->bytes[i] = 0;
+        r->n_wires++;
+    }
+    r->bytes[i] += len;
+}
 
 static int t_rec_visit(void *arg, const st_ssd_key_t *key, const st_ssd_meta_t *meta)
 {
     t_rec_ctx_t *r = arg;
 
-    (void)meta;
     if (key->kind == ST_SSD_SESSION) {
         if (r->n_sess == r->cap_sess) {
             size_t cap = r->cap_sess ? r->cap_sess * 2 : 256;
@@ -1078,6 +1147,7 @@ static int t_rec_visit(void *arg, const st_ssd_key_t *key, const st_ssd_meta_t *
         }
         pthread_mutex_unlock(&r->t->lock);
         r->objects++;
+        t_rec_bytes(r, key->ns, meta->length);
     }
     return 0;
 }
@@ -1198,6 +1268,13 @@ st_status_t cd_tier_recover(cd_tier_t *t)
     for (size_t i = 0; i < r.n_sess; i++) {
         if (r.sess[i].layer == T_NS_LAYER) {
             t_rec_ns(t, &r.sess[i], &n_ns);
+        }
+    }
+    for (size_t i = 0; i < r.n_wires; i++) {
+        uint32_t local = t_local_of(t, r.wires[i]);
+
+        if (local != 0) {
+            cd_store_tenant_ssd_add(t->d->store, local, (int64_t)r.bytes[i]);
         }
     }
     for (size_t i = 0; i < r.n_sess; i++) {

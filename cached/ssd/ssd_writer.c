@@ -22,17 +22,57 @@
 #include "st_log.h"
 #include "ssd_internal.h"
 
-/* Counts of one batch, added to the stats after its commit. */
-typedef struct ssd_tally {
-    uint64_t puts, durable_puts, spills, deletes, evictions, evicted_bytes;
-} ssd_tally_t;
-
-/* Spilled objects evicted during a transaction, reported after its commit. */
+/* Spilled objects evicted during a transaction, and the payload bytes each
+ * write (+) and removal (-) changed, reported after its commit. */
 typedef struct ssd_evicted {
     st_ssd_key_t *keys;
     uint64_t *lengths;
     size_t n, cap;
+    st_ssd_key_t *dkeys;
+    int64_t *deltas;
+    size_t dn, dcap;
 } ssd_evicted_t;
+
+/* Counts of one batch, added to the stats after its commit; ev collects what
+ * is reported then. */
+typedef struct ssd_tally {
+    uint64_t puts, durable_puts, spills, deletes, evictions, evicted_bytes;
+    ssd_evicted_t *ev;
+} ssd_tally_t;
+
+/* Notes a change of key's stored payload bytes, for params.on_usage. */
+static void ssd_delta_push(st_ssd_t *ssd, ssd_evicted_t *ev, const st_ssd_key_t *key, int64_t delta)
+{
+    if (ssd->params.on_usage == NULL || ev == NULL) {
+        return;
+    }
+    if (ev->dn == ev->dcap) {
+        size_t cap = ev->dcap != 0 ? ev->dcap * 2 : 64;
+        st_ssd_key_t *keys = realloc(ev->dkeys, cap * sizeof(*keys));
+        int64_t *deltas;
+
+        if (keys == NULL) {
+            return; /* the write still happens; only the report is lost */
+        }
+        ev->dkeys = keys;
+        deltas = realloc(ev->deltas, cap * sizeof(*deltas));
+        if (deltas == NULL) {
+            return;
+        }
+        ev->deltas = deltas;
+        ev->dcap = cap;
+    }
+    ev->dkeys[ev->dn] = *key;
+    ev->deltas[ev->dn] = delta;
+    ev->dn++;
+}
+
+/* Forgets what a transaction that did not commit collected. */
+static void ssd_evicted_clear(ssd_evicted_t *ev)
+{
+    ev->n = 0;
+    ev->dn = 0;
+}
 
 static void ssd_evicted_push(ssd_evicted_t *ev, const st_ssd_key_t *key, uint64_t length)
 {
@@ -77,7 +117,7 @@ static uint64_t seq_decode(const uint8_t *p)
 
 /* Removes the object at k (its value, metadata and LRU entry). */
 static int w_remove(st_ssd_t *ssd, MDB_txn *txn, const st_ssd_key_t *key, MDB_val *k,
-                    const ssd_hdr_t *hdr, ssd_usage_t *u)
+                    const ssd_hdr_t *hdr, ssd_usage_t *u, ssd_tally_t *t)
 {
     uint8_t sk[8];
     MDB_val skv = {sizeof(sk), sk};
@@ -108,6 +148,7 @@ static int w_remove(st_ssd_t *ssd, MDB_txn *txn, const st_ssd_key_t *key, MDB_va
         u->objects[key->kind]--;
     }
     u->bytes[key->kind] -= hdr->length < u->bytes[key->kind] ? hdr->length : u->bytes[key->kind];
+    ssd_delta_push(ssd, t->ev, key, -(int64_t)hdr->length);
     return 0;
 }
 
@@ -136,7 +177,7 @@ static int w_write(st_ssd_t *ssd, MDB_txn *txn, ssd_op_t *op, ssd_usage_t *u, ss
     st_ssd_key_encode(&op->key, kb);
     rc = w_lookup(ssd, txn, &op->key, &k, &old, &old_ok);
     if (rc == 0) {
-        rc = w_remove(ssd, txn, &op->key, &k, old_ok ? &old : NULL, u);
+        rc = w_remove(ssd, txn, &op->key, &k, old_ok ? &old : NULL, u, t);
     } else if (rc == MDB_NOTFOUND) {
         rc = 0;
     }
@@ -175,6 +216,7 @@ static int w_write(st_ssd_t *ssd, MDB_txn *txn, ssd_op_t *op, ssd_usage_t *u, ss
     }
     u->objects[op->key.kind]++;
     u->bytes[op->key.kind] += op->length;
+    ssd_delta_push(ssd, t->ev, &op->key, (int64_t)op->length);
     if (spilled) {
         t->spills++;
     } else {
@@ -204,7 +246,7 @@ static int w_delete(st_ssd_t *ssd, MDB_txn *txn, ssd_op_t *op, ssd_usage_t *u, s
         op->status = ST_ERR_NOT_FOUND; /* rewritten since: keep the new one */
         return 0;
     }
-    rc = w_remove(ssd, txn, &op->key, &k, ok ? &hdr : NULL, u);
+    rc = w_remove(ssd, txn, &op->key, &k, ok ? &hdr : NULL, u, t);
     if (rc == 0) {
         t->deletes++;
     }
@@ -254,7 +296,7 @@ static int w_evict(st_ssd_t *ssd, MDB_txn *txn, ssd_usage_t *u, uint64_t target,
             rc = w_lookup(ssd, txn, &key, &k, &hdr, &ok);
             if (rc == 0 && ok && sk.mv_size == 8 && hdr.seq == seq_decode(sk.mv_data)) {
                 /* w_remove deletes this LRU entry too. */
-                rc = w_remove(ssd, txn, &key, &k, &hdr, u);
+                rc = w_remove(ssd, txn, &key, &k, &hdr, u, t);
                 if (rc != 0) {
                     break;
                 }
@@ -320,7 +362,12 @@ static void ssd_report_evictions(st_ssd_t *ssd, ssd_evicted_t *ev)
             ssd->params.on_evict(ssd->params.evict_arg, &ev->keys[i], ev->lengths[i]);
         }
     }
-    ev->n = 0;
+    if (ssd->params.on_usage != NULL) {
+        for (size_t i = 0; i < ev->dn; i++) {
+            ssd->params.on_usage(ssd->params.usage_arg, &ev->dkeys[i], ev->deltas[i]);
+        }
+    }
+    ssd_evicted_clear(ev);
 }
 
 /*
@@ -331,10 +378,11 @@ static int w_batch(st_ssd_t *ssd, ssd_op_t **ops, size_t n, ssd_evicted_t *ev)
 {
     MDB_txn *txn;
     ssd_usage_t u = ssd->usage;
-    ssd_tally_t t = {0};
+    ssd_tally_t t = {.ev = ev};
     int rc, durable = 0;
     size_t i;
 
+    ssd_evicted_clear(ev);
     for (i = 0; i < n && ops[i]->type == SSD_OP_BARRIER; i++) {
         ops[i]->status = ST_OK;
         durable |= (ops[i]->flags & ST_SSD_DURABLE) != 0;
@@ -366,12 +414,12 @@ static int w_batch(st_ssd_t *ssd, ssd_op_t **ops, size_t n, ssd_evicted_t *ev)
     }
     if (rc != 0) {
         mdb_txn_abort(txn);
-        ev->n = 0;
+        ssd_evicted_clear(ev);
         return rc;
     }
     rc = mdb_txn_commit(txn);
     if (rc != 0) {
-        ev->n = 0;
+        ssd_evicted_clear(ev);
         return rc;
     }
     ssd->usage = u;
@@ -400,9 +448,10 @@ static int w_make_room(st_ssd_t *ssd, uint64_t free_bytes, ssd_evicted_t *ev)
 {
     MDB_txn *txn;
     ssd_usage_t u = ssd->usage;
-    ssd_tally_t t = {0};
+    ssd_tally_t t = {.ev = ev};
     int rc;
 
+    ssd_evicted_clear(ev);
     rc = mdb_txn_begin(ssd->env, NULL, 0, &txn);
     if (rc != 0) {
         return rc;
@@ -417,7 +466,7 @@ static int w_make_room(st_ssd_t *ssd, uint64_t free_bytes, ssd_evicted_t *ev)
         mdb_txn_abort(txn);
     }
     if (rc != 0) {
-        ev->n = 0;
+        ssd_evicted_clear(ev);
         return rc;
     }
     ssd->usage = u;
@@ -680,6 +729,8 @@ void *ssd_writer_main(void *arg)
     pthread_mutex_unlock(&ssd->lock);
     free(ev.keys);
     free(ev.lengths);
+    free(ev.dkeys);
+    free(ev.deltas);
     return NULL;
 }
 

@@ -106,6 +106,12 @@ typedef void (*st_ssd_done_fn)(void *arg, const st_ssd_key_t *key, st_status_t s
 /* Called on the writer thread, after the commit, for each spilled object evicted. */
 typedef void (*st_ssd_evict_fn)(void *arg, const st_ssd_key_t *key, uint64_t length);
 
+/* Called on the writer thread, after each commit, for every object of every
+ * kind the commit wrote (delta: +its payload bytes) or removed (-: replaced,
+ * deleted, evicted by the budget or to make room, dropped as corrupt), in
+ * the order they happened. Must not call the tier. */
+typedef void (*st_ssd_usage_fn)(void *arg, const st_ssd_key_t *key, int64_t delta);
+
 /*
  * Returns memory for a payload of length bytes, or NULL to refuse (the read
  * then fails with ST_ERR_NOMEM). Called at most once per read.
@@ -128,6 +134,8 @@ typedef struct st_ssd_params {
                                  (group commit); durable puts and flushes never wait; 5 */
     st_ssd_evict_fn on_evict; /* optional: told about each budget eviction */
     void *evict_arg;
+    st_ssd_usage_fn on_usage; /* optional: told the bytes every commit changed (per key) */
+    void *usage_arg;
 } st_ssd_params_t;
 
 /* Counters; a snapshot from st_ssd_stats. */

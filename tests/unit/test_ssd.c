@@ -467,6 +467,62 @@ static void test_budget_lru(void **state)
     remove_dir(dir);
 }
 
+/* on_usage: bytes per namespace, summed over every commit's deltas. */
+static int64_t usage_ns[8];
+
+static void record_usage(void *arg, const st_ssd_key_t *key, int64_t delta)
+{
+    (void)arg;
+    if (key->ns < 8) {
+        usage_ns[key->ns] += delta;
+    }
+}
+
+/* The deltas on_usage reports add up to what each namespace holds, through
+ * writes, replacements, deletes and budget evictions. */
+static void test_usage_deltas(void **state)
+{
+    enum { LEN = 4096 };
+    char *dir = make_dir();
+    st_ssd_params_t p = {0};
+    st_ssd_t *ssd = NULL;
+    st_ssd_stats_t st;
+
+    (void)state;
+    p.dir = dir;
+    p.map_size = 64ull << 20;
+    p.spill_budget = 5 * LEN;
+    p.on_usage = record_usage;
+    assert_int_equal(st_ssd_open(&p, &ssd), ST_OK);
+    memset(usage_ns, 0, sizeof(usage_ns));
+    for (uint64_t i = 0; i < 4; i++) {
+        st_ssd_key_t k1 = mkkey(1, i, ST_SSD_KV, 0), k2 = mkkey(2, i, ST_SSD_IDX, 1);
+
+        spill_copy(ssd, &k1, LEN, i);
+        spill_copy(ssd, &k2, LEN / 2, i);
+    }
+    st_ssd_key_t d = mkkey(3, 0, ST_SSD_KDA, 0);
+    put_durable(ssd, &d, 1000, 7);
+    put_durable(ssd, &d, 3000, 8); /* replaced: -1000 +3000 */
+    assert_int_equal(st_ssd_flush(ssd, 0), ST_OK);
+    /* 4 x 4096 + 4 x 2048 spilled over a budget of 5 x 4096: the oldest went. */
+    st_ssd_stats(ssd, &st);
+    assert_true(st.evictions > 0);
+    assert_int_equal(usage_ns[1] + usage_ns[2], st.bytes[ST_SSD_KV] + st.bytes[ST_SSD_IDX]);
+    assert_int_equal(usage_ns[3], 3000);
+    st_ssd_key_t k = mkkey(1, 3, ST_SSD_KV, 0);
+    int64_t before = usage_ns[1];
+    assert_int_equal(st_ssd_delete(ssd, &k, ST_SSD_DURABLE, NULL, NULL), ST_OK);
+    assert_int_equal(usage_ns[1], before - LEN);
+    assert_int_equal(st_ssd_delete(ssd, &d, ST_SSD_DURABLE, NULL, NULL), ST_OK);
+    assert_int_equal(usage_ns[3], 0);
+    st_ssd_stats(ssd, &st);
+    assert_int_equal(usage_ns[1], st.bytes[ST_SSD_KV]);
+    assert_int_equal(usage_ns[2], st.bytes[ST_SSD_IDX]);
+    st_ssd_close(ssd);
+    remove_dir(dir);
+}
+
 /* Flips one byte of the first occurrence of marker in dir/data.mdb. */
 static void corrupt_on_disk(const char *dir, const char *marker)
 {
@@ -1237,7 +1293,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_async_batching), cmocka_unit_test(test_iterate),
         cmocka_unit_test(test_invalid),        cmocka_unit_test(test_disk_full),
         cmocka_unit_test(test_stale_reader),   cmocka_unit_test(test_fork_guard),
-        cmocka_unit_test(test_concurrent),
+        cmocka_unit_test(test_concurrent),     cmocka_unit_test(test_usage_deltas),
     };
 
     if (argc == 3 && strcmp(argv[1], "--hold-reader") == 0) {

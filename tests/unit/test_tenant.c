@@ -393,6 +393,38 @@ static void test_tenant_records(void **state)
     assert_string_equal(cd_tenant_resource_names[0], "memory_bytes");
 }
 
+/* The quota fields of a tenants-file line (what tenant_quotas and the
+ * tenants file give cd_store_tenant_set). */
+static void test_quota_parse(void **state)
+{
+    cd_tenant_quota_t q;
+    cd_err_t err;
+
+    (void)state;
+    assert_int_equal(
+        cd_tenant_quota_parse("memory=64G ssd=1T sessions=100000 pins=10000", &q, &err), ST_OK);
+    assert_int_equal(q.memory_bytes, 64ull << 30);
+    assert_int_equal(q.ssd_bytes, 1ull << 40);
+    assert_int_equal(q.sessions, 100000);
+    assert_int_equal(q.pins, 10000);
+    assert_int_equal(q.leases, 0);
+    assert_int_equal(cd_tenant_quota_parse("leases=5,reservations=7,namespaces=2", &q, &err),
+                     ST_OK);
+    assert_int_equal(q.leases, 5);
+    assert_int_equal(q.reservations, 7);
+    assert_int_equal(q.namespaces, 2);
+    assert_int_equal(q.memory_bytes, 0);
+    assert_int_equal(cd_tenant_quota_parse("", &q, &err), ST_OK);
+    assert_int_equal(q.pins, 0);
+    assert_int_equal(cd_tenant_quota_parse("memory=64G disk=1T", &q, &err), ST_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "unknown quota disk"));
+    assert_int_equal(cd_tenant_quota_parse("pins=ten", &q, &err), ST_ERR_INVALID);
+    assert_string_equal(err.msg, "quota pins=ten is not a count");
+    assert_int_equal(cd_tenant_quota_parse("memory=lots", &q, &err), ST_ERR_INVALID);
+    assert_int_equal(cd_tenant_quota_parse("pins", &q, &err), ST_ERR_INVALID);
+    assert_int_equal(cd_tenant_quota_parse("pins=-1", &q, &err), ST_ERR_INVALID);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -402,6 +434,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_count_quotas_refuse_with_message, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pins_expire, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tenant_records, setup, teardown),
+        cmocka_unit_test(test_quota_parse),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,8 +1,12 @@
 /*
- * test_metrics_tenants.c - a real stratad (256 MiB) with three namespaces of
- * two tenants, scraped over HTTP: the process-wide DRAM limit is one series
- * on /metrics and once in /stats (not once per namespace: 768 MiB before),
- * and each tenant's quota and use per resource are on both.
+ * test_stratad_tenants.c - real stratad processes and tenants: with three
+ * namespaces of two tenants the process-wide DRAM limit is one series on
+ * /metrics and once in /stats (not once per namespace: 768 MiB before), and
+ * each tenant's quota and use per resource are on both; with quotas
+ * (tenant_quotas) and an SSD tier, over gRPC: puts past the memory quota
+ * evict the tenant's own objects, a pin past the pins quota and a durable
+ * write past the ssd quota are refused (the latter with the numbers), and
+ * the SSD bytes are counted.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,7 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
+
+#include <grpc/status.h>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -46,6 +53,73 @@ static void hello(conn_t *c, const char *addr, const char *tenant, const char *m
     c->ns = resp->namespace_id;
     memcpy(c->seed, resp->namespace_seed.data, 16);
     protobuf_c_message_free_unpacked(&resp->base, NULL);
+}
+
+/* Puts one object of len bytes (kind, durable) as root block i; returns the
+ * call's status (err filled), *key_status the object's. */
+static st_status_t put_one(conn_t *c, int i, size_t len, int kind, int durable, int *key_status,
+                           srpc_error_t *err)
+{
+    Strata__V1__PutRequest req = STRATA__V1__PUT_REQUEST__INIT;
+    Strata__V1__InlineObject obj = STRATA__V1__INLINE_OBJECT__INIT, *op = &obj;
+    Strata__V1__ObjectKey key = STRATA__V1__OBJECT_KEY__INIT;
+    Strata__V1__BlockLink link = STRATA__V1__BLOCK_LINK__INIT, *lp = &link;
+    Strata__V1__PutResponse *resp = NULL;
+    uint8_t h[16] = {0}, *data = calloc(1, len);
+    st_status_t st;
+
+    assert_non_null(data);
+    memcpy(h, &i, sizeof(i));
+    h[15] = 0x5a;
+    data[0] = (uint8_t)i;
+    link.hash.data = h;
+    link.hash.len = 16;
+    link.parent_hash.data = c->seed;
+    link.parent_hash.len = 16;
+    key.block_hash.data = h;
+    key.block_hash.len = 16;
+    key.kind = kind;
+    obj.key = &key;
+    obj.data.data = data;
+    obj.data.len = len;
+    obj.checksum = XXH3_64bits(data, len);
+    req.namespace_id = c->ns;
+    req.objects = &op;
+    req.n_objects = 1;
+    req.links = &lp;
+    req.n_links = 1;
+    req.durable = durable;
+    st = srpc_call(c->ch, &srpc_cache_methods[SRPC_CACHE_PUT], &req.base, 30000,
+                   (ProtobufCMessage **)&resp, err);
+    if (st == ST_OK) {
+        *key_status = resp->status[0];
+        protobuf_c_message_free_unpacked(&resp->base, NULL);
+    }
+    free(data);
+    return st;
+}
+
+/* Pins root block i; returns its key status. */
+static int pin_one(conn_t *c, int i)
+{
+    Strata__V1__PinRequest req = STRATA__V1__PIN_REQUEST__INIT;
+    Strata__V1__PinResponse *resp = NULL;
+    uint8_t h[16] = {0};
+    srpc_error_t err;
+    int ks;
+
+    memcpy(h, &i, sizeof(i));
+    h[15] = 0x5a;
+    req.namespace_id = c->ns;
+    req.block_hashes.data = h;
+    req.block_hashes.len = 16;
+    assert_int_equal(srpc_call(c->ch, &srpc_cache_methods[SRPC_CACHE_PIN], &req.base, 30000,
+                               (ProtobufCMessage **)&resp, &err),
+                     ST_OK);
+    assert_int_equal(resp->n_status, 1);
+    ks = resp->status[0];
+    protobuf_c_message_free_unpacked(&resp->base, NULL);
+    return ks;
 }
 
 /* Puts n KV objects of len bytes, each a root block of its own. */
@@ -157,14 +231,69 @@ static void test_limit_once_and_tenants(void **state)
     tc_stop_all(&cl);
 }
 
+static void test_quotas_over_grpc(void **state)
+{
+    int mport = tc_free_port(), ks = -1;
+    char dir[] = "/tmp/strata-tenants-XXXXXX", extra[512], cmd[600];
+    double used;
+    tc_cluster_t cl;
+    srpc_error_t err;
+    conn_t a;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    snprintf(extra, sizeof(extra),
+             "--memory-limit 256M --metrics-listen 127.0.0.1:%d --data-dir %s --ssd-sync none "
+             "--tenant-quotas acme:memory=1M,pins=1,ssd=4K",
+             mport, dir);
+    assert_int_equal(tc_start(&cl, stratad_path, 1, extra), 0);
+    hello(&a, cl.node[0].addr, "acme", "k3");
+
+    /* 1.5 MB of KV puts into a 1 MiB quota: every put succeeds, the oldest
+     * go, the tenant stays within its quota. */
+    for (int i = 0; i < 15; i++) {
+        assert_int_equal(put_one(&a, i, 100000, STRATA__V1__OBJECT_KIND__KV, 0, &ks, &err), ST_OK);
+        assert_int_equal(ks, STRATA__V1__KEY_STATUS__KEY_OK);
+    }
+    used = tc_metric(mport, "strata_tenant_used{tenant=\"acme\",resource=\"memory_bytes\"}");
+    assert_true(used > 0 && used <= 1024.0 * 1024);
+    assert_true(
+        tc_metric(mport, "strata_tenant_quota{tenant=\"acme\",resource=\"memory_bytes\"}") ==
+        1024.0 * 1024);
+
+    /* Pins: the quota is 1. */
+    assert_int_equal(pin_one(&a, 14), STRATA__V1__KEY_STATUS__KEY_OK);
+    assert_int_equal(pin_one(&a, 13), STRATA__V1__KEY_STATUS__KEY_EXHAUSTED);
+    assert_true(tc_metric(mport, "strata_tenant_used{tenant=\"acme\",resource=\"pins\"}") == 1);
+
+    /* SSD: a durable KDA object of 3000 bytes (3024 with its prefix) fits
+     * 4 KiB; a second does not, and the error says why. */
+    assert_int_equal(put_one(&a, 100, 3000, STRATA__V1__OBJECT_KIND__KDA, 1, &ks, &err), ST_OK);
+    assert_int_equal(ks, STRATA__V1__KEY_STATUS__KEY_OK);
+    assert_true(tc_metric(mport, "strata_tenant_used{tenant=\"acme\",resource=\"ssd_bytes\"}") ==
+                3024);
+    assert_int_equal(put_one(&a, 101, 3000, STRATA__V1__OBJECT_KIND__KDA, 1, &ks, &err),
+                     ST_ERR_EXHAUSTED);
+    assert_int_equal(err.grpc_code, GRPC_STATUS_RESOURCE_EXHAUSTED);
+    print_message("refused: %s\n", err.message);
+    assert_non_null(strstr(err.message, "tenant acme: ssd quota 4.0 KiB, in use 3.0 KiB, asked "
+                                        "3.0 KiB"));
+
+    srpc_channel_close(a.ch);
+    tc_stop_all(&cl);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_limit_once_and_tenants),
+        cmocka_unit_test(test_quotas_over_grpc),
     };
 
     if (argc < 2) {
-        fprintf(stderr, "usage: test_metrics_tenants PATH-TO-STRATAD\n");
+        fprintf(stderr, "usage: test_stratad_tenants PATH-TO-STRATAD\n");
         return 2;
     }
     stratad_path = argv[1];
