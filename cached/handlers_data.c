@@ -1128,6 +1128,18 @@ static st_status_t cd_h_pin_common(srpc_ctx_t *ctx, uint64_t ns_wire,
         memcpy(&one, &h[i], sizeof(one));
         status = pin ? cd_store_pin_ttl(d->store, e->local_id, &one, ttl_ms, &err)
                      : cd_store_unpin(d->store, e->local_id, &one);
+        if (pin && status == ST_ERR_EXHAUSTED) {
+            /* The tenant's pins quota (or memory): the call is refused with
+             * the numbers, and the pins it made are undone. */
+            for (size_t j = 0; j < i; j++) {
+                if ((*status_p)[j] == STRATA__V1__KEY_STATUS__KEY_OK) {
+                    memcpy(&one, &h[j], sizeof(one));
+                    (void)cd_store_unpin(d->store, e->local_id, &one);
+                }
+            }
+            srpc_ctx_set_error(ctx, "block_hashes[%zu]: %s", i, err.msg);
+            return status;
+        }
         (*status_p)[i] = cd_h_key_status(status);
     }
     *n_p = n;

@@ -430,6 +430,9 @@ void fz_expect(int m, int node, const ProtobufCMessage *pm, fz_expect_t *e)
             fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT, "%zu hash bytes", h->len);
         }
         fz_batch(e, h->len / 16, "hashes");
+        if (m == SRPC_CACHE_PIN) {
+            e->env_codes |= CODE(RESOURCE_EXHAUSTED); /* a tenant's pins quota, or memory */
+        }
         break;
     }
     case SRPC_CACHE_OPEN_SESSION: {

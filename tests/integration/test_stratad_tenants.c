@@ -99,27 +99,33 @@ static st_status_t put_one(conn_t *c, int i, size_t len, int kind, int durable, 
     return st;
 }
 
-/* Pins root block i; returns its key status. */
-static int pin_one(conn_t *c, int i)
+/* Pins root blocks first .. first+n-1 in one call; returns the call's
+ * status (err filled) and, on ST_OK, the first block's key status. */
+static st_status_t pin_blocks(conn_t *c, int first, int n, int *ks, srpc_error_t *err)
 {
     Strata__V1__PinRequest req = STRATA__V1__PIN_REQUEST__INIT;
     Strata__V1__PinResponse *resp = NULL;
-    uint8_t h[16] = {0};
-    srpc_error_t err;
-    int ks;
+    uint8_t h[4][16] = {{0}};
+    st_status_t st;
 
-    memcpy(h, &i, sizeof(i));
-    h[15] = 0x5a;
+    assert_true(n <= 4);
+    for (int k = 0; k < n; k++) {
+        int i = first + k;
+
+        memcpy(h[k], &i, sizeof(i));
+        h[k][15] = 0x5a;
+    }
     req.namespace_id = c->ns;
-    req.block_hashes.data = h;
-    req.block_hashes.len = 16;
-    assert_int_equal(srpc_call(c->ch, &srpc_cache_methods[SRPC_CACHE_PIN], &req.base, 30000,
-                               (ProtobufCMessage **)&resp, &err),
-                     ST_OK);
-    assert_int_equal(resp->n_status, 1);
-    ks = resp->status[0];
-    protobuf_c_message_free_unpacked(&resp->base, NULL);
-    return ks;
+    req.block_hashes.data = h[0];
+    req.block_hashes.len = 16 * (size_t)n;
+    st = srpc_call(c->ch, &srpc_cache_methods[SRPC_CACHE_PIN], &req.base, 30000,
+                   (ProtobufCMessage **)&resp, err);
+    if (st == ST_OK) {
+        assert_int_equal(resp->n_status, (size_t)n);
+        *ks = resp->status[0];
+        protobuf_c_message_free_unpacked(&resp->base, NULL);
+    }
+    return st;
 }
 
 /* Puts n KV objects of len bytes, each a root block of its own. */
@@ -244,7 +250,7 @@ static void test_quotas_over_grpc(void **state)
     assert_non_null(mkdtemp(dir));
     snprintf(extra, sizeof(extra),
              "--memory-limit 256M --metrics-listen 127.0.0.1:%d --data-dir %s --ssd-sync none "
-             "--tenant-quotas acme:memory=1M,pins=1,ssd=4K",
+             "--tenant-quotas acme:memory=1M,pins=2,ssd=4K",
              mport, dir);
     assert_int_equal(tc_start(&cl, stratad_path, 1, extra), 0);
     hello(&a, cl.node[0].addr, "acme", "k3");
@@ -261,10 +267,18 @@ static void test_quotas_over_grpc(void **state)
         tc_metric(mport, "strata_tenant_quota{tenant=\"acme\",resource=\"memory_bytes\"}") ==
         1024.0 * 1024);
 
-    /* Pins: the quota is 1. */
-    assert_int_equal(pin_one(&a, 14), STRATA__V1__KEY_STATUS__KEY_OK);
-    assert_int_equal(pin_one(&a, 13), STRATA__V1__KEY_STATUS__KEY_EXHAUSTED);
-    assert_true(tc_metric(mport, "strata_tenant_used{tenant=\"acme\",resource=\"pins\"}") == 1);
+    /* Pins: the quota is 2. A call of three is refused with the numbers and
+     * leaves nothing pinned; one, then two more, the second refused. */
+    assert_int_equal(pin_blocks(&a, 12, 3, &ks, &err), ST_ERR_EXHAUSTED);
+    assert_int_equal(err.grpc_code, GRPC_STATUS_RESOURCE_EXHAUSTED);
+    assert_non_null(strstr(err.message, "block_hashes[2]: tenant acme: pins quota 2, in use 2, "
+                                        "asked 1"));
+    assert_true(tc_metric(mport, "strata_tenant_used{tenant=\"acme\",resource=\"pins\"}") == 0);
+    assert_int_equal(pin_blocks(&a, 14, 1, &ks, &err), ST_OK);
+    assert_int_equal(ks, STRATA__V1__KEY_STATUS__KEY_OK);
+    assert_int_equal(pin_blocks(&a, 13, 1, &ks, &err), ST_OK);
+    assert_int_equal(pin_blocks(&a, 12, 1, &ks, &err), ST_ERR_EXHAUSTED);
+    assert_true(tc_metric(mport, "strata_tenant_used{tenant=\"acme\",resource=\"pins\"}") == 2);
 
     /* SSD: a durable KDA object of 3000 bytes (3024 with its prefix) fits
      * 4 KiB; a second does not, and the error says why. */
