@@ -34,7 +34,7 @@ const char *st_client_last_error(void)
 
 typedef struct sc_file_config {
     char *nodes, *tenant, *model, *token, *transport;
-    int64_t replicas, vnodes;
+    int64_t replicas, vnodes, write_quorum;
     uint64_t timeout_ms, health_interval_ms;
     int verify_reads, cache_locations, transport_calls;
     int64_t copy_threads;
@@ -58,6 +58,9 @@ static const st_cfg_option_t sc_file_options[] = {
      "data-plane transport"},
     {"replicas", ST_CFG_INT, SC_OFF(replicas), "2", 1, 16, 0, NULL, 0,
      "copies of KDA and SESSION objects"},
+    {"write_quorum", ST_CFG_INT, SC_OFF(write_quorum), "0", 0, 16, 0, NULL, 0,
+     "W: replicas that must commit a durable write (a durable KDA put or session write) to "
+     "disk for it to succeed; fewer is ST_ERR_PARTIAL with the count (0: replicas, all R)"},
     {"vnodes", ST_CFG_INT, SC_OFF(vnodes), "128", 1, 4096, 0, NULL, 0, "ring points per node"},
     {"timeout", ST_CFG_DURATION, SC_OFF(timeout_ms), "5s", 10, 600000, 0, NULL, 0,
      "deadline of one call"},
@@ -151,6 +154,11 @@ static st_status_t sc_hello(st_client_t *c, uint32_t i, int first)
                         "segment size): is its cluster_secret the same?",
                         c->nodes[i].addr);
     }
+    if (first && resp->replicas != 0 && resp->replicas != c->replicas) {
+        st_warn("client replicas differ from the cluster's node=%s client_replicas=%u "
+                "cluster_replicas=%u write_quorum=%u",
+                c->nodes[i].addr, c->replicas, resp->replicas, c->write_quorum);
+    }
     sc_dp_hello(c, i, resp);
     protobuf_c_message_free_unpacked(&resp->base, NULL);
     return ST_OK;
@@ -186,6 +194,16 @@ static void *sc_health_main(void *arg)
     }
     pthread_mutex_unlock(&c->health_lock);
     return NULL;
+}
+
+uint32_t st_client_write_quorum(const st_client_t *c)
+{
+    return c->write_quorum;
+}
+
+uint32_t st_client_replicas(const st_client_t *c)
+{
+    return c->replicas;
 }
 
 /* ------------------------------------------------------------- connect -- */
@@ -261,6 +279,9 @@ st_status_t st_client_connect(const st_client_params_t *params, st_client_t **cl
     c->token = sc_strdup(SC_FIELD(ST_CLIENT_FIELD_TOKEN, token), fc.token);
     c->replicas =
         (params->field_mask & ST_CLIENT_FIELD_REPLICAS) ? params->replicas : (uint32_t)fc.replicas;
+    c->write_quorum = (params->field_mask & ST_CLIENT_FIELD_WRITE_QUORUM)
+                          ? params->write_quorum
+                          : (uint32_t)fc.write_quorum;
     vnodes = (params->field_mask & ST_CLIENT_FIELD_VNODES) ? params->vnodes : (uint32_t)fc.vnodes;
     c->timeout_ms = (params->field_mask & ST_CLIENT_FIELD_TIMEOUT) ? params->timeout_ms
                                                                    : (uint32_t)fc.timeout_ms;
@@ -324,6 +345,13 @@ st_status_t st_client_connect(const st_client_params_t *params, st_client_t **cl
         (c->replicas == 0 || vnodes == 0 || c->timeout_ms == 0 || c->health_interval_ms == 0)) {
         status = sc_error(ST_ERR_INVALID, "replicas, vnodes, timeout and health_interval must "
                                           "be positive");
+    }
+    if (status == ST_OK && c->write_quorum > c->replicas) {
+        status = sc_error(ST_ERR_INVALID, "write_quorum %u is above replicas %u", c->write_quorum,
+                          c->replicas);
+    }
+    if (c->write_quorum == 0) {
+        c->write_quorum = c->replicas;
     }
     if (status == ST_OK) {
         const char *names[SC_MAX_NODES];

@@ -597,6 +597,13 @@ static st_status_t sc_submit(st_client_t *c, const st_hash_t *chain, size_t n_ch
     h->puts = puts;
     h->n = n;
     h->flags = flags;
+    if (puts != NULL && (h->written = calloc(n + 1, sizeof(*h->written))) == NULL) {
+        pthread_mutex_destroy(&h->lock);
+        pthread_cond_destroy(&h->cond);
+        free(h);
+        *handle_p = NULL;
+        return sc_error(ST_ERR_NOMEM, "out of memory for a handle");
+    }
     h->job.run = gets != NULL ? sc_run_get : sc_run_put;
     h->job.handle = h;
     *handle_p = h;
@@ -849,6 +856,36 @@ out:
     sc_handle_complete(h);
 }
 
+/*
+ * A durable KDA object is durable only when write_quorum of its replicas
+ * committed it to disk: a node that is down, failed, or has no SSD tier (it
+ * refuses durable writes with UNSUPPORTED) does not count. Fewer, but some,
+ * is ST_ERR_PARTIAL (logged once per batch); none keeps the last error.
+ */
+static void sc_put_quorum(st_handle_t *h)
+{
+    st_client_t *c = h->client;
+    size_t partial = 0, first = 0;
+
+    for (size_t i = 0; i < h->n; i++) {
+        st_put_op_t *op = &h->puts[i];
+
+        if (op->kind != ST_KIND_KDA || h->written[i] == 0 || h->written[i] >= c->write_quorum) {
+            continue;
+        }
+        if (partial++ == 0) {
+            first = i;
+        }
+        op->status = ST_ERR_PARTIAL;
+    }
+    if (partial > 0) {
+        st_warn_ratelimited("durable KDA put on fewer replicas than write_quorum objects=%zu "
+                            "first_block=%llu written=%u write_quorum=%u replicas=%u",
+                            partial, (unsigned long long)h->puts[first].block, h->written[first],
+                            c->write_quorum, c->replicas);
+    }
+}
+
 void sc_run_put(sc_job_t *job)
 {
     st_handle_t *h = job->handle;
@@ -859,6 +896,7 @@ void sc_run_put(sc_job_t *job)
     size_t *bytes = calloc(n + 1, sizeof(*bytes));
     uint8_t *acked = calloc(n + 1, 1);
     size_t ranks = c->replicas > SC_MAX_REPLICAS ? SC_MAX_REPLICAS : c->replicas;
+    int durable = (h->flags & ST_PUT_DURABLE) != 0;
 
     if (!block || !kind || !todo || !bytes || !acked) {
         for (size_t i = 0; i < n; i++) {
@@ -874,6 +912,9 @@ void sc_run_put(sc_job_t *job)
     }
     if (c->dp != NULL) {
         sc_dp_put(h, todo, acked); /* one-sided at the owners; the rest below */
+        for (size_t i = 0; i < n; i++) {
+            h->written[i] = acked[i];
+        }
     }
     /* Rank 0 is every op's owner; ranks above it are KDA replicas. */
     for (size_t rank = 0; rank < ranks; rank++) {
@@ -973,6 +1014,7 @@ void sc_run_put(sc_job_t *job)
                     if (st == ST_OK) {
                         acked[i] = 1;
                         h->puts[i].status = ST_OK;
+                        h->written[i]++;
                     } else if (!acked[i]) {
                         h->puts[i].status = st;
                     }
@@ -986,6 +1028,9 @@ void sc_run_put(sc_job_t *job)
         for (size_t i = 0; i < n; i++) {
             todo[i] = kind[i] == ST_KIND_KDA;
         }
+    }
+    if (durable) {
+        sc_put_quorum(h);
     }
 out:
     free(block), free(kind), free(todo), free(bytes), free(acked);
