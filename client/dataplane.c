@@ -2269,7 +2269,7 @@ void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked)
             com[nc].reservation_id = r->reservation_id;
             com[nc].checksums = &sums[bfirst[b]];
             com[nc].n_checksums = bcount[b];
-            com[nc].durable = (h->flags & ST_PUT_DURABLE) != 0;
+            com[nc].durable = 0; /* durable KDA objects went inline (above); none here */
             for (size_t j = bfirst[b]; j < bfirst[b] + bcount[b]; j++) {
                 st_put_op_t *op = &h->puts[perm[j]];
 

@@ -660,13 +660,15 @@ typedef struct sc_batch {
 } sc_batch_t;
 
 /* Groups the ops that still need a node (todo[i] != 0) by the rank-th
- * target of each. Returns the batches, or NULL (no memory). */
+ * target of each; with split_kda, KDA ops go in batches of their own (a
+ * durable put: the node may refuse durability, which must not cost the
+ * other kinds their write). Returns the batches, or NULL (no memory). */
 static sc_batch_t *sc_group(st_client_t *c, const st_hash_t *chain, size_t n, const uint64_t *block,
                             const uint8_t *kind, const size_t *bytes, const uint8_t *todo,
-                            size_t rank, size_t *n_batches_p)
+                            size_t rank, int split_kda, size_t *n_batches_p)
 {
     sc_batch_t *b = calloc(n + 1, sizeof(*b));
-    sc_batch_t **cur = calloc(c->n_nodes, sizeof(*cur));
+    sc_batch_t **cur = calloc(2 * (size_t)c->n_nodes, sizeof(*cur));
     size_t nb = 0;
     size_t max_bytes = c->max_message / 2;
 
@@ -677,7 +679,7 @@ static sc_batch_t *sc_group(st_client_t *c, const st_hash_t *chain, size_t n, co
     }
     for (size_t i = 0; i < n; i++) {
         uint32_t targets[SC_MAX_REPLICAS];
-        size_t nt;
+        size_t nt, slot;
         sc_batch_t *x;
 
         if (!todo[i]) {
@@ -687,7 +689,8 @@ static sc_batch_t *sc_group(st_client_t *c, const st_hash_t *chain, size_t n, co
         if (rank >= nt) {
             continue; /* no such replica: the op keeps its status */
         }
-        x = cur[targets[rank]];
+        slot = 2 * (size_t)targets[rank] + (split_kda && kind[i] == ST_KIND_KDA);
+        x = cur[slot];
         if (x == NULL || x->n == c->max_batch || x->bytes + bytes[i] > max_bytes) {
             x = &b[nb++];
             x->node = targets[rank];
@@ -700,7 +703,7 @@ static sc_batch_t *sc_group(st_client_t *c, const st_hash_t *chain, size_t n, co
                 free(cur);
                 return NULL;
             }
-            cur[targets[rank]] = x;
+            cur[slot] = x;
         }
         x->ops[x->n++] = i;
         x->bytes += bytes[i];
@@ -788,7 +791,7 @@ void sc_run_get(sc_job_t *job)
     /* Owners first; KDA ops that missed or failed try the next replica. */
     for (size_t rank = 0; rank < ranks; rank++) {
         size_t nb = 0;
-        sc_batch_t *b = sc_group(c, h->chain, n, block, kind, bytes, todo, rank, &nb);
+        sc_batch_t *b = sc_group(c, h->chain, n, block, kind, bytes, todo, rank, 0, &nb);
         srpc_fanout_item_t *items;
         Strata__V1__GetRequest *reqs;
         Strata__V1__ObjectKey *keys;
@@ -919,7 +922,7 @@ void sc_run_put(sc_job_t *job)
     /* Rank 0 is every op's owner; ranks above it are KDA replicas. */
     for (size_t rank = 0; rank < ranks; rank++) {
         size_t nb = 0;
-        sc_batch_t *b = sc_group(c, h->chain, n, block, kind, bytes, todo, rank, &nb);
+        sc_batch_t *b = sc_group(c, h->chain, n, block, kind, bytes, todo, rank, durable, &nb);
         srpc_fanout_item_t *items;
         Strata__V1__PutRequest *reqs;
         Strata__V1__InlineObject *objs, **op_p;
@@ -957,9 +960,15 @@ void sc_run_put(sc_job_t *job)
             reqs[x].objects = &op_p[k];
             reqs[x].links = &lp[nl];
             reqs[x].n_links = 0;
-            reqs[x].durable = (h->flags & ST_PUT_DURABLE) != 0;
+            reqs[x].durable = 0;
             for (size_t j = 0; j < b[x].n; j++, k++) {
                 st_put_op_t *op = &h->puts[b[x].ops[j]];
+
+                /* Durable is asked for where it means something: the requests of KDA
+                 * objects (the one kind written through; sc_group keeps them apart), so
+                 * that KV and IDX objects of a durable batch still go to a node without
+                 * an SSD tier. */
+                reqs[x].durable |= durable && op->kind == ST_KIND_KDA;
                 const st_hash_t *hash = &h->chain[op->block];
 
                 strata__v1__object_key__init(&keys[k]);

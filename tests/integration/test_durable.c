@@ -289,6 +289,22 @@ static void test_no_ssd_tier_is_not_durable(void **state)
     assert_non_null(strstr(st_client_last_error(), "no SSD tier"));
     assert_int_equal(put_kda(c, chain, 2, 0, 2, &written), ST_ERR_UNSUPPORTED);
     assert_int_equal(written, 0);
+    {
+        /* A durable batch: the KV object is stored (durable means nothing for it),
+         * the KDA object is refused. */
+        static uint8_t kv[OBJ], kd[OBJ];
+        st_put_op_t ops[2] = {{.block = 1, .kind = ST_KIND_KV, .src = kv, .len = OBJ},
+                              {.block = 1, .kind = ST_KIND_KDA, .src = kd, .len = OBJ}};
+        st_handle_t *h = NULL;
+
+        assert_int_equal(st_client_put(c, chain, 2, ops, 2, ST_PUT_DURABLE, &h), ST_OK);
+        assert_int_equal(st_handle_wait(h, -1), ST_OK);
+        assert_int_equal(ops[0].status, ST_OK);
+        assert_int_equal(st_handle_replicas_written(h, 0), 1);
+        assert_int_equal(ops[1].status, ST_ERR_UNSUPPORTED);
+        assert_int_equal(st_handle_replicas_written(h, 1), 0);
+        st_handle_release(h);
+    }
     /* Not durable: served from DRAM as before. */
     assert_int_equal(st_session_open_ex(c, "conv-2", 0, 0, &info, &wr), ST_OK);
     assert_int_equal(wr.written, 2);
