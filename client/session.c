@@ -65,12 +65,13 @@ static void sc_session_info(const char *id, const Strata__V1__SessionInfo *si,
 
 /* Sends req (of method m) to every replica; keeps the answer with the
  * highest version. quorum: the replicas that must answer OK (1 for a write
- * that is not durable, and for reads). Returns ST_OK if at least quorum
+ * that is not durable, and for reads); with durable, an OK counts only when
+ * its SessionInfo says the record is on the node's disk. Returns ST_OK if at least quorum
  * replicas answered OK; ST_ERR_PARTIAL if some did, but fewer; else the first
  * replica's error. *result (may be NULL) gets the counts. */
 static st_status_t sc_session_call(st_client_t *c, const char *id, const st_hash_t *sid, int m,
                                    ProtobufCMessage *const *reqs, st_session_info_t *info,
-                                   uint32_t quorum, st_write_result_t *result)
+                                   int durable, uint32_t quorum, st_write_result_t *result)
 {
     uint32_t nodes[SC_SESSION_REPLICAS_MAX];
     srpc_fanout_item_t items[SC_SESSION_REPLICAS_MAX];
@@ -78,7 +79,7 @@ static st_status_t sc_session_call(st_client_t *c, const char *id, const st_hash
     uint32_t want = c->replicas < SC_SESSION_REPLICAS_MAX ? c->replicas : SC_SESSION_REPLICAS_MAX;
     const Strata__V1__SessionInfo *best = NULL;
     st_status_t first = ST_ERR_UNAVAILABLE;
-    uint32_t ok = 0;
+    uint32_t ok = 0, nondurable = 0;
     char failed[256] = "";
     size_t fl = 0;
     st_status_t status;
@@ -116,15 +117,27 @@ static st_status_t sc_session_call(st_client_t *c, const char *id, const st_hash
             }
             continue;
         }
-        ok++;
-        first = ST_OK;
         if (m != SRPC_CACHE_CLOSE_SESSION) {
             const Strata__V1__SessionResponse *r = (const void *)items[i].resp;
 
             if (r->session != NULL && (best == NULL || r->session->version > best->version)) {
                 best = r->session;
             }
+            if (durable && (r->session == NULL || !r->session->durable)) {
+                /* Answered OK without saying the record is on its disk (a daemon
+                 * that ignored durable): not a durable replica. */
+                if (fl < sizeof(failed)) {
+                    int w = snprintf(failed + fl, sizeof(failed) - fl,
+                                     " %s (answered, but not durably)", c->nodes[nodes[i]].addr);
+
+                    fl += w > 0 ? (size_t)w : 0;
+                }
+                nondurable++;
+                continue;
+            }
         }
+        ok++;
+        first = ST_OK;
     }
     if (best != NULL && info != NULL) {
         sc_session_info(id, best, info);
@@ -132,6 +145,10 @@ static st_status_t sc_session_call(st_client_t *c, const char *id, const st_hash
     srpc_fanout_free(items, n);
     if (result != NULL) {
         result->written = ok;
+    }
+    if (ok == 0 && nondurable > 0) {
+        return sc_error(ST_ERR_UNSUPPORTED, "session %s: no replica committed it to disk:%s", id,
+                        failed);
     }
     if (ok > 0 && ok < quorum) {
         return sc_error(ST_ERR_PARTIAL,
@@ -180,7 +197,7 @@ st_status_t st_session_open_ex(st_client_t *c, const char *id, uint64_t ttl_ms, 
     for (int i = 0; i < SC_SESSION_REPLICAS_MAX; i++) {
         reqs[i] = &req.base;
     }
-    return sc_session_call(c, id, &sid, SRPC_CACHE_OPEN_SESSION, reqs, info,
+    return sc_session_call(c, id, &sid, SRPC_CACHE_OPEN_SESSION, reqs, info, req.durable,
                            sc_session_quorum(c, flags), result);
 }
 
@@ -214,7 +231,7 @@ st_status_t st_session_append_ex(st_client_t *c, const char *id, const st_hash_t
     for (int i = 0; i < SC_SESSION_REPLICAS_MAX; i++) {
         reqs[i] = &req.base;
     }
-    return sc_session_call(c, id, &sid, SRPC_CACHE_APPEND_SESSION, reqs, NULL,
+    return sc_session_call(c, id, &sid, SRPC_CACHE_APPEND_SESSION, reqs, NULL, req.durable,
                            sc_session_quorum(c, flags), result);
 }
 
@@ -234,7 +251,7 @@ st_status_t st_session_get(st_client_t *c, const char *id, st_session_info_t *in
     for (int i = 0; i < SC_SESSION_REPLICAS_MAX; i++) {
         reqs[i] = &req.base;
     }
-    return sc_session_call(c, id, &sid, SRPC_CACHE_GET_SESSION, reqs, info, 1, NULL);
+    return sc_session_call(c, id, &sid, SRPC_CACHE_GET_SESSION, reqs, info, 0, 1, NULL);
 }
 
 st_status_t st_session_close(st_client_t *c, const char *id)
@@ -254,5 +271,5 @@ st_status_t st_session_close(st_client_t *c, const char *id)
     for (int i = 0; i < SC_SESSION_REPLICAS_MAX; i++) {
         reqs[i] = &req.base;
     }
-    return sc_session_call(c, id, &sid, SRPC_CACHE_CLOSE_SESSION, reqs, NULL, 1, NULL);
+    return sc_session_call(c, id, &sid, SRPC_CACHE_CLOSE_SESSION, reqs, NULL, 0, 1, NULL);
 }
