@@ -203,7 +203,7 @@ uint32_t st_client_write_quorum(const st_client_t *c)
 
 uint32_t st_client_replicas(const st_client_t *c)
 {
-    return c->replicas;
+    return c->replicas < c->n_nodes ? c->replicas : c->n_nodes;
 }
 
 /* ------------------------------------------------------------- connect -- */
@@ -346,12 +346,18 @@ st_status_t st_client_connect(const st_client_params_t *params, st_client_t **cl
         status = sc_error(ST_ERR_INVALID, "replicas, vnodes, timeout and health_interval must "
                                           "be positive");
     }
-    if (status == ST_OK && c->write_quorum > c->replicas) {
-        status = sc_error(ST_ERR_INVALID, "write_quorum %u is above replicas %u", c->write_quorum,
-                          c->replicas);
-    }
-    if (c->write_quorum == 0) {
-        c->write_quorum = c->replicas;
+    if (status == ST_OK) {
+        /* R as placed: no more replicas than nodes. */
+        uint32_t r = c->replicas < c->n_nodes ? c->replicas : c->n_nodes;
+
+        if (c->write_quorum > r) {
+            status = sc_error(ST_ERR_INVALID,
+                              "write_quorum %u is above replicas %u (replicas=%u, %u nodes)",
+                              c->write_quorum, r, c->replicas, c->n_nodes);
+        }
+        if (c->write_quorum == 0) {
+            c->write_quorum = r;
+        }
     }
     if (status == ST_OK) {
         const char *names[SC_MAX_NODES];

@@ -76,7 +76,7 @@ static st_status_t sc_session_call(st_client_t *c, const char *id, const st_hash
     uint32_t nodes[SC_SESSION_REPLICAS_MAX];
     srpc_fanout_item_t items[SC_SESSION_REPLICAS_MAX];
     size_t n = sc_session_nodes(c, sid, nodes);
-    uint32_t want = c->replicas < SC_SESSION_REPLICAS_MAX ? c->replicas : SC_SESSION_REPLICAS_MAX;
+    uint32_t want = c->replicas < c->n_nodes ? c->replicas : c->n_nodes; /* R as placed */
     const Strata__V1__SessionInfo *best = NULL;
     st_status_t first = ST_ERR_UNAVAILABLE;
     uint32_t ok = 0, nondurable = 0;
@@ -84,6 +84,7 @@ static st_status_t sc_session_call(st_client_t *c, const char *id, const st_hash
     size_t fl = 0;
     st_status_t status;
 
+    want = want < SC_SESSION_REPLICAS_MAX ? want : SC_SESSION_REPLICAS_MAX;
     if (result != NULL) {
         result->replicas = want;
         result->quorum = quorum;

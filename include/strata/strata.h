@@ -109,8 +109,9 @@ typedef struct st_client_params {
                                     batch's own thread included; copy_threads - 1 threads
                                     are started with the client. 1: the batch's thread
                                     copies alone */
-    uint32_t write_quorum;       /* W, 0 to replicas, default 0 (= replicas, R): a durable
-                                    write (ST_PUT_DURABLE of a KDA object, ST_SESSION_DURABLE)
+    uint32_t write_quorum;       /* W, 0 to R, default 0 (= R; R is replicas, or the number
+                                    of nodes when there are fewer): a durable write
+                                    (ST_PUT_DURABLE of a KDA object, ST_SESSION_DURABLE)
                                     succeeds only when W of its R replicas committed it to
                                     disk; with fewer it is ST_ERR_PARTIAL and says how many
                                     did (st_handle_replicas_written(), st_write_result_t) */
@@ -381,7 +382,8 @@ ST_API st_status_t st_session_append_ex(st_client_t *client, const char *id, con
 /* The write quorum W the client uses for durable writes (write_quorum, or R). */
 ST_API uint32_t st_client_write_quorum(const st_client_t *client);
 
-/* The replica count R of KDA and SESSION objects the client writes. */
+/* R: the replicas of a KDA or SESSION object the client writes (replicas, at
+ * most the number of nodes it was given). */
 ST_API uint32_t st_client_replicas(const st_client_t *client);
 
 /* Reads the session record, from any live replica. ST_ERR_NOT_FOUND if none. */

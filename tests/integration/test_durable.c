@@ -250,7 +250,7 @@ static void test_partial_with_one_replica_down(void **state)
     rm_dirs(dir);
 }
 
-/* A write quorum above the replicas is refused at connect, naming both. */
+/* A write quorum above the replicas (at most the nodes) is refused at connect. */
 static void test_quorum_above_replicas(void **state)
 {
     st_client_params_t p = {0};
@@ -258,12 +258,17 @@ static void test_quorum_above_replicas(void **state)
 
     (void)state;
     p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_REPLICAS | ST_CLIENT_FIELD_WRITE_QUORUM;
-    p.nodes = "127.0.0.1:1";
+    p.nodes = "127.0.0.1:1,127.0.0.1:2";
     p.replicas = 2;
     p.write_quorum = 3;
     assert_int_equal(st_client_connect(&p, &c), ST_ERR_INVALID);
     assert_null(c);
     assert_non_null(strstr(st_client_last_error(), "write_quorum 3 is above replicas 2"));
+    /* R is at most the nodes there are: one node holds one copy. */
+    p.nodes = "127.0.0.1:1";
+    p.write_quorum = 2;
+    assert_int_equal(st_client_connect(&p, &c), ST_ERR_INVALID);
+    assert_non_null(strstr(st_client_last_error(), "write_quorum 2 is above replicas 1"));
 }
 
 /*
