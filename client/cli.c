@@ -36,8 +36,8 @@ static const st_cfg_option_t cli_common[] = {
      "authentication token"},
     {"timeout", ST_CFG_DURATION, CLI_OFF(timeout_ms), "5s", 10, 600000, 0, NULL, 0,
      "deadline of one call"},
-    {"replicas", ST_CFG_INT, CLI_OFF(replicas), "2", 1, 16, 0, NULL, 0,
-     "copies of KDA and SESSION objects"},
+    {"replicas", ST_CFG_INT, CLI_OFF(replicas), "0", 0, 16, 0, NULL, 0,
+     "copies of KDA and SESSION objects (0: the cluster's, from Hello)"},
     {"write_quorum", ST_CFG_INT, CLI_OFF(write_quorum), "0", 0, 16, 0, NULL, 0,
      "replicas that must commit a --durable write to disk (0: all of --replicas); fewer "
      "exits with 3"},

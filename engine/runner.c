@@ -73,8 +73,8 @@ static const st_cfg_option_t rn_options[] = {
      "authentication token"},
     {"timeout", ST_CFG_DURATION, RN_OFF(timeout_ms), "30s", 10, 600000, 0, NULL, 0,
      "deadline of one cluster call"},
-    {"replicas", ST_CFG_INT, RN_OFF(replicas), "2", 1, 16, 0, NULL, 0,
-     "copies of KDA and SESSION objects"},
+    {"replicas", ST_CFG_INT, RN_OFF(replicas), "0", 0, 16, 0, NULL, 0,
+     "copies of KDA and SESSION objects (0: the cluster's, from Hello)"},
     {"durable", ST_CFG_BOOL, RN_OFF(durable), "false", 0, 0, 0, NULL, 0,
      "KDA checkpoints and the session record are durable writes: acknowledged when "
      "write_quorum replicas committed them to disk (the daemons need data_dir); fewer are "

@@ -78,7 +78,9 @@ typedef struct st_client_params {
     const char *tenant;          /* default "default" */
     const char *model;           /* default "default" */
     const char *token;           /* auth token, if the cluster requires one */
-    uint32_t replicas;           /* copies of KDA and SESSION objects, default 2 */
+    uint32_t replicas;           /* copies of KDA and SESSION objects, 0 to 16; default 0:
+                                    the cluster's (the replicas of the first Hello's answer,
+                                    2 if it names none) */
     uint32_t vnodes;             /* ring points per node, default 128 */
     uint32_t timeout_ms;         /* per call, default 5000 */
     const char *transport;       /* "inline" (default), "ucx", "libfabric" or

@@ -318,6 +318,39 @@ static void test_no_ssd_tier_is_not_durable(void **state)
     tc_stop_all(&cl);
 }
 
+/* Without replicas in the parameters, R is the cluster's (Hello), and so is W. */
+static void test_replicas_from_hello(void **state)
+{
+    tc_cluster_t cl;
+    st_client_params_t p = {0};
+    st_client_t *c = NULL;
+    char nodes[80];
+
+    (void)state;
+    assert_int_equal(
+        tc_start(&cl, stratad_path, 2,
+                 "--memory-limit 64M --chunk-bytes 4M --max-object 1M --transport none "
+                 "--replicas 1"),
+        0);
+    snprintf(nodes, sizeof(nodes), "%s,%s", cl.node[0].addr, cl.node[1].addr);
+    p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TENANT | ST_CLIENT_FIELD_MODEL;
+    p.nodes = nodes;
+    p.tenant = "acme";
+    p.model = "k3";
+    assert_int_equal(st_client_connect(&p, &c), ST_OK);
+    assert_int_equal(st_client_replicas(c), 1);
+    assert_int_equal(st_client_write_quorum(c), 1);
+    st_client_close(c);
+    /* A write quorum above the cluster's R is refused once Hello said it. */
+    p.field_mask |= ST_CLIENT_FIELD_WRITE_QUORUM;
+    p.write_quorum = 2;
+    c = NULL;
+    assert_int_equal(st_client_connect(&p, &c), ST_ERR_INVALID);
+    assert_null(c);
+    assert_non_null(strstr(st_client_last_error(), "write_quorum 2 is above replicas 1"));
+    tc_stop_all(&cl);
+}
+
 /* What the kill test acknowledged. */
 typedef struct acked {
     uint64_t length[SESSIONS]; /* last acknowledged length (0: none) */
@@ -449,6 +482,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_partial_with_one_replica_down),
         cmocka_unit_test(test_quorum_above_replicas),
         cmocka_unit_test(test_no_ssd_tier_is_not_durable),
+        cmocka_unit_test(test_replicas_from_hello),
         cmocka_unit_test(test_kill9_loses_nothing_acknowledged),
     };
 
