@@ -25,8 +25,10 @@ static uint64_t cd_h_unix_ms(cd_daemon_t *d, uint64_t store_ms)
     return now_unix - (now_store > store_ms ? now_store - store_ms : 0);
 }
 
+/* Fills resp with rec; durable: this call committed rec to the SSD tier. */
 static st_status_t cd_h_session_fill(srpc_ctx_t *ctx, cd_daemon_t *d, const cd_ns_info_t *info,
-                                     const cd_session_t *rec, Strata__V1__SessionResponse *resp)
+                                     const cd_session_t *rec, int durable,
+                                     Strata__V1__SessionResponse *resp)
 {
     Strata__V1__SessionInfo *si = srpc_ctx_alloc(ctx, sizeof(*si));
     uint8_t *id = srpc_ctx_alloc(ctx, ST_HASH_BYTES);
@@ -53,7 +55,7 @@ static st_status_t cd_h_session_fill(srpc_ctx_t *ctx, cd_daemon_t *d, const cd_n
     si->created_unix_ms = cd_h_unix_ms(d, rec->created_ms);
     si->updated_unix_ms = cd_h_unix_ms(d, rec->updated_ms);
     si->ttl_ms = (uint32_t)(rec->ttl_ms > UINT32_MAX ? UINT32_MAX : rec->ttl_ms);
-    si->durable = 0;
+    si->durable = durable != 0;
     resp->session = si;
     return ST_OK;
 }
@@ -149,7 +151,7 @@ st_status_t cd_h_session_open(srpc_ctx_t *ctx, const ProtobufCMessage *reqm,
     if ((status = cd_h_session_store(ctx, d, e, &rec, req->durable)) != ST_OK) {
         return status;
     }
-    return cd_h_session_fill(ctx, d, &info, &rec, (void *)respm);
+    return cd_h_session_fill(ctx, d, &info, &rec, req->durable, (void *)respm);
 }
 
 st_status_t cd_h_session_append(srpc_ctx_t *ctx, const ProtobufCMessage *reqm,
@@ -183,7 +185,7 @@ st_status_t cd_h_session_append(srpc_ctx_t *ctx, const ProtobufCMessage *reqm,
     if ((status = cd_h_session_store(ctx, d, e, &rec, req->durable)) != ST_OK) {
         return status;
     }
-    return cd_h_session_fill(ctx, d, &info, &rec, (void *)respm);
+    return cd_h_session_fill(ctx, d, &info, &rec, req->durable, (void *)respm);
 }
 
 st_status_t cd_h_session_get(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMessage *respm,
@@ -208,7 +210,7 @@ st_status_t cd_h_session_get(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, Prot
         srpc_ctx_set_error(ctx, "no such session on node %s", d->cfg.node_id);
         return status;
     }
-    return cd_h_session_fill(ctx, d, &info, &rec, (void *)respm);
+    return cd_h_session_fill(ctx, d, &info, &rec, 0, (void *)respm);
 }
 
 st_status_t cd_h_session_close(srpc_ctx_t *ctx, const ProtobufCMessage *reqm,

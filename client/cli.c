@@ -5,7 +5,8 @@
  * command (the shared connection options plus the command's own).
  *
  * Exit codes: 0 success; 1 the cluster answered with an error or a check
- * failed; 2 a usage error.
+ * failed; 2 a usage error; 3 a durable write reached fewer replicas than
+ * --write-quorum (it is stored, with a weaker guarantee than asked).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -35,8 +36,11 @@ static const st_cfg_option_t cli_common[] = {
      "authentication token"},
     {"timeout", ST_CFG_DURATION, CLI_OFF(timeout_ms), "5s", 10, 600000, 0, NULL, 0,
      "deadline of one call"},
-    {"replicas", ST_CFG_INT, CLI_OFF(replicas), "2", 1, 16, 0, NULL, 0,
-     "copies of KDA and SESSION objects"},
+    {"replicas", ST_CFG_INT, CLI_OFF(replicas), "0", 0, 16, 0, NULL, 0,
+     "copies of KDA and SESSION objects (0: the cluster's, from Hello)"},
+    {"write_quorum", ST_CFG_INT, CLI_OFF(write_quorum), "0", 0, 16, 0, NULL, 0,
+     "replicas that must commit a --durable write to disk (0: all of --replicas); fewer "
+     "exits with 3"},
     {"transport", ST_CFG_STRING, CLI_OFF(transport), "inline", 0, 0, 0, NULL, 0,
      "how object bytes move: inline (in the control plane), ucx, libfabric[:provider]"},
     {"verify_reads", ST_CFG_ENUM, CLI_OFF(verify_reads), "lease", 0, 0, 0, cli_verify_reads, 0,
@@ -103,7 +107,8 @@ static void cli_usage(FILE *out)
     fprintf(out, "\n'strata COMMAND --help' lists a command's options. Connection options "
                  "(--nodes, --tenant, --model, --token) may also come from a file given by "
                  "--config.\nExit codes: 0 success, 1 error from the cluster or a failed "
-                 "check, 2 usage error.\n");
+                 "check, 2 usage error, 3 a durable write reached fewer replicas than "
+                 "--write-quorum.\n");
 }
 
 /* ------------------------------------------------------------ helpers -- */
@@ -117,7 +122,7 @@ st_status_t cli_connect(const cli_conf_t *cf, st_client_t **c_p)
                    ST_CLIENT_FIELD_TOKEN | ST_CLIENT_FIELD_TIMEOUT | ST_CLIENT_FIELD_REPLICAS |
                    ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_VERIFY_READS |
                    ST_CLIENT_FIELD_CACHE_LOCATIONS | ST_CLIENT_FIELD_TRANSPORT_CALLS |
-                   ST_CLIENT_FIELD_COPY_THREADS;
+                   ST_CLIENT_FIELD_COPY_THREADS | ST_CLIENT_FIELD_WRITE_QUORUM;
     p.copy_threads = (uint32_t)cf->copy_threads;
     p.transport = cf->transport;
     p.transport_calls = cf->transport_calls;
@@ -129,6 +134,7 @@ st_status_t cli_connect(const cli_conf_t *cf, st_client_t **c_p)
     p.token = cf->token;
     p.timeout_ms = (uint32_t)cf->timeout_ms;
     p.replicas = (uint32_t)cf->replicas;
+    p.write_quorum = (uint32_t)cf->write_quorum;
     status = st_client_connect(&p, c_p);
     if (status != ST_OK) {
         fprintf(stderr, "strata: cannot connect to %s: %s (%s)\n", cf->nodes,

@@ -17,6 +17,8 @@ typedef struct cli_conf {
     int64_t copy_threads; /* threads that copy a batch's mapped objects */
     uint64_t timeout_ms;
     int64_t replicas;
+    int64_t write_quorum; /* W of durable writes (0: replicas) */
+    int durable;          /* put, session, bench: durable writes */
     /* tokens */
     char *tokens, *tokens_file;
     int64_t random, seed;
@@ -45,6 +47,9 @@ typedef struct cli_command {
 
 extern const cli_command_t cli_commands[];
 extern const size_t cli_n_commands;
+
+/* Exit code of a durable write that reached fewer replicas than write_quorum. */
+#define CLI_EXIT_PARTIAL 3
 
 /* Connects with the connection options; prints the error. */
 st_status_t cli_connect(const cli_conf_t *cf, st_client_t **c_p);

@@ -22,6 +22,7 @@
 
 #include "cli.h"
 #include "cli_metrics.h"
+#include "st_log.h"
 
 #define KDA_EVERY 16
 
@@ -66,6 +67,9 @@ int cli_bench(const cli_conf_t *cf, int argc, char **argv)
     double *lookup_ms = calloc(n_turns, sizeof(double));
     uint64_t looked = 0, matched = 0, resumable = 0, req_hits = 0, wrong = 0, verified = 0;
     uint64_t put_bytes = 0, put_ns = 0, get_bytes = 0, get_ns = 0, failed = 0;
+    uint64_t partial = 0; /* durable writes short of write_quorum */
+    unsigned sflags = cf->durable ? ST_SESSION_DURABLE : 0;
+    st_status_t st;
     uint64_t t_start = bench_ns();
     size_t obj_max = (size_t)(cf->kv_bytes > cf->idx_bytes ? cf->kv_bytes : cf->idx_bytes);
     cli_metrics_t *mx = NULL;
@@ -113,7 +117,12 @@ int cli_bench(const cli_conf_t *cf, int argc, char **argv)
         st_session_info_t info;
 
         snprintf(sid, sizeof(sid), "bench-%lld-%lld", (long long)cf->seed, (long long)s);
-        if (st_session_open(c, sid, 0, &info) != ST_OK) {
+        st = st_session_open_ex(c, sid, 0, sflags, &info, NULL);
+        if (st == ST_ERR_PARTIAL) {
+            partial++; /* stored on fewer replicas than asked: counted, reported */
+            st_warn("bench session open short of write_quorum session=%s: %s", sid,
+                    st_client_last_error());
+        } else if (st != ST_OK) {
             fprintf(stderr, "strata bench: session open: %s\n", st_client_last_error());
             rc = 1;
             break;
@@ -222,7 +231,8 @@ int cli_bench(const cli_conf_t *cf, int argc, char **argv)
             if (n_ops > 0) {
                 st_handle_t *h;
 
-                if (st_client_put(c, chain, nb, ops, n_ops, 0, &h) != ST_OK) {
+                if (st_client_put(c, chain, nb, ops, n_ops, cf->durable ? ST_PUT_DURABLE : 0, &h) !=
+                    ST_OK) {
                     fprintf(stderr, "strata bench: put: %s\n", st_client_last_error());
                     rc = 1;
                 } else {
@@ -233,6 +243,8 @@ int cli_bench(const cli_conf_t *cf, int argc, char **argv)
                             put_bytes += ops[i].len;
                             cli_metrics_bytes(mx, 0, ops[i].len);
                             turn_bytes += ops[i].len;
+                        } else if (ops[i].status == ST_ERR_PARTIAL) {
+                            partial++; /* stored, but durable on fewer than W replicas */
                         } else {
                             failed++;
                         }
@@ -242,7 +254,14 @@ int cli_bench(const cli_conf_t *cf, int argc, char **argv)
             t2 = bench_ns();
             put_ns += t2 - t1;
             if (nb > 0) {
-                st_session_append(c, sid, &chain[nb - 1], nb * bt);
+                st = st_session_append_ex(c, sid, &chain[nb - 1], nb * bt, sflags, NULL);
+                if (st == ST_ERR_PARTIAL) {
+                    partial++;
+                    st_warn("bench session append short of write_quorum session=%s: %s", sid,
+                            st_client_last_error());
+                } else if (st != ST_OK) {
+                    failed++;
+                }
             }
             printf("%-8lld %4lld %9zu %9" PRIu64 " %9" PRIu64 " %9zu %10.2f %10.1f %9.1f\n",
                    (long long)s, (long long)t, n, r.matched_blocks * bt, r.resumable_blocks * bt,
@@ -268,6 +287,11 @@ int cli_bench(const cli_conf_t *cf, int argc, char **argv)
         printf("  writes              %.1f MB at %.0f MB/s (%" PRIu64 " refused)\n",
                (double)put_bytes / 1e6, put_ns ? (double)put_bytes / ((double)put_ns / 1e3) : 0.0,
                failed);
+        if (cf->durable) {
+            printf("  durable writes      write_quorum %u of %u replicas; %" PRIu64
+                   " short of it (ST_ERR_PARTIAL)\n",
+                   st_client_write_quorum(c), st_client_replicas(c), partial);
+        }
         printf("  verified reads      %" PRIu64 " objects, %.1f MB at %.0f MB/s, wrong bytes: "
                "%" PRIu64 "\n",
                verified, (double)get_bytes / 1e6,
@@ -277,13 +301,19 @@ int cli_bench(const cli_conf_t *cf, int argc, char **argv)
         /* One line for scripts and tests. */
         printf("result token_hit_rate=%.9f lookup_tokens=%" PRIu64 " matched_tokens=%" PRIu64
                " resumable_tokens=%" PRIu64 " lookups=%zu lookups_with_hit=%" PRIu64
-               " wrong_bytes=%" PRIu64 "\n",
+               " wrong_bytes=%" PRIu64 " partial_writes=%" PRIu64 "\n",
                looked ? (double)matched / (double)looked : 0.0, looked, matched, resumable, turn_i,
-               req_hits, wrong);
+               req_hits, wrong, partial);
     }
     if (wrong != 0) {
         fprintf(stderr, "strata bench: %" PRIu64 " objects came back wrong\n", wrong);
         rc = 1;
+    } else if (rc == 0 && partial != 0) {
+        fprintf(stderr,
+                "strata bench: %" PRIu64 " durable writes reached fewer replicas than "
+                "--write-quorum\n",
+                partial);
+        rc = CLI_EXIT_PARTIAL;
     }
     free(tok);
     free(lookup_ms);

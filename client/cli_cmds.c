@@ -211,19 +211,30 @@ static int cli_put(const cli_conf_t *cf, int argc, char **argv)
         op.layer = (uint16_t)cf->layer;
         op.src = data;
         op.len = len;
-        if (st_client_put(c, chain, nb, &op, 1, 0, &h) != ST_OK) {
+        if (st_client_put(c, chain, nb, &op, 1, cf->durable ? ST_PUT_DURABLE : 0, &h) != ST_OK) {
             fprintf(stderr, "strata put: %s\n", st_client_last_error());
             rc = 2;
         } else {
+            uint32_t written;
+
             st_handle_wait(h, -1);
+            written = st_handle_replicas_written(h, 0);
             st_handle_release(h);
-            if (op.status != ST_OK) {
+            if (op.status == ST_ERR_PARTIAL) {
+                fprintf(stderr,
+                        "strata put: %s: durable on %u of %u replicas, --write-quorum is %u\n",
+                        st_strerror(op.status), written, st_client_replicas(c),
+                        st_client_write_quorum(c));
+                rc = CLI_EXIT_PARTIAL;
+            } else if (op.status != ST_OK) {
                 fprintf(stderr, "strata put: %s\n", st_strerror(op.status));
                 rc = 1;
             } else {
-                printf("stored block=%lld kind=%s layer=%lld bytes=%zu checksum=%016" PRIx64 "\n",
+                printf("stored block=%lld kind=%s layer=%lld bytes=%zu checksum=%016" PRIx64
+                       " replicas=%u%s\n",
                        (long long)cf->block, cli_kind_names[cf->kind], (long long)cf->layer, len,
-                       (uint64_t)XXH3_64bits(data, len));
+                       (uint64_t)XXH3_64bits(data, len), written,
+                       cf->durable && op.kind == ST_KIND_KDA ? " durable" : "");
             }
         }
         free(chain);
@@ -342,6 +353,8 @@ static void cli_print_session(const st_session_info_t *s)
 static int cli_session(const cli_conf_t *cf, int argc, char **argv)
 {
     const char *action = argv[0], *id = argv[1];
+    unsigned flags = cf->durable ? ST_SESSION_DURABLE : 0;
+    st_write_result_t wr = {0};
     st_session_info_t info;
     st_client_t *c;
     st_status_t status;
@@ -356,7 +369,7 @@ static int cli_session(const cli_conf_t *cf, int argc, char **argv)
         return 1;
     }
     if (strcmp(action, "open") == 0) {
-        status = st_session_open(c, id, cf->ttl_ms, &info);
+        status = st_session_open_ex(c, id, cf->ttl_ms, flags, &info, &wr);
         if (status == ST_OK) {
             cli_print_session(&info);
         }
@@ -376,7 +389,8 @@ static int cli_session(const cli_conf_t *cf, int argc, char **argv)
             st_client_close(c);
             return 2;
         }
-        status = st_session_append(c, id, &chain[nb - 1], nb * st_client_block_tokens(c));
+        status =
+            st_session_append_ex(c, id, &chain[nb - 1], nb * st_client_block_tokens(c), flags, &wr);
         free(chain);
         if (status == ST_OK && st_session_get(c, id, &info) == ST_OK) {
             cli_print_session(&info);
@@ -392,7 +406,15 @@ static int cli_session(const cli_conf_t *cf, int argc, char **argv)
             printf("session=%s closed\n", id);
         }
     }
-    if (status != ST_OK) {
+    if (status == ST_OK && (strcmp(action, "open") == 0 || strcmp(action, "append") == 0)) {
+        printf("written=%u of %u replicas%s\n", wr.written, wr.replicas,
+               cf->durable ? " durable" : "");
+    }
+    if (status == ST_ERR_PARTIAL) {
+        fprintf(stderr, "strata session %s: %s: %s\n", action, st_strerror(status),
+                st_client_last_error());
+        rc = CLI_EXIT_PARTIAL;
+    } else if (status != ST_OK) {
         fprintf(stderr, "strata session %s: %s\n", action, st_client_last_error());
         rc = 1;
     }
@@ -417,6 +439,8 @@ static const st_cfg_option_t cli_obj_opts[] = {
      "put: store this many bytes of a test pattern instead"},
     {"out", ST_CFG_STRING, CLI_OFF(out), "", 0, 0, 0, NULL, 'o',
      "get: write the object's bytes to this file"},
+    {"durable", ST_CFG_BOOL, CLI_OFF(durable), "false", 0, 0, 0, NULL, 0,
+     "put of a KDA object: succeed only when --write-quorum replicas committed it to disk"},
 };
 static const st_cfg_option_t cli_delete_opts[] = {
     {"kinds", ST_CFG_STRING, CLI_OFF(kinds), "kv,idx,kda", 0, 0, 0, NULL, 0,
@@ -427,6 +451,8 @@ static const st_cfg_option_t cli_delete_opts[] = {
 static const st_cfg_option_t cli_session_opts[] = {
     {"ttl", ST_CFG_DURATION, CLI_OFF(ttl_ms), "0", 0, 2592000000ll, 0, NULL, 0,
      "open: time to live (0: the daemon's default)"},
+    {"durable", ST_CFG_BOOL, CLI_OFF(durable), "false", 0, 0, 0, NULL, 0,
+     "open, append: succeed only when --write-quorum replicas committed the record to disk"},
 };
 
 static const st_cfg_option_t cli_bench_opts[] = {
@@ -453,6 +479,9 @@ static const st_cfg_option_t cli_bench_opts[] = {
      "serve this client's own metrics (strata_client_*) on host:port while running"},
     {"metrics_linger", ST_CFG_DURATION, CLI_OFF(metrics_linger_ms), "0", 0, 3600000, 0, NULL, 0,
      "keep serving them this long after the workload (for a last scrape)"},
+    {"durable", ST_CFG_BOOL, CLI_OFF(durable), "false", 0, 0, 0, NULL, 0,
+     "KDA puts and session writes succeed only when --write-quorum replicas committed them "
+     "to disk (the daemons need data_dir); fewer are counted and exit with 3"},
 };
 
 #define CLI_N(a) (sizeof(a) / sizeof((a)[0]))

@@ -34,7 +34,7 @@ const char *st_client_last_error(void)
 
 typedef struct sc_file_config {
     char *nodes, *tenant, *model, *token, *transport;
-    int64_t replicas, vnodes;
+    int64_t replicas, vnodes, write_quorum;
     uint64_t timeout_ms, health_interval_ms;
     int verify_reads, cache_locations, transport_calls;
     int64_t copy_threads;
@@ -56,8 +56,11 @@ static const st_cfg_option_t sc_file_options[] = {
      "authentication token"},
     {"transport", ST_CFG_STRING, SC_OFF(transport), "inline", 0, 0, 0, NULL, 0,
      "data-plane transport"},
-    {"replicas", ST_CFG_INT, SC_OFF(replicas), "2", 1, 16, 0, NULL, 0,
-     "copies of KDA and SESSION objects"},
+    {"replicas", ST_CFG_INT, SC_OFF(replicas), "0", 0, 16, 0, NULL, 0,
+     "copies of KDA and SESSION objects (0: the cluster's, from Hello)"},
+    {"write_quorum", ST_CFG_INT, SC_OFF(write_quorum), "0", 0, 16, 0, NULL, 0,
+     "W: replicas that must commit a durable write (a durable KDA put or session write) to "
+     "disk for it to succeed; fewer is ST_ERR_PARTIAL with the count (0: replicas, all R)"},
     {"vnodes", ST_CFG_INT, SC_OFF(vnodes), "128", 1, 4096, 0, NULL, 0, "ring points per node"},
     {"timeout", ST_CFG_DURATION, SC_OFF(timeout_ms), "5s", 10, 600000, 0, NULL, 0,
      "deadline of one call"},
@@ -151,6 +154,14 @@ static st_status_t sc_hello(st_client_t *c, uint32_t i, int first)
                         "segment size): is its cluster_secret the same?",
                         c->nodes[i].addr);
     }
+    if (first && c->replicas == 0) {
+        /* The cluster's R (16 at most, as configured replicas are). */
+        c->replicas = resp->replicas == 0 ? 2 : resp->replicas > 16 ? 16 : resp->replicas;
+    } else if (first && resp->replicas != 0 && resp->replicas != c->replicas) {
+        st_warn("client replicas differ from the cluster's node=%s client_replicas=%u "
+                "cluster_replicas=%u write_quorum=%u",
+                c->nodes[i].addr, c->replicas, resp->replicas, c->write_quorum);
+    }
     sc_dp_hello(c, i, resp);
     protobuf_c_message_free_unpacked(&resp->base, NULL);
     return ST_OK;
@@ -186,6 +197,32 @@ static void *sc_health_main(void *arg)
     }
     pthread_mutex_unlock(&c->health_lock);
     return NULL;
+}
+
+uint32_t st_client_write_quorum(const st_client_t *c)
+{
+    return c->write_quorum;
+}
+
+uint32_t st_client_replicas(const st_client_t *c)
+{
+    return c->replicas < c->n_nodes ? c->replicas : c->n_nodes;
+}
+
+/* Checks write_quorum against R (replicas, at most the nodes) and makes 0 R. */
+static st_status_t sc_quorum_init(st_client_t *c)
+{
+    uint32_t r = st_client_replicas(c);
+
+    if (c->write_quorum > r) {
+        return sc_error(ST_ERR_INVALID,
+                        "write_quorum %u is above replicas %u (replicas=%u, %u nodes)",
+                        c->write_quorum, r, c->replicas, c->n_nodes);
+    }
+    if (c->write_quorum == 0) {
+        c->write_quorum = r;
+    }
+    return ST_OK;
 }
 
 /* ------------------------------------------------------------- connect -- */
@@ -261,6 +298,9 @@ st_status_t st_client_connect(const st_client_params_t *params, st_client_t **cl
     c->token = sc_strdup(SC_FIELD(ST_CLIENT_FIELD_TOKEN, token), fc.token);
     c->replicas =
         (params->field_mask & ST_CLIENT_FIELD_REPLICAS) ? params->replicas : (uint32_t)fc.replicas;
+    c->write_quorum = (params->field_mask & ST_CLIENT_FIELD_WRITE_QUORUM)
+                          ? params->write_quorum
+                          : (uint32_t)fc.write_quorum;
     vnodes = (params->field_mask & ST_CLIENT_FIELD_VNODES) ? params->vnodes : (uint32_t)fc.vnodes;
     c->timeout_ms = (params->field_mask & ST_CLIENT_FIELD_TIMEOUT) ? params->timeout_ms
                                                                    : (uint32_t)fc.timeout_ms;
@@ -321,9 +361,12 @@ st_status_t st_client_connect(const st_client_params_t *params, st_client_t **cl
         status = ST_ERR_NOMEM;
     }
     if (status == ST_OK &&
-        (c->replicas == 0 || vnodes == 0 || c->timeout_ms == 0 || c->health_interval_ms == 0)) {
-        status = sc_error(ST_ERR_INVALID, "replicas, vnodes, timeout and health_interval must "
-                                          "be positive");
+        (c->replicas > 16 || vnodes == 0 || c->timeout_ms == 0 || c->health_interval_ms == 0)) {
+        status = sc_error(ST_ERR_INVALID, "replicas must be 0 (the cluster's) to 16; vnodes, "
+                                          "timeout and health_interval positive");
+    }
+    if (status == ST_OK && c->replicas != 0) {
+        status = sc_quorum_init(c); /* R is known: check W now, before any call */
     }
     if (status == ST_OK) {
         const char *names[SC_MAX_NODES];
@@ -368,6 +411,13 @@ st_status_t st_client_connect(const st_client_params_t *params, st_client_t **cl
 
         st_client_close(c);
         return sc_error(ST_ERR_UNAVAILABLE, "no node of %u answered", n);
+    }
+    if (c->write_quorum == 0 || c->write_quorum > st_client_replicas(c)) {
+        status = sc_quorum_init(c); /* R came from Hello */
+        if (status != ST_OK) {
+            st_client_close(c);
+            return status;
+        }
     }
     if (c->max_batch == 0) {
         c->max_batch = 4096;

@@ -41,6 +41,7 @@ struct st_handle {
     st_put_op_t *puts;
     size_t n;
     unsigned flags;
+    uint32_t *written; /* puts: per op, the replicas that stored it */
 };
 
 typedef struct sc_dp sc_dp_t; /* the one-sided data plane (dataplane.c) */
@@ -52,6 +53,7 @@ struct st_client {
     st_ring_t ring;
     char *tenant, *model, *token;
     uint32_t replicas;
+    uint32_t write_quorum; /* W of durable writes, 1..replicas */
     uint32_t timeout_ms;
     uint32_t health_interval_ms;
     int verify_always;     /* verify_reads = always: hash every whole object read */

@@ -2104,7 +2104,12 @@ void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked)
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
-        owner[i] = sc_dp_owner(c, h->chain, h->puts[i].block);
+        /* A durable KDA object goes inline (Put): a Reserve that finds the object already
+         * there answers KEY_EXISTS, which says nothing of whether it is on disk, while a
+         * durable Put of the same bytes writes it through before answering. */
+        int inline_only = (h->flags & ST_PUT_DURABLE) && h->puts[i].kind == ST_KIND_KDA;
+
+        owner[i] = inline_only ? -1 : sc_dp_owner(c, h->chain, h->puts[i].block);
         todo[i] = owner[i] < 0;
         ops[i].pending = &pending;
     }
@@ -2264,7 +2269,7 @@ void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked)
             com[nc].reservation_id = r->reservation_id;
             com[nc].checksums = &sums[bfirst[b]];
             com[nc].n_checksums = bcount[b];
-            com[nc].durable = (h->flags & ST_PUT_DURABLE) != 0;
+            com[nc].durable = 0; /* durable KDA objects went inline (above); none here */
             for (size_t j = bfirst[b]; j < bfirst[b] + bcount[b]; j++) {
                 st_put_op_t *op = &h->puts[perm[j]];
 

@@ -597,6 +597,13 @@ static st_status_t sc_submit(st_client_t *c, const st_hash_t *chain, size_t n_ch
     h->puts = puts;
     h->n = n;
     h->flags = flags;
+    if (puts != NULL && (h->written = calloc(n + 1, sizeof(*h->written))) == NULL) {
+        pthread_mutex_destroy(&h->lock);
+        pthread_cond_destroy(&h->cond);
+        free(h);
+        *handle_p = NULL;
+        return sc_error(ST_ERR_NOMEM, "out of memory for a handle");
+    }
     h->job.run = gets != NULL ? sc_run_get : sc_run_put;
     h->job.handle = h;
     *handle_p = h;
@@ -653,13 +660,15 @@ typedef struct sc_batch {
 } sc_batch_t;
 
 /* Groups the ops that still need a node (todo[i] != 0) by the rank-th
- * target of each. Returns the batches, or NULL (no memory). */
+ * target of each; with split_kda, KDA ops go in batches of their own (a
+ * durable put: the node may refuse durability, which must not cost the
+ * other kinds their write). Returns the batches, or NULL (no memory). */
 static sc_batch_t *sc_group(st_client_t *c, const st_hash_t *chain, size_t n, const uint64_t *block,
                             const uint8_t *kind, const size_t *bytes, const uint8_t *todo,
-                            size_t rank, size_t *n_batches_p)
+                            size_t rank, int split_kda, size_t *n_batches_p)
 {
     sc_batch_t *b = calloc(n + 1, sizeof(*b));
-    sc_batch_t **cur = calloc(c->n_nodes, sizeof(*cur));
+    sc_batch_t **cur = calloc(2 * (size_t)c->n_nodes, sizeof(*cur));
     size_t nb = 0;
     size_t max_bytes = c->max_message / 2;
 
@@ -670,7 +679,7 @@ static sc_batch_t *sc_group(st_client_t *c, const st_hash_t *chain, size_t n, co
     }
     for (size_t i = 0; i < n; i++) {
         uint32_t targets[SC_MAX_REPLICAS];
-        size_t nt;
+        size_t nt, slot;
         sc_batch_t *x;
 
         if (!todo[i]) {
@@ -680,7 +689,8 @@ static sc_batch_t *sc_group(st_client_t *c, const st_hash_t *chain, size_t n, co
         if (rank >= nt) {
             continue; /* no such replica: the op keeps its status */
         }
-        x = cur[targets[rank]];
+        slot = 2 * (size_t)targets[rank] + (split_kda && kind[i] == ST_KIND_KDA);
+        x = cur[slot];
         if (x == NULL || x->n == c->max_batch || x->bytes + bytes[i] > max_bytes) {
             x = &b[nb++];
             x->node = targets[rank];
@@ -693,7 +703,7 @@ static sc_batch_t *sc_group(st_client_t *c, const st_hash_t *chain, size_t n, co
                 free(cur);
                 return NULL;
             }
-            cur[targets[rank]] = x;
+            cur[slot] = x;
         }
         x->ops[x->n++] = i;
         x->bytes += bytes[i];
@@ -781,7 +791,7 @@ void sc_run_get(sc_job_t *job)
     /* Owners first; KDA ops that missed or failed try the next replica. */
     for (size_t rank = 0; rank < ranks; rank++) {
         size_t nb = 0;
-        sc_batch_t *b = sc_group(c, h->chain, n, block, kind, bytes, todo, rank, &nb);
+        sc_batch_t *b = sc_group(c, h->chain, n, block, kind, bytes, todo, rank, 0, &nb);
         srpc_fanout_item_t *items;
         Strata__V1__GetRequest *reqs;
         Strata__V1__ObjectKey *keys;
@@ -849,6 +859,36 @@ out:
     sc_handle_complete(h);
 }
 
+/*
+ * A durable KDA object is durable only when write_quorum of its replicas
+ * committed it to disk: a node that is down, failed, or has no SSD tier (it
+ * refuses durable writes with UNSUPPORTED) does not count. Fewer, but some,
+ * is ST_ERR_PARTIAL (logged once per batch); none keeps the last error.
+ */
+static void sc_put_quorum(st_handle_t *h)
+{
+    st_client_t *c = h->client;
+    size_t partial = 0, first = 0;
+
+    for (size_t i = 0; i < h->n; i++) {
+        st_put_op_t *op = &h->puts[i];
+
+        if (op->kind != ST_KIND_KDA || h->written[i] == 0 || h->written[i] >= c->write_quorum) {
+            continue;
+        }
+        if (partial++ == 0) {
+            first = i;
+        }
+        op->status = ST_ERR_PARTIAL;
+    }
+    if (partial > 0) {
+        st_warn_ratelimited("durable KDA put on fewer replicas than write_quorum objects=%zu "
+                            "first_block=%llu written=%u write_quorum=%u replicas=%u",
+                            partial, (unsigned long long)h->puts[first].block, h->written[first],
+                            c->write_quorum, c->replicas);
+    }
+}
+
 void sc_run_put(sc_job_t *job)
 {
     st_handle_t *h = job->handle;
@@ -859,6 +899,7 @@ void sc_run_put(sc_job_t *job)
     size_t *bytes = calloc(n + 1, sizeof(*bytes));
     uint8_t *acked = calloc(n + 1, 1);
     size_t ranks = c->replicas > SC_MAX_REPLICAS ? SC_MAX_REPLICAS : c->replicas;
+    int durable = (h->flags & ST_PUT_DURABLE) != 0;
 
     if (!block || !kind || !todo || !bytes || !acked) {
         for (size_t i = 0; i < n; i++) {
@@ -874,11 +915,14 @@ void sc_run_put(sc_job_t *job)
     }
     if (c->dp != NULL) {
         sc_dp_put(h, todo, acked); /* one-sided at the owners; the rest below */
+        for (size_t i = 0; i < n; i++) {
+            h->written[i] = acked[i];
+        }
     }
     /* Rank 0 is every op's owner; ranks above it are KDA replicas. */
     for (size_t rank = 0; rank < ranks; rank++) {
         size_t nb = 0;
-        sc_batch_t *b = sc_group(c, h->chain, n, block, kind, bytes, todo, rank, &nb);
+        sc_batch_t *b = sc_group(c, h->chain, n, block, kind, bytes, todo, rank, durable, &nb);
         srpc_fanout_item_t *items;
         Strata__V1__PutRequest *reqs;
         Strata__V1__InlineObject *objs, **op_p;
@@ -916,9 +960,15 @@ void sc_run_put(sc_job_t *job)
             reqs[x].objects = &op_p[k];
             reqs[x].links = &lp[nl];
             reqs[x].n_links = 0;
-            reqs[x].durable = (h->flags & ST_PUT_DURABLE) != 0;
+            reqs[x].durable = 0;
             for (size_t j = 0; j < b[x].n; j++, k++) {
                 st_put_op_t *op = &h->puts[b[x].ops[j]];
+
+                /* Durable is asked for where it means something: the requests of KDA
+                 * objects (the one kind written through; sc_group keeps them apart), so
+                 * that KV and IDX objects of a durable batch still go to a node without
+                 * an SSD tier. */
+                reqs[x].durable |= durable && op->kind == ST_KIND_KDA;
                 const st_hash_t *hash = &h->chain[op->block];
 
                 strata__v1__object_key__init(&keys[k]);
@@ -973,6 +1023,7 @@ void sc_run_put(sc_job_t *job)
                     if (st == ST_OK) {
                         acked[i] = 1;
                         h->puts[i].status = ST_OK;
+                        h->written[i]++;
                     } else if (!acked[i]) {
                         h->puts[i].status = st;
                     }
@@ -986,6 +1037,9 @@ void sc_run_put(sc_job_t *job)
         for (size_t i = 0; i < n; i++) {
             todo[i] = kind[i] == ST_KIND_KDA;
         }
+    }
+    if (durable) {
+        sc_put_quorum(h);
     }
 out:
     free(block), free(kind), free(todo), free(bytes), free(acked);

@@ -164,7 +164,23 @@ void st_handle_release(st_handle_t *h)
     st_handle_wait(h, -1);
     pthread_mutex_destroy(&h->lock);
     pthread_cond_destroy(&h->cond);
+    free(h->written);
     free(h);
+}
+
+uint32_t st_handle_replicas_written(st_handle_t *h, size_t i)
+{
+    uint32_t w = 0;
+
+    if (h == NULL || h->written == NULL || i >= h->n) {
+        return 0;
+    }
+    pthread_mutex_lock(&h->lock);
+    if (h->done) {
+        w = h->written[i];
+    }
+    pthread_mutex_unlock(&h->lock);
+    return w;
 }
 
 int st_client_poll(st_client_t *c)

@@ -5,6 +5,11 @@
  * places it. Writes go to every live replica; a read asks them all and keeps
  * the record with the highest version, so a replica that missed an append
  * while it was down cannot serve an older head.
+ *
+ * A durable write (ST_SESSION_DURABLE) asks each replica to commit the record
+ * to its SSD tier before answering, and succeeds only when write_quorum of
+ * the R replicas did: a replica that is down, or has no SSD tier (it answers
+ * UNSUPPORTED), does not count, and fewer than W is ST_ERR_PARTIAL.
  */
 #include "client_internal.h"
 
@@ -59,17 +64,32 @@ static void sc_session_info(const char *id, const Strata__V1__SessionInfo *si,
 }
 
 /* Sends req (of method m) to every replica; keeps the answer with the
- * highest version. Returns ST_OK if any replica answered OK. */
+ * highest version. quorum: the replicas that must answer OK (1 for a write
+ * that is not durable, and for reads); with durable, an OK counts only when
+ * its SessionInfo says the record is on the node's disk. Returns ST_OK if at least quorum
+ * replicas answered OK; ST_ERR_PARTIAL if some did, but fewer; else the first
+ * replica's error. *result (may be NULL) gets the counts. */
 static st_status_t sc_session_call(st_client_t *c, const char *id, const st_hash_t *sid, int m,
-                                   ProtobufCMessage *const *reqs, st_session_info_t *info)
+                                   ProtobufCMessage *const *reqs, st_session_info_t *info,
+                                   int durable, uint32_t quorum, st_write_result_t *result)
 {
     uint32_t nodes[SC_SESSION_REPLICAS_MAX];
     srpc_fanout_item_t items[SC_SESSION_REPLICAS_MAX];
     size_t n = sc_session_nodes(c, sid, nodes);
+    uint32_t want = c->replicas < c->n_nodes ? c->replicas : c->n_nodes; /* R as placed */
     const Strata__V1__SessionInfo *best = NULL;
     st_status_t first = ST_ERR_UNAVAILABLE;
+    uint32_t ok = 0, nondurable = 0;
+    char failed[256] = "";
+    size_t fl = 0;
     st_status_t status;
 
+    want = want < SC_SESSION_REPLICAS_MAX ? want : SC_SESSION_REPLICAS_MAX;
+    if (result != NULL) {
+        result->replicas = want;
+        result->quorum = quorum;
+        result->written = 0;
+    }
     if (n == 0) {
         return sc_error(ST_ERR_UNAVAILABLE, "session %s: every replica is down", id);
     }
@@ -85,30 +105,76 @@ static st_status_t sc_session_call(st_client_t *c, const char *id, const st_hash
     for (size_t i = 0; i < n; i++) {
         if (items[i].status != ST_OK) {
             sc_node_failed(c, nodes[i], items[i].status, &items[i].err);
-            if (first == ST_ERR_UNAVAILABLE) {
+            if (ok == 0 && first == ST_ERR_UNAVAILABLE) {
                 first = sc_error(items[i].status, "session %s on %s: %s", id,
                                  c->nodes[nodes[i]].addr, items[i].err.message);
             }
+            if (fl < sizeof(failed)) {
+                int w = snprintf(failed + fl, sizeof(failed) - fl, " %s (%s: %s)",
+                                 c->nodes[nodes[i]].addr, st_status_name(items[i].status),
+                                 items[i].err.message);
+
+                fl += w > 0 ? (size_t)w : 0;
+            }
             continue;
         }
-        first = ST_OK;
         if (m != SRPC_CACHE_CLOSE_SESSION) {
             const Strata__V1__SessionResponse *r = (const void *)items[i].resp;
 
             if (r->session != NULL && (best == NULL || r->session->version > best->version)) {
                 best = r->session;
             }
+            if (durable && (r->session == NULL || !r->session->durable)) {
+                /* Answered OK without saying the record is on its disk (a daemon
+                 * that ignored durable): not a durable replica. */
+                if (fl < sizeof(failed)) {
+                    int w = snprintf(failed + fl, sizeof(failed) - fl,
+                                     " %s (answered, but not durably)", c->nodes[nodes[i]].addr);
+
+                    fl += w > 0 ? (size_t)w : 0;
+                }
+                nondurable++;
+                continue;
+            }
         }
+        ok++;
+        first = ST_OK;
     }
     if (best != NULL && info != NULL) {
         sc_session_info(id, best, info);
     }
     srpc_fanout_free(items, n);
+    if (result != NULL) {
+        result->written = ok;
+    }
+    if (ok == 0 && nondurable > 0) {
+        return sc_error(ST_ERR_UNSUPPORTED, "session %s: no replica committed it to disk:%s", id,
+                        failed);
+    }
+    if (ok > 0 && ok < quorum) {
+        return sc_error(ST_ERR_PARTIAL,
+                        "session %s: durable on %u of %u replicas, write_quorum is %u; not "
+                        "written:%s%s",
+                        id, ok, want, quorum, failed,
+                        n < want ? " (and replicas beyond the live nodes of the ring)" : "");
+    }
     return first;
+}
+
+/* The quorum of a session write with flags. */
+static uint32_t sc_session_quorum(const st_client_t *c, unsigned flags)
+{
+    return (flags & ST_SESSION_DURABLE) ? c->write_quorum : 1;
 }
 
 st_status_t st_session_open(st_client_t *c, const char *id, uint64_t ttl_ms,
                             st_session_info_t *info)
+{
+    return st_session_open_ex(c, id, ttl_ms, 0, info, NULL);
+}
+
+st_status_t st_session_open_ex(st_client_t *c, const char *id, uint64_t ttl_ms, unsigned flags,
+                               st_session_info_t *info, st_write_result_t *result)
 {
     Strata__V1__OpenSessionRequest req = STRATA__V1__OPEN_SESSION_REQUEST__INIT;
     ProtobufCMessage *reqs[SC_SESSION_REPLICAS_MAX];
@@ -128,14 +194,22 @@ st_status_t st_session_open(st_client_t *c, const char *id, uint64_t ttl_ms,
     req.tenant = c->tenant;
     req.model = c->model;
     req.ttl_ms = (uint32_t)ttl_ms;
+    req.durable = (flags & ST_SESSION_DURABLE) != 0;
     for (int i = 0; i < SC_SESSION_REPLICAS_MAX; i++) {
         reqs[i] = &req.base;
     }
-    return sc_session_call(c, id, &sid, SRPC_CACHE_OPEN_SESSION, reqs, info);
+    return sc_session_call(c, id, &sid, SRPC_CACHE_OPEN_SESSION, reqs, info, req.durable,
+                           sc_session_quorum(c, flags), result);
 }
 
 st_status_t st_session_append(st_client_t *c, const char *id, const st_hash_t *head,
                               uint64_t length)
+{
+    return st_session_append_ex(c, id, head, length, 0, NULL);
+}
+
+st_status_t st_session_append_ex(st_client_t *c, const char *id, const st_hash_t *head,
+                                 uint64_t length, unsigned flags, st_write_result_t *result)
 {
     Strata__V1__AppendSessionRequest req = STRATA__V1__APPEND_SESSION_REQUEST__INIT;
     ProtobufCMessage *reqs[SC_SESSION_REPLICAS_MAX];
@@ -154,10 +228,12 @@ st_status_t st_session_append(st_client_t *c, const char *id, const st_hash_t *h
     req.head_hash.data = (uint8_t *)head->b;
     req.head_hash.len = ST_HASH_BYTES;
     req.length = length;
+    req.durable = (flags & ST_SESSION_DURABLE) != 0;
     for (int i = 0; i < SC_SESSION_REPLICAS_MAX; i++) {
         reqs[i] = &req.base;
     }
-    return sc_session_call(c, id, &sid, SRPC_CACHE_APPEND_SESSION, reqs, NULL);
+    return sc_session_call(c, id, &sid, SRPC_CACHE_APPEND_SESSION, reqs, NULL, req.durable,
+                           sc_session_quorum(c, flags), result);
 }
 
 st_status_t st_session_get(st_client_t *c, const char *id, st_session_info_t *info)
@@ -176,7 +252,7 @@ st_status_t st_session_get(st_client_t *c, const char *id, st_session_info_t *in
     for (int i = 0; i < SC_SESSION_REPLICAS_MAX; i++) {
         reqs[i] = &req.base;
     }
-    return sc_session_call(c, id, &sid, SRPC_CACHE_GET_SESSION, reqs, info);
+    return sc_session_call(c, id, &sid, SRPC_CACHE_GET_SESSION, reqs, info, 0, 1, NULL);
 }
 
 st_status_t st_session_close(st_client_t *c, const char *id)
@@ -196,5 +272,5 @@ st_status_t st_session_close(st_client_t *c, const char *id)
     for (int i = 0; i < SC_SESSION_REPLICAS_MAX; i++) {
         reqs[i] = &req.base;
     }
-    return sc_session_call(c, id, &sid, SRPC_CACHE_CLOSE_SESSION, reqs, NULL);
+    return sc_session_call(c, id, &sid, SRPC_CACHE_CLOSE_SESSION, reqs, NULL, 0, 1, NULL);
 }

@@ -185,6 +185,8 @@ st_status_t en_import_kda(st_seq_t *seq, size_t tokens, const void *src, size_t 
 /* The engine's model and client (NULL: none), for the sessions. */
 const st_model_t *en_engine_model(const st_engine_t *e);
 st_client_t *en_engine_client(const st_engine_t *e);
+/* Whether the engine writes durably (st_engine_params_t.durable). */
+int en_engine_durable(const st_engine_t *e);
 
 /* Sets the sequence to the first n tokens (after its stores were imported). */
 void en_seq_set_prefix(st_seq_t *seq, const uint32_t *tokens, size_t n);

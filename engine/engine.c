@@ -38,6 +38,7 @@ struct st_engine {
     size_t ring;     /* local pool in blocks, the open one included (0: unbounded) */
     int serial;      /* serial_rows */
     uint32_t device; /* st_engine_device_t asked for */
+    int durable;     /* KDA checkpoints and the session record are durable writes */
     /* The run in progress: its chain, which blocks the cluster holds, the
      * blocks kept aside because it does not, and the row reads in flight. */
     st_engine_stats_t *stats;
@@ -99,6 +100,9 @@ st_status_t st_engine_create(const st_model_t *model, const st_engine_params_t *
         }
         if (params->field_mask & ST_ENGINE_FIELD_DEVICE) {
             e->device = params->device;
+        }
+        if (params->field_mask & ST_ENGINE_FIELD_DURABLE) {
+            e->durable = params->durable != 0;
         }
         if (params->field_mask & ST_ENGINE_FIELD_SERIAL_ROWS) {
             e->serial = params->serial_rows != 0;
@@ -185,6 +189,11 @@ const st_model_t *en_engine_model(const st_engine_t *e)
     return e->m;
 }
 
+int en_engine_durable(const st_engine_t *e)
+{
+    return e->durable;
+}
+
 st_client_t *en_engine_client(const st_engine_t *e)
 {
     return e->client;
@@ -196,13 +205,24 @@ static void en_put_finish(st_engine_t *e, en_put_t *p, st_engine_stats_t *stats)
 {
     int kv_ok = 1;
 
-    st_handle_release(p->h); /* waits if needed */
+    st_handle_wait(p->h, -1); /* released below: the replica counts live in it */
     for (size_t i = 0; i < p->n; i++) {
         kv_ok &= p->ops[i].kind != ST_KIND_KV || p->ops[i].status == ST_OK;
-        if (p->ops[i].status == ST_OK) {
+        if (p->ops[i].status == ST_OK || p->ops[i].status == ST_ERR_PARTIAL) {
             stats->objects_written++;
             stats->bytes_written += p->ops[i].len;
             stats->kda_written += p->ops[i].kind == ST_KIND_KDA;
+        }
+        if (p->ops[i].status == ST_OK) {
+            continue;
+        } else if (p->ops[i].status == ST_ERR_PARTIAL) {
+            /* Stored, and readable, but on disk on fewer replicas than write_quorum. */
+            stats->partial_writes++;
+            st_warn_ratelimited("durable KDA checkpoint short of write_quorum block=%llu "
+                                "replicas_written=%u write_quorum=%u",
+                                (unsigned long long)p->ops[i].block,
+                                st_handle_replicas_written(p->h, i),
+                                st_client_write_quorum(e->client));
         } else if (p->ops[i].status == ST_ERR_EXISTS) {
             /* Objects are immutable: another run stored other bytes under this
              * name. Within one model that is rounding (a bounded pool merges
@@ -224,6 +244,7 @@ static void en_put_finish(st_engine_t *e, en_put_t *p, st_engine_stats_t *stats)
     if (kv_ok && p->block < e->n_stored) {
         e->stored[p->block] = 1;
     }
+    st_handle_release(p->h);
     free(p->ops);
     free(p->buf);
 }
@@ -292,7 +313,7 @@ static void en_put_block(st_engine_t *e, const st_hash_t *chain, size_t n_chain,
         p.ops[k++] = (st_put_op_t){b, ST_KIND_KDA, 0, p.buf + off, kdb, 0};
     }
     p.n = k;
-    r = st_client_put(e->client, chain, n_chain, p.ops, p.n, 0, &p.h);
+    r = st_client_put(e->client, chain, n_chain, p.ops, p.n, e->durable ? ST_PUT_DURABLE : 0, &p.h);
     if (r != ST_OK) {
         st_warn_ratelimited("cache write not started block=%zu status=%s error=\"%s\"", b,
                             st_status_name(r), st_client_last_error());

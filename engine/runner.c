@@ -30,7 +30,8 @@ typedef struct rn_conf {
     /* cluster */
     char *nodes, *tenant, *model, *token, *transport;
     uint64_t timeout_ms;
-    int64_t replicas;
+    int64_t replicas, write_quorum;
+    int durable;
     /* model */
     char *pattern;
     int64_t d_model, vocab, block_tokens, topk, moe_experts, seed;
@@ -72,8 +73,14 @@ static const st_cfg_option_t rn_options[] = {
      "authentication token"},
     {"timeout", ST_CFG_DURATION, RN_OFF(timeout_ms), "30s", 10, 600000, 0, NULL, 0,
      "deadline of one cluster call"},
-    {"replicas", ST_CFG_INT, RN_OFF(replicas), "2", 1, 16, 0, NULL, 0,
-     "copies of KDA and SESSION objects"},
+    {"replicas", ST_CFG_INT, RN_OFF(replicas), "0", 0, 16, 0, NULL, 0,
+     "copies of KDA and SESSION objects (0: the cluster's, from Hello)"},
+    {"durable", ST_CFG_BOOL, RN_OFF(durable), "false", 0, 0, 0, NULL, 0,
+     "KDA checkpoints and the session record are durable writes: acknowledged when "
+     "write_quorum replicas committed them to disk (the daemons need data_dir); fewer are "
+     "logged and counted (strata_engine_partial_writes_total)"},
+    {"write_quorum", ST_CFG_INT, RN_OFF(write_quorum), "0", 0, 16, 0, NULL, 0,
+     "replicas that must commit a durable write to disk (0: all of replicas)"},
     {"transport", ST_CFG_STRING, RN_OFF(transport), "inline", 0, 0, 0, NULL, 0,
      "how object bytes move: inline (in the control plane), ucx, libfabric[:provider]"},
     {"shape", ST_CFG_ENUM, RN_OFF(shape), "default", 0, 0, 0, rn_shapes, 0,
@@ -387,6 +394,13 @@ static int rn_turn(rn_run_t *r, unsigned turn, uint64_t *next_user, uint64_t sum
                 " fetches missed (the engine recomputed; see the warnings above)\n",
                 turn, st.write_failures, st.fetch_misses);
     }
+    if (st.partial_writes > 0) {
+        fprintf(stderr,
+                "strata-engine: turn %u: %" PRIu64 " durable writes reached fewer replicas than "
+                "write_quorum %u of %u (stored, but not as durable as asked)\n",
+                turn, st.partial_writes, st_client_write_quorum(r->client),
+                st_client_replicas(r->client));
+    }
     return 0;
 }
 
@@ -446,7 +460,8 @@ static int rn_setup(rn_run_t *r, char *model_name, size_t name_len)
     }
     cp.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TENANT | ST_CLIENT_FIELD_MODEL |
                     ST_CLIENT_FIELD_TOKEN | ST_CLIENT_FIELD_TIMEOUT | ST_CLIENT_FIELD_REPLICAS |
-                    ST_CLIENT_FIELD_TRANSPORT;
+                    ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_WRITE_QUORUM;
+    cp.write_quorum = (uint32_t)cf->write_quorum;
     cp.nodes = cf->nodes;
     cp.tenant = cf->tenant;
     cp.model = model_name;
@@ -472,6 +487,8 @@ static int rn_setup(rn_run_t *r, char *model_name, size_t name_len)
                     ST_ENGINE_FIELD_ON_PROGRESS | ST_ENGINE_FIELD_LOCAL_BLOCKS |
                     ST_ENGINE_FIELD_DEVICE;
     ep.device = (uint32_t)cf->device;
+    ep.field_mask |= ST_ENGINE_FIELD_DURABLE;
+    ep.durable = cf->durable != 0;
     ep.client = r->client;
     ep.kda_interval = (uint32_t)cf->kda_interval;
     ep.on_progress = rn_progress_cb;

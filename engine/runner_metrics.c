@@ -25,7 +25,7 @@ struct rn_metrics {
     st_metrics_t *reg;
     st_metrics_http_t *http;
     st_counter_t *turns, *prompt, *reused, *computed, *decoded, *fetched, *written;
-    st_counter_t *misses, *write_failures, *rows_local, *rows_remote;
+    st_counter_t *misses, *write_failures, *partial_writes, *rows_local, *rows_remote;
     st_histogram_t *ttft, *decode;
     st_gauge_t *overlap;
 };
@@ -81,6 +81,8 @@ static st_status_t rn_register(rn_metrics_t *m, const char *ns)
     RN_C(written, "strata_engine_written_bytes_total", "Bytes of the objects stored in the cluster")
     RN_C(misses, "strata_engine_fetch_misses_total", "Fetched objects that missed or failed")
     RN_C(write_failures, "strata_engine_write_failures_total", "Objects the cluster did not store")
+    RN_C(partial_writes, "strata_engine_partial_writes_total",
+         "Durable writes that fewer replicas than write_quorum committed to disk")
 #undef RN_C
     if (st == ST_OK) {
         st = rn_family(m, "strata_engine_dsa_rows_total",
@@ -181,6 +183,7 @@ void rn_metrics_turn(rn_metrics_t *m, size_t prompt, const st_engine_stats_t *st
     st_counter_add(m->written, st->bytes_written);
     st_counter_add(m->misses, st->fetch_misses);
     st_counter_add(m->write_failures, st->write_failures);
+    st_counter_add(m->partial_writes, st->partial_writes);
     st_counter_add(m->rows_local, st->rows_local);
     st_counter_add(m->rows_remote, st->rows_remote);
     st_histogram_observe(m->ttft, st->ttft_us);

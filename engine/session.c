@@ -19,6 +19,7 @@ struct st_engine_session {
     uint32_t *tok; /* the conversation */
     size_t n, cap; /* tokens, capacity */
     st_session_info_t info;
+    int partial; /* the open was short of write_quorum: counted at the first turn */
 };
 
 st_status_t st_engine_session_open(st_engine_t *engine, const char *id, uint64_t ttl_ms,
@@ -27,6 +28,7 @@ st_status_t st_engine_session_open(st_engine_t *engine, const char *id, uint64_t
     st_engine_session_t *s;
     const st_model_t *model;
     st_client_t *client;
+    st_write_result_t wr;
     st_status_t r;
     size_t len;
 
@@ -51,7 +53,16 @@ st_status_t st_engine_session_open(st_engine_t *engine, const char *id, uint64_t
     if (!s) {
         return ST_ERR_NOMEM;
     }
-    r = st_session_open(client, id, ttl_ms, &s->info);
+    r = st_session_open_ex(client, id, ttl_ms, en_engine_durable(engine) ? ST_SESSION_DURABLE : 0,
+                           &s->info, &wr);
+    if (r == ST_ERR_PARTIAL) {
+        /* The record is there, on fewer disks than asked: the session goes on. */
+        st_warn("session record short of write_quorum id=%s written=%u replicas=%u "
+                "write_quorum=%u",
+                id, wr.written, wr.replicas, wr.quorum);
+        s->partial = 1;
+        r = ST_OK;
+    }
     if (r != ST_OK) {
         st_error("session open failed id=%s status=%s error=\"%s\"", id, st_status_name(r),
                  st_client_last_error());
@@ -165,6 +176,7 @@ st_status_t st_engine_session_generate(st_engine_session_t *s, uint32_t n_decode
 {
     size_t B, nb;
     st_hash_t head;
+    st_write_result_t wr;
     st_status_t r;
 
     if (!s) {
@@ -197,7 +209,22 @@ st_status_t st_engine_session_generate(st_engine_session_t *s, uint32_t n_decode
         (s->info.length == nb * B && !memcmp(&s->info.head, &head, sizeof(head)))) {
         return r;
     }
-    r = st_session_append(s->client, s->id, &head, nb * B);
+    if (stats != NULL && s->partial) {
+        stats->partial_writes++;
+        s->partial = 0;
+    }
+    r = st_session_append_ex(s->client, s->id, &head, nb * B,
+                             en_engine_durable(s->engine) ? ST_SESSION_DURABLE : 0, &wr);
+    if (r == ST_ERR_PARTIAL) {
+        /* Stored on fewer disks than write_quorum: logged, counted, the turn goes on. */
+        st_warn_ratelimited("session record short of write_quorum id=%s length=%zu written=%u "
+                            "replicas=%u write_quorum=%u",
+                            s->id, nb * B, wr.written, wr.replicas, wr.quorum);
+        if (stats != NULL) {
+            stats->partial_writes++;
+        }
+        r = ST_OK;
+    }
     if (r != ST_OK) {
         st_error("session record not updated id=%s length=%zu status=%s error=\"%s\"", s->id,
                  nb * B, st_status_name(r), st_client_last_error());

@@ -32,6 +32,9 @@ static const struct st_status_info st_status_table[] = {
     {"ST_ERR_UNSUPPORTED", "not supported", GRPC_STATUS_UNIMPLEMENTED},
     {"ST_ERR_CANCELLED", "cancelled", GRPC_STATUS_CANCELLED},
     {"ST_ERR_INTERNAL", "internal error", GRPC_STATUS_INTERNAL},
+    /* Decided by the client from its replicas' answers; a daemon never sends it. Were it
+     * sent, UNAVAILABLE is the closest code (some replicas could not take the write). */
+    {"ST_ERR_PARTIAL", "written to fewer replicas than asked", GRPC_STATUS_UNAVAILABLE},
 };
 
 #define ST_STATUS_COUNT (sizeof(st_status_table) / sizeof(st_status_table[0]))

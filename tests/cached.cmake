@@ -30,6 +30,14 @@ strata_add_test(test_tiers SOURCES integration/test_tiers.c
                 ARGS $<TARGET_FILE:stratad> LABELS integration cached ssd TIMEOUT 300)
 add_dependencies(test_tiers stratad)
 
+# Durable means W of R replicas: libstrata against two daemons with their own SSD
+# tiers; a partial write with one replica down, kill -9 of either loses nothing
+# acknowledged.
+strata_add_test(test_durable SOURCES integration/test_durable.c
+                LIBS strata_test_cluster strata_client PkgConfig::CMOCKA
+                ARGS $<TARGET_FILE:stratad> LABELS integration client cached ssd TIMEOUT 300)
+add_dependencies(test_durable stratad)
+
 # Three daemons scraped by a real Prometheus under `strata bench`; the
 # dashboard in headless Chromium (tests/integration/test_cluster_metrics.py).
 if(TARGET strata_cli)

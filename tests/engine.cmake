@@ -35,7 +35,7 @@ strata_add_test(test_engine_session SOURCES integration/test_engine_session.c
                 ARGS $<TARGET_FILE:stratad> "test_session_turns"
                 LABELS integration engine TIMEOUT 300)
 add_dependencies(test_engine_session stratad)
-foreach(case reopen refused)
+foreach(case reopen refused durable)
   add_test(NAME test_engine_session_${case}
            COMMAND test_engine_session $<TARGET_FILE:stratad> "test_session_${case}")
   set_tests_properties(test_engine_session_${case} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77

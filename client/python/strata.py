@@ -8,8 +8,12 @@
     out = np.empty(41984, np.uint8)
     c.get(chain, [(0, strata.KV, 0, out)])                     # per-op statuses
     c.session_open("chat-1"); c.session_append("chat-1", chain)
+    c.session_append("chat-1", chain, durable=True)            # on disk on W of R replicas
 
-Errors raise strata.Error with the library's message and status code. The
+Errors raise strata.Error with the library's message and status code; a
+durable write that reached fewer than write_quorum replicas raises
+strata.PartialWrite (.written, .replicas: it is stored, with a weaker
+guarantee than asked), and put() reports it per object (ERR_PARTIAL). The
 library is found through $STRATA_LIB, then next to this file, then the
 loader's path (libstrata.so.0). Thread safety is libstrata's: a Client may
 be used from several threads.
@@ -28,8 +32,14 @@ _FIELD_MODEL = 1 << 3
 _FIELD_TOKEN = 1 << 4
 _FIELD_REPLICAS = 1 << 5
 _FIELD_TIMEOUT = 1 << 7
+_FIELD_WRITE_QUORUM = 1 << 14
 
 ERR_NOT_FOUND = -3
+ERR_UNSUPPORTED = -14
+ERR_PARTIAL = -17  # written to fewer replicas than write_quorum
+
+PUT_DURABLE = 1
+SESSION_DURABLE = 1
 
 
 class Error(Exception):
@@ -40,13 +50,31 @@ class Error(Exception):
         self.status = status
 
 
+class PartialWrite(Error):
+    """A durable write reached fewer replicas than write_quorum: .written of
+    .replicas committed it (it is stored and readable, but survives fewer
+    failures than asked)."""
+
+    def __init__(self, message, written, replicas):
+        super().__init__(ERR_PARTIAL, message)
+        self.written = written
+        self.replicas = replicas
+
+
 class _Params(ctypes.Structure):
     _fields_ = [("field_mask", ctypes.c_uint64), ("nodes", ctypes.c_char_p),
                 ("config_file", ctypes.c_char_p), ("tenant", ctypes.c_char_p),
                 ("model", ctypes.c_char_p), ("token", ctypes.c_char_p),
                 ("replicas", ctypes.c_uint32), ("vnodes", ctypes.c_uint32),
                 ("timeout_ms", ctypes.c_uint32), ("transport", ctypes.c_char_p),
-                ("health_interval_ms", ctypes.c_uint32)]
+                ("health_interval_ms", ctypes.c_uint32), ("verify_reads", ctypes.c_char_p),
+                ("cache_locations", ctypes.c_char_p), ("transport_calls", ctypes.c_int),
+                ("copy_threads", ctypes.c_uint32), ("write_quorum", ctypes.c_uint32)]
+
+
+class _WriteResult(ctypes.Structure):
+    _fields_ = [("replicas", ctypes.c_uint32), ("quorum", ctypes.c_uint32),
+                ("written", ctypes.c_uint32)]
 
 
 class _Lookup(ctypes.Structure):
@@ -110,9 +138,22 @@ _lib.st_session_open.argtypes = [_vp, ctypes.c_char_p, _u64, ctypes.POINTER(_Ses
 _lib.st_session_append.argtypes = [_vp, ctypes.c_char_p, _vp, _u64]
 _lib.st_session_get.argtypes = [_vp, ctypes.c_char_p, ctypes.POINTER(_Session)]
 _lib.st_session_close.argtypes = [_vp, ctypes.c_char_p]
+_lib.st_session_open_ex.argtypes = [_vp, ctypes.c_char_p, _u64, ctypes.c_uint,
+                                    ctypes.POINTER(_Session), ctypes.POINTER(_WriteResult)]
+_lib.st_session_append_ex.argtypes = [_vp, ctypes.c_char_p, _vp, _u64, ctypes.c_uint,
+                                      ctypes.POINTER(_WriteResult)]
+_lib.st_handle_replicas_written.argtypes = [_vp, _sz]
+_lib.st_handle_replicas_written.restype = _u32
+_lib.st_client_write_quorum.argtypes = [_vp]
+_lib.st_client_write_quorum.restype = _u32
+_lib.st_client_replicas.argtypes = [_vp]
+_lib.st_client_replicas.restype = _u32
 
 
-def _check(status):
+def _check(status, result=None):
+    if status == ERR_PARTIAL and result is not None:
+        raise PartialWrite((_lib.st_client_last_error() or b"").decode(), result.written,
+                           result.replicas)
     if status != 0:
         raise Error(status, (_lib.st_client_last_error() or b"").decode() or
                     _lib.st_strerror(status).decode())
@@ -162,7 +203,9 @@ class Client:
     """A connection to a strata cluster (see st_client_connect)."""
 
     def __init__(self, nodes=None, tenant=None, model=None, token=None, replicas=None,
-                 timeout_ms=None, config_file=None):
+                 timeout_ms=None, config_file=None, write_quorum=None):
+        """write_quorum: W, the replicas a durable write must reach (default: all
+        replicas)."""
         p = _Params()
         keep = []
 
@@ -191,9 +234,14 @@ class Client:
         if timeout_ms:
             p.field_mask |= _FIELD_TIMEOUT
             p.timeout_ms = timeout_ms
+        if write_quorum is not None:
+            p.field_mask |= _FIELD_WRITE_QUORUM
+            p.write_quorum = write_quorum
         self._c = _vp()
         _check(_lib.st_client_connect(ctypes.byref(p), ctypes.byref(self._c)))
         self.block_tokens = _lib.st_client_block_tokens(self._c)
+        self.replicas = _lib.st_client_replicas(self._c)
+        self.write_quorum = _lib.st_client_write_quorum(self._c)
 
     def close(self):
         if self._c:
@@ -239,7 +287,12 @@ class Client:
 
     def put(self, chain, objects, durable=False):
         """Writes objects [(block, kind, layer, data)]; returns the per-object
-        statuses (0: stored)."""
+        statuses (0: stored; with durable, a KDA object is 0 only when
+        write_quorum replicas committed it to disk, ERR_PARTIAL when fewer did)."""
+        return [st for st, _ in self.put_detailed(chain, objects, durable)]
+
+    def put_detailed(self, chain, objects, durable=False):
+        """put(), returning [(status, replicas that stored the object)]."""
         cbuf = ctypes.create_string_buffer(chain, len(chain))
         ops = (_PutOp * len(objects))()
         keep = []
@@ -251,8 +304,9 @@ class Client:
         _check(_lib.st_client_put(self._c, cbuf, len(chain) // 16, ops, len(objects),
                                   1 if durable else 0, ctypes.byref(h)))
         _lib.st_handle_wait(h, -1)
+        written = [_lib.st_handle_replicas_written(h, i) for i in range(len(objects))]
         _lib.st_handle_release(h)
-        return [op.status for op in ops]
+        return [(op.status, w) for op, w in zip(ops, written)]
 
     def get(self, chain, objects):
         """Reads objects [(block, kind, layer, dst)] into writable numpy arrays
@@ -271,18 +325,28 @@ class Client:
         _lib.st_handle_release(h)
         return [(op.status, op.length) for op in ops]
 
-    def session_open(self, sid, ttl_ms=0):
+    def session_open(self, sid, ttl_ms=0, durable=False):
+        """Opens session sid; durable: on disk on write_quorum replicas, or
+        PartialWrite."""
         s = _Session()
-        _check(_lib.st_session_open(self._c, sid.encode(), ttl_ms, ctypes.byref(s)))
+        r = _WriteResult()
+        _check(_lib.st_session_open_ex(self._c, sid.encode(), ttl_ms,
+                                       SESSION_DURABLE if durable else 0, ctypes.byref(s),
+                                       ctypes.byref(r)), r)
         return Session(s)
 
-    def session_append(self, sid, chain):
-        """Records that session sid now covers the whole chain."""
+    def session_append(self, sid, chain, durable=False):
+        """Records that session sid now covers the whole chain; returns how many
+        replicas took it. durable: on disk on write_quorum replicas, or
+        PartialWrite."""
         if len(chain) < 16:
             raise ValueError("the chain has no full block")
         head = ctypes.create_string_buffer(chain[-16:], 16)
-        _check(_lib.st_session_append(self._c, sid.encode(), head,
-                                      len(chain) // 16 * self.block_tokens))
+        r = _WriteResult()
+        _check(_lib.st_session_append_ex(self._c, sid.encode(), head,
+                                         len(chain) // 16 * self.block_tokens,
+                                         SESSION_DURABLE if durable else 0, ctypes.byref(r)), r)
+        return r.written
 
     def session_get(self, sid):
         s = _Session()

@@ -131,6 +131,7 @@ enum st_engine_field {
     ST_ENGINE_FIELD_LOCAL_BLOCKS = 1u << 4,
     ST_ENGINE_FIELD_SERIAL_ROWS = 1u << 5,
     ST_ENGINE_FIELD_DEVICE = 1u << 6,
+    ST_ENGINE_FIELD_DURABLE = 1u << 7,
 };
 
 /* Where the engine runs the model's attention (docs/engine.md, "The CUDA path"). */
@@ -165,6 +166,12 @@ typedef struct st_engine_params {
     uint32_t serial_rows;
     /* st_engine_device_t; default ST_ENGINE_DEVICE_CPU. */
     uint32_t device;
+    /* 1: KDA checkpoints are put with ST_PUT_DURABLE and the engine session's
+     * record is written with ST_SESSION_DURABLE, so each is acknowledged only
+     * when the client's write_quorum of its replicas committed it to disk (the
+     * daemons need data_dir). A write that reached fewer is stored but logged
+     * and counted in partial_writes; the turn goes on. Default 0. */
+    uint32_t durable;
 } st_engine_params_t;
 
 /* What one st_engine_run did. */
@@ -194,6 +201,9 @@ typedef struct st_engine_stats {
                                 sequence was recomputed with every block local */
     uint64_t rows_us;        /* fetch_us's share of the DSA layers' remote row reads,
                                 from issuing each read to having its rows */
+    uint64_t partial_writes; /* durable writes (KDA checkpoints, the session record) that
+                                fewer replicas than write_quorum committed to disk
+                                (ST_ERR_PARTIAL): stored, with a weaker guarantee */
 } st_engine_stats_t;
 
 /* Overlap efficiency of a run (see st_engine_stats_t); 0 when nothing was fetched. */

@@ -37,7 +37,9 @@ typedef enum st_status {
     ST_ERR_UNSUPPORTED = -14, /* the operation is not supported in this build or config */
     ST_ERR_CANCELLED = -15,   /* the operation was cancelled */
     ST_ERR_INTERNAL = -16,    /* a bug: an invariant did not hold */
-    ST_ERR_LAST_ = -17
+    ST_ERR_PARTIAL = -17,     /* a replicated write reached fewer replicas than asked (the
+                                 write quorum W); the call says how many did */
+    ST_ERR_LAST_ = -18
 } st_status_t;
 
 /*

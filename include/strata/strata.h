@@ -64,6 +64,7 @@ enum st_client_field {
     ST_CLIENT_FIELD_CACHE_LOCATIONS = 1u << 11,
     ST_CLIENT_FIELD_TRANSPORT_CALLS = 1u << 12,
     ST_CLIENT_FIELD_COPY_THREADS = 1u << 13,
+    ST_CLIENT_FIELD_WRITE_QUORUM = 1u << 14,
 };
 
 /*
@@ -77,7 +78,9 @@ typedef struct st_client_params {
     const char *tenant;          /* default "default" */
     const char *model;           /* default "default" */
     const char *token;           /* auth token, if the cluster requires one */
-    uint32_t replicas;           /* copies of KDA and SESSION objects, default 2 */
+    uint32_t replicas;           /* copies of KDA and SESSION objects, 0 to 16; default 0:
+                                    the cluster's (the replicas of the first Hello's answer,
+                                    2 if it names none) */
     uint32_t vnodes;             /* ring points per node, default 128 */
     uint32_t timeout_ms;         /* per call, default 5000 */
     const char *transport;       /* "inline" (default), "ucx", "libfabric" or
@@ -108,6 +111,12 @@ typedef struct st_client_params {
                                     batch's own thread included; copy_threads - 1 threads
                                     are started with the client. 1: the batch's thread
                                     copies alone */
+    uint32_t write_quorum;       /* W, 0 to R, default 0 (= R; R is replicas, or the number
+                                    of nodes when there are fewer): a durable write
+                                    (ST_PUT_DURABLE of a KDA object, ST_SESSION_DURABLE)
+                                    succeeds only when W of its R replicas committed it to
+                                    disk; with fewer it is ST_ERR_PARTIAL and says how many
+                                    did (st_handle_replicas_written(), st_write_result_t) */
 } st_client_params_t;
 
 /*
@@ -199,11 +208,19 @@ typedef struct st_put_op {
     size_t len;
     st_status_t status; /* filled at completion: ST_OK (stored, or already there
                              with the same bytes), ST_ERR_EXHAUSTED (no room),
-                             ST_ERR_UNAVAILABLE (owner down), ST_ERR_EXISTS */
+                             ST_ERR_UNAVAILABLE (owner down), ST_ERR_EXISTS;
+                             ST_ERR_PARTIAL (a durable KDA object committed to disk on
+                             fewer than write_quorum replicas: st_handle_replicas_written()
+                             says how many; it is readable from those); ST_ERR_UNSUPPORTED
+                             (durable, and no replica has an SSD tier) */
 } st_put_op_t;
 
 enum st_put_flags {
-    ST_PUT_DURABLE = 1u << 0, /* complete only after the SSD tier committed */
+    /* KDA objects: complete only after write_quorum (W) of their R replicas committed
+     * them to their SSD tier (a node without data_dir refuses a durable write and does
+     * not count); fewer is ST_ERR_PARTIAL. KV, IDX and VIS objects live in DRAM only
+     * (a cache), so the flag changes nothing for them. */
+    ST_PUT_DURABLE = 1u << 0,
 };
 
 /*
@@ -264,6 +281,15 @@ ST_API int st_handle_test(st_handle_t *handle);
  */
 ST_API st_status_t st_handle_wait(st_handle_t *handle, int timeout_ms);
 
+/*
+ * For a completed put handle: how many replicas stored op i (for a KDA object
+ * put with ST_PUT_DURABLE: committed it to disk), the count behind an
+ * ST_ERR_PARTIAL. A KV, IDX or VIS object has one copy (1 or 0). Returns 0
+ * for an op that no replica took, for a get handle, for i out of range, or
+ * before the handle completed. Valid until st_handle_release().
+ */
+ST_API uint32_t st_handle_replicas_written(st_handle_t *handle, size_t i);
+
 /* Frees a completed handle (waits for it first if needed). */
 ST_API void st_handle_release(st_handle_t *handle);
 
@@ -299,20 +325,68 @@ typedef struct st_session_info {
     uint64_t ttl_ms;
 } st_session_info_t;
 
+enum st_session_flags {
+    /* Acknowledged only when write_quorum (W) of the session's R replicas committed the
+     * record to their SSD tier; a node without data_dir refuses it (ST_ERR_UNSUPPORTED)
+     * and does not count. */
+    ST_SESSION_DURABLE = 1u << 0,
+};
+
+/* What a write to a session's replicas achieved. */
+typedef struct st_write_result {
+    uint32_t replicas; /* R: the replicas the record belongs on */
+    uint32_t quorum;   /* W asked for: write_quorum for a durable write, 1 otherwise */
+    uint32_t written;  /* replicas that took it (durable: committed it to disk) */
+} st_write_result_t;
+
 /*
- * Opens (creates or reopens) the session id with a time to live. Returns
- * ST_OK with the current record in *info; ST_ERR_INVALID (id empty or longer
- * than 63 bytes); ST_ERR_UNAVAILABLE (no replica reachable).
+ * Opens (creates or reopens) the session id with a time to live, on every
+ * live replica (a write: it succeeds when at least one replica took it).
+ * Returns ST_OK with the current record in *info; ST_ERR_INVALID (id empty or
+ * longer than 63 bytes); ST_ERR_UNAVAILABLE (no replica reachable).
+ * st_session_open_ex(client, id, ttl_ms, 0, info, NULL) is the same call.
  */
 ST_API st_status_t st_session_open(st_client_t *client, const char *id, uint64_t ttl_ms,
                                    st_session_info_t *info);
 
 /*
- * Records that the session now has length tokens ending in block head.
- * Durable: returns after the replicas committed it.
+ * Records that the session now has length tokens ending in block head, on
+ * every live replica, in DRAM (and queued for the SSD tier where there is
+ * one): ST_OK when at least one replica took it. For an append that must
+ * survive a crash, use st_session_append_ex() with ST_SESSION_DURABLE.
+ * Statuses as st_session_append_ex() without flags.
  */
 ST_API st_status_t st_session_append(st_client_t *client, const char *id, const st_hash_t *head,
                                      uint64_t length);
+
+/*
+ * st_session_open() and st_session_append() with flags (st_session_flags) and
+ * the outcome per replica in *result (may be NULL; filled whenever the call
+ * reached the replicas, also on an error). Without ST_SESSION_DURABLE the
+ * write succeeds when one replica took it; with it, when write_quorum (W)
+ * replicas committed it to disk.
+ *
+ * Returns ST_OK; ST_ERR_PARTIAL (durable: 1 to W - 1 replicas committed it,
+ * result->written says how many; the record is there and readable, but it
+ * survives fewer failures than asked: retry, or accept the weaker guarantee);
+ * ST_ERR_INVALID (bad id, NULL head, ttl too long); ST_ERR_UNAVAILABLE (no
+ * replica reachable); ST_ERR_UNSUPPORTED (durable, and no replica has an SSD
+ * tier); ST_ERR_NOT_FOUND (append: no such session); the first replica's error
+ * otherwise. The message of st_client_last_error() names the replicas that
+ * failed. Thread-safe.
+ */
+ST_API st_status_t st_session_open_ex(st_client_t *client, const char *id, uint64_t ttl_ms,
+                                      unsigned flags, st_session_info_t *info,
+                                      st_write_result_t *result);
+ST_API st_status_t st_session_append_ex(st_client_t *client, const char *id, const st_hash_t *head,
+                                        uint64_t length, unsigned flags, st_write_result_t *result);
+
+/* The write quorum W the client uses for durable writes (write_quorum, or R). */
+ST_API uint32_t st_client_write_quorum(const st_client_t *client);
+
+/* R: the replicas of a KDA or SESSION object the client writes (replicas, at
+ * most the number of nodes it was given). */
+ST_API uint32_t st_client_replicas(const st_client_t *client);
 
 /* Reads the session record, from any live replica. ST_ERR_NOT_FOUND if none. */
 ST_API st_status_t st_session_get(st_client_t *client, const char *id, st_session_info_t *info);

@@ -4,7 +4,10 @@
  * blocks): a three-turn conversation whose later turns resume the earlier
  * ones, with the logits of a fresh engine without the cache over the same
  * tokens; the session record's head and length; reopening a session and
- * giving it its history back; and what is refused.
+ * giving it its history back; and what is refused. And a durable engine
+ * (st_engine_params_t.durable) against two daemons with data_dir: with one
+ * of them killed, its checkpoints and session record are counted as partial
+ * writes, and the turn goes on.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -14,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "cluster.h"
@@ -27,6 +32,7 @@
 static const char *stratad_path;
 
 typedef struct fixture {
+    char dir[64]; /* data directories of the durable fixture ("" otherwise) */
     tc_cluster_t cl;
     st_client_t *client;
     st_model_t *model;
@@ -71,7 +77,61 @@ static int teardown(void **state)
     st_model_free(f->model);
     st_client_close(f->client);
     tc_stop_all(&f->cl);
+    for (int i = 0; f->dir[0] != '\0' && i < 2; i++) {
+        char p[128];
+
+        snprintf(p, sizeof(p), "%s/%d/data.mdb", f->dir, i);
+        unlink(p);
+        snprintf(p, sizeof(p), "%s/%d/lock.mdb", f->dir, i);
+        unlink(p);
+        snprintf(p, sizeof(p), "%s/%d", f->dir, i);
+        rmdir(p);
+    }
+    if (f->dir[0] != '\0') {
+        rmdir(f->dir);
+    }
     free(f);
+    return 0;
+}
+
+/* Two daemons, each with its own data_dir; a durable engine (W = R = 2). */
+static int setup_durable(void **state)
+{
+    fixture_t *f = calloc(1, sizeof(*f));
+    st_client_params_t p = {0};
+    st_model_config_t mc;
+    st_engine_params_t ep = {0};
+    char args[256], d[128];
+
+    assert_non_null(f);
+    snprintf(f->dir, sizeof(f->dir), "/tmp/strata-engine-durable-XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    for (int i = 0; i < 2; i++) {
+        snprintf(d, sizeof(d), "%s/%d", f->dir, i);
+        assert_int_equal(mkdir(d, 0700), 0);
+    }
+    snprintf(args, sizeof(args), "--segment-blocks 4 --ssd-map-size 256M --data-dir %s/{node}",
+             f->dir);
+    assert_int_equal(tc_start(&f->cl, stratad_path, 2, args), 0);
+    p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TENANT | ST_CLIENT_FIELD_MODEL |
+                   ST_CLIENT_FIELD_HEALTH_INTERVAL | ST_CLIENT_FIELD_TIMEOUT |
+                   ST_CLIENT_FIELD_REPLICAS;
+    p.nodes = f->cl.peers;
+    p.tenant = "acme";
+    p.model = "reference-hybrid";
+    p.health_interval_ms = 100;
+    p.timeout_ms = 30000;
+    p.replicas = 2;
+    assert_int_equal(st_client_connect(&p, &f->client), ST_OK);
+    st_model_config_default(&mc);
+    assert_int_equal(st_model_create(&mc, &f->model), ST_OK);
+    assert_int_equal(st_engine_create(f->model, NULL, &f->ref), ST_OK);
+    ep.field_mask = ST_ENGINE_FIELD_CLIENT | ST_ENGINE_FIELD_KDA_INTERVAL | ST_ENGINE_FIELD_DURABLE;
+    ep.client = f->client;
+    ep.kda_interval = 4;
+    ep.durable = 1;
+    assert_int_equal(st_engine_create(f->model, &ep, &f->cached), ST_OK);
+    *state = f;
     return 0;
 }
 
@@ -312,12 +372,42 @@ static void test_session_refused(void **state)
     free(t);
 }
 
+/*
+ * A durable engine: with both daemons up every checkpoint and the session
+ * record reach both disks (no partial write); with one killed the next turn
+ * still answers right, and its checkpoints and record, stored on one disk
+ * of the two asked, are counted as partial writes, not as full successes.
+ */
+static void test_session_durable(void **state)
+{
+    fixture_t *f = *state;
+    st_engine_session_t *s;
+    st_engine_stats_t st;
+
+    assert_int_equal(st_engine_session_open(f->cached, "chat-d", 60000, &s), ST_OK);
+    st = turn(f, s, 300, 5, 20, "durable turn 1");
+    assert_true(st.kda_written > 0);
+    assert_int_equal(st.partial_writes, 0);
+    check_record(f, s, "chat-d");
+
+    tc_kill(&f->cl, 1);
+    st = turn(f, s, 150, 6, 20, "durable turn 2, 1 of 2");
+    assert_true(st.kda_written > 0);
+    /* Every checkpoint of the turn and the session record. */
+    printf("# partial writes with one of two replicas down: %llu\n",
+           (unsigned long long)st.partial_writes);
+    assert_int_equal(st.partial_writes, st.kda_written + 1);
+    check_record(f, s, "chat-d");
+    st_engine_session_free(s);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_session_turns, setup, teardown),
         cmocka_unit_test_setup_teardown(test_session_reopen, setup, teardown),
         cmocka_unit_test_setup_teardown(test_session_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_session_durable, setup_durable, teardown),
     };
 
     if (argc < 2) {

@@ -962,9 +962,10 @@ static st_client_t *client_to(const tc_cluster_t *cl)
 #define LS_N   8
 #define LS_LEN (300 * 1024)
 
-/* KDA objects put with ST_PUT_DURABLE through libstrata (one-sided Reserve,
- * write, durable Commit when the data plane runs; inline Put otherwise),
- * the daemon killed, then read back through libstrata after the restart. */
+/* KDA objects put with ST_PUT_DURABLE through a libstrata client with a
+ * transport (durable KDA objects go by inline Put: docs/tiers.md "Durable
+ * across replicas"), the daemon killed, then read back one-sided through
+ * libstrata after the restart. */
 static void test_libstrata_durable_kda_survives_kill(void **state)
 {
     tc_cluster_t cl;

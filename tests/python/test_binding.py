@@ -1,12 +1,15 @@
 #!/usr/bin/python3
 """The Python binding (client/python/strata.py, ctypes over libstrata.so)
 against two real daemons: hash, lookup, put and get with numpy arrays and
-bytes, misses, sessions, and errors. Run with Debian's python3 (numpy)."""
+bytes, misses, sessions, durable writes (each daemon with its own data_dir;
+one killed: PartialWrite), and errors. Run with Debian's python3 (numpy)."""
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 
@@ -29,10 +32,14 @@ def main():
     peers = ",".join("127.0.0.1:%d" % p for p in ports)
     procs = []
     checks = 0
+    data = tempfile.mkdtemp(prefix="strata-binding-")
     try:
-        for p in ports:
+        for i, p in enumerate(ports):
+            os.mkdir(os.path.join(data, str(i)))
             pr = subprocess.Popen([args.stratad, "--listen", "127.0.0.1:%d" % p, "--peers", peers,
-                                   "--cluster-secret", "python-binding-test-secret"],
+                                   "--cluster-secret", "python-binding-test-secret",
+                                   "--ssd-map-size", "256M",
+                                   "--data-dir", os.path.join(data, str(i))],
                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
             line = pr.stdout.readline().decode()
             assert "stratad ready" in line, line
@@ -101,12 +108,35 @@ def main():
             except strata.Error as e:
                 assert e.status == strata.ERR_NOT_FOUND
             checks += 3
+
+            # Durable: W of R replicas committed it to disk, or PartialWrite.
+            assert c.replicas == 2 and c.write_quorum == 2
+            c.session_open("py-durable", durable=True)
+            assert c.session_append("py-durable", chain[:2 * 16], durable=True) == 2
+            kda = np.full(4096, 7, np.uint8)
+            assert c.put_detailed(chain, [(3, strata.KDA, 0, kda)], durable=True) == [(0, 2)]
+            procs[1].kill()
+            procs[1].wait()
+            try:
+                c.session_append("py-durable", chain[:3 * 16], durable=True)
+                raise AssertionError("a durable append on one of two replicas succeeded")
+            except strata.PartialWrite as e:
+                assert e.status == strata.ERR_PARTIAL and e.written == 1 and e.replicas == 2, e
+                assert "durable on 1 of 2 replicas" in str(e), e
+            assert c.put(chain, [(4, strata.KDA, 0, kda)], durable=True) == [strata.ERR_PARTIAL]
+            assert c.session_get("py-durable").length == 3 * bt
+            checks += 5
+        with strata.Client(peers, tenant="acme", model="k3", write_quorum=1) as c1:
+            assert c1.session_append("py-durable", chain[:4 * 16], durable=True) == 1
+            assert c1.put_detailed(chain, [(5, strata.KDA, 0, kda)], durable=True) == [(0, 1)]
+            checks += 2
         print("%d passed, 0 failed" % checks)
     finally:
         for pr in procs:
             pr.terminate()
             pr.wait()
-        for pr in procs:
+        shutil.rmtree(data, ignore_errors=True)
+        for pr in procs[:1]:  # procs[1] was killed on purpose
             if pr.returncode not in (0, -15):
                 print("a daemon exited with %d" % pr.returncode)
                 sys.exit(1)

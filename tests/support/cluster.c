@@ -135,6 +135,24 @@ static void tc_split(char *s, char **argv, int *argc, int max)
     }
 }
 
+/* Copies extra into out (size out_len), each "{node}" replaced by the node's index. */
+static void tc_subst_node(const char *extra, int i, char *out, size_t out_len)
+{
+    size_t o = 0;
+
+    for (const char *p = extra; *p != '\0' && o + 1 < out_len;) {
+        if (strncmp(p, "{node}", 6) == 0) {
+            int w = snprintf(out + o, out_len - o, "%d", i);
+
+            o = w > 0 && (size_t)w < out_len - o ? o + (size_t)w : out_len - 1;
+            p += 6;
+            continue;
+        }
+        out[o++] = *p++;
+    }
+    out[o] = '\0';
+}
+
 static int tc_spawn(tc_cluster_t *c, int i)
 {
     tc_node_t *nd = &c->node[i];
@@ -148,7 +166,7 @@ static int tc_spawn(tc_cluster_t *c, int i)
         return -1;
     }
     snprintf(listen, sizeof(listen), "127.0.0.1:%d", nd->port);
-    snprintf(extra, sizeof(extra), "%s", c->extra);
+    tc_subst_node(c->extra, i, extra, sizeof(extra));
     nd->pid = fork();
     if (nd->pid < 0) {
         close(out[0]);

@@ -27,7 +27,8 @@ typedef struct tc_cluster {
 
 /*
  * Starts n daemons (binary: $STRATAD, else the path given). extra_args are
- * appended to every node's command line (may be NULL). Returns 0, or -1 with
+ * appended to every node's command line (may be NULL); "{node}" in them
+ * becomes the node's index (0..n-1), e.g. "--data-dir /tmp/d/{node}". Returns 0, or -1 with
  * the reason on stderr (the started ones are stopped).
  */
 int tc_start(tc_cluster_t *c, const char *stratad, int n, const char *extra_args);

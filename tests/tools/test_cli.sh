@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The strata command against a real daemon: --help on every command, exit
-# codes (0 ok, 1 cluster error or miss, 2 usage), and a put / get / lookup /
-# delete / session round trip.
+# codes (0 ok, 1 cluster error or miss, 2 usage, 3 a durable write short of
+# --write-quorum), and a put / get / lookup / delete / session round trip;
+# then durable writes against two daemons with their own data_dir, one of
+# them killed.
 set -uo pipefail
 stratad="$1"
 strata="$2"
@@ -9,7 +11,8 @@ work="$(mktemp -d)"
 port="$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 "$stratad" --listen "127.0.0.1:$port" > "$work/out" 2> "$work/log" &
 pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work"' EXIT
+pids="$pid"
+trap 'for p in $pids; do kill $p 2>/dev/null; wait $p 2>/dev/null; done; rm -rf "$work"' EXIT
 for _ in $(seq 100); do grep -q "stratad ready" "$work/out" && break; sleep 0.1; done
 n="--nodes 127.0.0.1:$port"
 pass=0
@@ -69,5 +72,37 @@ expect 0 "session close" -- "$strata" session $n close chat-1
 expect 1 "session get after close" -- "$strata" session $n get chat-1
 expect 0 "hash" -- "$strata" hash $n --tokens "$(seq -s, 0 127)"
 expect_out "^1 [0-9a-f]{32}$" "hash prints index and hex per block"
+expect 1 "durable session open on a daemon without data_dir" -- "$strata" session $n open chat-2 --durable
+grep -q "no SSD tier" "$work/stderr" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: durable open without data_dir does not say why"; }
+
+# Two daemons, each with its own data_dir: durable on both, then one killed.
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+pa="$(free_port)"; pb="$(free_port)"
+peers="127.0.0.1:$pa,127.0.0.1:$pb"
+for x in a b; do
+    mkdir -p "$work/data-$x"
+    p=$pa; [ $x = b ] && p=$pb
+    "$stratad" --listen "127.0.0.1:$p" --peers "$peers" --cluster-secret cli-test-cluster-secret \
+        --memory-limit 64M --chunk-bytes 4M --max-object 1M --transport none --ssd-map-size 256M \
+        --data-dir "$work/data-$x" > "$work/out-$x" 2> "$work/log-$x" &
+    eval "pid_$x=$!"
+    pids="$pids $!"
+done
+for x in a b; do for _ in $(seq 100); do grep -q "stratad ready" "$work/out-$x" && break; sleep 0.1; done; done
+n2="--nodes $peers --replicas 2"
+expect 0 "durable session open, both replicas up" -- "$strata" session $n2 open chat-3 --durable
+expect_out "written=2 of 2 replicas durable" "open says both replicas committed it"
+expect 0 "durable KDA put, both up" -- "$strata" put $n2 --random 128 --block 1 --kind kda --fill 4096 --durable
+expect_out "replicas=2 durable" "put says both replicas committed it"
+kill -9 "$pid_b"; wait "$pid_b" 2>/dev/null
+expect 3 "durable append, one of two replicas down" -- "$strata" session $n2 append chat-3 --random 128 --durable
+grep -q "written to fewer replicas than asked: session chat-3: durable on 1 of 2 replicas" "$work/stderr" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: a partial append does not say how many"; sed 's/^/  | /' "$work/stderr"; }
+expect 3 "durable KDA put, one of two replicas down" -- "$strata" put $n2 --random 128 --block 0 --kind kda --fill 4096 --durable
+grep -q "durable on 1 of 2 replicas" "$work/stderr" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: a partial put does not say how many"; sed 's/^/  | /' "$work/stderr"; }
+expect 0 "durable append with --write-quorum 1" -- "$strata" session $n2 append chat-3 --random 192 --durable --write-quorum 1
+expect_out "written=1 of 2 replicas durable" "append says one replica committed it"
+expect 0 "durable KDA put with --write-quorum 1" -- "$strata" put $n2 --random 128 --block 0 --kind kda --fill 4096 --durable --write-quorum 1
+expect 1 "--write-quorum above --replicas" -- "$strata" session $n2 get chat-3 --write-quorum 3
+grep -q "write_quorum 3 is above replicas 2" "$work/stderr" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: W > R does not say so"; }
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

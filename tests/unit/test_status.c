@@ -29,6 +29,9 @@ static void test_grpc_mapping(void **state)
     assert_int_equal(st_status_to_grpc(ST_ERR_UNAVAILABLE), GRPC_STATUS_UNAVAILABLE);
     assert_int_equal(st_status_to_grpc(ST_ERR_CORRUPT), GRPC_STATUS_DATA_LOSS);
     assert_int_equal(st_status_to_grpc((st_status_t)-999), GRPC_STATUS_UNKNOWN);
+    /* A partial write is the client's verdict; on the wire it would read as unavailable. */
+    assert_int_equal(st_status_to_grpc(ST_ERR_PARTIAL), GRPC_STATUS_UNAVAILABLE);
+    assert_string_equal(st_status_name(ST_ERR_PARTIAL), "ST_ERR_PARTIAL");
     /* Codes that survive a round trip through gRPC unchanged. */
     static const st_status_t round[] = {ST_OK,          ST_ERR_INVALID,     ST_ERR_NOT_FOUND,
                                         ST_ERR_EXISTS,  ST_ERR_EXHAUSTED,   ST_ERR_UNAVAILABLE,
