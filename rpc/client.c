@@ -25,7 +25,7 @@ struct srpc_channel {
     grpc_channel *channel;
     char *target;
     size_t n_md;
-    grpc_metadata md[1]; /* authorization, when a token is set */
+    grpc_metadata md[2]; /* authorization, when a token is set; strata-client */
 };
 
 /* One client call in flight. */
@@ -76,6 +76,11 @@ st_status_t srpc_channel_open(const char *target, const srpc_channel_config_t *c
         free(value);
         ch->n_md = 1;
     }
+    if (cfg != NULL && cfg->client_id != NULL) {
+        ch->md[ch->n_md].key = grpc_slice_from_static_string("strata-client");
+        ch->md[ch->n_md].value = grpc_slice_from_copied_string(cfg->client_id);
+        ch->n_md++;
+    }
     srpc_grpc_ref();
     args[0].type = GRPC_ARG_INTEGER;
     args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
@@ -113,8 +118,8 @@ void srpc_channel_close(srpc_channel_t *ch)
         return;
     }
     grpc_channel_destroy(ch->channel);
-    if (ch->n_md != 0) {
-        grpc_slice_unref(ch->md[0].value);
+    for (size_t i = 0; i < ch->n_md; i++) {
+        grpc_slice_unref(ch->md[i].value);
     }
     free(ch->target);
     free(ch);
