@@ -696,7 +696,7 @@ st_status_t cd_h_reserve(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, Protobuf
         }
     }
     resp->n_status = req->n_keys;
-    status = cd_batch_add(d, e->local_id, ids, req->n_keys,
+    status = cd_batch_add(d, e->local_id, cd_au_client(ctx), ids, req->n_keys,
                           expires ? expires : cd_store_now(d->store) + d->cfg.reservation_ms,
                           &resp->reservation_id);
     if (status != ST_OK) {
@@ -757,7 +757,7 @@ st_status_t cd_h_commit(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
     if (status != ST_OK) {
         return status;
     }
-    b = cd_batch_take(d, e->local_id, req->reservation_id);
+    b = cd_batch_take(d, e->local_id, cd_au_client(ctx), req->reservation_id);
     if (b == NULL) {
         srpc_ctx_set_error(ctx,
                            "no reservation_id=%llu (unknown, committed, aborted or "
@@ -841,13 +841,15 @@ st_status_t cd_h_abort(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
     if (status != ST_OK) {
         return status;
     }
-    b = cd_batch_take(d, e->local_id, req->reservation_id);
+    b = cd_batch_take(d, e->local_id, cd_au_client(ctx), req->reservation_id);
     if (b == NULL) {
         /* Expired, committed or aborted before: nothing is left to free. */
-        if (cd_batch_issued(d, req->reservation_id)) {
+        if (cd_batch_issued(d, e->local_id, cd_au_client(ctx), req->reservation_id)) {
             return ST_OK;
         }
-        srpc_ctx_set_error(ctx, "no reservation_id=%llu was issued by this daemon",
+        srpc_ctx_set_error(ctx,
+                           "no reservation_id=%llu (unknown, committed, aborted or "
+                           "expired)",
                            (unsigned long long)req->reservation_id);
         return ST_ERR_NOT_FOUND;
     }

@@ -14,6 +14,15 @@ strata_add_test(test_stratad SOURCES integration/test_stratad.c
                 ARGS $<TARGET_FILE:stratad> LABELS integration cached TIMEOUT 600)
 add_dependencies(test_stratad stratad)
 
+# Tenants: the tenants file, authentication before parsing, cross-tenant
+# calls, owned ids, quotas of namespaces, SIGHUP reload, peer credential,
+# refusal to start insecurely (real daemons, raw gRPC frames).
+strata_add_test(test_tenancy SOURCES integration/test_tenancy.c
+                LIBS strata_test_cluster strata_rpc strata_proto strata_wire PkgConfig::CMOCKA
+                     PkgConfig::OPENSSL Threads::Threads
+                ARGS $<TARGET_FILE:stratad> LABELS integration cached TIMEOUT 300)
+add_dependencies(test_tenancy stratad)
+
 # stratad with its SSD tier: spill and promote, kill -9 under durable writes,
 # corruption on disk, a full map (real LMDB files in temporary directories).
 strata_add_test(test_tiers SOURCES integration/test_tiers.c

@@ -498,8 +498,8 @@ static void test_auth_token(void **state)
     assert_int_equal(srpc_channel_open(cl.node[0].addr, NULL, &ch), ST_OK);
     assert_int_equal(srpc_call(ch, &srpc_cache_methods[SRPC_CACHE_HELLO], &req.base, 5000,
                                (ProtobufCMessage **)&resp, &err),
-                     ST_ERR_PERMISSION);
-    assert_int_equal(err.grpc_code, GRPC_STATUS_PERMISSION_DENIED);
+                     ST_ERR_UNAUTHENTICATED);
+    assert_int_equal(err.grpc_code, GRPC_STATUS_UNAUTHENTICATED);
     srpc_channel_close(ch);
     conn_open(&c, cl.node[0].addr, "s3cret-t0ken");
     conn_close(&c);

@@ -6,7 +6,7 @@
  *   - raw frames from this process's own UCX transport to one stratad: a
  *     Locate and a Lookup answered over the transport equal the same calls
  *     over gRPC; a Release over the transport ends the lease; a call without
- *     Hello's key, or with another key, is PERMISSION_DENIED; frames that do
+ *     Hello's key, or with another key, is UNAUTHENTICATED; frames that do
  *     not parse (random bytes, bad magic, unknown method, a token longer than
  *     the frame, non-zero reserved bytes, a body that is not the request) are
  *     answered INVALID_ARGUMENT when they carry a call id and dropped when
@@ -400,7 +400,7 @@ static void test_raw_frames(void **state)
         raw_wait(r, 8);
         for (uint64_t id = 106; id <= 108; id++) {
             assert_non_null(a = raw_answer(r, id));
-            assert_int_equal(a->code, 7); /* PERMISSION_DENIED */
+            assert_int_equal(a->code, 16); /* UNAUTHENTICATED */
             assert_int_equal(a->body_len, 0);
         }
     }
@@ -459,7 +459,7 @@ static void test_raw_frames(void **state)
         }
         for (int i = base; i < r->n_ans; i++) {
             /* random frames are refused or, holding the key by chance never, denied */
-            assert_true(r->ans[i].code == 3 || r->ans[i].code == 7);
+            assert_true(r->ans[i].code == 3 || r->ans[i].code == 16);
             assert_int_equal(r->ans[i].body_len, 0);
         }
     }
