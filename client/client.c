@@ -151,6 +151,13 @@ static st_status_t sc_hello(st_client_t *c, uint32_t i, int first)
                         "segment size): is its cluster_secret the same?",
                         c->nodes[i].addr);
     }
+    if (resp->client_id != 0) {
+        /* Sent back with every call: this node binds our reservation batches to it. */
+        char hex[17];
+
+        snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)resp->client_id);
+        srpc_channel_set_client(c->nodes[i].ch, hex);
+    }
     sc_dp_hello(c, i, resp);
     protobuf_c_message_free_unpacked(&resp->base, NULL);
     return ST_OK;

@@ -316,6 +316,8 @@ typedef struct srpc_channel_config {
     const char *client_id; /* sent as "strata-client: <client_id>" (Hello's, 16 hex); NULL: none */
 } srpc_channel_config_t;
 
+#define SRPC_MAX_CLIENT_ID 32 /* bytes of strata-client metadata kept */
+
 /* The error of a failed call, as the server (or gRPC) reported it. */
 typedef struct srpc_error {
     int grpc_code;     /* gRPC status code; 0 on success */
@@ -330,6 +332,13 @@ typedef struct srpc_error {
  */
 st_status_t srpc_channel_open(const char *target, const srpc_channel_config_t *cfg,
                               srpc_channel_t **ch_p);
+
+/*
+ * Sets the strata-client metadata that every later call on ch sends (the
+ * client_id of the last Hello on it, 16 hex; NULL or "": none; longer than
+ * SRPC_MAX_CLIENT_ID is cut). Thread-safe: calls in flight keep what they sent.
+ */
+void srpc_channel_set_client(srpc_channel_t *ch, const char *client_id);
 
 /* Returns the target the channel was opened with. */
 const char *srpc_channel_target(const srpc_channel_t *ch);
