@@ -5,6 +5,10 @@ foreach(t arena slab htab radix store session store_model)
                   LIBS strata_cached PkgConfig::CMOCKA PkgConfig::XXHASH LABELS unit cached)
 endforeach()
 
+# The tenants file, token lookup, the peer credential, secrets (cached/tenants.c).
+strata_add_test(test_tenants SOURCES unit/test_tenants.c
+                LIBS strata_daemon PkgConfig::CMOCKA PkgConfig::OPENSSL LABELS unit cached)
+
 # stratad over gRPC: real daemons on loopback (tests/support/cluster.c).
 add_library(strata_test_cluster STATIC support/cluster.c)
 target_include_directories(strata_test_cluster PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/support)
