@@ -332,26 +332,6 @@ st_status_t cd_h_hello(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
         srpc_ctx_set_error(ctx, "the cluster credential opens no namespace");
         return ST_ERR_PERMISSION;
     }
-    if (pr.pr_kind == CD_PR_TENANT) {
-        const cd_tn_tenant_t *t = pr.pr_tenant;
-
-        if (req->tenant == NULL || req->tenant[0] == '\0') {
-            tenant = t->tn_name; /* a tenant's token names its tenant */
-        }
-        if (!cd_au_may_tenant(&pr, tenant)) {
-            srpc_ctx_set_error(ctx, "this token is tenant %s's: it may not open tenant %.128s",
-                               t->tn_name, tenant);
-            return ST_ERR_PERMISSION;
-        }
-        if (!cd_tn_model_allowed(t, model)) {
-            srpc_ctx_set_error(ctx,
-                               "tenant %s may not use model %.128s (models= of the "
-                               "tenants file)",
-                               t->tn_name, model);
-            return ST_ERR_PERMISSION;
-        }
-        max_ns = cd_tn_quota(t)->namespaces;
-    }
     if (req->protocol_version > 1) {
         srpc_ctx_set_error(ctx, "protocol_version %u is newer than this node's (1)",
                            req->protocol_version);
@@ -377,6 +357,26 @@ st_status_t cd_h_hello(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
         srpc_ctx_set_error(ctx, "block_tokens=%u must be a multiple of 16 in 16..4096",
                            req->block_tokens);
         return ST_ERR_INVALID;
+    }
+    if (pr.pr_kind == CD_PR_TENANT) {
+        const cd_tn_tenant_t *t = pr.pr_tenant;
+
+        if (req->tenant == NULL || req->tenant[0] == '\0') {
+            tenant = t->tn_name; /* a tenant's token names its tenant */
+        }
+        if (!cd_au_may_tenant(&pr, tenant)) {
+            srpc_ctx_set_error(ctx, "this token is tenant %s's: it may not open tenant %.128s",
+                               t->tn_name, tenant);
+            return ST_ERR_PERMISSION;
+        }
+        if (!cd_tn_model_allowed(t, model)) {
+            srpc_ctx_set_error(ctx,
+                               "tenant %s may not use model %.128s (models= of the "
+                               "tenants file)",
+                               t->tn_name, model);
+            return ST_ERR_PERMISSION;
+        }
+        max_ns = cd_tn_quota(t)->namespaces;
     }
     status = cd_daemon_ns_open(d, tenant, model, req->block_tokens, max_ns, &e, &err);
     if (status != ST_OK) {

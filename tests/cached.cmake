@@ -60,7 +60,7 @@ target_link_libraries(strata_fuzz_util PUBLIC strata_proto)
 strata_add_test(test_fuzz_handlers
                 SOURCES fuzz/fuzz_handlers.c fuzz/fuzz_requests.c fuzz/fuzz_oracle.c
                 LIBS strata_fuzz_util strata_test_cluster strata_rpc strata_proto strata_wire
-                     PkgConfig::XXHASH
+                     PkgConfig::XXHASH PkgConfig::OPENSSL
                 ARGS $<TARGET_FILE:stratad> LABELS fuzz integration cached TIMEOUT 300)
 add_dependencies(test_fuzz_handlers stratad)
 strata_add_test(test_fuzz_config SOURCES fuzz/fuzz_config.c

@@ -182,12 +182,27 @@ static void test_unauthenticated_before_parse(void **state)
     wrong = chan(cl.node[0].addr, "not-a-tenant-token", NULL);
     a = chan(cl.node[0].addr, TOK_A, NULL);
     for (int m = SRPC_CACHE_LOOKUP; m < SRPC_CACHE_N_METHODS; m++) {
-        assert_int_equal(raw(none, m, garbage, sizeof(garbage), &err), GRPC_STATUS_UNAUTHENTICATED);
+        int code = raw(none, m, garbage, sizeof(garbage), &err);
+
+        if (code != GRPC_STATUS_UNAUTHENTICATED) {
+            print_message("%s without a token: %d %s\n", srpc_cache_methods[m].path, code,
+                          err.message);
+        }
+        assert_int_equal(code, GRPC_STATUS_UNAUTHENTICATED);
         assert_null(strstr(err.message, "parse"));
-        assert_int_equal(raw(wrong, m, garbage, sizeof(garbage), &err),
-                         GRPC_STATUS_UNAUTHENTICATED);
+        code = raw(wrong, m, garbage, sizeof(garbage), &err);
+        if (code != GRPC_STATUS_UNAUTHENTICATED) {
+            print_message("%s with a wrong token: %d %s\n", srpc_cache_methods[m].path, code,
+                          err.message);
+        }
+        assert_int_equal(code, GRPC_STATUS_UNAUTHENTICATED);
         /* An authenticated caller's garbage is parsed, and refused as such. */
-        assert_int_equal(raw(a, m, garbage, sizeof(garbage), &err), GRPC_STATUS_INVALID_ARGUMENT);
+        code = raw(a, m, garbage, sizeof(garbage), &err);
+        if (code != GRPC_STATUS_INVALID_ARGUMENT) {
+            print_message("%s with a tenant's token: %d %s\n", srpc_cache_methods[m].path, code,
+                          err.message);
+        }
+        assert_int_equal(code, GRPC_STATUS_INVALID_ARGUMENT);
     }
     assert_int_equal(hello(wrong, "alpha", "m1", NULL, NULL, &err), ST_ERR_UNAUTHENTICATED);
     assert_int_equal(hello(none, "alpha", "m1", NULL, NULL, &err), ST_ERR_UNAUTHENTICATED);
