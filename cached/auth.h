@@ -84,6 +84,14 @@ const cd_principal_t *cd_au_principal(srpc_ctx_t *ctx);
  */
 uint64_t cd_au_client(srpc_ctx_t *ctx);
 
+/*
+ * Lease ids on the wire are the store's (random) lease id XOR the caller's
+ * client id (cd_au_client; 0 for a caller without one): only the client
+ * that got a lease can name it to Release; a lease granted to a caller
+ * without a client id (a stock client, a peer's fan-out) is bound to the
+ * tenant only (handlers_data.c).
+ */
+
 /* 1 when pr may act on a namespace of tenant. */
 int cd_au_may_tenant(const cd_principal_t *pr, const char *tenant);
 

@@ -420,7 +420,7 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
         resp->segments[i] = m;
     }
     resp->n_segments = req->n_segments;
-    resp->lease_id = lease_id;
+    resp->lease_id = lease_id != 0 ? lease_id ^ cd_au_client(ctx) : 0; /* owned: auth.h */
     {
         /* Hit rates, per segment this node owns (docs/observability.md §1). */
         uint64_t matched = 0, resumable = 0, bt = e->block_tokens;
@@ -538,7 +538,7 @@ st_status_t cd_h_locate(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
                                                  : STRATA__V1__OBJECT_STATE__OBJECT_MISSING,
                           &out[i].where);
     }
-    resp->lease_id = lease_id;
+    resp->lease_id = lease_id != 0 ? lease_id ^ cd_au_client(ctx) : 0; /* owned: auth.h */
     if (lease_id != 0) {
         uint64_t now = cd_store_now(d->store);
 
@@ -880,8 +880,14 @@ st_status_t cd_h_release(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, Protobuf
         return ST_ERR_NOMEM;
     }
     for (size_t i = 0; i < req->n_lease_ids; i++) {
-        resp->status[i] =
-            cd_h_key_status(cd_store_release(d->store, e->local_id, req->lease_ids[i]));
+        uint64_t client = cd_au_client(ctx);
+        st_status_t st = cd_store_release(d->store, e->local_id, req->lease_ids[i] ^ client);
+
+        if (st == ST_ERR_NOT_FOUND && client != 0) {
+            /* A lease granted without a client id (a peer's fan-out): bound to the tenant. */
+            st = cd_store_release(d->store, e->local_id, req->lease_ids[i]);
+        }
+        resp->status[i] = cd_h_key_status(st);
     }
     resp->n_status = req->n_lease_ids;
     return ST_OK;

@@ -23,7 +23,7 @@ add_dependencies(test_stratad stratad)
 # refusal to start insecurely (real daemons, raw gRPC frames).
 strata_add_test(test_tenancy SOURCES integration/test_tenancy.c
                 LIBS strata_test_cluster strata_rpc strata_proto strata_wire PkgConfig::CMOCKA
-                     PkgConfig::OPENSSL Threads::Threads
+                     PkgConfig::OPENSSL PkgConfig::XXHASH Threads::Threads
                 ARGS $<TARGET_FILE:stratad> LABELS integration cached TIMEOUT 300)
 add_dependencies(test_tenancy stratad)
 

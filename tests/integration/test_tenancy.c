@@ -27,6 +27,9 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include "cluster.h"
 #include "srpc.h"
 #include "strata.pb-c.h"
@@ -394,6 +397,99 @@ static void test_batches_bound_to_their_hello(void **state)
     tc_stop_all(&cl);
 }
 
+/* Puts one VIS object inline, then Locates it with a lease over ch; returns the lease id. */
+static uint64_t put_and_lease(srpc_channel_t *ch, uint64_t ns)
+{
+    Strata__V1__PutRequest pq = STRATA__V1__PUT_REQUEST__INIT;
+    Strata__V1__InlineObject o = STRATA__V1__INLINE_OBJECT__INIT, *op = &o;
+    Strata__V1__LocateRequest lq = STRATA__V1__LOCATE_REQUEST__INIT;
+    Strata__V1__LocateResponse *la = NULL;
+    Strata__V1__ObjectKey key = STRATA__V1__OBJECT_KEY__INIT, *kp = &key;
+    ProtobufCMessage *pa = NULL;
+    uint8_t hash[16], data[256];
+    srpc_error_t err;
+    uint64_t id;
+
+    memset(hash, 0x42, sizeof(hash));
+    memset(data, 7, sizeof(data));
+    key.block_hash.data = hash;
+    key.block_hash.len = 16;
+    key.kind = STRATA__V1__OBJECT_KIND__VIS;
+    o.key = &key;
+    o.data.data = data;
+    o.data.len = sizeof(data);
+    o.checksum = XXH3_64bits(data, sizeof(data));
+    pq.namespace_id = ns;
+    pq.objects = &op;
+    pq.n_objects = 1;
+    assert_int_equal(srpc_call(ch, &srpc_cache_methods[SRPC_CACHE_PUT], &pq.base, 10000, &pa, &err),
+                     ST_OK);
+    protobuf_c_message_free_unpacked(pa, NULL);
+    lq.namespace_id = ns;
+    lq.keys = &kp;
+    lq.n_keys = 1;
+    lq.lease = 1;
+    assert_int_equal(srpc_call(ch, &srpc_cache_methods[SRPC_CACHE_LOCATE], &lq.base, 10000,
+                               (ProtobufCMessage **)&la, &err),
+                     ST_OK);
+    id = la->lease_id;
+    protobuf_c_message_free_unpacked(&la->base, NULL);
+    assert_true(id != 0);
+    return id;
+}
+
+/* Releases lease id over ch; returns its key status. */
+static int release_one(srpc_channel_t *ch, uint64_t ns, uint64_t id)
+{
+    Strata__V1__ReleaseRequest rq = STRATA__V1__RELEASE_REQUEST__INIT;
+    Strata__V1__ReleaseResponse *ra = NULL;
+    srpc_error_t err;
+    int status;
+
+    rq.namespace_id = ns;
+    rq.lease_ids = &id;
+    rq.n_lease_ids = 1;
+    assert_int_equal(srpc_call(ch, &srpc_cache_methods[SRPC_CACHE_RELEASE], &rq.base, 10000,
+                               (ProtobufCMessage **)&ra, &err),
+                     ST_OK);
+    assert_int_equal(ra->n_status, 1);
+    status = ra->status[0];
+    protobuf_c_message_free_unpacked(&ra->base, NULL);
+    return status;
+}
+
+static void test_leases_bound_to_their_hello(void **state)
+{
+    tc_cluster_t cl;
+    srpc_channel_t *b, *b1, *b2;
+    srpc_error_t err;
+    uint64_t ns_b = 0, c1 = 0, c2 = 0, l1, l0;
+    char hex1[17], hex2[17];
+
+    (void)state;
+    write_ab();
+    assert_int_equal(start(&cl, 1, NULL), 0);
+    b = chan(cl.node[0].addr, TOK_B, NULL);
+    assert_int_equal(hello(b, "beta", "m1", &ns_b, &c1, &err), ST_OK);
+    assert_int_equal(hello(b, "beta", "m1", NULL, &c2, &err), ST_OK);
+    snprintf(hex1, sizeof(hex1), "%016llx", (unsigned long long)c1);
+    snprintf(hex2, sizeof(hex2), "%016llx", (unsigned long long)c2);
+    b1 = chan(cl.node[0].addr, TOK_B, hex1);
+    b2 = chan(cl.node[0].addr, TOK_B, hex2);
+    l1 = put_and_lease(b1, ns_b);
+    /* Another Hello of the tenant, or a caller without a client id: as unknown. */
+    assert_int_equal(release_one(b2, ns_b, l1), STRATA__V1__KEY_STATUS__KEY_NOT_FOUND);
+    assert_int_equal(release_one(b, ns_b, l1), STRATA__V1__KEY_STATUS__KEY_NOT_FOUND);
+    assert_int_equal(release_one(b1, ns_b, l1), STRATA__V1__KEY_STATUS__KEY_OK);
+    /* A stock client's lease is bound to the tenant only. */
+    l0 = put_and_lease(b, ns_b);
+    assert_int_equal(release_one(b2, ns_b, l0), STRATA__V1__KEY_STATUS__KEY_OK);
+    srpc_channel_close(b);
+    srpc_channel_close(b1);
+    srpc_channel_close(b2);
+    tc_stop_all(&cl);
+}
+
 static void test_namespaces_quota(void **state)
 {
     tc_cluster_t cl;
@@ -712,6 +808,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_hello_authorization),
         cmocka_unit_test(test_cross_tenant_calls_answer_as_unknown),
         cmocka_unit_test(test_batches_bound_to_their_hello),
+        cmocka_unit_test(test_leases_bound_to_their_hello),
         cmocka_unit_test(test_namespaces_quota),
         cmocka_unit_test(test_restart_does_not_lock_out),
         cmocka_unit_test(test_sighup_reload),
