@@ -584,6 +584,9 @@ static st_status_t cd_daemon_secrets(cd_daemon_t *d, const char **secret_p)
 
 st_status_t cd_daemon_reload(cd_daemon_t *d)
 {
+    /* Merge point for per-tenant quotas in the store: after a successful load or
+     * reload, cd_tn_foreach(&d->auth.au_tenants, ...) hands each tenant's
+     * cd_tn_quota() to the store. */
     return cd_au_reload(&d->auth);
 }
 

@@ -438,6 +438,18 @@ const cd_tn_quota_t *cd_tn_quota(const cd_tn_tenant_t *t)
     return &t->tn_quota;
 }
 
+void cd_tn_foreach(cd_tenants_t *tns, void (*fn)(void *arg, const cd_tn_tenant_t *t), void *arg)
+{
+    const cd_tn_table_t *t;
+
+    pthread_mutex_lock(&tns->tns_lock);
+    t = atomic_load(&tns->tns_cur);
+    for (size_t i = 0; t != NULL && i < t->tt_n; i++) {
+        fn(arg, t->tt_tenants[i]);
+    }
+    pthread_mutex_unlock(&tns->tns_lock);
+}
+
 /* ------------------------------------------------------------- secrets -- */
 
 st_status_t cd_tn_read_secret(char **value, const char *path, const char *env, const char *name)

@@ -127,6 +127,13 @@ int cd_tn_model_allowed(const cd_tn_tenant_t *t, const char *model);
 const cd_tn_quota_t *cd_tn_quota(const cd_tn_tenant_t *t);
 
 /*
+ * Calls fn(arg, tenant) for every tenant of the current table, in file
+ * order (for example to hand each tenant's quotas to the store after a load
+ * or a reload). fn must not call cd_tn_swap.
+ */
+void cd_tn_foreach(cd_tenants_t *tns, void (*fn)(void *arg, const cd_tn_tenant_t *t), void *arg);
+
+/*
  * Fills out (CD_TN_HASH_BYTES) with HMAC-SHA-256(key, msg). Returns ST_OK or
  * ST_ERR_INTERNAL when OpenSSL fails (logged).
  */

@@ -42,6 +42,12 @@ static void write_file(const char *text)
     fclose(f);
 }
 
+static void count_tenant(void *arg, const cd_tn_tenant_t *t)
+{
+    (void)t;
+    (*(int *)arg)++;
+}
+
 static void test_parse_fields_and_defaults(void **state)
 {
     char ha[80], hb[80], text[1024];
@@ -91,6 +97,12 @@ static void test_parse_fields_and_defaults(void **state)
     assert_int_equal(q->namespaces, CD_TN_DEFAULT_NAMESPACES);
     assert_true(cd_tn_model_allowed(b, "anything"));
     assert_true(cd_tn_find_name(&tns, "beta") == b);
+    {
+        int n = 0;
+
+        cd_tn_foreach(&tns, count_tenant, &n);
+        assert_int_equal(n, 2);
+    }
     assert_null(cd_tn_find_name(&tns, "gamma"));
     cd_tn_free_all(&tns);
 }
