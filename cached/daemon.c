@@ -570,6 +570,15 @@ static st_status_t cd_daemon_secrets(cd_daemon_t *d, const char **secret_p)
                  d->cfg.listen);
         return ST_ERR_INVALID;
     }
+    if (d->cfg.cluster_secret[0] == '\0' &&
+        (d->cfg.auth_token[0] != '\0' || d->cfg.tenants_file[0] != '\0')) {
+        /* With the public development secret anyone could compute the seeds and the
+         * peer credential (a Lookup on any namespace): authentication would be moot. */
+        st_error("auth_token or tenants_file is set but no cluster_secret (cluster_secret_file "
+                 "or STRATA_CLUSTER_SECRET): the namespace seeds and the peer credential must "
+                 "not derive from the public development secret");
+        return ST_ERR_INVALID;
+    }
     *secret_p = d->cfg.cluster_secret;
     if ((*secret_p)[0] == '\0') {
         st_warn("cluster_secret is not set: namespace seeds are predictable (loopback only); "

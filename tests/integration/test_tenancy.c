@@ -782,6 +782,14 @@ static void test_insecure_listen_refused(void **state)
     setenv("STRATA_CLUSTER_SECRET", "0123456789abcdef0123", 1);
     assert_int_equal(run_stratad(args, log, sizeof(log)), -1);
     unsetenv("STRATA_CLUSTER_SECRET");
+    /* Authentication without a cluster secret, even on loopback: the seeds and the peer
+     * credential would derive from the public development secret. */
+    snprintf(args, sizeof(args), "--listen 127.0.0.1:%d --transport none --tenants-file %s", port,
+             tenants_path);
+    assert_int_equal(run_stratad(args, log, sizeof(log)), 1);
+    assert_non_null(strstr(log, "cluster_secret"));
+    snprintf(args, sizeof(args), "--listen 127.0.0.1:%d --transport none --auth-token abc", port);
+    assert_int_equal(run_stratad(args, log, sizeof(log)), 1);
     /* A bad tenants file names its line. */
     {
         FILE *f = fopen(tenants_path, "w");
@@ -792,8 +800,10 @@ static void test_insecure_listen_refused(void **state)
         fprintf(f, "# two tenants, one token\nalpha %s\nbeta %s models=x\n", hash, hash);
         fclose(f);
     }
-    snprintf(args, sizeof(args), "--listen 127.0.0.1:%d --transport none --tenants-file %s", port,
-             tenants_path);
+    snprintf(args, sizeof(args),
+             "--listen 127.0.0.1:%d --transport none --tenants-file %s --cluster-secret "
+             "0123456789abcdef0123",
+             port, tenants_path);
     assert_int_equal(run_stratad(args, log, sizeof(log)), 1);
     assert_non_null(strstr(log, ":3:"));
     assert_non_null(strstr(log, "token hash of tenant alpha"));
