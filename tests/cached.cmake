@@ -26,6 +26,11 @@ strata_add_test(test_tenancy SOURCES integration/test_tenancy.c
                      PkgConfig::OPENSSL PkgConfig::XXHASH Threads::Threads
                 ARGS $<TARGET_FILE:stratad> LABELS integration cached TIMEOUT 300)
 add_dependencies(test_tenancy stratad)
+# The same seen by a stock gRPC client (Debian's python3-grpcio, raw protobuf bytes).
+add_test(NAME test_tenancy_grpc
+         COMMAND ${STRATA_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/python/test_tenancy_grpc.py
+                 --stratad $<TARGET_FILE:stratad>)
+set_tests_properties(test_tenancy_grpc PROPERTIES LABELS "integration;python;cached" TIMEOUT 120)
 
 # stratad with its SSD tier: spill and promote, kill -9 under durable writes,
 # corruption on disk, a full map (real LMDB files in temporary directories).
