@@ -490,6 +490,7 @@ st_status_t cd_h_stats(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
     Strata__V1__StatsResponse *resp = (void *)respm;
     cd_daemon_t *d = cd_h_daemon(ctx);
     srpc_method_stats_t ms[SRPC_CACHE_N_METHODS + 1];
+    int node_wide = cd_au_principal(ctx)->pr_kind == CD_PR_ANY;
     uint32_t local = 0;
     cd_stats_t s;
     size_t nm;
@@ -599,7 +600,7 @@ st_status_t cd_h_stats(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
             {"ssd_recovered_sessions", tc.recovered_sessions},
         };
 
-        if (d->tier != NULL) {
+        if (d->tier != NULL && node_wide) {
             m = sizeof(t) / sizeof(t[0]);
         }
         resp->counters = srpc_ctx_alloc(ctx, sizeof(*resp->counters) * (n + m));
@@ -621,11 +622,12 @@ st_status_t cd_h_stats(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
         resp->n_counters = n + m;
     }
 
-    nm = srpc_server_stats(d->server, ms, SRPC_CACHE_N_METHODS + 1);
+    /* The calls and the SSD tier are the node's, every tenant's: not a tenant's to see. */
+    nm = node_wide ? srpc_server_stats(d->server, ms, SRPC_CACHE_N_METHODS + 1) : 0;
     if (nm > SRPC_CACHE_N_METHODS + 1) {
         nm = SRPC_CACHE_N_METHODS + 1;
     }
-    resp->methods = srpc_ctx_alloc(ctx, sizeof(*resp->methods) * nm);
+    resp->methods = srpc_ctx_alloc(ctx, sizeof(*resp->methods) * (nm ? nm : 1));
     if (resp->methods == NULL) {
         return ST_ERR_NOMEM;
     }

@@ -308,6 +308,19 @@ static void test_cross_tenant_calls_answer_as_unknown(void **state)
     assert_int_equal(raw(b, SRPC_CACHE_STATS, req, n, &err), GRPC_STATUS_OK);
     n = ns_only(ns_a, req);
     assert_int_equal(raw(a, SRPC_CACHE_STATS, req, n, &err), GRPC_STATUS_OK);
+    {
+        /* A tenant's Stats hold its namespace's counters, not the node's calls of everyone. */
+        Strata__V1__StatsRequest sq = STRATA__V1__STATS_REQUEST__INIT;
+        Strata__V1__StatsResponse *sa = NULL;
+
+        sq.namespace_id = ns_a;
+        assert_int_equal(srpc_call(a, &srpc_cache_methods[SRPC_CACHE_STATS], &sq.base, 10000,
+                                   (ProtobufCMessage **)&sa, &err),
+                         ST_OK);
+        assert_true(sa->n_counters > 0);
+        assert_int_equal(sa->n_methods, 0);
+        protobuf_c_message_free_unpacked(&sa->base, NULL);
+    }
     srpc_channel_close(a);
     srpc_channel_close(b);
     tc_stop_all(&cl);
