@@ -348,8 +348,12 @@ void cd_tn_swap(cd_tenants_t *tns, cd_tn_table_t *t)
     for (size_t i = 0; old != NULL && i < old->tt_n; i++) {
         int kept = 0;
 
+        /* Kept: the same name with the same token. A new token revokes the old one, and with
+         * it the transport keys its Hellos drew. */
         for (size_t j = 0; t != NULL && j < t->tt_n; j++) {
-            kept |= strcmp(old->tt_tenants[i]->tn_name, t->tt_tenants[j]->tn_name) == 0;
+            kept |= strcmp(old->tt_tenants[i]->tn_name, t->tt_tenants[j]->tn_name) == 0 &&
+                    CRYPTO_memcmp(old->tt_tenants[i]->tn_hash, t->tt_tenants[j]->tn_hash,
+                                  CD_TN_HASH_BYTES) == 0;
         }
         if (!kept) {
             atomic_store(&old->tt_tenants[i]->tn_removed, 1);

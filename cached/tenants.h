@@ -100,8 +100,8 @@ void cd_tn_table_free(cd_tn_table_t *t);
 void cd_tn_init(cd_tenants_t *tns, cd_tn_table_t *t);
 
 /*
- * Makes t the current table; tenants of the old one that t does not name are
- * marked removed. The old table stays allocated (see the file comment).
+ * Makes t the current table; tenants of the old one that t does not name, or
+ * names with another token hash, are marked removed. The old table stays allocated (see the file comment).
  */
 void cd_tn_swap(cd_tenants_t *tns, cd_tn_table_t *t);
 

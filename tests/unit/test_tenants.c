@@ -179,6 +179,19 @@ static void test_swap_marks_dropped(void **state)
     a2 = cd_tn_find_token(&tns, "token-a");
     assert_non_null(a2);
     assert_false(cd_tn_model_allowed(a2, "y"));
+    /* A new token for acme (a leaked one revoked): what the old one authenticated goes. */
+    {
+        cd_tn_table_t *t3 = NULL;
+
+        hash_of("token-a2", ha);
+        snprintf(text, sizeof(text), "acme %s\n", ha);
+        write_file(text);
+        assert_int_equal(cd_tn_load(path, &t3), ST_OK);
+        cd_tn_swap(&tns, t3);
+        assert_true(atomic_load(&a2->tn_removed));
+        assert_null(cd_tn_find_token(&tns, "token-a"));
+        assert_non_null(cd_tn_find_token(&tns, "token-a2"));
+    }
     cd_tn_free_all(&tns);
 }
 
