@@ -9,6 +9,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include <grpc/status.h>
+
 #include "cli.h"
 #include "srpc.h"
 #include "strata.pb-c.h"
@@ -67,7 +69,12 @@ static int cli_status(const cli_conf_t *cf, int argc, char **argv)
         if (srpc_channel_open(t, &cc, &ch) != ST_OK ||
             srpc_call(ch, &srpc_cache_methods[SRPC_CACHE_STATS], &req.base, (int)cf->timeout_ms,
                       (ProtobufCMessage **)&resp, &err) != ST_OK) {
-            printf("%-22s %-8s %s\n", t, "DOWN", ch ? err.message : "cannot open channel");
+            /* Up, but it will not tell this token (a tenant's token asks per namespace). */
+            int refused = ch != NULL && (err.grpc_code == GRPC_STATUS_PERMISSION_DENIED ||
+                                         err.grpc_code == GRPC_STATUS_UNAUTHENTICATED);
+
+            printf("%-22s %-8s %s\n", t, refused ? "REFUSED" : "DOWN",
+                   ch ? err.message : "cannot open channel");
             srpc_channel_close(ch);
             rc = 1;
             continue;
