@@ -31,11 +31,20 @@ static const st_cfg_option_t cd_options[] = {
     {"peers", ST_CFG_STRING, CD_OFF(peers), "", 0, 0, 0, NULL, 0,
      "every node of the cluster, this one included, as host:port,host:port"},
     {"cluster_secret", ST_CFG_STRING, CD_OFF(cluster_secret), "", 0, 0, ST_CFG_SENSITIVE, NULL, 0,
-     "secret shared by the cluster's nodes, from which namespace seeds derive (16+ bytes)"},
+     "secret shared by the cluster's nodes, from which namespace seeds and the daemons' peer "
+     "credential derive (16+ bytes; else cluster_secret_file, else $STRATA_CLUSTER_SECRET)"},
+    {"cluster_secret_file", ST_CFG_STRING, CD_OFF(cluster_secret_file), "", 0, 0, 0, NULL, 0,
+     "file whose first line is the cluster_secret (kept out of argv)"},
     {"auth_token", ST_CFG_STRING, CD_OFF(auth_token), "", 0, 0, ST_CFG_SENSITIVE, NULL, 0,
-     "token clients must present (authorization: Bearer); empty: no authentication"},
+     "the one token clients must present (authorization: Bearer), allowed every tenant; else "
+     "auth_token_file, else $STRATA_AUTH_TOKEN; empty: no authentication"},
+    {"auth_token_file", ST_CFG_STRING, CD_OFF(auth_token_file), "", 0, 0, 0, NULL, 0,
+     "file whose first line is the auth_token (kept out of argv)"},
+    {"tenants_file", ST_CFG_STRING, CD_OFF(tenants_file), "", 0, 0, 0, NULL, 0,
+     "tenants, their token hashes, models and quotas, one per line (docs/security.md); "
+     "re-read on SIGHUP"},
     {"protected_mode", ST_CFG_BOOL, CD_OFF(protected_mode), "true", 0, 0, 0, NULL, 0,
-     "without an auth_token, refuse clients that are not on loopback"},
+     "without an auth_token or tenants_file, refuse clients that are not on loopback"},
     {"data_dir", ST_CFG_STRING, CD_OFF(data_dir), "", 0, 0, 0, NULL, 'd',
      "directory of the SSD tier, an LMDB environment (empty: DRAM only)"},
     {"ssd_map_size", ST_CFG_SIZE, CD_OFF(ssd_map_size), "64G", 1ll << 20, 1ll << 46, 0, NULL, 0,
@@ -136,8 +145,10 @@ uint64_t cd_wire_ns_id(const char *tenant, const char *model)
 }
 
 st_status_t cd_daemon_ns_open(cd_daemon_t *d, const char *tenant, const char *model,
-                              uint32_t block_tokens, cd_ns_entry_t **entry_p, cd_err_t *err)
+                              uint32_t block_tokens, uint64_t max_ns, cd_ns_entry_t **entry_p,
+                              cd_err_t *err)
 {
+    uint64_t used = 0;
     uint64_t wire = cd_wire_ns_id(tenant, model);
     cd_ns_entry_t *e;
     cd_ns_info_t info;
@@ -158,6 +169,20 @@ st_status_t cd_daemon_ns_open(cd_daemon_t *d, const char *tenant, const char *mo
             *entry_p = e;
             return ST_OK;
         }
+        used += strcmp(d->ns[i]->tenant, tenant) == 0;
+    }
+    if (max_ns != 0 && used >= max_ns) {
+        pthread_mutex_unlock(&d->ns_lock);
+        snprintf(err->msg, sizeof(err->msg),
+                 "tenant %s: namespaces quota reached (%llu of %llu in use; a namespace is a "
+                 "tenant x model)",
+                 tenant, (unsigned long long)used, (unsigned long long)max_ns);
+        return ST_ERR_EXHAUSTED;
+    }
+    if (d->n_ns == CD_MAX_NS) {
+        pthread_mutex_unlock(&d->ns_lock);
+        snprintf(err->msg, sizeof(err->msg), "no room for another namespace (limit %d)", CD_MAX_NS);
+        return ST_ERR_EXHAUSTED;
     }
     status = cd_store_ns_create(d->store, tenant, model,
                                 block_tokens ? block_tokens : (uint32_t)d->cfg.block_tokens, &local,
@@ -178,6 +203,7 @@ st_status_t cd_daemon_ns_open(cd_daemon_t *d, const char *tenant, const char *mo
     }
     e->wire_id = wire;
     e->local_id = local;
+    snprintf(e->tenant, sizeof(e->tenant), "%s", tenant);
     e->block_tokens = info.block_tokens;
     e->seed = info.seed;
     {
@@ -300,8 +326,29 @@ uint32_t cd_daemon_ns_regions(cd_daemon_t *d, const cd_ns_entry_t *e, cd_region_
 
 /* ---------------------------------------------------- reservations -- */
 
-st_status_t cd_batch_add(cd_daemon_t *d, uint32_t ns_local, uint64_t *resv, size_t n,
-                         uint64_t expires_ms, uint64_t *id_p)
+/* Finds batch id among the live ones. batch_lock held. */
+static cd_batch_t *cd_batch_find_locked(cd_daemon_t *d, uint64_t id)
+{
+    for (cd_batch_t *b = d->batches; b != NULL; b = b->next) {
+        if (b->id == id) {
+            return b;
+        }
+    }
+    return NULL;
+}
+
+/* Remembers a finished batch. batch_lock held. */
+static void cd_batch_retire_locked(cd_daemon_t *d, const cd_batch_t *b)
+{
+    struct cd_batch_retired *r = &d->retired[d->n_retired++ % CD_BATCH_RETIRED];
+
+    r->id = b->id;
+    r->client = b->client;
+    r->ns_local = b->ns_local;
+}
+
+st_status_t cd_batch_add(cd_daemon_t *d, uint32_t ns_local, uint64_t client, uint64_t *resv,
+                         size_t n, uint64_t expires_ms, uint64_t *id_p)
 {
     cd_batch_t *b = calloc(1, sizeof(*b));
 
@@ -309,11 +356,20 @@ st_status_t cd_batch_add(cd_daemon_t *d, uint32_t ns_local, uint64_t *resv, size
         return ST_ERR_NOMEM;
     }
     b->ns_local = ns_local;
+    b->client = client;
     b->expires_ms = expires_ms;
     b->n = n;
     b->resv = resv;
     pthread_mutex_lock(&d->batch_lock);
-    b->id = ++d->next_batch;
+    /* Random, so that nobody guesses another client's batch; never 0, never a live one. */
+    do {
+        b->id = cd_au_random64();
+    } while (b->id != 0 && cd_batch_find_locked(d, b->id) != NULL);
+    if (b->id == 0) {
+        pthread_mutex_unlock(&d->batch_lock);
+        free(b);
+        return ST_ERR_INTERNAL;
+    }
     b->next = d->batches;
     d->batches = b;
     pthread_mutex_unlock(&d->batch_lock);
@@ -321,15 +377,17 @@ st_status_t cd_batch_add(cd_daemon_t *d, uint32_t ns_local, uint64_t *resv, size
     return ST_OK;
 }
 
-cd_batch_t *cd_batch_take(cd_daemon_t *d, uint32_t ns_local, uint64_t id)
+cd_batch_t *cd_batch_take(cd_daemon_t *d, uint32_t ns_local, uint64_t client, uint64_t id)
 {
     cd_batch_t **pp, *b = NULL;
 
     pthread_mutex_lock(&d->batch_lock);
     for (pp = &d->batches; *pp != NULL; pp = &(*pp)->next) {
-        if ((*pp)->id == id && (*pp)->ns_local == ns_local) {
+        if ((*pp)->id == id && (*pp)->ns_local == ns_local &&
+            ((*pp)->client == 0 || (*pp)->client == client)) {
             b = *pp;
             *pp = b->next;
+            cd_batch_retire_locked(d, b);
             break;
         }
     }
@@ -337,14 +395,19 @@ cd_batch_t *cd_batch_take(cd_daemon_t *d, uint32_t ns_local, uint64_t id)
     return b;
 }
 
-int cd_batch_issued(cd_daemon_t *d, uint64_t id)
+int cd_batch_issued(cd_daemon_t *d, uint32_t ns_local, uint64_t client, uint64_t id)
 {
-    uint64_t last;
+    int found = 0;
 
     pthread_mutex_lock(&d->batch_lock);
-    last = d->next_batch;
+    for (uint32_t i = 0; i < CD_BATCH_RETIRED && i < d->n_retired && !found; i++) {
+        const struct cd_batch_retired *r = &d->retired[i];
+
+        found = id != 0 && r->id == id && r->ns_local == ns_local &&
+                (r->client == 0 || r->client == client);
+    }
     pthread_mutex_unlock(&d->batch_lock);
-    return id != 0 && id <= last;
+    return found;
 }
 
 void cd_batch_free(cd_batch_t *b)
@@ -365,6 +428,7 @@ void cd_batch_expire(cd_daemon_t *d, uint64_t now_ms)
         cd_batch_t *b = *pp;
 
         if (b->expires_ms <= now_ms) {
+            cd_batch_retire_locked(d, b);
             *pp = b->next;
             b->next = dead;
             dead = b;
@@ -423,7 +487,8 @@ srpc_channel_t *cd_daemon_peer(cd_daemon_t *d, uint32_t i)
     if (d->peer_ch[i] == NULL) {
         srpc_channel_config_t cc = {0};
 
-        cc.token = d->cfg.auth_token[0] ? d->cfg.auth_token : NULL;
+        /* The cluster credential, never a client's token (auth.h). */
+        cc.token = d->auth.au_peer_token;
         if (srpc_channel_open(d->peer_list[i], &cc, &d->peer_ch[i]) != ST_OK) {
             d->peer_ch[i] = NULL;
         }
@@ -469,6 +534,88 @@ static void *cd_reaper_main(void *arg)
 }
 
 /* ---------------------------------------------------------- lifecycle -- */
+
+/* Whether a listen address (host:port) is on loopback only. */
+static int cd_listen_is_loopback(const char *listen)
+{
+    return strncmp(listen, "127.", 4) == 0 || strncmp(listen, "localhost:", 10) == 0 ||
+           strncmp(listen, "[::1]:", 6) == 0 || strncmp(listen, "unix:", 5) == 0;
+}
+
+/*
+ * Reads the secrets from their files or the environment (docs/security.md:
+ * the value in the config or argv, else the *_file, else the environment;
+ * a value and a file both set is an error), and refuses to serve a
+ * non-loopback address without a cluster secret and without authentication.
+ * Sets *secret_p to the cluster secret to use.
+ */
+static st_status_t cd_daemon_secrets(cd_daemon_t *d, const char **secret_p)
+{
+    st_status_t status;
+    int loopback = cd_listen_is_loopback(d->cfg.listen);
+
+    status = cd_tn_read_secret(&d->cfg.auth_token, d->cfg.auth_token_file, "STRATA_AUTH_TOKEN",
+                               "auth_token");
+    if (status == ST_OK) {
+        status = cd_tn_read_secret(&d->cfg.cluster_secret, d->cfg.cluster_secret_file,
+                                   "STRATA_CLUSTER_SECRET", "cluster_secret");
+    }
+    if (status != ST_OK) {
+        return status;
+    }
+    if (!loopback && d->cfg.cluster_secret[0] == '\0') {
+        st_error("listen=%s is not a loopback address and no cluster_secret is set "
+                 "(cluster_secret_file or STRATA_CLUSTER_SECRET): refusing to start with the "
+                 "public development secret",
+                 d->cfg.listen);
+        return ST_ERR_INVALID;
+    }
+    if (!loopback && d->cfg.auth_token[0] == '\0' && d->cfg.tenants_file[0] == '\0') {
+        st_error("listen=%s is not a loopback address and neither tenants_file nor auth_token "
+                 "is set: refusing to serve without authentication",
+                 d->cfg.listen);
+        return ST_ERR_INVALID;
+    }
+    if (d->cfg.cluster_secret[0] == '\0' &&
+        (d->cfg.auth_token[0] != '\0' || d->cfg.tenants_file[0] != '\0')) {
+        /* With the public development secret anyone could compute the seeds and the
+         * peer credential (a Lookup on any namespace): authentication would be moot. */
+        st_error("auth_token or tenants_file is set but no cluster_secret (cluster_secret_file "
+                 "or STRATA_CLUSTER_SECRET): the namespace seeds and the peer credential must "
+                 "not derive from the public development secret");
+        return ST_ERR_INVALID;
+    }
+    *secret_p = d->cfg.cluster_secret;
+    if ((*secret_p)[0] == '\0') {
+        st_warn("cluster_secret is not set: namespace seeds are predictable (loopback only); "
+                "set it in production");
+        *secret_p = cd_dev_secret;
+    } else if (strlen(*secret_p) < 16) {
+        st_error("cluster_secret is too short (%zu bytes, need at least 16)", strlen(*secret_p));
+        return ST_ERR_INVALID;
+    }
+    return ST_OK;
+}
+
+st_status_t cd_daemon_reload(cd_daemon_t *d)
+{
+    /* Merge point for per-tenant quotas in the store: after a successful load or
+     * reload, cd_tn_foreach(&d->auth.au_tenants, ...) hands each tenant's
+     * cd_tn_quota() to the store. */
+    return cd_au_reload(&d->auth);
+}
+
+uint64_t cd_daemon_tenant_namespaces(cd_daemon_t *d, const char *tenant)
+{
+    const cd_tn_tenant_t *t = cd_tn_find_name(&d->auth.au_tenants, tenant);
+
+    return t != NULL ? cd_tn_quota(t)->namespaces : 0;
+}
+
+int cd_daemon_tenant_known(cd_daemon_t *d, const char *tenant)
+{
+    return !d->auth.au_has_tenants || cd_tn_find_name(&d->auth.au_tenants, tenant) != NULL;
+}
 
 int cd_daemon_port(const cd_daemon_t *d)
 {
@@ -577,14 +724,15 @@ st_status_t cd_daemon_start(cd_daemon_t *d, cd_config_t *cfg)
             return status;
         }
     }
-    secret = d->cfg.cluster_secret;
-    if (secret[0] == '\0') {
-        st_warn("cluster_secret is not set: namespace seeds are predictable; set it in "
-                "production");
-        secret = cd_dev_secret;
-    } else if (strlen(secret) < 16) {
-        st_error("cluster_secret is too short (%zu bytes, need at least 16)", strlen(secret));
-        return ST_ERR_INVALID;
+    status = cd_daemon_secrets(d, &secret);
+    if (status != ST_OK) {
+        return status;
+    }
+    status =
+        cd_au_init(&d->auth, d->cfg.tenants_file, d->cfg.auth_token, d->cfg.protected_mode, secret);
+    d->auth_ready = 1;
+    if (status != ST_OK) {
+        return status;
     }
 
     cd_store_config_defaults(&sc);
@@ -663,6 +811,7 @@ st_status_t cd_daemon_start(cd_daemon_t *d, cd_config_t *cfg)
     srv.n_cqs = srv.n_threads >= 4 ? 2 : 1;
     srv.max_message_bytes = (uint32_t)d->cfg.max_message_bytes;
     srv.user_arg = d;
+    srv.authenticate = cd_au_authenticate;
     status = srpc_server_start(&srv, cd_method_table, cd_method_table_len, &d->server);
     if (status != ST_OK) {
         st_error("cannot serve address=%s: %s", d->cfg.listen, st_strerror(status));
@@ -732,6 +881,10 @@ void cd_daemon_destroy(cd_daemon_t *d)
     }
     for (uint32_t i = 0; i <= CD_MAX_NS; i++) {
         free(d->regions[i]);
+    }
+    if (d->auth_ready) {
+        cd_au_destroy(&d->auth);
+        d->auth_ready = 0;
     }
     st_config_free(&cd_config_table, &d->cfg);
     pthread_mutex_destroy(&d->ns_lock);

@@ -18,24 +18,29 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "auth.h"
 #include "observe.h"
 #include "ring.h"
 #include "srpc.h"
 #include "st_config.h"
 #include "store.h"
 
-#define CD_VERSION     "0.1.0"
-#define CD_MAX_NS      64
-#define CD_MAX_REGIONS 1024
-#define CD_MAX_PEERS   256
+#define CD_VERSION       "0.1.0"
+#define CD_MAX_NS        64
+#define CD_MAX_REGIONS   1024
+#define CD_MAX_PEERS     256
+#define CD_BATCH_RETIRED 4096 /* finished batch ids remembered, so that Abort stays idempotent */
 
 /* stratad's settings, filled from the config table (cd_config_table). */
 typedef struct cd_config {
     char *listen;
     char *node_id;
-    char *peers;          /* "host:port,..." of the whole cluster, this node included */
-    char *cluster_secret; /* sensitive */
-    char *auth_token;     /* sensitive */
+    char *peers;               /* "host:port,..." of the whole cluster, this node included */
+    char *cluster_secret;      /* sensitive */
+    char *auth_token;          /* sensitive */
+    char *auth_token_file;     /* auth_token read from this file */
+    char *cluster_secret_file; /* cluster_secret read from this file */
+    char *tenants_file;        /* per-tenant tokens and quotas (tenants.h) */
     char *data_dir;
     char *pid_file;
     char *metrics_listen; /* "host:port" of /metrics, /stats, /dashboard; "" off */
@@ -87,6 +92,7 @@ typedef struct cd_ns_entry {
     uint32_t block_tokens;
     st_hash_t seed;
     cd_ns_metrics_t *mx; /* its counters (never NULL once the entry is listed) */
+    char tenant[CD_NAME_MAX + 1];
 } cd_ns_entry_t;
 
 /* The arena chunks of one local namespace (filled by the store's callbacks). */
@@ -102,12 +108,15 @@ typedef struct cd_batch {
     uint32_t ns_local;
     uint64_t expires_ms;
     size_t n;
-    uint64_t *resv; /* per key: the store's reservation id, 0 for KEY_EXISTS */
+    uint64_t *resv;  /* per key: the store's reservation id, 0 for KEY_EXISTS */
+    uint64_t client; /* the Hello client id that made it; 0: bound to the namespace only */
     struct cd_batch *next;
 } cd_batch_t;
 
 typedef struct cd_daemon {
     cd_config_t cfg;
+    cd_auth_t auth; /* principals, tenants, transport keys (auth.h) */
+    int auth_ready;
     cd_store_t *store;
     srpc_server_t *server;
     cd_obs_t *obs;
@@ -121,9 +130,13 @@ typedef struct cd_daemon {
     pthread_mutex_t region_lock;               /* guards regions[] */
     cd_region_table_t *regions[CD_MAX_NS + 1]; /* by local namespace id */
 
-    pthread_mutex_t batch_lock; /* guards batches */
+    pthread_mutex_t batch_lock; /* guards batches and retired */
     cd_batch_t *batches;
-    uint64_t next_batch;
+    struct cd_batch_retired {
+        uint64_t id, client;
+        uint32_t ns_local;
+    } retired[CD_BATCH_RETIRED];
+    uint32_t n_retired;
 
     char *peer_list[CD_MAX_PEERS]; /* parsed cfg.peers */
     uint32_t n_peers;
@@ -163,11 +176,27 @@ int cd_daemon_port(const cd_daemon_t *d);
 uint64_t cd_wire_ns_id(const char *tenant, const char *model);
 
 /*
- * Finds or creates the namespace of (tenant, model). Returns ST_OK with
- * *entry_p, or the store's error with a message in err.
+ * Finds or creates the namespace of (tenant, model). max_ns (0: no limit)
+ * bounds the namespaces of tenant: creating one more is ST_ERR_EXHAUSTED
+ * naming the quota. Returns ST_OK with *entry_p, or the store's error with
+ * a message in err.
  */
 st_status_t cd_daemon_ns_open(cd_daemon_t *d, const char *tenant, const char *model,
-                              uint32_t block_tokens, cd_ns_entry_t **entry_p, cd_err_t *err);
+                              uint32_t block_tokens, uint64_t max_ns, cd_ns_entry_t **entry_p,
+                              cd_err_t *err);
+
+/*
+ * Re-reads the tenants file (SIGHUP). Returns as cd_au_reload(); calls in
+ * flight are not disturbed.
+ */
+st_status_t cd_daemon_reload(cd_daemon_t *d);
+
+/* 1 when a namespace of tenant may be recovered from the SSD tier (the
+ * tenants file, when there is one, still names the tenant). */
+int cd_daemon_tenant_known(cd_daemon_t *d, const char *tenant);
+
+/* The namespaces quota of tenant (0: unlimited, as without a tenants file). */
+uint64_t cd_daemon_tenant_namespaces(cd_daemon_t *d, const char *tenant);
 
 /* Finds a namespace by its wire id; NULL if this daemon does not know it. */
 cd_ns_entry_t *cd_daemon_ns_find(cd_daemon_t *d, uint64_t wire_id);
@@ -180,11 +209,16 @@ uint32_t cd_daemon_ns_regions(cd_daemon_t *d, const cd_ns_entry_t *e, cd_region_
                               uint32_t max, uint64_t *epoch_p);
 
 /* Reservation batches (handlers_data.c). */
-st_status_t cd_batch_add(cd_daemon_t *d, uint32_t ns_local, uint64_t *resv, size_t n,
-                         uint64_t expires_ms, uint64_t *id_p);
-cd_batch_t *cd_batch_take(cd_daemon_t *d, uint32_t ns_local, uint64_t id);
-/* 1 when this daemon has handed out reservation id `id` (it may be finished or expired). */
-int cd_batch_issued(cd_daemon_t *d, uint64_t id);
+/* A batch gets a random id (never 0, unique among the live ones) bound to
+ * its namespace and to the Hello client id client (0: none). */
+st_status_t cd_batch_add(cd_daemon_t *d, uint32_t ns_local, uint64_t client, uint64_t *resv,
+                         size_t n, uint64_t expires_ms, uint64_t *id_p);
+/* Takes batch id of ns_local made by client (a batch of another client, or
+ * of a client when client is 0, is not found: it answers as an unknown id). */
+cd_batch_t *cd_batch_take(cd_daemon_t *d, uint32_t ns_local, uint64_t client, uint64_t id);
+/* 1 when this daemon handed out reservation id `id` to client in ns_local and
+ * it finished or expired lately (the last CD_BATCH_RETIRED batches). */
+int cd_batch_issued(cd_daemon_t *d, uint32_t ns_local, uint64_t client, uint64_t id);
 void cd_batch_free(cd_batch_t *b);
 void cd_batch_expire(cd_daemon_t *d, uint64_t now_ms);
 

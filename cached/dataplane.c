@@ -39,9 +39,8 @@ struct cd_dataplane {
     int wake_fd; /* eventfd that stops the progress thread */
     _Atomic int stopping;
     /* Calls over the transport: received under lock, served without it. */
-    pthread_mutex_t calls_lock;       /* held while a call is served; guards srv */
-    srpc_server_t *srv;               /* NULL: calls are not served */
-    uint8_t call_key[CD_DP_CALL_KEY]; /* what calls present: Hello gives it out */
+    pthread_mutex_t calls_lock; /* held while a call is served; guards srv */
+    srpc_server_t *srv;         /* NULL: calls are not served */
     st_transport_msg_t **pending;
     size_t n_pending, cap_pending;
 };
@@ -68,17 +67,6 @@ static void dp_on_msg(void *arg, st_transport_msg_t *msg, const void *data, size
     dp->pending[dp->n_pending++] = msg;
 }
 
-/* Whether key[0..len) is dp's call key, in time independent of where it differs. */
-static int dp_key_equal(const cd_dataplane_t *dp, const char *key, size_t len)
-{
-    unsigned diff = len != CD_DP_CALL_KEY;
-
-    for (size_t i = 0; i < CD_DP_CALL_KEY; i++) {
-        diff |= (unsigned)(dp->call_key[i] ^ (uint8_t)(i < len ? key[i] : 0));
-    }
-    return diff == 0;
-}
-
 /* Serves one kept call (lock not held), then answers it under the lock. */
 static void dp_serve_call(cd_dataplane_t *dp, st_transport_msg_t *msg, const void *data, size_t len)
 {
@@ -95,15 +83,18 @@ static void dp_serve_call(cd_dataplane_t *dp, st_transport_msg_t *msg, const voi
         if (len < ST_TCALL_HDR) {
             return; /* no call id to answer */
         }
-    } else if (!dp_key_equal(dp, f.text, f.text_len)) {
-        /* Only a caller that passed Hello's checks (token, protected mode) has the key. */
-        code = 7; /* PERMISSION_DENIED */
-        snprintf(why, sizeof(why), "calls over the transport must present the key Hello gave");
     } else {
+        /* The key goes to the server's authenticate callback as the call's token (hex):
+         * it acts as the principal of the Hello that handed it out (auth.h). */
+        char key[2 * CD_DP_CALL_KEY + 1] = "";
+
+        for (size_t i = 0; f.text_len == CD_DP_CALL_KEY && i < CD_DP_CALL_KEY; i++) {
+            snprintf(key + 2 * i, 3, "%02x", (uint8_t)f.text[i]);
+        }
         pthread_mutex_lock(&dp->calls_lock);
         if (dp->srv != NULL) {
-            srpc_server_invoke(dp->srv, st_tcall_path(f.method), NULL, f.body, f.body_len, &body,
-                               &body_len, &code, why, sizeof(why));
+            srpc_server_invoke(dp->srv, st_tcall_path(f.method), key[0] ? key : NULL, f.body,
+                               f.body_len, &body, &body_len, &code, why, sizeof(why));
         } else {
             code = 14; /* UNAVAILABLE */
             snprintf(why, sizeof(why), "the daemon is stopping");
@@ -227,13 +218,6 @@ st_status_t cd_dp_create(const char *kind, const char *provider, cd_dataplane_t 
     pthread_mutex_init(&dp->calls_lock, NULL);
     dp->backend = cfg.backend;
     dp->wake_fd = -1;
-    if (getrandom(dp->call_key, sizeof(dp->call_key), 0) != (ssize_t)sizeof(dp->call_key)) {
-        st_error("dataplane: cannot draw the call key: %s", strerror(errno));
-        pthread_mutex_destroy(&dp->lock);
-        pthread_mutex_destroy(&dp->calls_lock);
-        free(dp);
-        return ST_ERR_INTERNAL;
-    }
     st = st_transport_create(&cfg, &dp->tp);
     if (st != ST_OK) {
         st_warn("dataplane: transport=%s%s%s cannot start (%s): serving inline Put/Get only", kind,
@@ -322,9 +306,7 @@ int cd_dp_serves_calls(cd_dataplane_t *dp, uint8_t *key)
     pthread_mutex_lock(&dp->calls_lock);
     on = dp->srv != NULL;
     pthread_mutex_unlock(&dp->calls_lock);
-    if (on && key != NULL) {
-        memcpy(key, dp->call_key, CD_DP_CALL_KEY);
-    }
+    (void)key; /* keys are per Hello now (auth.h) */
     return on;
 }
 

@@ -58,12 +58,11 @@ typedef struct srpc_server srpc_server_t;
 int cd_dp_serve_calls(cd_dataplane_t *dp, srpc_server_t *srv);
 
 /*
- * 1 while dp serves calls over the transport (Hello says so, and hands out
- * the key they must present: copied to key, CD_DP_CALL_KEY bytes, when not
- * NULL). The key is drawn at random when the daemon starts; a call that does
- * not present it is refused with PERMISSION_DENIED. Those that do are served
- * as authenticated: Hello, which gives the key out, made the checks (token,
- * protected mode), so handlers let it through (srpc_ctx_invoked()).
+ * 1 while dp serves calls over the transport (Hello says so). key is unused
+ * (NULL): every Hello draws its own key (auth.h, cd_au_key_issue); a call
+ * presents it in its frame, the server's authenticate callback gets it as
+ * the call's token (hex) and serves the call as the principal of that
+ * Hello; an unknown key is refused with UNAUTHENTICATED.
  */
 #define CD_DP_CALL_KEY 16
 int cd_dp_serves_calls(cd_dataplane_t *dp, uint8_t *key);

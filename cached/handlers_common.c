@@ -46,85 +46,67 @@ static st_status_t cd_h_dispatch(srpc_ctx_t *ctx, const ProtobufCMessage *req,
     {                                                                     \
         &srpc_cache_methods[id], cd_h_dispatch, (void *)(intptr_t)(id), 0 \
     }
+/* Hello may come without metadata token (its body's auth_token), so it is
+ * parsed before it is authenticated: its size is bounded tightly. */
+#define CD_HELLO_MAX_BYTES (64u << 10)
 const srpc_method_def_t cd_method_table[SRPC_CACHE_N_METHODS] = {
-    CD_M(SRPC_CACHE_HELLO),        CD_M(SRPC_CACHE_LOOKUP),
-    CD_M(SRPC_CACHE_LOCATE),       CD_M(SRPC_CACHE_RESERVE),
-    CD_M(SRPC_CACHE_COMMIT),       CD_M(SRPC_CACHE_ABORT),
-    CD_M(SRPC_CACHE_RELEASE),      CD_M(SRPC_CACHE_PUT),
-    CD_M(SRPC_CACHE_GET),          CD_M(SRPC_CACHE_DELETE),
-    CD_M(SRPC_CACHE_PIN),          CD_M(SRPC_CACHE_UNPIN),
-    CD_M(SRPC_CACHE_OPEN_SESSION), CD_M(SRPC_CACHE_APPEND_SESSION),
-    CD_M(SRPC_CACHE_GET_SESSION),  CD_M(SRPC_CACHE_CLOSE_SESSION),
-    CD_M(SRPC_CACHE_STATS),        CD_M(SRPC_CACHE_CLUSTER_LOOKUP),
+    {&srpc_cache_methods[SRPC_CACHE_HELLO], cd_h_dispatch, (void *)(intptr_t)SRPC_CACHE_HELLO,
+     CD_HELLO_MAX_BYTES},
+    CD_M(SRPC_CACHE_LOOKUP),
+    CD_M(SRPC_CACHE_LOCATE),
+    CD_M(SRPC_CACHE_RESERVE),
+    CD_M(SRPC_CACHE_COMMIT),
+    CD_M(SRPC_CACHE_ABORT),
+    CD_M(SRPC_CACHE_RELEASE),
+    CD_M(SRPC_CACHE_PUT),
+    CD_M(SRPC_CACHE_GET),
+    CD_M(SRPC_CACHE_DELETE),
+    CD_M(SRPC_CACHE_PIN),
+    CD_M(SRPC_CACHE_UNPIN),
+    CD_M(SRPC_CACHE_OPEN_SESSION),
+    CD_M(SRPC_CACHE_APPEND_SESSION),
+    CD_M(SRPC_CACHE_GET_SESSION),
+    CD_M(SRPC_CACHE_CLOSE_SESSION),
+    CD_M(SRPC_CACHE_STATS),
+    CD_M(SRPC_CACHE_CLUSTER_LOOKUP),
 };
 #undef CD_M
 const size_t cd_method_table_len = SRPC_CACHE_N_METHODS;
 
 /* ------------------------------------------------------------ helpers -- */
 
-static int cd_h_is_loopback(const char *peer)
-{
-    return strncmp(peer, "ipv4:127.", 9) == 0 || strncmp(peer, "ipv6:[::1]", 10) == 0 ||
-           strncmp(peer, "unix:", 5) == 0;
-}
-
-/* Compares in time independent of where the strings differ. */
-static int cd_h_token_equal(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    unsigned diff = (unsigned)(la ^ lb);
-
-    for (size_t i = 0; i < la; i++) {
-        diff |= (unsigned char)a[i] ^ (unsigned char)b[i % (lb ? lb : 1)];
-    }
-    return diff == 0 && lb != 0;
-}
-
-/* cd_h_auth() with the token the call presents (NULL: none). */
-static st_status_t cd_h_auth_token(srpc_ctx_t *ctx, cd_daemon_t *d, const char *got)
-{
-    const char *want = d->cfg.auth_token;
-
-    if (srpc_ctx_invoked(ctx)) {
-        return ST_OK; /* a call over the transport that presented Hello's key (dataplane.h) */
-    }
-    if (want != NULL && want[0] != '\0') {
-        if (got == NULL || !cd_h_token_equal(got, want)) {
-            srpc_ctx_set_error(ctx, "%s",
-                               got == NULL ? "this node requires a token "
-                                             "(authorization: Bearer <token>)"
-                                           : "token refused");
-            return ST_ERR_PERMISSION;
-        }
-        return ST_OK;
-    }
-    if (d->cfg.protected_mode && !cd_h_is_loopback(srpc_ctx_peer(ctx))) {
-        srpc_ctx_set_error(ctx, "protected mode: no auth_token is configured, so only "
-                                "loopback clients are served (set auth_token, or "
-                                "protected_mode = false)");
-        return ST_ERR_PERMISSION;
-    }
-    return ST_OK;
-}
-
 st_status_t cd_h_auth(srpc_ctx_t *ctx, cd_daemon_t *d)
 {
-    return cd_h_auth_token(ctx, d, srpc_ctx_token(ctx));
+    const cd_principal_t *pr = cd_au_principal(ctx);
+
+    (void)d;
+    if (pr->pr_kind == CD_PR_NONE) {
+        srpc_ctx_set_error(ctx, "this node requires a token (authorization: Bearer <token>)");
+        return ST_ERR_UNAUTHENTICATED;
+    }
+    if (pr->pr_kind == CD_PR_TENANT && atomic_load(&pr->pr_tenant->tn_removed)) {
+        srpc_ctx_set_error(ctx, "token refused: it belongs to no tenant of this node");
+        return ST_ERR_UNAUTHENTICATED;
+    }
+    return ST_OK;
 }
 
 st_status_t cd_h_ns(srpc_ctx_t *ctx, cd_daemon_t *d, uint64_t wire_id, cd_ns_entry_t **e_p)
 {
     st_status_t status = cd_h_auth(ctx, d);
+    cd_ns_entry_t *e;
 
     if (status != ST_OK) {
         return status;
     }
-    *e_p = cd_daemon_ns_find(d, wire_id);
-    if (*e_p == NULL) {
+    e = cd_daemon_ns_find(d, wire_id);
+    /* Another tenant's namespace answers as an unknown one: its existence is not told. */
+    if (e == NULL || !cd_au_may_tenant(cd_au_principal(ctx), e->tenant)) {
         srpc_ctx_set_error(ctx, "unknown namespace_id=%llu on node %s: call Hello first",
                            (unsigned long long)wire_id, d->cfg.node_id);
         return ST_ERR_NOT_FOUND;
     }
+    *e_p = e;
     return ST_OK;
 }
 
@@ -311,7 +293,8 @@ st_status_t cd_h_hello(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
     cd_daemon_t *d = cd_h_daemon(ctx);
     const char *tenant = req->tenant && req->tenant[0] ? req->tenant : "default";
     const char *model = req->model && req->model[0] ? req->model : "default";
-    const char *token = srpc_ctx_token(ctx);
+    cd_principal_t pr = *cd_au_principal(ctx);
+    uint64_t max_ns = 0;
     cd_region_t *regions;
     cd_ns_entry_t *e;
     cd_err_t err = {""};
@@ -323,16 +306,31 @@ st_status_t cd_h_hello(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
     /* Hello may carry the token in auth_token instead of the metadata; when
      * both are present they must match. */
     if (req->auth_token != NULL && req->auth_token[0] != '\0') {
+        const char *token = srpc_ctx_token(ctx);
+        char why[256] = "";
+
         if (token != NULL && strcmp(token, req->auth_token) != 0) {
             srpc_ctx_set_error(ctx, "auth_token differs from the token of the authorization "
                                     "metadata");
             return ST_ERR_PERMISSION;
         }
-        token = req->auth_token;
+        if (pr.pr_kind == CD_PR_NONE) {
+            memset(&pr, 0, sizeof(pr));
+            status = cd_au_authenticate(d, srpc_ctx_method(ctx), req->auth_token,
+                                        srpc_ctx_peer(ctx), &pr, why, sizeof(why));
+            if (status != ST_OK) {
+                srpc_ctx_set_error(ctx, "%s", why);
+                return status;
+            }
+        }
     }
-    status = cd_h_auth_token(ctx, d, token);
-    if (status != ST_OK) {
-        return status;
+    if (pr.pr_kind == CD_PR_NONE) {
+        srpc_ctx_set_error(ctx, "this node requires a token (authorization: Bearer <token>)");
+        return ST_ERR_UNAUTHENTICATED;
+    }
+    if (pr.pr_kind == CD_PR_PEER) {
+        srpc_ctx_set_error(ctx, "the cluster credential opens no namespace");
+        return ST_ERR_PERMISSION;
     }
     if (req->protocol_version > 1) {
         srpc_ctx_set_error(ctx, "protocol_version %u is newer than this node's (1)",
@@ -360,7 +358,27 @@ st_status_t cd_h_hello(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
                            req->block_tokens);
         return ST_ERR_INVALID;
     }
-    status = cd_daemon_ns_open(d, tenant, model, req->block_tokens, &e, &err);
+    if (pr.pr_kind == CD_PR_TENANT) {
+        const cd_tn_tenant_t *t = pr.pr_tenant;
+
+        if (req->tenant == NULL || req->tenant[0] == '\0') {
+            tenant = t->tn_name; /* a tenant's token names its tenant */
+        }
+        if (!cd_au_may_tenant(&pr, tenant)) {
+            srpc_ctx_set_error(ctx, "this token is tenant %s's: it may not open tenant %.128s",
+                               t->tn_name, tenant);
+            return ST_ERR_PERMISSION;
+        }
+        if (!cd_tn_model_allowed(t, model)) {
+            srpc_ctx_set_error(ctx,
+                               "tenant %s may not use model %.128s (models= of the "
+                               "tenants file)",
+                               t->tn_name, model);
+            return ST_ERR_PERMISSION;
+        }
+        max_ns = cd_tn_quota(t)->namespaces;
+    }
+    status = cd_daemon_ns_open(d, tenant, model, req->block_tokens, max_ns, &e, &err);
     if (status != ST_OK) {
         return cd_h_fail(ctx, status, &err);
     }
@@ -373,7 +391,15 @@ st_status_t cd_h_hello(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
     if (resp->transport_call_key.data == NULL) {
         return ST_ERR_NOMEM;
     }
-    resp->transport_calls = cd_dp_serves_calls(d->dp, resp->transport_call_key.data);
+    /* A client id and a transport key per Hello, bound to its principal (auth.h). */
+    resp->client_id = cd_au_random64();
+    resp->transport_calls = cd_dp_serves_calls(d->dp, NULL);
+    if (resp->client_id == 0 ||
+        (resp->transport_calls &&
+         cd_au_key_issue(&d->auth, &pr, resp->client_id, resp->transport_call_key.data) != ST_OK)) {
+        srpc_ctx_set_error(ctx, "no randomness for the client id or transport key");
+        return ST_ERR_INTERNAL;
+    }
     resp->transport_call_key.len = resp->transport_calls ? CD_DP_CALL_KEY : 0;
     if (d->dp != NULL && cd_dp_address(d->dp, cd_h_alloc, ctx, &resp->transport_address.data,
                                        &resp->transport_address.len) != ST_OK) {
@@ -464,6 +490,7 @@ st_status_t cd_h_stats(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
     Strata__V1__StatsResponse *resp = (void *)respm;
     cd_daemon_t *d = cd_h_daemon(ctx);
     srpc_method_stats_t ms[SRPC_CACHE_N_METHODS + 1];
+    int node_wide = cd_au_principal(ctx)->pr_kind == CD_PR_ANY;
     uint32_t local = 0;
     cd_stats_t s;
     size_t nm;
@@ -479,6 +506,11 @@ st_status_t cd_h_stats(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
         local = e->local_id;
     } else if ((status = cd_h_auth(ctx, d)) != ST_OK) {
         return status;
+    } else if (cd_au_principal(ctx)->pr_kind != CD_PR_ANY) {
+        /* Node-wide numbers sum every tenant's: a tenant asks per namespace. */
+        srpc_ctx_set_error(ctx, "Stats without a namespace_id is node-wide: a tenant's token "
+                                "asks for its own namespace_id");
+        return ST_ERR_PERMISSION;
     }
     status = cd_store_stats(d->store, local, &s);
     if (status != ST_OK) {
@@ -568,7 +600,7 @@ st_status_t cd_h_stats(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
             {"ssd_recovered_sessions", tc.recovered_sessions},
         };
 
-        if (d->tier != NULL) {
+        if (d->tier != NULL && node_wide) {
             m = sizeof(t) / sizeof(t[0]);
         }
         resp->counters = srpc_ctx_alloc(ctx, sizeof(*resp->counters) * (n + m));
@@ -590,11 +622,12 @@ st_status_t cd_h_stats(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
         resp->n_counters = n + m;
     }
 
-    nm = srpc_server_stats(d->server, ms, SRPC_CACHE_N_METHODS + 1);
+    /* The calls and the SSD tier are the node's, every tenant's: not a tenant's to see. */
+    nm = node_wide ? srpc_server_stats(d->server, ms, SRPC_CACHE_N_METHODS + 1) : 0;
     if (nm > SRPC_CACHE_N_METHODS + 1) {
         nm = SRPC_CACHE_N_METHODS + 1;
     }
-    resp->methods = srpc_ctx_alloc(ctx, sizeof(*resp->methods) * nm);
+    resp->methods = srpc_ctx_alloc(ctx, sizeof(*resp->methods) * (nm ? nm : 1));
     if (resp->methods == NULL) {
         return ST_ERR_NOMEM;
     }

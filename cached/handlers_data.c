@@ -420,7 +420,7 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
         resp->segments[i] = m;
     }
     resp->n_segments = req->n_segments;
-    resp->lease_id = lease_id;
+    resp->lease_id = lease_id != 0 ? lease_id ^ cd_au_client(ctx) : 0; /* owned: auth.h */
     {
         /* Hit rates, per segment this node owns (docs/observability.md §1). */
         uint64_t matched = 0, resumable = 0, bt = e->block_tokens;
@@ -538,7 +538,7 @@ st_status_t cd_h_locate(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
                                                  : STRATA__V1__OBJECT_STATE__OBJECT_MISSING,
                           &out[i].where);
     }
-    resp->lease_id = lease_id;
+    resp->lease_id = lease_id != 0 ? lease_id ^ cd_au_client(ctx) : 0; /* owned: auth.h */
     if (lease_id != 0) {
         uint64_t now = cd_store_now(d->store);
 
@@ -696,7 +696,7 @@ st_status_t cd_h_reserve(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, Protobuf
         }
     }
     resp->n_status = req->n_keys;
-    status = cd_batch_add(d, e->local_id, ids, req->n_keys,
+    status = cd_batch_add(d, e->local_id, cd_au_client(ctx), ids, req->n_keys,
                           expires ? expires : cd_store_now(d->store) + d->cfg.reservation_ms,
                           &resp->reservation_id);
     if (status != ST_OK) {
@@ -757,7 +757,7 @@ st_status_t cd_h_commit(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
     if (status != ST_OK) {
         return status;
     }
-    b = cd_batch_take(d, e->local_id, req->reservation_id);
+    b = cd_batch_take(d, e->local_id, cd_au_client(ctx), req->reservation_id);
     if (b == NULL) {
         srpc_ctx_set_error(ctx,
                            "no reservation_id=%llu (unknown, committed, aborted or "
@@ -841,13 +841,15 @@ st_status_t cd_h_abort(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
     if (status != ST_OK) {
         return status;
     }
-    b = cd_batch_take(d, e->local_id, req->reservation_id);
+    b = cd_batch_take(d, e->local_id, cd_au_client(ctx), req->reservation_id);
     if (b == NULL) {
         /* Expired, committed or aborted before: nothing is left to free. */
-        if (cd_batch_issued(d, req->reservation_id)) {
+        if (cd_batch_issued(d, e->local_id, cd_au_client(ctx), req->reservation_id)) {
             return ST_OK;
         }
-        srpc_ctx_set_error(ctx, "no reservation_id=%llu was issued by this daemon",
+        srpc_ctx_set_error(ctx,
+                           "no reservation_id=%llu (unknown, committed, aborted or "
+                           "expired)",
                            (unsigned long long)req->reservation_id);
         return ST_ERR_NOT_FOUND;
     }
@@ -878,8 +880,14 @@ st_status_t cd_h_release(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, Protobuf
         return ST_ERR_NOMEM;
     }
     for (size_t i = 0; i < req->n_lease_ids; i++) {
-        resp->status[i] =
-            cd_h_key_status(cd_store_release(d->store, e->local_id, req->lease_ids[i]));
+        uint64_t client = cd_au_client(ctx);
+        st_status_t st = cd_store_release(d->store, e->local_id, req->lease_ids[i] ^ client);
+
+        if (st == ST_ERR_NOT_FOUND && client != 0) {
+            /* A lease granted without a client id (a peer's fan-out): bound to the tenant. */
+            st = cd_store_release(d->store, e->local_id, req->lease_ids[i]);
+        }
+        resp->status[i] = cd_h_key_status(st);
     }
     resp->n_status = req->n_lease_ids;
     return ST_OK;

@@ -9,6 +9,11 @@
 #include "st_log.h"
 #include "store_internal.h"
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
 st_status_t cd_errf(cd_err_t *err, st_status_t st, const char *fmt, ...)
 {
     va_list ap;
@@ -78,9 +83,10 @@ st_status_t cd_ns_seed(const uint8_t *secret, size_t secret_len, const char *ten
                        const char *model, st_hash_t *seed_p)
 {
     static const char domain[] = "strata-ns-v1";
-    uint8_t buf[sizeof(domain) - 1 + 12 + 256 + 2 * CD_NAME_MAX];
+    uint8_t buf[sizeof(domain) - 1 + 8 + 2 * CD_NAME_MAX];
+    uint8_t mac[EVP_MAX_MD_SIZE];
+    unsigned int mac_len = 0;
     size_t tl, ml, at = sizeof(domain) - 1;
-    XXH128_hash_t h;
 
     if (secret == NULL || secret_len == 0 || secret_len > 256 || tenant == NULL || model == NULL) {
         return ST_ERR_INVALID;
@@ -91,15 +97,16 @@ st_status_t cd_ns_seed(const uint8_t *secret, size_t secret_len, const char *ten
         return ST_ERR_INVALID;
     }
     memcpy(buf, domain, at);
-    at = put_field(buf, at, secret, secret_len);
     at = put_field(buf, at, tenant, tl);
     at = put_field(buf, at, model, ml);
-    h = XXH3_128bits(buf, at);
-    for (int i = 0; i < 8; i++) {
-        seed_p->b[i] = (uint8_t)(h.low64 >> (8 * i));
-        seed_p->b[8 + i] = (uint8_t)(h.high64 >> (8 * i));
+    /* A keyed MAC: without the secret, a seed cannot be computed from the names. */
+    if (HMAC(EVP_sha256(), secret, (int)secret_len, buf, at, mac, &mac_len) == NULL ||
+        mac_len < ST_HASH_BYTES) {
+        st_error("namespace seed: HMAC-SHA-256 failed in OpenSSL");
+        return ST_ERR_INTERNAL;
     }
-    memset(buf, 0, sizeof(buf)); /* the secret does not linger on the stack */
+    memcpy(seed_p->b, mac, ST_HASH_BYTES);
+    OPENSSL_cleanse(mac, sizeof(mac));
     return ST_OK;
 }
 
@@ -396,8 +403,27 @@ st_status_t cd_store_ns_info(cd_store_t *s, uint32_t ns_id, cd_ns_info_t *info_p
     return ST_OK;
 }
 
+/*
+ * Lease, reservation and session ids are random (OpenSSL's DRBG), so that
+ * nobody guesses another client's; never 0 and never one the namespace
+ * holds. Without randomness (never on Linux) the counter serves.
+ */
 uint64_t do_next_id(cd_ns_t *ns)
 {
+    for (int tries = 0; tries < 8; tries++) {
+        uint64_t id = 0;
+        st_hash_t key;
+
+        if (RAND_bytes((unsigned char *)&id, sizeof(id)) != 1) {
+            break;
+        }
+        key = cd_htab_id_key(id);
+        if (id != 0 && cd_htab_find(&ns->ns_ids, &key, ID_RESV) == NULL &&
+            cd_htab_find(&ns->ns_ids, &key, ID_LEASE) == NULL &&
+            cd_htab_find(&ns->ns_ids, &key, ID_SESSION) == NULL) {
+            return id;
+        }
+    }
     if (++ns->ns_next_id == 0) {
         ns->ns_next_id = 1;
     }

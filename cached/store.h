@@ -201,11 +201,11 @@ typedef struct cd_stats {
 void cd_store_config_defaults(cd_store_config_t *cfg);
 
 /*
- * Derives a namespace seed: XXH3-128 over the keyed message
- *   "strata-ns-v1" || u32 len(secret) || secret || u32 len(tenant) || tenant
- *   || u32 len(model) || model                     (lengths little-endian)
- * written as in strata/hash.h (low 64 bits, then high, little-endian).
- * Returns ST_OK or ST_ERR_INVALID (NULL, empty or too long names or secret).
+ * Derives a namespace seed: the first 16 bytes of
+ *   HMAC-SHA-256(secret, "strata-ns-v1" || u32 len(tenant) || tenant
+ *                        || u32 len(model) || model)   (lengths little-endian)
+ * Returns ST_OK; ST_ERR_INVALID (NULL, empty or too long names or secret);
+ * ST_ERR_INTERNAL when OpenSSL fails (logged).
  * Pure; thread-safe.
  */
 st_status_t cd_ns_seed(const uint8_t *secret, size_t secret_len, const char *tenant,

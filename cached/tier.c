@@ -1183,7 +1183,15 @@ static void t_rec_ns(cd_tier_t *t, const st_ssd_key_t *k, uint32_t *n_ns)
                 (unsigned long long)k->ns, tenant, model);
         return;
     }
-    st = cd_daemon_ns_open(t->d, tenant, model, t_get32(buf + 4), &e, &err);
+    if (!cd_daemon_tenant_known(t->d, tenant)) {
+        /* Not re-created, so it takes no room from the tenants of the file. */
+        st_info("ssd recovery: namespace of a tenant the tenants_file no longer names is not "
+                "served tenant=%s model=%s",
+                tenant, model);
+        return;
+    }
+    st = cd_daemon_ns_open(t->d, tenant, model, t_get32(buf + 4),
+                           cd_daemon_tenant_namespaces(t->d, tenant), &e, &err);
     if (st != ST_OK) {
         st_warn("ssd recovery: cannot re-create namespace tenant=%s model=%s: %s", tenant, model,
                 err.msg);

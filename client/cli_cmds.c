@@ -9,6 +9,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include <grpc/status.h>
+
 #include "cli.h"
 #include "srpc.h"
 #include "strata.pb-c.h"
@@ -57,7 +59,7 @@ static int cli_status(const cli_conf_t *cf, int argc, char **argv)
     printf("%-22s %-8s %-10s %10s %12s %14s %10s\n", "node", "state", "version", "uptime_s",
            "objects", "memory_MiB", "hit_rate");
     for (char *t = strtok_r(list, ", ", &save); t != NULL; t = strtok_r(NULL, ", ", &save)) {
-        srpc_channel_config_t cc = {cf->token[0] ? cf->token : NULL, 0};
+        srpc_channel_config_t cc = {cf->token[0] ? cf->token : NULL, 0, NULL};
         Strata__V1__StatsRequest req = STRATA__V1__STATS_REQUEST__INIT;
         Strata__V1__StatsResponse *resp = NULL;
         srpc_channel_t *ch = NULL;
@@ -67,7 +69,12 @@ static int cli_status(const cli_conf_t *cf, int argc, char **argv)
         if (srpc_channel_open(t, &cc, &ch) != ST_OK ||
             srpc_call(ch, &srpc_cache_methods[SRPC_CACHE_STATS], &req.base, (int)cf->timeout_ms,
                       (ProtobufCMessage **)&resp, &err) != ST_OK) {
-            printf("%-22s %-8s %s\n", t, "DOWN", ch ? err.message : "cannot open channel");
+            /* Up, but it will not tell this token (a tenant's token asks per namespace). */
+            int refused = ch != NULL && (err.grpc_code == GRPC_STATUS_PERMISSION_DENIED ||
+                                         err.grpc_code == GRPC_STATUS_UNAUTHENTICATED);
+
+            printf("%-22s %-8s %s\n", t, refused ? "REFUSED" : "DOWN",
+                   ch ? err.message : "cannot open channel");
             srpc_channel_close(ch);
             rc = 1;
             continue;

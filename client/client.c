@@ -162,6 +162,13 @@ static st_status_t sc_hello(st_client_t *c, uint32_t i, int first)
                 "cluster_replicas=%u write_quorum=%u",
                 c->nodes[i].addr, c->replicas, resp->replicas, c->write_quorum);
     }
+    if (resp->client_id != 0) {
+        /* Sent back with every call: this node binds our reservation batches to it. */
+        char hex[17];
+
+        snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)resp->client_id);
+        srpc_channel_set_client(c->nodes[i].ch, hex);
+    }
     sc_dp_hello(c, i, resp);
     protobuf_c_message_free_unpacked(&resp->base, NULL);
     return ST_OK;
@@ -384,7 +391,7 @@ st_status_t st_client_connect(const st_client_params_t *params, st_client_t **cl
         return status;
     }
     for (uint32_t i = 0; i < c->n_nodes; i++) {
-        srpc_channel_config_t cc = {c->token[0] ? c->token : NULL, 0};
+        srpc_channel_config_t cc = {c->token[0] ? c->token : NULL, 0, NULL};
 
         status = srpc_channel_open(c->nodes[i].addr, &cc, &c->nodes[i].ch);
         if (status != ST_OK) {
@@ -398,7 +405,8 @@ st_status_t st_client_connect(const st_client_params_t *params, st_client_t **cl
             answered++;
             continue;
         }
-        if (status == ST_ERR_PERMISSION || status == ST_ERR_PROTOCOL || status == ST_ERR_INVALID) {
+        if (status == ST_ERR_PERMISSION || status == ST_ERR_UNAUTHENTICATED ||
+            status == ST_ERR_PROTOCOL || status == ST_ERR_INVALID) {
             st_client_close(c);
             return status; /* the message is set */
         }

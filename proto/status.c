@@ -32,6 +32,7 @@ static const struct st_status_info st_status_table[] = {
     {"ST_ERR_UNSUPPORTED", "not supported", GRPC_STATUS_UNIMPLEMENTED},
     {"ST_ERR_CANCELLED", "cancelled", GRPC_STATUS_CANCELLED},
     {"ST_ERR_INTERNAL", "internal error", GRPC_STATUS_INTERNAL},
+    {"ST_ERR_UNAUTHENTICATED", "unauthenticated", GRPC_STATUS_UNAUTHENTICATED},
     /* Decided by the client from its replicas' answers; a daemon never sends it. Were it
      * sent, UNAVAILABLE is the closest code (some replicas could not take the write). */
     {"ST_ERR_PARTIAL", "written to fewer replicas than asked", GRPC_STATUS_UNAVAILABLE},
@@ -81,7 +82,7 @@ st_status_t st_status_from_grpc(int grpc_code)
     case GRPC_STATUS_NOT_FOUND: return ST_ERR_NOT_FOUND;
     case GRPC_STATUS_ALREADY_EXISTS: return ST_ERR_EXISTS;
     case GRPC_STATUS_PERMISSION_DENIED: return ST_ERR_PERMISSION;
-    case GRPC_STATUS_UNAUTHENTICATED: return ST_ERR_PERMISSION;
+    case GRPC_STATUS_UNAUTHENTICATED: return ST_ERR_UNAUTHENTICATED;
     case GRPC_STATUS_RESOURCE_EXHAUSTED: return ST_ERR_EXHAUSTED;
     case GRPC_STATUS_FAILED_PRECONDITION: return ST_ERR_BUSY;
     case GRPC_STATUS_ABORTED: return ST_ERR_BUSY;

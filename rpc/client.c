@@ -11,6 +11,7 @@
 #include "srpc_internal.h"
 
 #include <stdio.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,7 +26,9 @@ struct srpc_channel {
     grpc_channel *channel;
     char *target;
     size_t n_md;
-    grpc_metadata md[1]; /* authorization, when a token is set */
+    grpc_metadata md[1];                 /* authorization, when a token is set */
+    pthread_mutex_t client_lock;         /* guards client */
+    char client[SRPC_MAX_CLIENT_ID + 1]; /* strata-client metadata; "" none */
 };
 
 /* One client call in flight. */
@@ -76,6 +79,10 @@ st_status_t srpc_channel_open(const char *target, const srpc_channel_config_t *c
         free(value);
         ch->n_md = 1;
     }
+    pthread_mutex_init(&ch->client_lock, NULL);
+    if (cfg != NULL && cfg->client_id != NULL) {
+        snprintf(ch->client, sizeof(ch->client), "%s", cfg->client_id);
+    }
     srpc_grpc_ref();
     args[0].type = GRPC_ARG_INTEGER;
     args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
@@ -102,6 +109,13 @@ st_status_t srpc_channel_open(const char *target, const srpc_channel_config_t *c
     return ST_OK;
 }
 
+void srpc_channel_set_client(srpc_channel_t *ch, const char *client_id)
+{
+    pthread_mutex_lock(&ch->client_lock);
+    snprintf(ch->client, sizeof(ch->client), "%s", client_id != NULL ? client_id : "");
+    pthread_mutex_unlock(&ch->client_lock);
+}
+
 const char *srpc_channel_target(const srpc_channel_t *ch)
 {
     return ch->target;
@@ -113,9 +127,10 @@ void srpc_channel_close(srpc_channel_t *ch)
         return;
     }
     grpc_channel_destroy(ch->channel);
-    if (ch->n_md != 0) {
-        grpc_slice_unref(ch->md[0].value);
+    for (size_t i = 0; i < ch->n_md; i++) {
+        grpc_slice_unref(ch->md[i].value);
     }
+    pthread_mutex_destroy(&ch->client_lock);
     free(ch->target);
     free(ch);
     srpc_grpc_unref();
@@ -127,6 +142,8 @@ static st_status_t srpc_cop_start(srpc_cop_t *op, srpc_channel_t *ch, const char
                                   gpr_timespec deadline, void *tag)
 {
     grpc_op ops[6];
+    grpc_metadata md[2];
+    size_t n_md = 0;
     grpc_call_error err;
 
     memset(op, 0, sizeof(*op));
@@ -141,9 +158,20 @@ static st_status_t srpc_cop_start(srpc_cop_t *op, srpc_channel_t *ch, const char
         st_error("rpc call: gRPC could not create the call target=%s method=%s", ch->target, path);
         return ST_ERR_INTERNAL;
     }
+    /* gRPC copies the metadata (and takes its own slice refs) when the batch starts. */
+    memset(md, 0, sizeof(md));
+    if (ch->n_md != 0) {
+        md[n_md++] = ch->md[0];
+    }
+    pthread_mutex_lock(&ch->client_lock);
+    if (ch->client[0] != '\0') {
+        md[n_md].key = grpc_slice_from_static_string("strata-client");
+        md[n_md++].value = grpc_slice_from_copied_string(ch->client);
+    }
+    pthread_mutex_unlock(&ch->client_lock);
     ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[0].data.send_initial_metadata.count = ch->n_md;
-    ops[0].data.send_initial_metadata.metadata = ch->n_md ? ch->md : NULL;
+    ops[0].data.send_initial_metadata.count = n_md;
+    ops[0].data.send_initial_metadata.metadata = n_md ? md : NULL;
     ops[1].op = GRPC_OP_SEND_MESSAGE;
     ops[1].data.send_message.send_message = send_bb;
     ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
@@ -156,6 +184,9 @@ static st_status_t srpc_cop_start(srpc_cop_t *op, srpc_channel_t *ch, const char
     ops[5].data.recv_status_on_client.status = &op->code;
     ops[5].data.recv_status_on_client.status_details = &op->details;
     err = grpc_call_start_batch(op->call, ops, 6, tag, NULL);
+    if (n_md > (ch->n_md != 0 ? 1u : 0u)) {
+        grpc_slice_unref(md[n_md - 1].value);
+    }
     if (err != GRPC_CALL_OK) {
         st_error("rpc call: gRPC refused the batch target=%s method=%s error=%d", ch->target, path,
                  (int)err);

@@ -70,6 +70,7 @@ struct srpc_ctx {
     bool has_error;
     char error[256];
     char token_buf[SRPC_MAX_TOKEN + 1];
+    _Alignas(16) unsigned char principal[SRPC_PRINCIPAL_MAX];
 };
 
 /* ----------------------------------------------------------- call context -- */
@@ -77,6 +78,55 @@ struct srpc_ctx {
 const char *srpc_ctx_token(const srpc_ctx_t *ctx)
 {
     return ctx->token;
+}
+
+void *srpc_ctx_principal(srpc_ctx_t *ctx)
+{
+    return ctx->srv->authenticate != NULL ? ctx->principal : NULL;
+}
+
+int srpc_ctx_metadata(const srpc_ctx_t *ctx, const char *key, char *buf, size_t cap)
+{
+    if (ctx->call == NULL || cap == 0) {
+        return 0;
+    }
+    for (size_t i = 0; i < ctx->call->md.count; i++) {
+        const grpc_metadata *m = &ctx->call->md.metadata[i];
+        size_t len = GRPC_SLICE_LENGTH(m->value);
+
+        if (grpc_slice_str_cmp(m->key, key) != 0 || len >= cap) {
+            continue;
+        }
+        memcpy(buf, GRPC_SLICE_START_PTR(m->value), len);
+        buf[len] = '\0';
+        return 1;
+    }
+    return 0;
+}
+
+/*
+ * Runs the server's authenticate callback for ctx (token already found).
+ * Returns GRPC_STATUS_OK, or the refusal's code with msg set.
+ */
+static int srpc_authenticate(srpc_ctx_t *ctx, char *msg, size_t msg_cap)
+{
+    srpc_server_t *srv = ctx->srv;
+    st_status_t st;
+
+    if (srv->authenticate == NULL || ctx->m->method == &srpc_health_check_method) {
+        return GRPC_STATUS_OK; /* health checks stay unauthenticated */
+    }
+    memset(ctx->principal, 0, sizeof(ctx->principal));
+    msg[0] = '\0';
+    st = srv->authenticate(srv->user_arg, ctx->m->method->path, ctx->token, srpc_ctx_peer(ctx),
+                           ctx->principal, msg, msg_cap);
+    if (st == ST_OK) {
+        return GRPC_STATUS_OK;
+    }
+    if (msg[0] == '\0') {
+        snprintf(msg, msg_cap, "%s: %s", ctx->m->method->path, st_strerror(st));
+    }
+    return st_status_to_grpc(st);
 }
 
 const char *srpc_ctx_method(const srpc_ctx_t *ctx)
@@ -388,6 +438,11 @@ static void srpc_serve(srpc_scall_t *c)
                  m->method->path);
         goto send;
     }
+    srpc_ctx_find_token(&ctx, &c->md);
+    code = srpc_authenticate(&ctx, msg, sizeof(msg));
+    if (code != GRPC_STATUS_OK) {
+        goto send; /* before the request is read: an unauthenticated call costs no parse */
+    }
     if (c->payload == NULL) {
         code = GRPC_STATUS_INVALID_ARGUMENT;
         snprintf(msg, sizeof(msg), "%s: the call carries no request message", m->method->path);
@@ -423,7 +478,6 @@ static void srpc_serve(srpc_scall_t *c)
         goto send;
     }
     protobuf_c_message_init(resp_desc, resp);
-    srpc_ctx_find_token(&ctx, &c->md);
 
     st = m->handler(&ctx, req, resp, m->handler_arg);
     if (st == ST_OK) {
@@ -481,6 +535,19 @@ void srpc_server_invoke(srpc_server_t *srv, const char *path, const char *token,
         snprintf(msg, msg_cap, "%s: the server is stopping", m->method->path);
         goto out;
     }
+    if (token != NULL && strlen(token) <= SRPC_MAX_TOKEN) {
+        snprintf(ctx.token_buf, sizeof(ctx.token_buf), "%s", token);
+        ctx.token = ctx.token_buf;
+    }
+    {
+        char why[256];
+
+        code = srpc_authenticate(&ctx, why, sizeof(why));
+        if (code != GRPC_STATUS_OK) {
+            snprintf(msg, msg_cap, "%s", why);
+            goto out;
+        }
+    }
     if (len > m->max_request_bytes) {
         code = GRPC_STATUS_RESOURCE_EXHAUSTED;
         snprintf(msg, msg_cap, "%s: request of %zu bytes exceeds the limit of %u bytes",
@@ -501,10 +568,6 @@ void srpc_server_invoke(srpc_server_t *srv, const char *path, const char *token,
         goto out;
     }
     protobuf_c_message_init(m->method->resp_desc, resp);
-    if (token != NULL && strlen(token) <= SRPC_MAX_TOKEN) {
-        snprintf(ctx.token_buf, sizeof(ctx.token_buf), "%s", token);
-        ctx.token = ctx.token_buf;
-    }
     st = m->handler(&ctx, req, resp, m->handler_arg);
     if (st == ST_OK) {
         size_t n = protobuf_c_message_get_packed_size(resp);
@@ -691,6 +754,7 @@ static st_status_t srpc_server_alloc(const srpc_server_config_t *cfg,
     srv->max_message_bytes =
         cfg->max_message_bytes ? cfg->max_message_bytes : SRPC_DEFAULT_MAX_BYTES;
     srv->user_arg = cfg->user_arg;
+    srv->authenticate = cfg->authenticate;
     srv->n_methods = n + 1; /* + health check */
     srv->methods = calloc(srv->n_methods, sizeof(*srv->methods));
     srv->cqs = calloc(srv->n_cqs, sizeof(*srv->cqs));

@@ -47,6 +47,7 @@ struct srpc_server {
     grpc_server *server;
     int port;
     void *user_arg;
+    srpc_auth_fn authenticate;
     uint32_t max_message_bytes;
     srpc_smethod_t *methods; /* the table, then the health check */
     size_t n_methods;

@@ -24,6 +24,9 @@
  * Status: a handler returns an st_status_t; ST_OK sends the response, any
  * other code sends st_status_to_grpc(code) with the message set by
  * srpc_ctx_set_error() (or st_strerror(code)) and no response.
+ * With an authenticate callback (srpc_server_config_t), a call it refuses is
+ * answered with its status before the request is read, so an unauthenticated
+ * caller costs no parse.
  * The framework itself answers INVALID_ARGUMENT for bytes that do not unpack,
  * RESOURCE_EXHAUSTED for a request over the method's size limit,
  * DEADLINE_EXCEEDED for a call whose deadline passed before its handler ran,
@@ -136,6 +139,21 @@ typedef struct srpc_method_def {
 #define SRPC_MAX_TOKEN 1024
 const char *srpc_ctx_token(const srpc_ctx_t *ctx);
 
+/*
+ * Returns the principal the server's authenticate callback filled for this
+ * call (SRPC_PRINCIPAL_MAX bytes, 16-byte aligned), or NULL when the server
+ * has no authenticate callback. Valid until the handler returns.
+ */
+#define SRPC_PRINCIPAL_MAX 64
+void *srpc_ctx_principal(srpc_ctx_t *ctx);
+
+/*
+ * Copies the value of the call's metadata key (lower case) into
+ * buf[0..cap), NUL-terminated. Returns 1 when found and it fits, 0 otherwise
+ * (and always for srpc_server_invoke() calls, which carry no metadata).
+ */
+int srpc_ctx_metadata(const srpc_ctx_t *ctx, const char *key, char *buf, size_t cap);
+
 /* Returns the call's method path ("/strata.v1.Cache/Lookup"). */
 const char *srpc_ctx_method(const srpc_ctx_t *ctx);
 
@@ -172,6 +190,20 @@ void srpc_ctx_set_error(srpc_ctx_t *ctx, const char *fmt, ...)
 
 /* ------------------------------------------------------ server: config -- */
 
+/*
+ * Authenticates a call before its request is read or unpacked. arg is the
+ * server's user_arg; path the method; token the call's bearer token (NULL:
+ * none; for srpc_server_invoke() the token it was given); peer as
+ * srpc_ctx_peer() says. On ST_OK the callback may have filled principal
+ * (SRPC_PRINCIPAL_MAX zeroed bytes, see srpc_ctx_principal()). Any other
+ * status refuses the call with st_status_to_grpc(status) and msg (the
+ * callback writes it; never a secret): ST_ERR_UNAUTHENTICATED for a missing
+ * or unknown credential, ST_ERR_PERMISSION for one that may not call path.
+ * Health checks are never authenticated. Runs on a worker thread.
+ */
+typedef st_status_t (*srpc_auth_fn)(void *arg, const char *path, const char *token,
+                                    const char *peer, void *principal, char *msg, size_t msg_cap);
+
 typedef struct srpc_server_config {
     const char *address;        /* "127.0.0.1:0" (port 0: any free port) */
     unsigned n_threads;         /* worker threads; 0: 4 */
@@ -184,6 +216,7 @@ typedef struct srpc_server_config {
      */
     const char *tls_cert_pem;
     const char *tls_key_pem;
+    srpc_auth_fn authenticate; /* NULL: every call goes to its handler */
 } srpc_server_config_t;
 
 /*
@@ -228,7 +261,8 @@ void srpc_server_stop(srpc_server_t *server, int grace_ms);
 /*
  * Serves one call that reached the process by another route than gRPC (the
  * daemon's calls over the data-plane transport): finds the method by path,
- * unpacks req[0..len) as its request, runs its handler on this thread with
+ * passes token to the authenticate callback (peer "transport"), unpacks
+ * req[0..len) as its request, runs its handler on this thread with
  * token as the call's bearer token (NULL: none) and no deadline, and counts
  * it in the method's stats. srpc_ctx_peer() says "transport".
  * On return *code_p is the gRPC status code; on GRPC_STATUS_OK (0) *resp_p
@@ -279,7 +313,10 @@ typedef struct srpc_channel srpc_channel_t;
 typedef struct srpc_channel_config {
     const char *token;          /* sent as "authorization: Bearer <token>"; NULL: none */
     uint32_t max_receive_bytes; /* largest response accepted; 0: 64 MiB */
+    const char *client_id; /* sent as "strata-client: <client_id>" (Hello's, 16 hex); NULL: none */
 } srpc_channel_config_t;
+
+#define SRPC_MAX_CLIENT_ID 32 /* bytes of strata-client metadata kept */
 
 /* The error of a failed call, as the server (or gRPC) reported it. */
 typedef struct srpc_error {
@@ -295,6 +332,13 @@ typedef struct srpc_error {
  */
 st_status_t srpc_channel_open(const char *target, const srpc_channel_config_t *cfg,
                               srpc_channel_t **ch_p);
+
+/*
+ * Sets the strata-client metadata that every later call on ch sends (the
+ * client_id of the last Hello on it, 16 hex; NULL or "": none; longer than
+ * SRPC_MAX_CLIENT_ID is cut). Thread-safe: calls in flight keep what they sent.
+ */
+void srpc_channel_set_client(srpc_channel_t *ch, const char *client_id);
 
 /* Returns the target the channel was opened with. */
 const char *srpc_channel_target(const srpc_channel_t *ch);

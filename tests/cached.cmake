@@ -5,6 +5,10 @@ foreach(t arena slab htab radix store session store_model tenant)
                   LIBS strata_cached PkgConfig::CMOCKA PkgConfig::XXHASH LABELS unit cached)
 endforeach()
 
+# The tenants file, token lookup, the peer credential, secrets (cached/tenants.c).
+strata_add_test(test_tenants SOURCES unit/test_tenants.c
+                LIBS strata_daemon PkgConfig::CMOCKA PkgConfig::OPENSSL LABELS unit cached)
+
 # stratad over gRPC: real daemons on loopback (tests/support/cluster.c).
 add_library(strata_test_cluster STATIC support/cluster.c)
 target_include_directories(strata_test_cluster PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/support)
@@ -21,6 +25,20 @@ strata_add_test(test_stratad_tenants SOURCES integration/test_stratad_tenants.c
                      PkgConfig::XXHASH
                 ARGS $<TARGET_FILE:stratad> LABELS integration cached metrics TIMEOUT 120)
 add_dependencies(test_stratad_tenants stratad)
+
+# Tenants: the tenants file, authentication before parsing, cross-tenant
+# calls, owned ids, quotas of namespaces, SIGHUP reload, peer credential,
+# refusal to start insecurely (real daemons, raw gRPC frames).
+strata_add_test(test_tenancy SOURCES integration/test_tenancy.c
+                LIBS strata_test_cluster strata_rpc strata_proto strata_wire PkgConfig::CMOCKA
+                     PkgConfig::OPENSSL PkgConfig::XXHASH Threads::Threads
+                ARGS $<TARGET_FILE:stratad> LABELS integration cached TIMEOUT 300)
+add_dependencies(test_tenancy stratad)
+# The same seen by a stock gRPC client (Debian's python3-grpcio, raw protobuf bytes).
+add_test(NAME test_tenancy_grpc
+         COMMAND ${STRATA_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/python/test_tenancy_grpc.py
+                 --stratad $<TARGET_FILE:stratad>)
+set_tests_properties(test_tenancy_grpc PROPERTIES LABELS "integration;python;cached" TIMEOUT 120)
 
 # stratad with its SSD tier: spill and promote, kill -9 under durable writes,
 # corruption on disk, a full map (real LMDB files in temporary directories).
@@ -63,7 +81,7 @@ target_link_libraries(strata_fuzz_util PUBLIC strata_proto)
 strata_add_test(test_fuzz_handlers
                 SOURCES fuzz/fuzz_handlers.c fuzz/fuzz_requests.c fuzz/fuzz_oracle.c
                 LIBS strata_fuzz_util strata_test_cluster strata_rpc strata_proto strata_wire
-                     PkgConfig::XXHASH
+                     PkgConfig::XXHASH PkgConfig::OPENSSL
                 ARGS $<TARGET_FILE:stratad> LABELS fuzz integration cached TIMEOUT 300)
 add_dependencies(test_fuzz_handlers stratad)
 strata_add_test(test_fuzz_config SOURCES fuzz/fuzz_config.c

@@ -65,6 +65,6 @@ add_dependencies(test_lookup_compact stratad)
 # without them on three daemons, one killed.
 strata_add_test(test_transport_calls SOURCES integration/test_transport_calls.c
                 LIBS strata_test_cluster strata_client strata_transport PkgConfig::CMOCKA
-                PkgConfig::XXHASH
+                PkgConfig::XXHASH PkgConfig::OPENSSL
                 ARGS $<TARGET_FILE:stratad> LABELS integration client cached TIMEOUT 300)
 add_dependencies(test_transport_calls stratad)

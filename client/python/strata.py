@@ -36,7 +36,7 @@ _FIELD_WRITE_QUORUM = 1 << 14
 
 ERR_NOT_FOUND = -3
 ERR_UNSUPPORTED = -14
-ERR_PARTIAL = -17  # written to fewer replicas than write_quorum
+ERR_PARTIAL = -18  # written to fewer replicas than write_quorum
 
 PUT_DURABLE = 1
 SESSION_DURABLE = 1

@@ -21,25 +21,26 @@ extern "C" {
 
 typedef enum st_status {
     ST_OK = 0,
-    ST_ERR_INVALID = -1,      /* a parameter or request is malformed */
-    ST_ERR_NOMEM = -2,        /* an allocation failed */
-    ST_ERR_NOT_FOUND = -3,    /* the object, key or session does not exist */
-    ST_ERR_EXISTS = -4,       /* the object already exists */
-    ST_ERR_EXHAUSTED = -5,    /* a limit or capacity is reached (memory, map, quota) */
-    ST_ERR_IO = -6,           /* a system call or file operation failed */
-    ST_ERR_UNAVAILABLE = -7,  /* the peer is down, shutting down or unreachable */
-    ST_ERR_TIMEOUT = -8,      /* a deadline passed */
-    ST_ERR_CORRUPT = -9,      /* a checksum or generation did not match */
-    ST_ERR_PERMISSION = -10,  /* authentication or authorisation failed */
-    ST_ERR_PROTOCOL = -11,    /* a peer sent something that breaks the protocol */
-    ST_ERR_TRANSPORT = -12,   /* the data-plane transport reported an error */
-    ST_ERR_BUSY = -13,        /* the object is leased or pinned */
-    ST_ERR_UNSUPPORTED = -14, /* the operation is not supported in this build or config */
-    ST_ERR_CANCELLED = -15,   /* the operation was cancelled */
-    ST_ERR_INTERNAL = -16,    /* a bug: an invariant did not hold */
-    ST_ERR_PARTIAL = -17,     /* a replicated write reached fewer replicas than asked (the
-                                 write quorum W); the call says how many did */
-    ST_ERR_LAST_ = -18
+    ST_ERR_INVALID = -1,          /* a parameter or request is malformed */
+    ST_ERR_NOMEM = -2,            /* an allocation failed */
+    ST_ERR_NOT_FOUND = -3,        /* the object, key or session does not exist */
+    ST_ERR_EXISTS = -4,           /* the object already exists */
+    ST_ERR_EXHAUSTED = -5,        /* a limit or capacity is reached (memory, map, quota) */
+    ST_ERR_IO = -6,               /* a system call or file operation failed */
+    ST_ERR_UNAVAILABLE = -7,      /* the peer is down, shutting down or unreachable */
+    ST_ERR_TIMEOUT = -8,          /* a deadline passed */
+    ST_ERR_CORRUPT = -9,          /* a checksum or generation did not match */
+    ST_ERR_PERMISSION = -10,      /* authentication or authorisation failed */
+    ST_ERR_PROTOCOL = -11,        /* a peer sent something that breaks the protocol */
+    ST_ERR_TRANSPORT = -12,       /* the data-plane transport reported an error */
+    ST_ERR_BUSY = -13,            /* the object is leased or pinned */
+    ST_ERR_UNSUPPORTED = -14,     /* the operation is not supported in this build or config */
+    ST_ERR_CANCELLED = -15,       /* the operation was cancelled */
+    ST_ERR_INTERNAL = -16,        /* a bug: an invariant did not hold */
+    ST_ERR_UNAUTHENTICATED = -17, /* the call carried no credential, or one nobody holds */
+    ST_ERR_PARTIAL = -18,         /* a replicated write reached fewer replicas than asked (the
+                                     write quorum W); the call says how many did */
+    ST_ERR_LAST_ = -19
 } st_status_t;
 
 /*

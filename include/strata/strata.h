@@ -126,7 +126,8 @@ typedef struct st_client_params {
  *
  * Returns ST_OK with *client_p set; ST_ERR_INVALID (no nodes, malformed node
  * address, bad parameter); ST_ERR_IO (config file unreadable); ST_ERR_UNAVAILABLE
- * (no node answered); ST_ERR_PERMISSION (token refused); ST_ERR_NOMEM.
+ * (no node answered); ST_ERR_UNAUTHENTICATED (no token, or a token no tenant
+ * holds); ST_ERR_PERMISSION (the tenant or model is not the token's); ST_ERR_NOMEM.
  */
 ST_API st_status_t st_client_connect(const st_client_params_t *params, st_client_t **client_p);
 

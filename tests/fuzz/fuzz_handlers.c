@@ -51,6 +51,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
 #include "fuzz_handlers.h"
 
 fz_state_t F;
@@ -493,7 +495,7 @@ static void fz_canary_check(int node)
 static void fz_token_probe(int node, fz_rng_t *r)
 {
     static const size_t lens[] = {0, 1, 20, 1023, 1024, 1025, 4000};
-    srpc_channel_config_t cc = {NULL, 0};
+    srpc_channel_config_t cc = {NULL, 0, NULL};
     Strata__V1__HelloRequest q = STRATA__V1__HELLO_REQUEST__INIT;
     ProtobufCMessage *a = NULL;
     srpc_channel_t *ch;
@@ -519,7 +521,7 @@ static void fz_token_probe(int node, fz_rng_t *r)
     q.auth_token = in_field ? tok : "";
     memset(&err, 0, sizeof(err));
     st = srpc_call(ch, &srpc_cache_methods[SRPC_CACHE_HELLO], &q.base, FZ_TIMEOUT_MS, &a, &err);
-    FZ_CHECK(right ? st == ST_OK : err.grpc_code == GRPC_STATUS_PERMISSION_DENIED,
+    FZ_CHECK(right ? st == ST_OK : err.grpc_code == GRPC_STATUS_UNAUTHENTICATED,
              "node %d: Hello with %s token of %zu bytes in %s answered %d (%s)", node,
              right ? "the right" : "a wrong", right ? strlen(FZ_TOKEN) : len,
              in_field ? "auth_token" : "the metadata", err.grpc_code, err.message);
@@ -527,6 +529,103 @@ static void fz_token_probe(int node, fz_rng_t *r)
         protobuf_c_message_free_unpacked(a, NULL);
     }
     srpc_channel_close(ch);
+}
+
+/* A request that is only field 1, namespace_id, as every method but Hello has. */
+static size_t fz_ns_only(uint64_t ns, uint8_t *buf)
+{
+    size_t n = 0;
+
+    buf[n++] = 0x08;
+    do {
+        buf[n++] = (uint8_t)((ns & 0x7f) | (ns >= 0x80 ? 0x80 : 0));
+        ns >>= 7;
+    } while (ns != 0);
+    return n;
+}
+
+/* Replaces the decimal n in s by "N". */
+static void fz_shape(char *s, uint64_t n)
+{
+    char num[32], *p;
+
+    snprintf(num, sizeof(num), "%llu", (unsigned long long)n);
+    while ((p = strstr(s, num)) != NULL) {
+        *p = 'N';
+        memmove(p + 1, p + strlen(num), strlen(p + strlen(num)) + 1);
+    }
+}
+
+/*
+ * Every method with a missing, a wrong and the other tenant's credential on
+ * the fuzz tenant's namespace: no token and a wrong token are UNAUTHENTICATED
+ * (a garbage body too: it is not parsed), the other tenant gets exactly what
+ * an unknown namespace gets, and its Hello for "fuzz" is PERMISSION_DENIED.
+ */
+static void fz_cred_probe(int node)
+{
+    static const char *const toks[3] = {NULL, "no-such-tenant-token", FZ_OTHER_TOKEN};
+    uint8_t req[16], garbage[64];
+    size_t n;
+
+    memset(garbage, 0xff, sizeof(garbage));
+    for (int t = 0; t < 3; t++) {
+        srpc_channel_config_t cc = {toks[t], 0, NULL};
+        srpc_channel_t *ch;
+        srpc_error_t err, err2;
+
+        FZ_CHECK(srpc_channel_open(F.cl.node[node].addr, &cc, &ch) == ST_OK, "channel");
+        for (int m = SRPC_CACHE_LOOKUP; m < SRPC_CACHE_N_METHODS; m++) {
+            const char *path = srpc_cache_methods[m].path;
+            void *resp = NULL;
+            size_t resp_len;
+            uint64_t bogus = F.ns ^ 0x5a5a5a5a5a5aull;
+
+            memset(&err, 0, sizeof(err));
+            memset(&err2, 0, sizeof(err2));
+            n = fz_ns_only(F.ns, req);
+            (void)srpc_call_raw(ch, path, req, n, FZ_TIMEOUT_MS, &resp, &resp_len, &err);
+            free(resp);
+            resp = NULL;
+            if (t < 2) {
+                FZ_CHECK(err.grpc_code == GRPC_STATUS_UNAUTHENTICATED,
+                         "node %d: %s with %s answered %d (%s)", node, path,
+                         t == 0 ? "no token" : "a wrong token", err.grpc_code, err.message);
+                (void)srpc_call_raw(ch, path, garbage, sizeof(garbage), FZ_TIMEOUT_MS, &resp,
+                                    &resp_len, &err);
+                free(resp);
+                FZ_CHECK(err.grpc_code == GRPC_STATUS_UNAUTHENTICATED,
+                         "node %d: %s with garbage and %s answered %d (%s)", node, path,
+                         t == 0 ? "no token" : "a wrong token", err.grpc_code, err.message);
+                continue;
+            }
+            n = fz_ns_only(bogus, req);
+            (void)srpc_call_raw(ch, path, req, n, FZ_TIMEOUT_MS, &resp, &resp_len, &err2);
+            free(resp);
+            fz_shape(err.message, F.ns);
+            fz_shape(err2.message, bogus);
+            FZ_CHECK(err.grpc_code != GRPC_STATUS_OK && err.grpc_code == err2.grpc_code &&
+                         strcmp(err.message, err2.message) == 0,
+                     "node %d: %s of the fuzz tenant's namespace with the other tenant's token "
+                     "answered %d (%s), an unknown one %d (%s)",
+                     node, path, err.grpc_code, err.message, err2.grpc_code, err2.message);
+        }
+        if (t == 2) {
+            Strata__V1__HelloRequest q = STRATA__V1__HELLO_REQUEST__INIT;
+            ProtobufCMessage *a = NULL;
+
+            q.protocol_version = 1;
+            q.tenant = "fuzz";
+            q.model = "m";
+            memset(&err, 0, sizeof(err));
+            (void)srpc_call(ch, &srpc_cache_methods[SRPC_CACHE_HELLO], &q.base, FZ_TIMEOUT_MS, &a,
+                            &err);
+            FZ_CHECK(a == NULL && err.grpc_code == GRPC_STATUS_PERMISSION_DENIED,
+                     "node %d: Hello for fuzz with the other tenant's token answered %d (%s)", node,
+                     err.grpc_code, err.message);
+        }
+        srpc_channel_close(ch);
+    }
 }
 
 /* After a batch: alive, serving, the canary intact, the pool refilled. */
@@ -547,6 +646,7 @@ static void fz_check_nodes(void)
                  "node %d: health check failed or not SERVING (%s)", node, err.message);
         fz_hello(node, "fuzz", "m");
         fz_token_probe(node, &F.probe_rng);
+        fz_cred_probe(node);
         fz_canary_check(node);
         fz_put_chain(node, F.pool, FZ_POOL, FZ_OBJ, 0);
         fz_arena_reset();
@@ -649,8 +749,12 @@ static void fz_regressions(void)
         q->model = "m";
         q->tenant = "two\nlines";
         fz_expect_code(SRPC_CACHE_HELLO, &q->base, GRPC_STATUS_INVALID_ARGUMENT, "tenant: byte 3");
-        q->tenant = "caf\xc3\xa9"; /* UTF-8 is fine */
+        q->tenant = "caf\xc3\xa9"; /* UTF-8, but not the token's tenant */
+        fz_expect_code(SRPC_CACHE_HELLO, &q->base, GRPC_STATUS_PERMISSION_DENIED, "tenant fuzz");
+        q->tenant = "fuzz";
+        q->model = "caf\xc3\xa9"; /* UTF-8 is fine */
         fz_expect_code(SRPC_CACHE_HELLO, &q->base, GRPC_STATUS_OK, "");
+        q->model = "m";
         /* auth_token was ignored: one that differs from the metadata's was
          * accepted (docs/protocol.md: "they must match"). */
         q->tenant = "fuzz";
@@ -740,6 +844,9 @@ static void fz_methods_init(void)
         F.m[i].resp = srpc_cache_methods[i].resp_desc;
         F.m[i].max_bytes = F.lim.max_message;
     }
+    /* Hello is parsed before it is authenticated (its body may hold the token):
+     * cached/handlers_common.c bounds it to 64 KiB. */
+    F.m[SRPC_CACHE_HELLO].max_bytes = 64u << 10;
     F.m[FZ_M_HEALTH].path = srpc_health_check_method.path;
     F.m[FZ_M_HEALTH].name = "HealthCheck";
     F.m[FZ_M_HEALTH].req = srpc_health_check_method.req_desc;
@@ -786,6 +893,7 @@ int main(int argc, char **argv)
     const char *only = getenv("STRATA_FUZZ_METHOD");
     fz_rng_t rng[FZ_N_METHODS];
     int stopped_early = 0;
+    char tenants[64], args[512];
 
     if (argc < 2) {
         fprintf(stderr, "usage: fuzz_handlers PATH-TO-STRATAD\n");
@@ -797,13 +905,38 @@ int main(int argc, char **argv)
     printf("fuzz_handlers: %llu iterations per method, at most %.0f s "
            "(STRATA_FUZZ_ITERS, STRATA_FUZZ_SECONDS)\n",
            (unsigned long long)iters, limit);
-    if (tc_start(&F.cl, argv[1], FZ_NODES, FZ_ARGS) != 0) {
+    {
+        static const char *const toks[2] = {FZ_TOKEN, FZ_OTHER_TOKEN};
+        static const char *const lines[2] = {"fuzz %s namespaces=64\n", "other %s models=m\n"};
+        FILE *f;
+
+        snprintf(tenants, sizeof(tenants), "/tmp/strata-fuzz-tenants-%d", (int)getpid());
+        f = fopen(tenants, "w");
+        if (f == NULL) {
+            fprintf(stderr, "fuzz_handlers: cannot write %s\n", tenants);
+            return 1;
+        }
+        for (int k = 0; k < 2; k++) {
+            unsigned char h[32];
+            unsigned int hn = 0;
+            char hex[80] = "sha256:";
+
+            EVP_Digest(toks[k], strlen(toks[k]), h, &hn, EVP_sha256(), NULL);
+            for (int i = 0; i < 32; i++) {
+                snprintf(hex + 7 + 2 * i, 3, "%02x", h[i]);
+            }
+            fprintf(f, lines[k], hex);
+        }
+        fclose(f);
+        snprintf(args, sizeof(args), "%s%s", FZ_ARGS, tenants);
+    }
+    if (tc_start(&F.cl, argv[1], FZ_NODES, args) != 0) {
         fprintf(stderr, "fuzz_handlers: the daemons did not start\n");
         return 1;
     }
     F.cur_method = "setup";
     for (int i = 0; i < FZ_NODES; i++) {
-        srpc_channel_config_t cc = {FZ_TOKEN, 0};
+        srpc_channel_config_t cc = {FZ_TOKEN, 0, NULL};
 
         FZ_CHECK(srpc_channel_open(F.cl.node[i].addr, &cc, &F.node[i].ch) == ST_OK,
                  "channel to node %d", i);
@@ -875,6 +1008,7 @@ int main(int argc, char **argv)
         FZ_CHECK(rc == 0, "node %d exited with status %d after SIGTERM", i, rc);
     }
     tc_stop_all(&F.cl);
+    unlink(tenants);
     printf("fuzz_handlers: passed (seed=0x%016llx)\n", (unsigned long long)F.seed);
     return 0;
 }

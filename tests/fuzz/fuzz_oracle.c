@@ -254,6 +254,9 @@ void fz_expect(int m, int node, const ProtobufCMessage *pm, fz_expect_t *e)
             fz_bad(e, GRPC_STATUS_NOT_FOUND, "namespace_id=%llu unknown on the node",
                    (unsigned long long)ns);
         }
+        if (m == SRPC_CACHE_STATS && ns == 0) {
+            fz_bad(e, GRPC_STATUS_PERMISSION_DENIED, "node-wide Stats with a tenant's token");
+        }
     }
     switch (m) {
     case SRPC_CACHE_HELLO: {
@@ -273,6 +276,9 @@ void fz_expect(int m, int node, const ProtobufCMessage *pm, fz_expect_t *e)
         }
         if (q->auth_token[0] != '\0' && strcmp(q->auth_token, FZ_TOKEN) != 0) {
             fz_bad(e, GRPC_STATUS_PERMISSION_DENIED, "auth_token differs from the metadata's");
+        }
+        if (q->tenant[0] != '\0' && strcmp(q->tenant, "fuzz") != 0) {
+            fz_bad(e, GRPC_STATUS_PERMISSION_DENIED, "tenant %.32s is not the token's", q->tenant);
         }
         /* An existing namespace of another block size; the namespace table full. */
         e->env_codes |= CODE(ALREADY_EXISTS) | CODE(RESOURCE_EXHAUSTED);

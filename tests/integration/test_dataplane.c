@@ -91,7 +91,7 @@ static void start(tc_cluster_t *cl, const char *more)
 {
     char args[512];
     srpc_channel_t *ch;
-    srpc_channel_config_t cc = {NULL, 0};
+    srpc_channel_config_t cc = {NULL, 0, NULL};
     Strata__V1__HelloRequest req = STRATA__V1__HELLO_REQUEST__INIT;
     Strata__V1__HelloResponse *resp = NULL;
     srpc_error_t err;
@@ -574,7 +574,7 @@ static void raw_hello(raw_t *r)
 
 static void raw_open(raw_t *r, const char *addr)
 {
-    srpc_channel_config_t cc = {NULL, 0};
+    srpc_channel_config_t cc = {NULL, 0, NULL};
     st_transport_config_t tc = {0};
     const char *colon = strchr(spec, ':');
 
@@ -742,6 +742,7 @@ static void test_commit_checksum_abort_expiry(void **state)
     /* Two: the refused commit freed its extent at once, then this abort. */
     assert_int_equal(stat_of(r, "reservations_aborted"), 2);
     rv = raw_reserve(r, &h[2], 1 << 20, 0);
+    uint64_t expired_id = rv->reservation_id; /* ids are random: not the last one + 1 */
     protobuf_c_message_free_unpacked(&rv->base, NULL);
     for (int i = 0; i < 200 && stat_of(r, "reservations_expired") == 0; i++) {
         usleep(50000);
@@ -751,7 +752,7 @@ static void test_commit_checksum_abort_expiry(void **state)
     assert_false(raw_present(r, &h[2]));
     /* Abort is idempotent for ids this daemon issued (aborted, committed or
      * expired: OK, nothing more is freed); an id never issued is NOT_FOUND. */
-    uint64_t issued[3] = {ar.reservation_id, cr.reservation_id, ar.reservation_id + 1};
+    uint64_t issued[3] = {ar.reservation_id, cr.reservation_id, expired_id};
     for (int i = 0; i < 3; i++) {
         ar.reservation_id = issued[i];
         assert_int_equal(rcall(r, SRPC_CACHE_ABORT, &ar, (void **)&aresp), ST_OK);

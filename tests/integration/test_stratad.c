@@ -46,7 +46,7 @@ static st_status_t call(conn_t *c, int m, const void *req, void **resp, srpc_err
 
 static void conn_open(conn_t *c, const char *addr, const char *token)
 {
-    srpc_channel_config_t cc = {token, 0};
+    srpc_channel_config_t cc = {token, 0, NULL};
     Strata__V1__HelloRequest req = STRATA__V1__HELLO_REQUEST__INIT;
     Strata__V1__HelloResponse *resp = NULL;
     srpc_error_t err;
@@ -498,8 +498,8 @@ static void test_auth_token(void **state)
     assert_int_equal(srpc_channel_open(cl.node[0].addr, NULL, &ch), ST_OK);
     assert_int_equal(srpc_call(ch, &srpc_cache_methods[SRPC_CACHE_HELLO], &req.base, 5000,
                                (ProtobufCMessage **)&resp, &err),
-                     ST_ERR_PERMISSION);
-    assert_int_equal(err.grpc_code, GRPC_STATUS_PERMISSION_DENIED);
+                     ST_ERR_UNAUTHENTICATED);
+    assert_int_equal(err.grpc_code, GRPC_STATUS_UNAUTHENTICATED);
     srpc_channel_close(ch);
     conn_open(&c, cl.node[0].addr, "s3cret-t0ken");
     conn_close(&c);

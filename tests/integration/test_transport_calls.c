@@ -6,7 +6,7 @@
  *   - raw frames from this process's own UCX transport to one stratad: a
  *     Locate and a Lookup answered over the transport equal the same calls
  *     over gRPC; a Release over the transport ends the lease; a call without
- *     Hello's key, or with another key, is PERMISSION_DENIED; frames that do
+ *     Hello's key, or with another key, is UNAUTHENTICATED; frames that do
  *     not parse (random bytes, bad magic, unknown method, a token longer than
  *     the frame, non-zero reserved bytes, a body that is not the request) are
  *     answered INVALID_ARGUMENT when they carry a call id and dropped when
@@ -29,6 +29,9 @@
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
+
+#include <openssl/evp.h>
+#include <signal.h>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -165,16 +168,18 @@ static void raw_on_msg(void *arg, st_transport_msg_t *msg, const void *data, siz
     memcpy(a->body, f.body, f.body_len);
 }
 
-static void raw_open(raw_t *r, const char *addr)
+/* Hello as tenant with token (NULL: none), then connects the transport. */
+static void raw_open_as(raw_t *r, const char *addr, const char *token, const char *tenant)
 {
     Strata__V1__HelloRequest hello = STRATA__V1__HELLO_REQUEST__INIT;
     Strata__V1__HelloResponse *hr = NULL;
     st_transport_config_t cfg = {.backend = ST_TRANSPORT_UCX};
+    srpc_channel_config_t cc = {token, 0, NULL};
     srpc_error_t err;
 
     memset(r, 0, sizeof(*r));
-    assert_int_equal(srpc_channel_open(addr, NULL, &r->ch), ST_OK);
-    hello.tenant = "acme";
+    assert_int_equal(srpc_channel_open(addr, &cc, &r->ch), ST_OK);
+    hello.tenant = (char *)tenant;
     hello.model = "tc";
     assert_int_equal(srpc_call(r->ch, &srpc_cache_methods[SRPC_CACHE_HELLO], &hello.base, 30000,
                                (ProtobufCMessage **)&hr, &err),
@@ -194,6 +199,11 @@ static void raw_open(raw_t *r, const char *addr)
         st_transport_connect(r->tp, hr->transport_address.data, hr->transport_address.len, &r->ep),
         ST_OK);
     protobuf_c_message_free_unpacked(&hr->base, NULL);
+}
+
+static void raw_open(raw_t *r, const char *addr)
+{
+    raw_open_as(r, addr, NULL, "acme");
 }
 
 static void raw_close(raw_t *r)
@@ -400,7 +410,7 @@ static void test_raw_frames(void **state)
         raw_wait(r, 8);
         for (uint64_t id = 106; id <= 108; id++) {
             assert_non_null(a = raw_answer(r, id));
-            assert_int_equal(a->code, 7); /* PERMISSION_DENIED */
+            assert_int_equal(a->code, 16); /* UNAUTHENTICATED */
             assert_int_equal(a->body_len, 0);
         }
     }
@@ -459,7 +469,7 @@ static void test_raw_frames(void **state)
         }
         for (int i = base; i < r->n_ans; i++) {
             /* random frames are refused or, holding the key by chance never, denied */
-            assert_true(r->ans[i].code == 3 || r->ans[i].code == 7);
+            assert_true(r->ans[i].code == 3 || r->ans[i].code == 16);
             assert_int_equal(r->ans[i].body_len, 0);
         }
     }
@@ -647,6 +657,92 @@ static void test_client_on_off(void **state)
     tc_stop_all(&cl);
 }
 
+/* Locate of one key of ns over the transport with key; returns the answer's code. */
+static uint32_t raw_locate_code(raw_t *r, uint64_t ns, const uint8_t *key, uint64_t id)
+{
+    Strata__V1__LocateRequest req = STRATA__V1__LOCATE_REQUEST__INIT;
+    Strata__V1__ObjectKey k = STRATA__V1__OBJECT_KEY__INIT, *kp = &k;
+    uint8_t hash[16];
+    answer_t *a;
+
+    memset(hash, 9, sizeof(hash));
+    k.block_hash.data = hash;
+    k.block_hash.len = 16;
+    k.kind = STRATA__V1__OBJECT_KIND__KV;
+    req.namespace_id = ns;
+    req.keys = &kp;
+    req.n_keys = 1;
+    raw_call(r, ST_TCALL_LOCATE, id, key, 16, &req.base);
+    raw_wait(r, r->n_ans + 1);
+    assert_non_null(a = raw_answer(r, id));
+    return a->code;
+}
+
+static void write_tenants(const char *path, int with_beta)
+{
+    static const char *const toks[2] = {"tc-alpha-token-123456", "tc-beta-token-654321"};
+    FILE *f = fopen(path, "w");
+
+    assert_non_null(f);
+    for (int t = 0; t < 1 + with_beta; t++) {
+        unsigned char h[32];
+        unsigned int n = 0;
+
+        assert_int_equal(EVP_Digest(toks[t], strlen(toks[t]), h, &n, EVP_sha256(), NULL), 1);
+        fprintf(f, "%s sha256:", t == 0 ? "alpha" : "beta");
+        for (int i = 0; i < 32; i++) {
+            fprintf(f, "%02x", h[i]);
+        }
+        fprintf(f, "\n");
+    }
+    fclose(f);
+}
+
+/* Transport keys are per Hello and bound to its tenant: A's key on B's
+ * namespace answers as an unknown namespace; a key of a tenant a reload
+ * removed is refused. */
+static void test_tenant_keys(void **state)
+{
+    tc_cluster_t cl;
+    raw_t *ra = calloc(1, sizeof(*ra)), *rb = calloc(1, sizeof(*rb));
+    char path[64], extra[128];
+    uint32_t code;
+
+    (void)state;
+    snprintf(path, sizeof(path), "/tmp/strata-tc-tenants-%d", (int)getpid());
+    write_tenants(path, 1);
+    snprintf(extra, sizeof(extra), "--tenants-file %s", path);
+    assert_int_equal(tc_start(&cl, stratad_path, 1, extra), 0);
+    raw_open_as(ra, cl.node[0].addr, "tc-alpha-token-123456", "alpha");
+    raw_open_as(rb, cl.node[0].addr, "tc-beta-token-654321", "beta");
+    assert_true(ra->serves && rb->serves);
+    assert_memory_not_equal(ra->key, rb->key, 16);
+    assert_int_equal(raw_locate_code(ra, ra->ns, ra->key, 1), 0);
+    assert_int_equal(raw_locate_code(rb, rb->ns, rb->key, 2), 0);
+    /* A's key (over A's own endpoint) on B's namespace: as an unknown namespace. */
+    code = raw_locate_code(ra, rb->ns, ra->key, 3);
+    assert_int_equal(code, 5); /* NOT_FOUND */
+    assert_int_equal(raw_locate_code(ra, rb->ns ^ 0x77, ra->key, 4), 5);
+    /* beta leaves: its key dies with it; alpha's still serves. */
+    write_tenants(path, 0);
+    assert_int_equal(kill(cl.node[0].pid, SIGHUP), 0);
+    for (int i = 0; i < 100; i++) {
+        code = raw_locate_code(rb, rb->ns, rb->key, 100 + (uint64_t)i);
+        if (code != 0) {
+            break;
+        }
+        usleep(50000);
+    }
+    assert_int_equal(code, 16); /* UNAUTHENTICATED */
+    assert_int_equal(raw_locate_code(ra, ra->ns, ra->key, 5), 0);
+    raw_close(ra);
+    raw_close(rb);
+    free(ra);
+    free(rb);
+    tc_stop_all(&cl);
+    unlink(path);
+}
+
 int main(int argc, char **argv)
 {
     const char *s = getenv("STRATA_TEST_SEED");
@@ -669,6 +765,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_raw_frames),
         cmocka_unit_test(test_client_on_off),
+        cmocka_unit_test(test_tenant_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

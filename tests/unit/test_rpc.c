@@ -604,6 +604,126 @@ static void test_health(void **state)
     assert_int_equal(srpc_server_set_serving(f->srv, NULL, true), ST_ERR_INVALID);
 }
 
+/* ------------------------------------------------------- authentication -- */
+
+static int g_auth_calls;
+
+/* Accepts the token "good" (principal: 42 and the method), refuses the rest. */
+static st_status_t test_auth(void *arg, const char *path, const char *token, const char *peer,
+                             void *principal, char *msg, size_t cap)
+{
+    (void)arg;
+    (void)peer;
+    __atomic_add_fetch(&g_auth_calls, 1, __ATOMIC_SEQ_CST);
+    if (token == NULL) {
+        snprintf(msg, cap, "no token");
+        return ST_ERR_UNAUTHENTICATED;
+    }
+    if (strcmp(token, "good") != 0) {
+        snprintf(msg, cap, "bad token");
+        return strcmp(token, "forbidden") == 0 ? ST_ERR_PERMISSION : ST_ERR_UNAUTHENTICATED;
+    }
+    *(int *)principal = 42;
+    snprintf((char *)principal + sizeof(int), SRPC_PRINCIPAL_MAX - sizeof(int), "%s", path);
+    return ST_OK;
+}
+
+static st_status_t principal_handler(srpc_ctx_t *ctx, const ProtobufCMessage *req,
+                                     ProtobufCMessage *resp, void *arg)
+{
+    const char *pr = srpc_ctx_principal(ctx);
+    Strata__V1__HelloRequest *rs = (void *)resp;
+    char md[32];
+
+    (void)req;
+    (void)arg;
+    if (pr == NULL || *(const int *)(const void *)pr != 42) {
+        return ST_ERR_INTERNAL;
+    }
+    rs->tenant = srpc_ctx_alloc(ctx, SRPC_PRINCIPAL_MAX);
+    rs->model = srpc_ctx_alloc(ctx, sizeof(md));
+    if (rs->tenant == NULL || rs->model == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    strcpy(rs->tenant, pr + sizeof(int));
+    if (srpc_ctx_metadata(ctx, "strata-client", md, sizeof(md))) {
+        strcpy(rs->model, md);
+    }
+    return ST_OK;
+}
+
+static void test_authenticate_before_unpack(void **state)
+{
+    static const srpc_method_def_t table[] = {{&echo_method, principal_handler, NULL, 0}};
+    srpc_server_config_t cfg = {.address = "127.0.0.1:0", .authenticate = test_auth};
+    static const uint8_t garbage[] = {0x0f, 0x01, 0xff, 0xff};
+    srpc_server_t *srv = NULL;
+    srpc_channel_t *none, *bad, *forbidden, *good;
+    Strata__V1__HelloRequest req = STRATA__V1__HELLO_REQUEST__INIT, *rs = NULL;
+    srpc_channel_config_t cc = {"good", 0, "00000000000000ab"};
+    void *resp = NULL;
+    size_t len = 0;
+    srpc_error_t err;
+    char target[64];
+    int hs = -1, code = -1;
+    char msg[256];
+
+    (void)state;
+    assert_int_equal(srpc_server_start(&cfg, table, 1, &srv), ST_OK);
+    none = open_channel(srv, NULL);
+    bad = open_channel(srv, "bad");
+    forbidden = open_channel(srv, "forbidden");
+    snprintf(target, sizeof(target), "127.0.0.1:%d", srpc_server_port(srv));
+    assert_int_equal(srpc_channel_open(target, &cc, &good), ST_OK);
+    /* Refused before the body is read: garbage is UNAUTHENTICATED, not INVALID_ARGUMENT. */
+    assert_int_equal(
+        srpc_call_raw(none, echo_method.path, garbage, sizeof(garbage), 5000, &resp, &len, &err),
+        ST_ERR_UNAUTHENTICATED);
+    assert_int_equal(err.grpc_code, GRPC_STATUS_UNAUTHENTICATED);
+    assert_string_equal(err.message, "no token");
+    assert_int_equal(
+        srpc_call_raw(bad, echo_method.path, garbage, sizeof(garbage), 5000, &resp, &len, &err),
+        ST_ERR_UNAUTHENTICATED);
+    assert_int_equal(srpc_call_raw(forbidden, echo_method.path, garbage, sizeof(garbage), 5000,
+                                   &resp, &len, &err),
+                     ST_ERR_PERMISSION);
+    assert_int_equal(err.grpc_code, GRPC_STATUS_PERMISSION_DENIED);
+    /* Authenticated: the garbage is parsed (and refused), a good request reaches the handler
+     * with the principal and the metadata. */
+    assert_int_equal(
+        srpc_call_raw(good, echo_method.path, garbage, sizeof(garbage), 5000, &resp, &len, &err),
+        ST_ERR_INVALID);
+    assert_int_equal(srpc_call(good, &echo_method, &req.base, 5000, (ProtobufCMessage **)&rs, &err),
+                     ST_OK);
+    assert_string_equal(rs->tenant, echo_method.path);
+    assert_string_equal(rs->model, "00000000000000ab");
+    protobuf_c_message_free_unpacked(&rs->base, NULL);
+    srpc_channel_set_client(good, "00000000000000cd");
+    assert_int_equal(srpc_call(good, &echo_method, &req.base, 5000, (ProtobufCMessage **)&rs, &err),
+                     ST_OK);
+    assert_string_equal(rs->model, "00000000000000cd");
+    protobuf_c_message_free_unpacked(&rs->base, NULL);
+    /* Health checks are not authenticated. */
+    g_auth_calls = 0;
+    assert_int_equal(srpc_health_check(none, "", 5000, &hs, &err), ST_OK);
+    assert_int_equal(hs, SRPC_HEALTH_SERVING);
+    assert_int_equal(g_auth_calls, 0);
+    /* srpc_server_invoke: the token it is given goes to the callback first. */
+    srpc_server_invoke(srv, echo_method.path, NULL, garbage, sizeof(garbage), &resp, &len, &code,
+                       msg, sizeof(msg));
+    assert_int_equal(code, GRPC_STATUS_UNAUTHENTICATED);
+    assert_string_equal(msg, "no token");
+    srpc_server_invoke(srv, echo_method.path, "good", NULL, 0, &resp, &len, &code, msg,
+                       sizeof(msg));
+    assert_int_equal(code, GRPC_STATUS_OK);
+    free(resp);
+    srpc_channel_close(none);
+    srpc_channel_close(bad);
+    srpc_channel_close(forbidden);
+    srpc_channel_close(good);
+    srpc_server_destroy(srv);
+}
+
 /* ---------------------------------------------------- lifecycle and fan-out -- */
 
 typedef struct block_call {
@@ -841,6 +961,7 @@ int main(void)
         cmocka_unit_test(test_unknown_method),
         cmocka_unit_test(test_deadline_exceeded),
         cmocka_unit_test(test_health),
+        cmocka_unit_test(test_authenticate_before_unpack),
     };
     const struct CMUnitTest lifecycle_tests[] = {
         cmocka_unit_test(test_graceful_shutdown),

@@ -33,11 +33,11 @@ static void test_grpc_mapping(void **state)
     assert_int_equal(st_status_to_grpc(ST_ERR_PARTIAL), GRPC_STATUS_UNAVAILABLE);
     assert_string_equal(st_status_name(ST_ERR_PARTIAL), "ST_ERR_PARTIAL");
     /* Codes that survive a round trip through gRPC unchanged. */
-    static const st_status_t round[] = {ST_OK,          ST_ERR_INVALID,     ST_ERR_NOT_FOUND,
-                                        ST_ERR_EXISTS,  ST_ERR_EXHAUSTED,   ST_ERR_UNAVAILABLE,
-                                        ST_ERR_TIMEOUT, ST_ERR_CORRUPT,     ST_ERR_PERMISSION,
-                                        ST_ERR_BUSY,    ST_ERR_UNSUPPORTED, ST_ERR_CANCELLED,
-                                        ST_ERR_INTERNAL};
+    static const st_status_t round[] = {ST_OK,           ST_ERR_INVALID,        ST_ERR_NOT_FOUND,
+                                        ST_ERR_EXISTS,   ST_ERR_EXHAUSTED,      ST_ERR_UNAVAILABLE,
+                                        ST_ERR_TIMEOUT,  ST_ERR_CORRUPT,        ST_ERR_PERMISSION,
+                                        ST_ERR_BUSY,     ST_ERR_UNSUPPORTED,    ST_ERR_CANCELLED,
+                                        ST_ERR_INTERNAL, ST_ERR_UNAUTHENTICATED};
     for (size_t i = 0; i < sizeof(round) / sizeof(round[0]); i++) {
         assert_int_equal(st_status_from_grpc(st_status_to_grpc(round[i])), round[i]);
     }
