@@ -57,7 +57,7 @@ static int cli_status(const cli_conf_t *cf, int argc, char **argv)
     printf("%-22s %-8s %-10s %10s %12s %14s %10s\n", "node", "state", "version", "uptime_s",
            "objects", "memory_MiB", "hit_rate");
     for (char *t = strtok_r(list, ", ", &save); t != NULL; t = strtok_r(NULL, ", ", &save)) {
-        srpc_channel_config_t cc = {cf->token[0] ? cf->token : NULL, 0};
+        srpc_channel_config_t cc = {.token = cf->token[0] ? cf->token : NULL};
         Strata__V1__StatsRequest req = STRATA__V1__STATS_REQUEST__INIT;
         Strata__V1__StatsResponse *resp = NULL;
         srpc_channel_t *ch = NULL;

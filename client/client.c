@@ -341,7 +341,7 @@ st_status_t st_client_connect(const st_client_params_t *params, st_client_t **cl
         return status;
     }
     for (uint32_t i = 0; i < c->n_nodes; i++) {
-        srpc_channel_config_t cc = {c->token[0] ? c->token : NULL, 0};
+        srpc_channel_config_t cc = {.token = c->token[0] ? c->token : NULL};
 
         status = srpc_channel_open(c->nodes[i].addr, &cc, &c->nodes[i].ch);
         if (status != ST_OK) {
