@@ -21,6 +21,7 @@
 
 static const char *const cd_log_levels[] = {"error", "warn", "info", "debug", "trace", NULL};
 static const char *const cd_ssd_syncs[] = {"durable", "none", NULL};
+static const char *const cd_tls_client_auths[] = {"none", "request", "require", NULL};
 
 #define CD_OFF(m) offsetof(cd_config_t, m)
 static const st_cfg_option_t cd_options[] = {
@@ -99,6 +100,16 @@ static const st_cfg_option_t cd_options[] = {
      "gRPC's round trip"},
     {"log_level", ST_CFG_ENUM, CD_OFF(log_level), "info", 0, 0, 0, cd_log_levels, 0,
      "lowest level logged"},
+    {"tls_cert", ST_CFG_STRING, CD_OFF(tls_cert), "", 0, 0, 0, NULL, 0,
+     "PEM certificate chain of the gRPC server: serve TLS only (empty: plaintext); re-read on "
+     "SIGHUP"},
+    {"tls_key", ST_CFG_STRING, CD_OFF(tls_key), "", 0, 0, 0, NULL, 0,
+     "PEM private key of tls_cert (unencrypted; keep it mode 0600); re-read on SIGHUP"},
+    {"tls_ca", ST_CFG_STRING, CD_OFF(tls_ca), "", 0, 0, 0, NULL, 0,
+     "PEM CA bundle that client certificates and peer daemons' certificates must chain to; "
+     "re-read on SIGHUP"},
+    {"tls_client_auth", ST_CFG_ENUM, CD_OFF(tls_client_auth), "none", 0, 0, 0, cd_tls_client_auths,
+     0, "client certificates (mutual TLS): none, request (verified when sent) or require"},
 };
 
 const st_cfg_table_t cd_config_table = {
@@ -418,6 +429,7 @@ srpc_channel_t *cd_daemon_peer(cd_daemon_t *d, uint32_t i)
         srpc_channel_config_t cc = {0};
 
         cc.token = d->cfg.auth_token[0] ? d->cfg.auth_token : NULL;
+        cd_tls_peer_config(d, &cc);
         if (srpc_channel_open(d->peer_list[i], &cc, &d->peer_ch[i]) != ST_OK) {
             d->peer_ch[i] = NULL;
         }
@@ -607,6 +619,14 @@ st_status_t cd_daemon_start(cd_daemon_t *d, cd_config_t *cfg)
         }
     }
 
+    status = cd_tls_load(d);
+    if (status != ST_OK) {
+        return status;
+    }
+    srv.tls_cert_pem = d->tls_cert_pem;
+    srv.tls_key_pem = d->tls_key_pem;
+    srv.tls_ca_pem = d->tls_ca_pem;
+    srv.tls_client_auth = (srpc_tls_client_auth_t)d->cfg.tls_client_auth;
     srv.address = d->cfg.listen;
     srv.n_threads = (unsigned)d->cfg.threads;
     srv.n_cqs = srv.n_threads >= 4 ? 2 : 1;
@@ -628,10 +648,10 @@ st_status_t cd_daemon_start(cd_daemon_t *d, cd_config_t *cfg)
     }
     d->reaper_running = 1;
     st_info("serving node=%s address=%s port=%d memory_limit=%llu threads=%lld peers=%u "
-            "data_dir=%s",
+            "data_dir=%s tls=%s",
             d->cfg.node_id, d->cfg.listen, cd_daemon_port(d),
             (unsigned long long)d->cfg.memory_limit, (long long)d->cfg.threads, d->n_peers,
-            d->tier != NULL ? d->cfg.data_dir : "(none)");
+            d->tier != NULL ? d->cfg.data_dir : "(none)", d->tls_cert_pem ? "on" : "off");
     return ST_OK;
 }
 
@@ -682,6 +702,7 @@ void cd_daemon_destroy(cd_daemon_t *d)
     for (uint32_t i = 0; i <= CD_MAX_NS; i++) {
         free(d->regions[i]);
     }
+    cd_tls_free(d);
     st_config_free(&cd_config_table, &d->cfg);
     pthread_mutex_destroy(&d->ns_lock);
     pthread_mutex_destroy(&d->region_lock);

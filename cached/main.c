@@ -1,7 +1,7 @@
 /*
  * main.c - stratad: parse the config, start the daemon, serve until SIGTERM
  * or SIGINT, then stop gracefully (calls in flight finish; new calls get
- * UNAVAILABLE).
+ * UNAVAILABLE). SIGHUP re-reads the TLS files.
  */
 #include <errno.h>
 #include <signal.h>
@@ -72,6 +72,7 @@ int main(int argc, char **argv)
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -92,7 +93,14 @@ int main(int argc, char **argv)
            d.metrics_port);
     fflush(stdout);
 
-    while (sigwait(&sigs, &sig) != 0) {
+    for (;;) {
+        while (sigwait(&sigs, &sig) != 0) {
+        }
+        if (sig != SIGHUP) {
+            break;
+        }
+        st_info("signal received signal=SIGHUP: re-reading the TLS files");
+        (void)cd_daemon_reload_tls(&d); /* a failure is logged; the old files stay */
     }
     st_info("signal received signal=%s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     cd_daemon_stop(&d, CD_GRACE_MS);

@@ -49,15 +49,24 @@ static int cli_chain(const cli_conf_t *cf, st_client_t *c, st_hash_t **chain_p, 
 static int cli_status(const cli_conf_t *cf, int argc, char **argv)
 {
     char *list = strdup(cf->nodes), *save = NULL;
+    char *pem[3];
+    srpc_channel_config_t tls = {0};
     int rc = 0;
 
     if (list == NULL) {
         return 1;
     }
+    if (cli_tls_load(cf, pem, &tls) != ST_OK) {
+        free(list);
+        return 1;
+    }
     printf("%-22s %-8s %-10s %10s %12s %14s %10s\n", "node", "state", "version", "uptime_s",
            "objects", "memory_MiB", "hit_rate");
     for (char *t = strtok_r(list, ", ", &save); t != NULL; t = strtok_r(NULL, ", ", &save)) {
-        srpc_channel_config_t cc = {.token = cf->token[0] ? cf->token : NULL};
+        srpc_channel_config_t cc = {.token = cf->token[0] ? cf->token : NULL,
+                                    .tls_ca_pem = tls.tls_ca_pem,
+                                    .tls_cert_pem = tls.tls_cert_pem,
+                                    .tls_key_pem = tls.tls_key_pem};
         Strata__V1__StatsRequest req = STRATA__V1__STATS_REQUEST__INIT;
         Strata__V1__StatsResponse *resp = NULL;
         srpc_channel_t *ch = NULL;
@@ -94,6 +103,7 @@ static int cli_status(const cli_conf_t *cf, int argc, char **argv)
         protobuf_c_message_free_unpacked(&resp->base, NULL);
         srpc_channel_close(ch);
     }
+    cli_tls_free(pem);
     free(list);
     return rc;
 }

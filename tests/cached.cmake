@@ -52,3 +52,15 @@ strata_add_test(test_fuzz_handlers
 add_dependencies(test_fuzz_handlers stratad)
 strata_add_test(test_fuzz_config SOURCES fuzz/fuzz_config.c
                 LIBS strata_fuzz_util strata_daemon strata_client LABELS fuzz unit TIMEOUT 300)
+
+# stratad's gRPC over TLS: a stock python3-grpcio client and the CLI, mutual
+# TLS, TLS peer channels, SIGHUP with a replaced certificate
+# (tests/integration/test_tls.py; certificates from tools/make_test_certs.sh).
+if(TARGET strata_cli)
+  add_test(NAME test_tls
+           COMMAND ${STRATA_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_tls.py
+                   --stratad $<TARGET_FILE:stratad> --strata $<TARGET_FILE:strata_cli>
+                   --certs-script ${CMAKE_CURRENT_SOURCE_DIR}/tools/make_test_certs.sh)
+  set_tests_properties(test_tls PROPERTIES LABELS "integration;cached;tls"
+                       TIMEOUT 180 SKIP_RETURN_CODE 77)
+endif()
