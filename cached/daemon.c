@@ -56,6 +56,17 @@ static const st_cfg_option_t cd_options[] = {
      "HTTP address of /metrics, /stats and /dashboard, host:port (empty: off)"},
     {"metrics_peers", ST_CFG_STRING, CD_OFF(metrics_peers), "", 0, 0, 0, NULL, 0,
      "the other nodes' metrics host:port, for the dashboard's cluster view"},
+    {"metrics_tls_cert", ST_CFG_STRING, CD_OFF(metrics_tls_cert), "", 0, 0, 0, NULL, 0,
+     "PEM certificate chain of the metrics server: HTTPS only (empty: HTTP)"},
+    {"metrics_tls_key", ST_CFG_STRING, CD_OFF(metrics_tls_key), "", 0, 0, 0, NULL, 0,
+     "PEM private key of metrics_tls_cert (unencrypted)"},
+    {"metrics_token", ST_CFG_STRING, CD_OFF(metrics_token), "", 0, 0, ST_CFG_SENSITIVE, NULL, 0,
+     "bearer token that /metrics and /stats require (Authorization: Bearer); empty: none"},
+    {"metrics_token_file", ST_CFG_STRING, CD_OFF(metrics_token_file), "", 0, 0, 0, NULL, 0,
+     "file holding metrics_token (kept out of argv and the config file)"},
+    {"metrics_cors_origin", ST_CFG_STRING, CD_OFF(metrics_cors_origin), "", 0, 0, 0, NULL, 0,
+     "origins whose pages may read /stats (scheme://host:port, comma separated; empty: same "
+     "origin only; * is refused)"},
     {"memory_limit", ST_CFG_SIZE, CD_OFF(memory_limit), "1G", 64ll << 20, 1ll << 42, 0, NULL, 'm',
      "memory the arenas and the index may use, in all"},
     {"chunk_bytes", ST_CFG_SIZE, CD_OFF(chunk_bytes), "64M", 2ll << 20, 1ll << 32, 0, NULL, 0,
@@ -602,8 +613,14 @@ st_status_t cd_daemon_start(cd_daemon_t *d, cd_config_t *cfg)
         return status;
     }
     if (d->cfg.metrics_listen[0] != '\0') {
+        st_metrics_http_opts_t sec = {0};
+
+        status = cd_tls_metrics(d, &sec);
+        if (status != ST_OK) {
+            return status;
+        }
         status = cd_obs_serve(d->obs, d->cfg.metrics_listen, d->cfg.node_id, d->cfg.metrics_peers,
-                              &d->metrics_port);
+                              &sec, &d->metrics_port);
         if (status != ST_OK) {
             st_error("cannot serve metrics metrics_listen=%s: %s", d->cfg.metrics_listen,
                      st_strerror(status));

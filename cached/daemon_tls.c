@@ -1,7 +1,8 @@
 /*
  * daemon_tls.c - stratad's TLS: the PEM files of tls_cert, tls_key and
  * tls_ca, read at start and again on SIGHUP, for the gRPC server and for the
- * channels to peer daemons.
+ * channels to peer daemons; the metrics server's certificate and token
+ * (metrics_tls_cert, metrics_tls_key, metrics_token(_file)), read at start.
  *
  * A daemon with a certificate serves TLS only. Its peer channels then speak
  * TLS too: they verify the peer against tls_ca and present this daemon's
@@ -109,8 +110,56 @@ void cd_tls_peer_config(const cd_daemon_t *d, srpc_channel_config_t *cc)
     }
 }
 
+st_status_t cd_tls_metrics(cd_daemon_t *d, st_metrics_http_opts_t *sec)
+{
+    const cd_config_t *cfg = &d->cfg;
+    int has_cert = cfg->metrics_tls_cert[0] != '\0', has_key = cfg->metrics_tls_key[0] != '\0';
+    st_status_t st;
+
+    if (has_cert != has_key) {
+        st_error("metrics_tls_cert and metrics_tls_key go together (only %s is set)",
+                 has_cert ? "metrics_tls_cert" : "metrics_tls_key");
+        return ST_ERR_INVALID;
+    }
+    if (cfg->metrics_token[0] != '\0' && cfg->metrics_token_file[0] != '\0') {
+        st_error("set metrics_token or metrics_token_file, not both");
+        return ST_ERR_INVALID;
+    }
+    if (has_cert && ((st = srpc_pem_load(cfg->metrics_tls_cert, &d->mx_cert_pem)) != ST_OK ||
+                     (st = srpc_pem_load(cfg->metrics_tls_key, &d->mx_key_pem)) != ST_OK)) {
+        return st;
+    }
+    if (cfg->metrics_token_file[0] != '\0') {
+        size_t n;
+
+        if ((st = srpc_pem_load(cfg->metrics_token_file, &d->mx_token)) != ST_OK) {
+            return st;
+        }
+        n = strlen(d->mx_token);
+        while (n > 0 && (d->mx_token[n - 1] == '\n' || d->mx_token[n - 1] == '\r' ||
+                         d->mx_token[n - 1] == ' ' || d->mx_token[n - 1] == '\t')) {
+            d->mx_token[--n] = '\0';
+        }
+        if (n == 0 || strpbrk(d->mx_token, "\r\n") != NULL) {
+            st_error("metrics_token_file=%s must hold one non-empty line", cfg->metrics_token_file);
+            return ST_ERR_INVALID;
+        }
+    }
+    sec->tls_cert_pem = d->mx_cert_pem;
+    sec->tls_key_pem = d->mx_key_pem;
+    sec->token = d->mx_token != NULL ? d->mx_token : cfg->metrics_token;
+    sec->cors_origins = cfg->metrics_cors_origin;
+    return ST_OK;
+}
+
 void cd_tls_free(cd_daemon_t *d)
 {
     free(d->tls_cert_pem), free(d->tls_key_pem), free(d->tls_ca_pem);
     d->tls_cert_pem = d->tls_key_pem = d->tls_ca_pem = NULL;
+    free(d->mx_cert_pem), free(d->mx_key_pem);
+    if (d->mx_token != NULL) {
+        memset(d->mx_token, 0, strlen(d->mx_token));
+    }
+    free(d->mx_token);
+    d->mx_cert_pem = d->mx_key_pem = d->mx_token = NULL;
 }

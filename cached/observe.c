@@ -284,7 +284,7 @@ static void cd_obs_collect(st_metrics_t *reg, void *arg)
 }
 
 st_status_t cd_obs_serve(cd_obs_t *o, const char *listen, const char *node, const char *peers,
-                         int *port_p)
+                         const st_metrics_http_opts_t *sec, int *port_p)
 {
     st_metrics_http_opts_t opts = {0};
     char host[64];
@@ -312,6 +312,12 @@ st_status_t cd_obs_serve(cd_obs_t *o, const char *listen, const char *node, cons
     opts.threads = 1;
     opts.stats.node = node;
     opts.stats.peers = peers != NULL && peers[0] != '\0' ? peers : NULL;
+    if (sec != NULL) {
+        opts.tls_cert_pem = sec->tls_cert_pem;
+        opts.tls_key_pem = sec->tls_key_pem;
+        opts.token = sec->token;
+        opts.cors_origins = sec->cors_origins;
+    }
     st = st_metrics_http_start(o->reg, &opts, &o->http);
     if (st != ST_OK) {
         return st;

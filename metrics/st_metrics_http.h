@@ -1,14 +1,25 @@
 /*
  * st_metrics_http.h - the observability HTTP server (libmicrohttpd).
  *
- *   GET /metrics    Prometheus text, format 0.0.4
- *   GET /stats      JSON, schema 1 of docs/observability.md (CORS: any origin)
+ *   GET /metrics    Prometheus text, format 0.0.4            (token, when set)
+ *   GET /stats      JSON, schema 1 of docs/observability.md  (token, when set)
  *   GET /dashboard  the built-in HTML dashboard (metrics/dashboard.html)
  *   GET /healthz    "ok"
  *
- * HEAD is accepted wherever GET is; any other method gets 405 with an Allow
- * header, any other path 404. The server binds to loopback unless told
- * otherwise and answers from libmicrohttpd's own thread (or thread pool).
+ * HEAD is accepted wherever GET is; OPTIONS answers a CORS preflight; any
+ * other method gets 405 with an Allow header, any other path 404. The server
+ * binds to loopback unless told otherwise and answers from libmicrohttpd's
+ * own thread (or thread pool).
+ *
+ * Security. With tls_cert_pem and tls_key_pem the server speaks HTTPS only
+ * (GnuTLS inside libmicrohttpd). With a token, /metrics and /stats answer
+ * 401 with "WWW-Authenticate: Bearer" unless the request carries
+ * "Authorization: Bearer <token>" (compared in constant time). No response
+ * carries "Access-Control-Allow-Origin: *": a browser may read /stats from
+ * the page's own origin, or from the origins listed in cors_origins (the
+ * request's Origin is echoed back when it is one of them). A bind address
+ * that is not loopback (127.0.0.0/8, ::1) is refused unless TLS or a token
+ * is set.
  *
  * Thread safety: start and stop from one thread; st_metrics_http_port() from
  * any thread while the server runs.
@@ -28,6 +39,11 @@ typedef struct st_metrics_http_opts {
     uint16_t port;                 /* 0: the kernel picks; read it with st_metrics_http_port() */
     unsigned threads;              /* 0 or 1: one polling thread; more: a thread pool */
     st_metrics_stats_opts_t stats; /* node name, peers and hook for /stats (copied) */
+    const char *tls_cert_pem;      /* PEM certificate chain: HTTPS (copied); NULL: HTTP */
+    const char *tls_key_pem;       /* its PEM private key, unencrypted (copied) */
+    const char *token;             /* bearer token for /metrics and /stats; NULL or "": none */
+    const char *cors_origins;      /* "https://a:9101,https://b:9101": origins that may read
+                                      /stats from a browser; NULL or "": same origin only */
 } st_metrics_http_opts_t;
 
 /* The dashboard page, generated at build time from metrics/dashboard.html. */
@@ -39,7 +55,11 @@ extern const size_t st_metrics_dashboard_html_len;
  * server to *http_p. opts may be NULL (loopback, port 0, one thread).
  * Returns:
  *   ST_OK
- *   ST_ERR_INVALID  bind_addr is not an IP literal (logged)
+ *   ST_ERR_INVALID  bind_addr is not an IP literal; a non-loopback bind_addr
+ *                   without TLS or a token; a certificate without a key or a
+ *                   key without a certificate; a certificate or key GnuTLS
+ *                   refuses (all logged)
+ *   ST_ERR_UNSUPPORTED  TLS asked for, but libmicrohttpd was built without it
  *   ST_ERR_IO       the socket could not be bound (port in use; logged with the errno)
  *   ST_ERR_NOMEM    allocation failed
  */
