@@ -60,7 +60,8 @@ if(TARGET strata_cli)
   add_test(NAME test_tls
            COMMAND ${STRATA_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_tls.py
                    --stratad $<TARGET_FILE:stratad> --strata $<TARGET_FILE:strata_cli>
-                   --certs-script ${CMAKE_CURRENT_SOURCE_DIR}/tools/make_test_certs.sh)
+                   --certs-script ${CMAKE_CURRENT_SOURCE_DIR}/tools/make_test_certs.sh
+                   --lib $<TARGET_FILE:strata> --binding ${PROJECT_SOURCE_DIR}/client/python)
   set_tests_properties(test_tls PROPERTIES LABELS "integration;cached;tls"
                        TIMEOUT 180 SKIP_RETURN_CODE 77)
 endif()

@@ -14,8 +14,12 @@ tests/tools/make_test_certs.sh (the openssl CLI):
   4. SIGHUP with replaced certificate files: new connections get the new
      certificate (its subject and its CA), the daemon keeps serving; bad
      files on SIGHUP are refused and the old certificate stays.
+  5. With --lib and --binding: the Python binding (client/python/strata.py)
+     with tls_ca= puts and gets; without it the connection fails; with
+     tls_cert=/tls_key= it passes tls_client_auth = require.
 
 Usage: test_tls.py --stratad PATH --strata PATH --certs-script PATH
+                   [--lib libstrata.so --binding DIR]
 Exit 77 (skip) when python3-grpcio or the openssl CLI is missing.
 """
 
@@ -343,11 +347,53 @@ def case_sighup(args, work, c):
     print("ok: SIGHUP: new connections get the replaced certificate; bad files refused")
 
 
+def case_binding(args, work, c):
+    os.environ["STRATA_LIB"] = args.lib
+    sys.path.insert(0, args.binding)
+    import strata
+
+    ca = os.path.join(c, "ca.pem")
+    d = Daemon(args.stratad, work, "binding", free_port(),
+               ["--tls-cert", os.path.join(c, "server.pem"),
+                "--tls-key", os.path.join(c, "server.key"), "--tls-ca", ca,
+                "--tls-client-auth", "require"])
+    try:
+        cert = os.path.join(c, "client-acme.pem")
+        key = os.path.join(c, "client-acme.key")
+        with strata.Client(d.addr, tls_ca=ca, tls_cert=cert, tls_key=key) as cl:
+            chain = cl.hash(list(range(4 * cl.block_tokens)))
+            data = os.urandom(3000)
+            if cl.put(chain, [(1, strata.KV, 0, data)]) != [0]:
+                fail("binding: put over TLS did not store")
+            out = bytearray(4096)
+            st = cl.get(chain, [(1, strata.KV, 0, out)])
+            if st != [(0, 3000)] or bytes(out[:3000]) != data:
+                fail("binding: get over TLS returned %r" % st)
+        for kw in ({}, {"tls_ca": ca}):
+            try:
+                strata.Client(d.addr, timeout_ms=2000, **kw).close()
+                fail("binding: connected with %r to a daemon that requires a certificate" % kw)
+            except strata.Error as e:
+                if "no node of 1 answered" not in str(e):
+                    fail("binding: unexpected error %s" % e)
+        try:
+            strata.Client(d.addr, tls_ca=os.path.join(work, "missing.pem")).close()
+            fail("binding: a missing tls_ca file was accepted")
+        except strata.Error as e:
+            if "missing.pem" not in str(e):
+                fail("binding: the error does not name the file: %s" % e)
+    finally:
+        d.stop()
+    print("ok: binding: tls_ca/tls_cert/tls_key put and get; without them refused")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--stratad", required=True)
     ap.add_argument("--strata", required=True)
     ap.add_argument("--certs-script", required=True)
+    ap.add_argument("--lib", default=None, help="libstrata.so, for the binding case")
+    ap.add_argument("--binding", default=None, help="the folder of strata.py")
     args = ap.parse_args()
     if shutil.which("openssl") is None:
         print("openssl CLI missing (apt-get install openssl): skipped")
@@ -360,6 +406,8 @@ def main():
         case_mtls(args, work, c)
         case_peers(args, work, c)
         case_sighup(args, work, c)
+        if args.lib and args.binding:
+            case_binding(args, work, c)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print("test_tls: all passed")
