@@ -29,6 +29,7 @@
 typedef struct rn_conf {
     /* cluster */
     char *nodes, *tenant, *model, *token, *transport;
+    char *tls_ca, *tls_cert, *tls_key;
     uint64_t timeout_ms;
     int64_t replicas;
     /* model */
@@ -76,6 +77,12 @@ static const st_cfg_option_t rn_options[] = {
      "copies of KDA and SESSION objects"},
     {"transport", ST_CFG_STRING, RN_OFF(transport), "inline", 0, 0, 0, NULL, 0,
      "how object bytes move: inline (in the control plane), ucx, libfabric[:provider]"},
+    {"tls_ca", ST_CFG_STRING, RN_OFF(tls_ca), "", 0, 0, 0, NULL, 0,
+     "PEM file of the CA of the daemons' certificates: talk TLS (empty: plaintext)"},
+    {"tls_cert", ST_CFG_STRING, RN_OFF(tls_cert), "", 0, 0, 0, NULL, 0,
+     "PEM file of a client certificate, for daemons that ask for one (needs tls_ca)"},
+    {"tls_key", ST_CFG_STRING, RN_OFF(tls_key), "", 0, 0, 0, NULL, 0,
+     "PEM file of tls_cert's private key"},
     {"shape", ST_CFG_ENUM, RN_OFF(shape), "default", 0, 0, 0, rn_shapes, 0,
      "the model's dimensions: default (st_model_config_default, small for two CPU cores) or "
      "gpu (st_model_config_gpu: DSA 64 heads over rows of 512 + 64, indexer and KDA heads of "
@@ -454,6 +461,10 @@ static int rn_setup(rn_run_t *r, char *model_name, size_t name_len)
     cp.timeout_ms = (uint32_t)cf->timeout_ms;
     cp.replicas = (uint32_t)cf->replicas;
     cp.transport = cf->transport;
+    cp.field_mask |= ST_CLIENT_FIELD_TLS_CA | ST_CLIENT_FIELD_TLS_CERT | ST_CLIENT_FIELD_TLS_KEY;
+    cp.tls_ca = cf->tls_ca;
+    cp.tls_cert = cf->tls_cert;
+    cp.tls_key = cf->tls_key;
     s = st_client_connect(&cp, &r->client);
     if (s != ST_OK) {
         fprintf(stderr, "strata-engine: cannot connect to the cluster at %s: %s (%s)\n", cf->nodes,

@@ -61,7 +61,8 @@ if(TARGET strata_cli)
            COMMAND ${STRATA_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_tls.py
                    --stratad $<TARGET_FILE:stratad> --strata $<TARGET_FILE:strata_cli>
                    --certs-script ${CMAKE_CURRENT_SOURCE_DIR}/tools/make_test_certs.sh
-                   --lib $<TARGET_FILE:strata> --binding ${PROJECT_SOURCE_DIR}/client/python)
+                   --lib $<TARGET_FILE:strata> --binding ${PROJECT_SOURCE_DIR}/client/python
+                   $<$<TARGET_EXISTS:strata_engine_cli>:--engine=$<TARGET_FILE:strata_engine_cli>>)
   set_tests_properties(test_tls PROPERTIES LABELS "integration;cached;tls"
                        TIMEOUT 180 SKIP_RETURN_CODE 77)
 endif()

@@ -17,9 +17,11 @@ tests/tools/make_test_certs.sh (the openssl CLI):
   5. With --lib and --binding: the Python binding (client/python/strata.py)
      with tls_ca= puts and gets; without it the connection fails; with
      tls_cert=/tls_key= it passes tls_client_auth = require.
+  6. With --engine: strata-engine runs a turn against a TLS daemon with
+     --tls-ca, and cannot connect without it.
 
 Usage: test_tls.py --stratad PATH --strata PATH --certs-script PATH
-                   [--lib libstrata.so --binding DIR]
+                   [--lib libstrata.so --binding DIR] [--engine strata-engine]
 Exit 77 (skip) when python3-grpcio or the openssl CLI is missing.
 """
 
@@ -387,6 +389,26 @@ def case_binding(args, work, c):
     print("ok: binding: tls_ca/tls_cert/tls_key put and get; without them refused")
 
 
+def case_engine(args, work, c):
+    ca = os.path.join(c, "ca.pem")
+    d = Daemon(args.stratad, work, "engine", free_port(),
+               ["--tls-cert", os.path.join(c, "server.pem"),
+                "--tls-key", os.path.join(c, "server.key")])
+    run = [args.engine, "--nodes", d.addr, "--turns", "1", "--history-tokens", "256",
+           "--decode-tokens", "1"]
+    try:
+        p = subprocess.run(run + ["--tls-ca", ca], capture_output=True, text=True, timeout=120)
+        if p.returncode != 0 or "result turns=1" not in p.stdout:
+            fail("engine: a turn over TLS failed (rc %d):\n%s%s" %
+                 (p.returncode, p.stdout[-2000:], p.stderr[-2000:]))
+        p = subprocess.run(run, capture_output=True, text=True, timeout=120)
+        if p.returncode == 0 or "cannot connect" not in p.stderr:
+            fail("engine: connected to a TLS daemon in plaintext (rc %d)" % p.returncode)
+    finally:
+        d.stop()
+    print("ok: engine: strata-engine --tls-ca runs a turn; without it no connection")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--stratad", required=True)
@@ -394,6 +416,7 @@ def main():
     ap.add_argument("--certs-script", required=True)
     ap.add_argument("--lib", default=None, help="libstrata.so, for the binding case")
     ap.add_argument("--binding", default=None, help="the folder of strata.py")
+    ap.add_argument("--engine", default=None, help="strata-engine, for the engine case")
     args = ap.parse_args()
     if shutil.which("openssl") is None:
         print("openssl CLI missing (apt-get install openssl): skipped")
@@ -408,6 +431,8 @@ def main():
         case_sighup(args, work, c)
         if args.lib and args.binding:
             case_binding(args, work, c)
+        if args.engine:
+            case_engine(args, work, c)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print("test_tls: all passed")
