@@ -31,6 +31,7 @@ typedef struct cli_conf {
     int64_t sessions, turns, prompt_tokens, turn_tokens, kv_bytes, idx_bytes, kda_bytes;
     int64_t verify;
     char *metrics_listen;
+    char *metrics_tls_cert, *metrics_tls_key, *metrics_token_file;
     uint64_t metrics_linger_ms;
 } cli_conf_t;
 

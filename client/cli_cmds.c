@@ -463,6 +463,12 @@ static const st_cfg_option_t cli_bench_opts[] = {
      "serve this client's own metrics (strata_client_*) on host:port while running"},
     {"metrics_linger", ST_CFG_DURATION, CLI_OFF(metrics_linger_ms), "0", 0, 3600000, 0, NULL, 0,
      "keep serving them this long after the workload (for a last scrape)"},
+    {"metrics_tls_cert", ST_CFG_STRING, CLI_OFF(metrics_tls_cert), "", 0, 0, 0, NULL, 0,
+     "PEM certificate of the metrics server: HTTPS (empty: HTTP)"},
+    {"metrics_tls_key", ST_CFG_STRING, CLI_OFF(metrics_tls_key), "", 0, 0, 0, NULL, 0,
+     "PEM private key of --metrics-tls-cert"},
+    {"metrics_token_file", ST_CFG_STRING, CLI_OFF(metrics_token_file), "", 0, 0, 0, NULL, 0,
+     "file of the bearer token that /metrics and /stats require (empty: none)"},
 };
 
 #define CLI_N(a) (sizeof(a) / sizeof((a)[0]))

@@ -46,6 +46,7 @@ typedef struct rn_conf {
     int keep_session, compare, progress;
     /* metrics, logs */
     char *metrics_listen;
+    char *metrics_tls_cert, *metrics_tls_key, *metrics_token_file;
     uint64_t metrics_linger_ms;
     int log_level;
 } rn_conf_t;
@@ -134,6 +135,12 @@ static const st_cfg_option_t rn_options[] = {
      "HTTP address of the engine's /metrics and /stats, host:port (empty: off)"},
     {"metrics_linger", ST_CFG_DURATION, RN_OFF(metrics_linger_ms), "0", 0, 3600000, 0, NULL, 0,
      "keep serving /metrics this long after the last turn"},
+    {"metrics_tls_cert", ST_CFG_STRING, RN_OFF(metrics_tls_cert), "", 0, 0, 0, NULL, 0,
+     "PEM certificate of the metrics server: HTTPS (empty: HTTP)"},
+    {"metrics_tls_key", ST_CFG_STRING, RN_OFF(metrics_tls_key), "", 0, 0, 0, NULL, 0,
+     "PEM private key of metrics_tls_cert"},
+    {"metrics_token_file", ST_CFG_STRING, RN_OFF(metrics_token_file), "", 0, 0, 0, NULL, 0,
+     "file of the bearer token that /metrics and /stats require (empty: none)"},
     {"log_level", ST_CFG_ENUM, RN_OFF(log_level), "warn", 0, 0, 0, rn_log_levels, 0,
      "lowest level logged on stderr"},
 };
@@ -567,7 +574,8 @@ static int rn_main(const rn_conf_t *cf)
     rc = rn_setup(&r, model_name, sizeof(model_name));
     if (rc == 0 && cf->metrics_listen[0] != '\0') {
         snprintf(ns, sizeof(ns), "%s/%s", cf->tenant, model_name);
-        if (rn_metrics_start(cf->metrics_listen, ns, &r.mx, &port) != ST_OK) {
+        if (rn_metrics_start(cf->metrics_listen, ns, cf->metrics_tls_cert, cf->metrics_tls_key,
+                             cf->metrics_token_file, &r.mx, &port) != ST_OK) {
             fprintf(stderr, "strata-engine: cannot serve metrics on %s\n", cf->metrics_listen);
             rc = 1;
         } else {

@@ -411,6 +411,82 @@ st_status_t st_metrics_http_start(st_metrics_t *metrics, const st_metrics_http_o
     return ST_OK;
 }
 
+/* Reads path into *out (NUL-terminated); one_line: strip trailing white space, one line only. */
+static st_status_t mx_read_file(const char *path, int one_line, char **out)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    size_t n;
+
+    if (f == NULL) {
+        st_error("metrics http: cannot open file=%s: %s", path, strerror(errno));
+        return ST_ERR_IO;
+    }
+    buf = malloc((1u << 20) + 1);
+    if (buf == NULL) {
+        fclose(f);
+        return ST_ERR_NOMEM;
+    }
+    n = fread(buf, 1, 1u << 20, f);
+    if (ferror(f) || (n == 1u << 20 && fgetc(f) != EOF) || memchr(buf, '\0', n) != NULL) {
+        st_error("metrics http: cannot read file=%s (an error, over 1 MiB, or NUL bytes)", path);
+        fclose(f);
+        free(buf);
+        return ST_ERR_INVALID;
+    }
+    fclose(f);
+    buf[n] = '\0';
+    if (one_line) {
+        while (n > 0 && strchr(" \t\r\n", buf[n - 1]) != NULL) {
+            buf[--n] = '\0';
+        }
+        if (n == 0 || strpbrk(buf, "\r\n") != NULL) {
+            st_error("metrics http: the token file must hold one non-empty line file=%s", path);
+            free(buf);
+            return ST_ERR_INVALID;
+        }
+    }
+    *out = buf;
+    return ST_OK;
+}
+
+st_status_t st_metrics_http_load(const char *cert_path, const char *key_path,
+                                 const char *token_path, st_metrics_http_files_t *files,
+                                 st_metrics_http_opts_t *opts)
+{
+    st_status_t st = ST_OK;
+
+    memset(files, 0, sizeof(*files));
+    if (cert_path != NULL && cert_path[0] != '\0') {
+        st = mx_read_file(cert_path, 0, &files->cert);
+    }
+    if (st == ST_OK && key_path != NULL && key_path[0] != '\0') {
+        st = mx_read_file(key_path, 0, &files->key);
+    }
+    if (st == ST_OK && token_path != NULL && token_path[0] != '\0') {
+        st = mx_read_file(token_path, 1, &files->token);
+    }
+    if (st != ST_OK) {
+        st_metrics_http_files_free(files);
+        return st;
+    }
+    opts->tls_cert_pem = files->cert ? files->cert : opts->tls_cert_pem;
+    opts->tls_key_pem = files->key ? files->key : opts->tls_key_pem;
+    opts->token = files->token ? files->token : opts->token;
+    return ST_OK;
+}
+
+void st_metrics_http_files_free(st_metrics_http_files_t *files)
+{
+    if (files->token != NULL) {
+        memset(files->token, 0, strlen(files->token));
+    }
+    free(files->cert);
+    free(files->key);
+    free(files->token);
+    memset(files, 0, sizeof(*files));
+}
+
 uint16_t st_metrics_http_port(const st_metrics_http_t *h)
 {
     return h->port;

@@ -66,6 +66,27 @@ extern const size_t st_metrics_dashboard_html_len;
 st_status_t st_metrics_http_start(st_metrics_t *metrics, const st_metrics_http_opts_t *opts,
                                   st_metrics_http_t **http_p);
 
+/* The files behind a server's TLS and token options (st_metrics_http_load()). */
+typedef struct st_metrics_http_files {
+    char *cert, *key, *token; /* malloc'd; NULL: not given */
+} st_metrics_http_files_t;
+
+/*
+ * Reads the PEM files cert_path and key_path and the token file token_path
+ * (its one line, trailing white space dropped) into *files, and points
+ * opts->tls_cert_pem, tls_key_pem and token at them. A NULL or "" path is
+ * not read (and leaves its opts field alone). For programs that take
+ * --metrics-tls-cert, --metrics-tls-key, --metrics-token-file.
+ * Returns ST_OK; ST_ERR_IO (cannot read; logged with the file name);
+ * ST_ERR_INVALID (a token file that is empty or has several lines, a file
+ * over 1 MiB; logged); ST_ERR_NOMEM. On failure *files holds nothing.
+ * Free with st_metrics_http_files_free() after st_metrics_http_stop().
+ */
+st_status_t st_metrics_http_load(const char *cert_path, const char *key_path,
+                                 const char *token_path, st_metrics_http_files_t *files,
+                                 st_metrics_http_opts_t *opts);
+void st_metrics_http_files_free(st_metrics_http_files_t *files);
+
 /* Returns the port the server is bound to (the real one when 0 was asked). */
 uint16_t st_metrics_http_port(const st_metrics_http_t *http);
 

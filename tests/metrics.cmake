@@ -66,7 +66,9 @@ if(TARGET stratad)
   add_test(NAME test_metrics_tls
            COMMAND ${STRATA_PYTHON} ${STRATA_OBS_DIR}/test_metrics_tls.py
                    --stratad $<TARGET_FILE:stratad>
-                   --certs-script ${CMAKE_CURRENT_SOURCE_DIR}/tools/make_test_certs.sh)
+                   --certs-script ${CMAKE_CURRENT_SOURCE_DIR}/tools/make_test_certs.sh
+                   $<$<TARGET_EXISTS:strata_cli>:--strata=$<TARGET_FILE:strata_cli>>
+                   $<$<TARGET_EXISTS:strata_engine_cli>:--engine=$<TARGET_FILE:strata_engine_cli>>)
   set_tests_properties(test_metrics_tls PROPERTIES LABELS "integration;metrics;tls"
                        TIMEOUT 180 SKIP_RETURN_CODE 77)
 endif()

@@ -14,8 +14,13 @@ Cases (--case NAME runs one; the default runs all):
            /healthz needs no token; a real Prometheus scrapes it with scheme
            https, ca_file and a bearer token file (target up, series present).
   badcert  a metrics key that is not the certificate's: stratad refuses to start.
+  client   (with --strata and --engine) the metrics servers of `strata bench` and
+           strata-engine: a non-loopback --metrics-listen in the clear is
+           refused; with --metrics-tls-cert/key and --metrics-token-file they
+           serve HTTPS behind the token.
 
 Usage: test_metrics_tls.py --stratad PATH --certs-script PATH [--case NAME]
+                           [--strata PATH] [--engine PATH]
 Exit 77 (skip) when promtool or the openssl CLI is missing.
 """
 
@@ -221,8 +226,77 @@ def case_badcert(args, work, certs):
     print("ok: badcert: a key of another certificate, or no key, is refused", flush=True)
 
 
+def serve_and_scrape(what, argv, ca):
+    """Runs argv (which lingers with its metrics server), reads metrics_port=N from
+    its stdout, checks HTTPS with and without the token, then stops it."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        port = None
+        for line in proc.stdout:
+            m = re.search(r"metrics_port=(\d+)", line)
+            if m:
+                port = int(m.group(1))
+                break
+        if port is None:
+            h.fail("%s: no metrics_port line; stderr: %s" % (what, proc.stderr.read()[-2000:]))
+        base = "https://127.0.0.1:%d/metrics" % port
+        st, _, body = get(base, {"Authorization": "Bearer " + TOKEN}, ca=ca)
+        if st != 200 or b"# TYPE" not in body:
+            h.fail("%s: /metrics over HTTPS with the token answered %s" % (what, st))
+        st, hd, _ = get(base, ca=ca)
+        if st != 401 or "www-authenticate" not in hd:
+            h.fail("%s: /metrics without the token answered %s" % (what, st))
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def case_client(args, work, certs):
+    if not args.strata and not args.engine:
+        print("SKIP (client): no --strata or --engine", flush=True)
+        return
+    ca = os.path.join(certs, "ca.pem")
+    tok = os.path.join(work, "token")
+    with open(tok, "w") as f:
+        f.write(TOKEN + "\n")
+    # One daemon for both programs, on a known port.
+    port = h.free_port()
+    log = open(os.path.join(work, "stratad-client.log"), "wb")
+    proc = subprocess.Popen([args.stratad, "--listen", "127.0.0.1:%d" % port, "--transport",
+                             "none", "--memory-limit", "256M", "--cluster-secret",
+                             "metrics-tls-test-secret"], stdout=subprocess.PIPE, stderr=log)
+    if "stratad ready" not in proc.stdout.readline().decode():
+        h.fail("client: stratad did not start")
+    node = "127.0.0.1:%d" % port
+    sec = ["--metrics-tls-cert", os.path.join(certs, "server.pem"),
+           "--metrics-tls-key", os.path.join(certs, "server.key"), "--metrics-token-file", tok]
+    try:
+        progs = []
+        if args.strata:
+            progs.append(("strata bench", [args.strata, "bench", "--nodes", node, "--sessions",
+                                           "1", "--turns", "1", "--prompt-tokens", "256",
+                                           "--metrics-linger", "60s"]))
+        if args.engine:
+            progs.append(("strata-engine", [args.engine, "--nodes", node, "--turns", "1",
+                                            "--history-tokens", "256", "--decode-tokens", "1",
+                                            "--metrics-linger", "60s"]))
+        for what, argv in progs:
+            p = subprocess.run(argv + ["--metrics-listen", "0.0.0.0:0"], capture_output=True,
+                               text=True, timeout=120)
+            if p.returncode == 0 or "refusing to serve /metrics" not in p.stderr:
+                h.fail("%s: a non-loopback --metrics-listen in the clear was not refused "
+                       "(rc %d): %s" % (what, p.returncode, p.stderr[-1000:]))
+            serve_and_scrape(what, argv + ["--metrics-listen", "127.0.0.1:0"] + sec, ca)
+    finally:
+        proc.terminate()
+        proc.wait()
+        log.close()
+    print("ok: client: strata bench and strata-engine refuse 0.0.0.0 in the clear and serve "
+          "HTTPS behind the token", flush=True)
+
+
 CASES = {"cors": case_cors, "public": case_public, "https": case_https,
-         "badcert": case_badcert}
+         "badcert": case_badcert, "client": case_client}
 
 
 def main():
@@ -230,6 +304,8 @@ def main():
     ap.add_argument("--stratad", required=True)
     ap.add_argument("--certs-script", required=True)
     ap.add_argument("--case", choices=sorted(CASES), default=None)
+    ap.add_argument("--strata", default=None, help="the strata CLI, for the client case")
+    ap.add_argument("--engine", default=None, help="strata-engine, for the client case")
     args = ap.parse_args()
     if not h.find_tool("promtool", "PROMTOOL"):
         h.skip("promtool is not installed (Debian: apt-get install prometheus)")
