@@ -65,4 +65,12 @@ if(TARGET strata_cli)
                    $<$<TARGET_EXISTS:strata_engine_cli>:--engine=$<TARGET_FILE:strata_engine_cli>>)
   set_tests_properties(test_tls PROPERTIES LABELS "integration;cached;tls"
                        TIMEOUT 180 SKIP_RETURN_CODE 77)
+  if(STRATA_SANITIZE)
+    # The binding loads the sanitized libstrata into this python: ASan's
+    # runtime first; the test takes the preload off the programs it starts.
+    execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libasan.so
+                    OUTPUT_VARIABLE tls_libasan OUTPUT_STRIP_TRAILING_WHITESPACE)
+    set_tests_properties(test_tls PROPERTIES ENVIRONMENT
+                         "LD_PRELOAD=${tls_libasan};ASAN_OPTIONS=detect_leaks=0;STRATA_TEST_PRELOAD=1")
+  endif()
 endif()
