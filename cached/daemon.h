@@ -209,7 +209,8 @@ srpc_channel_t *cd_daemon_peer(cd_daemon_t *d, uint32_t i);
  * TLS (daemon_tls.c). cd_tls_load() checks the tls_* settings and reads their
  * files (ST_ERR_INVALID, ST_ERR_IO; logged). cd_daemon_reload_tls() reads
  * them again for SIGHUP and hands them to the server and to peer channels
- * opened from then on; on failure the old ones stay (logged). Main thread.
+ * opened from then on, and the metrics_tls_* files to the metrics server; on
+ * failure the old ones stay (logged). Main thread.
  * cd_tls_peer_config() fills a peer channel's TLS fields, under peer_lock.
  */
 st_status_t cd_tls_load(cd_daemon_t *d);

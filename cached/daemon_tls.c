@@ -2,7 +2,8 @@
  * daemon_tls.c - stratad's TLS: the PEM files of tls_cert, tls_key and
  * tls_ca, read at start and again on SIGHUP, for the gRPC server and for the
  * channels to peer daemons; the metrics server's certificate and token
- * (metrics_tls_cert, metrics_tls_key, metrics_token(_file)), read at start.
+ * (metrics_tls_cert, metrics_tls_key, metrics_token(_file)), read at start;
+ * the metrics certificate and key are read again on SIGHUP too.
  *
  * A daemon with a certificate serves TLS only. Its peer channels then speak
  * TLS too: they verify the peer against tls_ca and present this daemon's
@@ -70,15 +71,12 @@ st_status_t cd_tls_load(cd_daemon_t *d)
     return cd_tls_read(cfg, &d->tls_cert_pem, &d->tls_key_pem, &d->tls_ca_pem);
 }
 
-st_status_t cd_daemon_reload_tls(cd_daemon_t *d)
+/* SIGHUP, gRPC: tls_cert, tls_key, tls_ca to the server and to new peer channels. */
+static st_status_t cd_tls_reload_grpc(cd_daemon_t *d)
 {
     char *cert = NULL, *key = NULL, *ca = NULL;
     st_status_t st;
 
-    if (d->tls_cert_pem == NULL) {
-        st_info("SIGHUP: TLS is off (no tls_cert): no certificate to reload");
-        return ST_OK;
-    }
     st = cd_tls_read(&d->cfg, &cert, &key, &ca);
     if (st == ST_OK) {
         st = srpc_server_reload_tls(d->server, cert, key, ca);
@@ -99,6 +97,51 @@ st_status_t cd_daemon_reload_tls(cd_daemon_t *d)
     pthread_mutex_unlock(&d->peer_lock);
     st_info("SIGHUP: TLS certificate reloaded tls_cert=%s", d->cfg.tls_cert);
     return ST_OK;
+}
+
+/* SIGHUP, metrics: metrics_tls_cert and metrics_tls_key to the HTTPS server. */
+static st_status_t cd_tls_reload_metrics(cd_daemon_t *d)
+{
+    char *cert = NULL, *key = NULL;
+    st_status_t st;
+
+    st = srpc_pem_load(d->cfg.metrics_tls_cert, &cert);
+    if (st == ST_OK) {
+        st = srpc_pem_load(d->cfg.metrics_tls_key, &key);
+    }
+    if (st == ST_OK) {
+        st = cd_obs_reload_tls(d->obs, cert, key);
+    }
+    if (st != ST_OK) {
+        st_error("SIGHUP: the metrics TLS files were not taken, the old certificate stays in "
+                 "use metrics_tls_cert=%s metrics_tls_key=%s",
+                 d->cfg.metrics_tls_cert, d->cfg.metrics_tls_key);
+        free(cert), free(key);
+        return st;
+    }
+    free(d->mx_cert_pem), free(d->mx_key_pem);
+    d->mx_cert_pem = cert;
+    d->mx_key_pem = key;
+    st_info("SIGHUP: metrics TLS certificate reloaded metrics_tls_cert=%s",
+            d->cfg.metrics_tls_cert);
+    return ST_OK;
+}
+
+st_status_t cd_daemon_reload_tls(cd_daemon_t *d)
+{
+    st_status_t st = ST_OK, mst = ST_OK;
+
+    if (d->tls_cert_pem == NULL && d->mx_cert_pem == NULL) {
+        st_info("SIGHUP: TLS is off (no tls_cert, no metrics_tls_cert): nothing to reload");
+        return ST_OK;
+    }
+    if (d->tls_cert_pem != NULL) {
+        st = cd_tls_reload_grpc(d);
+    }
+    if (d->mx_cert_pem != NULL && d->obs != NULL) {
+        mst = cd_tls_reload_metrics(d);
+    }
+    return st != ST_OK ? st : mst;
 }
 
 void cd_tls_peer_config(const cd_daemon_t *d, srpc_channel_config_t *cc)

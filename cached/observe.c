@@ -326,6 +326,15 @@ st_status_t cd_obs_serve(cd_obs_t *o, const char *listen, const char *node, cons
     return ST_OK;
 }
 
+st_status_t cd_obs_reload_tls(cd_obs_t *o, const char *cert_pem, const char *key_pem)
+{
+    if (o->http == NULL) {
+        st_error("metrics: no metrics server is running: no certificate to reload");
+        return ST_ERR_INVALID;
+    }
+    return st_metrics_http_reload_tls(o->http, cert_pem, key_pem);
+}
+
 void cd_obs_destroy(cd_obs_t *o)
 {
     if (o == NULL) {

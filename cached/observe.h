@@ -47,6 +47,9 @@ st_status_t cd_obs_create(struct cd_daemon *d, cd_obs_t **obs_p);
 st_status_t cd_obs_serve(cd_obs_t *obs, const char *listen, const char *node, const char *peers,
                          const st_metrics_http_opts_t *sec, int *port_p);
 
+/* Replaces the HTTPS server's certificate and key (st_metrics_http_reload_tls). */
+st_status_t cd_obs_reload_tls(cd_obs_t *obs, const char *cert_pem, const char *key_pem);
+
 /* Stops the HTTP server and frees everything. NULL is a no-op. */
 void cd_obs_destroy(cd_obs_t *obs);
 

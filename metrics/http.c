@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <microhttpd.h>
 
@@ -29,6 +30,9 @@ struct st_metrics_http {
     size_t token_len;
     char *cors; /* ",origin,origin,"; NULL: same origin only */
     st_metrics_stats_opts_t stats;
+    struct sockaddr_storage ss; /* what the first daemon bound */
+    int is_v6;
+    unsigned threads;
 };
 
 static void mx_http_log(void *cls, const char *fmt, va_list ap)
@@ -321,6 +325,49 @@ static st_status_t mx_http_security(st_metrics_http_t *h, const st_metrics_http_
     return ST_OK;
 }
 
+/*
+ * Starts a libmicrohttpd daemon for h: HTTPS with cert and key when cert is
+ * not NULL; on listen_fd when it is a socket (a reload takes over the old
+ * daemon's), else bound to h->ss and port. NULL on failure (errno, or
+ * GnuTLS's complaint on the log).
+ */
+static struct MHD_Daemon *mx_daemon_start(st_metrics_http_t *h, const char *cert, const char *key,
+                                          uint16_t port, MHD_socket listen_fd)
+{
+    /* ITC: a reload quiesces the old daemon to hand its socket over. */
+    unsigned flags =
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG | MHD_USE_ITC;
+    if (h->is_v6) {
+        flags |= MHD_USE_IPv6;
+    }
+    if (cert != NULL) {
+        flags |= MHD_USE_TLS;
+    }
+    /* The logger goes first so that every later complaint reaches st_log. */
+    struct MHD_OptionItem items[8] = {
+        {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mx_http_log, NULL},
+        {MHD_OPTION_CONNECTION_LIMIT, MX_HTTP_MAX_CONNECTIONS, NULL},
+        {MHD_OPTION_CONNECTION_TIMEOUT, MX_HTTP_TIMEOUT_S, NULL},
+    };
+    size_t n = 3;
+    if (listen_fd != MHD_INVALID_SOCKET) {
+        items[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, (intptr_t)listen_fd, NULL};
+    } else {
+        items[n++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, &h->ss};
+    }
+    if (h->threads > 1) {
+        items[n++] =
+            (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)h->threads, NULL};
+    }
+    if (cert != NULL) {
+        items[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)cert};
+        items[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)key};
+    }
+    items[n] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    return MHD_start_daemon(flags, port, NULL, NULL, mx_handle, h, MHD_OPTION_ARRAY, items,
+                            MHD_OPTION_END);
+}
+
 st_status_t st_metrics_http_start(st_metrics_t *metrics, const st_metrics_http_opts_t *opts,
                                   st_metrics_http_t **http_p)
 {
@@ -360,34 +407,11 @@ st_status_t st_metrics_http_start(st_metrics_t *metrics, const st_metrics_http_o
         return st;
     }
 
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG;
-    if (is_v6) {
-        flags |= MHD_USE_IPv6;
-    }
-    if (h->cert != NULL) {
-        flags |= MHD_USE_TLS;
-    }
-    /* The logger goes first so that every later complaint reaches st_log. */
-    struct MHD_OptionItem items[] = {
-        {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mx_http_log, NULL},
-        {MHD_OPTION_SOCK_ADDR, 0, &ss},
-        {MHD_OPTION_CONNECTION_LIMIT, MX_HTTP_MAX_CONNECTIONS, NULL},
-        {MHD_OPTION_CONNECTION_TIMEOUT, MX_HTTP_TIMEOUT_S, NULL},
-        {opts->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (intptr_t)opts->threads,
-         NULL},
-        {MHD_OPTION_END, 0, NULL},
-        {MHD_OPTION_END, 0, NULL},
-        {MHD_OPTION_END, 0, NULL},
-    };
-    if (h->cert != NULL) {
-        size_t n = opts->threads > 1 ? 5 : 4; /* after the thread pool item, if any */
-
-        items[n] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, h->cert};
-        items[n + 1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, h->key};
-    }
+    h->ss = ss;
+    h->is_v6 = is_v6;
+    h->threads = opts->threads;
     errno = 0;
-    h->daemon = MHD_start_daemon(flags, opts->port, NULL, NULL, mx_handle, h, MHD_OPTION_ARRAY,
-                                 items, MHD_OPTION_END);
+    h->daemon = mx_daemon_start(h, h->cert, h->key, opts->port, MHD_INVALID_SOCKET);
     if (h->daemon == NULL) {
         int err = errno;
         if (h->cert != NULL && err == 0) {
@@ -487,6 +511,95 @@ void st_metrics_http_files_free(st_metrics_http_files_t *files)
     memset(files, 0, sizeof(*files));
 }
 
+st_status_t st_metrics_http_reload_tls(st_metrics_http_t *h, const char *cert_pem,
+                                       const char *key_pem)
+{
+    char *cert, *key;
+    struct MHD_Daemon *old = h->daemon, *nd;
+    MHD_socket fd;
+
+    if (h->cert == NULL) {
+        st_error("metrics http: the server speaks HTTP: no certificate to reload port=%u",
+                 (unsigned)h->port);
+        return ST_ERR_INVALID;
+    }
+    if (cert_pem == NULL || key_pem == NULL) {
+        st_error("metrics http: a certificate reload needs the certificate and the key");
+        return ST_ERR_INVALID;
+    }
+    cert = strdup(cert_pem);
+    key = strdup(key_pem);
+    if (cert == NULL || key == NULL) {
+        free(cert);
+        free(key);
+        st_error("metrics http: out of memory for the new certificate");
+        return ST_ERR_NOMEM;
+    }
+    /* GnuTLS checks the pair in a daemon without a socket first, so that a
+     * bad pair never touches the serving one. */
+    struct MHD_OptionItem probe_items[] = {
+        {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mx_http_log, NULL},
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, cert},
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, key},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    struct MHD_Daemon *probe =
+        MHD_start_daemon(MHD_USE_NO_LISTEN_SOCKET | MHD_USE_TLS | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+                         mx_handle, h, MHD_OPTION_ARRAY, probe_items, MHD_OPTION_END);
+    if (probe == NULL) {
+        free(cert);
+        free(key);
+        st_error("metrics http: GnuTLS refused the new certificate or key (the line above says "
+                 "why); the old one stays port=%u",
+                 (unsigned)h->port);
+        return ST_ERR_INVALID;
+    }
+    MHD_stop_daemon(probe);
+    /*
+     * The old daemon stops accepting and hands its socket over (connections
+     * it holds run to their end); a new daemon with the new certificate
+     * accepts on it. Should that fail all the same, a daemon with the old
+     * certificate takes the socket instead.
+     */
+    fd = MHD_quiesce_daemon(old);
+    if (fd == MHD_INVALID_SOCKET) {
+        free(cert);
+        free(key);
+        st_error("metrics http: cannot hand the socket over for a reload port=%u",
+                 (unsigned)h->port);
+        return ST_ERR_INTERNAL;
+    }
+    nd = mx_daemon_start(h, cert, key, 0, fd);
+    if (nd == NULL) {
+        free(cert);
+        free(key);
+        st_error("metrics http: GnuTLS refused the new certificate or key (the line above says "
+                 "why); the old one stays port=%u",
+                 (unsigned)h->port);
+        nd = mx_daemon_start(h, h->cert, h->key, 0, fd);
+        if (nd == NULL) {
+            st_error("metrics http: cannot serve again with the old certificate: the metrics "
+                     "server is down port=%u",
+                     (unsigned)h->port);
+            close(fd);
+            MHD_stop_daemon(old);
+            h->daemon = NULL;
+            return ST_ERR_INTERNAL;
+        }
+        h->daemon = nd;
+        MHD_stop_daemon(old);
+        return ST_ERR_INVALID;
+    }
+    h->daemon = nd;
+    MHD_stop_daemon(old);
+    free(h->cert);
+    free(h->key);
+    h->cert = cert;
+    h->key = key;
+    st_info("metrics http: new TLS certificate port=%u", (unsigned)h->port);
+    return ST_OK;
+}
+
 uint16_t st_metrics_http_port(const st_metrics_http_t *h)
 {
     return h->port;
@@ -497,6 +610,8 @@ void st_metrics_http_stop(st_metrics_http_t *h)
     if (h == NULL) {
         return;
     }
-    MHD_stop_daemon(h->daemon);
+    if (h->daemon != NULL) {
+        MHD_stop_daemon(h->daemon);
+    }
     mx_http_free(h);
 }

@@ -87,6 +87,21 @@ st_status_t st_metrics_http_load(const char *cert_path, const char *key_path,
                                  st_metrics_http_opts_t *opts);
 void st_metrics_http_files_free(st_metrics_http_files_t *files);
 
+/*
+ * Replaces the certificate and key of an HTTPS server (for SIGHUP): the
+ * server stops accepting on its socket, a new libmicrohttpd daemon with the
+ * new PEM strings (copied) accepts on the same socket, and requests in flight
+ * finish on the old one. Same port, no moment without a listener.
+ * Returns ST_OK; ST_ERR_INVALID for an HTTP server, a NULL argument, or a
+ * certificate GnuTLS refuses (logged; the old certificate stays in use);
+ * ST_ERR_NOMEM; ST_ERR_INTERNAL when the socket cannot be handed over (or,
+ * after a refused certificate, not taken back: the server is then down).
+ * Call it from the thread that started the server, not concurrently with
+ * st_metrics_http_stop().
+ */
+st_status_t st_metrics_http_reload_tls(st_metrics_http_t *http, const char *cert_pem,
+                                       const char *key_pem);
+
 /* Returns the port the server is bound to (the real one when 0 was asked). */
 uint16_t st_metrics_http_port(const st_metrics_http_t *http);
 

@@ -14,6 +14,9 @@ Cases (--case NAME runs one; the default runs all):
            /healthz needs no token; a real Prometheus scrapes it with scheme
            https, ca_file and a bearer token file (target up, series present).
   badcert  a metrics key that is not the certificate's: stratad refuses to start.
+  sighup   replaced metrics_tls_cert/key files and SIGHUP: new connections get
+           the new certificate on the same port; bad files are refused and the
+           old certificate keeps serving.
   client   (with --strata and --engine) the metrics servers of `strata bench` and
            strata-engine: a non-loopback --metrics-listen in the clear is
            refused; with --metrics-tls-cert/key and --metrics-token-file they
@@ -28,6 +31,8 @@ import argparse
 import os
 import re
 import shutil
+import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -226,6 +231,67 @@ def case_badcert(args, work, certs):
     print("ok: badcert: a key of another certificate, or no key, is refused", flush=True)
 
 
+def served_cert(port):
+    """The DER certificate a new TLS connection to 127.0.0.1:port gets."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as so:
+        with ctx.wrap_socket(so, server_hostname="127.0.0.1") as t:
+            return t.getpeercert(binary_form=True)
+
+
+def pem_der(path):
+    return ssl.PEM_cert_to_DER_cert(open(path).read())
+
+
+def case_sighup(args, work, certs):
+    live = os.path.join(work, "live")
+    os.makedirs(live, exist_ok=True)
+    cert, key = os.path.join(live, "metrics.pem"), os.path.join(live, "metrics.key")
+    shutil.copy(os.path.join(certs, "server.pem"), cert)
+    shutil.copy(os.path.join(certs, "server.key"), key)
+    tok = os.path.join(work, "token")
+    with open(tok, "w") as f:
+        f.write(TOKEN + "\n")
+    d = Daemon(args.stratad, work, "sighup", ["--metrics-listen", "127.0.0.1:0",
+                                              "--metrics-tls-cert", cert, "--metrics-tls-key", key,
+                                              "--metrics-token-file", tok])
+    auth = {"Authorization": "Bearer " + TOKEN}
+    base = "https://127.0.0.1:%d/metrics" % d.metrics_port
+    try:
+        if served_cert(d.metrics_port) != pem_der(os.path.join(certs, "server.pem")):
+            h.fail("sighup: the metrics server does not serve server.pem at start")
+        with open(key, "w") as f:
+            f.write("not a key\n")
+        d.proc.send_signal(signal.SIGHUP)
+        h.wait_until(lambda: "the metrics TLS files were not taken" in d.log_text(),
+                     "stratad to refuse the broken metrics key", limit_s=10)
+        if served_cert(d.metrics_port) != pem_der(os.path.join(certs, "server.pem")):
+            h.fail("sighup: a refused reload changed the certificate")
+        st, _, _ = get(base, auth, ca=os.path.join(certs, "ca.pem"))
+        if st != 200:
+            h.fail("sighup: after a refused reload /metrics answered %s" % st)
+        shutil.copy(os.path.join(certs, "server-other.pem"), cert)
+        shutil.copy(os.path.join(certs, "server-other.key"), key)
+        d.proc.send_signal(signal.SIGHUP)
+        want = pem_der(os.path.join(certs, "server-other.pem"))
+        h.wait_until(lambda: served_cert(d.metrics_port) == want,
+                     "the metrics server to serve the new certificate", limit_s=10)
+        st, _, body = get(base, auth, ca=os.path.join(certs, "other-ca.pem"))
+        if st != 200 or b"strata_build_info" not in body:
+            h.fail("sighup: /metrics with the new certificate answered %s" % st)
+        st, _, _ = get(base, ca=os.path.join(certs, "other-ca.pem"))
+        if st != 401:
+            h.fail("sighup: the token is no longer asked for after a reload (%s)" % st)
+        if d.proc.poll() is not None:
+            h.fail("sighup: stratad exited")
+    finally:
+        d.stop()
+    print("ok: sighup: the metrics certificate is replaced on the same port; bad files refused",
+          flush=True)
+
+
 def serve_and_scrape(what, argv, ca):
     """Runs argv (which lingers with its metrics server), reads metrics_port=N from
     its stdout, checks HTTPS with and without the token, then stops it."""
@@ -296,7 +362,7 @@ def case_client(args, work, certs):
 
 
 CASES = {"cors": case_cors, "public": case_public, "https": case_https,
-         "badcert": case_badcert, "client": case_client}
+         "badcert": case_badcert, "sighup": case_sighup, "client": case_client}
 
 
 def main():
