@@ -11,9 +11,11 @@
  * Prints medians, p99 and MAD, and the ratios. Both servers run on loopback
  * on this machine, started by the benchmark.
  *
- * usage: bench_daemon STRATAD [--rounds N] [--objects N] [--lookup-only]
+ * usage: bench_daemon STRATAD [--rounds N] [--objects N] [--lookup-only] [--tls DIR]
  * (--lookup-only: the lookups back to back, no Redis rounds between them and
- * no put/get part; for profiles)
+ * no put/get part; for profiles. --tls DIR: stratad serves TLS with
+ * DIR/server.pem and DIR/server.key, libstrata verifies it with DIR/ca.pem, as
+ * tests/tools/make_test_certs.sh DIR makes them; Redis stays plaintext)
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -53,6 +55,8 @@ int main(int argc, char **argv)
     bench_stats_t s_lk, s_full, s_rlk, s_put, s_rput, s_get, s_rget;
     uint8_t *obj, *back;
     char key[64];
+    const char *tls = NULL;
+    char extra[1200], ca[1024];
 
     if (argc < 2) {
         fprintf(stderr, "usage: bench_daemon STRATAD [--rounds N] [--objects N] [--lookup-only]\n"
@@ -72,6 +76,8 @@ int main(int argc, char **argv)
             rounds = strtoul(argv[i + 1], NULL, 10);
         } else if (strcmp(argv[i], "--objects") == 0) {
             n_obj = strtoul(argv[i + 1], NULL, 10);
+        } else if (strcmp(argv[i], "--tls") == 0) {
+            tls = argv[i + 1];
         }
         i++;
     }
@@ -79,7 +85,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_daemon: rounds and objects must be positive\n");
         return 2;
     }
-    if (tc_start(&cl, argv[1], 1, "--memory-limit 2G") != 0) {
+    snprintf(extra, sizeof(extra), "--memory-limit 2G");
+    if (tls != NULL) {
+        snprintf(extra, sizeof(extra),
+                 "--memory-limit 2G --tls-cert %s/server.pem --tls-key %s/server.key", tls, tls);
+        snprintf(ca, sizeof(ca), "%s/ca.pem", tls);
+    }
+    if (tc_start(&cl, argv[1], 1, extra) != 0) {
         return 1;
     }
     if (bench_redis_start(&rd, 0) != 0 || (rc = bench_redis_connect(&rd)) == NULL) {
@@ -89,6 +101,10 @@ int main(int argc, char **argv)
     }
     p.field_mask = ST_CLIENT_FIELD_NODES;
     p.nodes = cl.node[0].addr;
+    if (tls != NULL) {
+        p.field_mask |= ST_CLIENT_FIELD_TLS_CA;
+        p.tls_ca = ca;
+    }
     if (st_client_connect(&p, &c) != ST_OK) {
         fprintf(stderr, "bench_daemon: %s\n", st_client_last_error());
         return 1;
@@ -179,7 +195,8 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    printf("bench_daemon: one stratad and one redis-server on loopback, %zu rounds\n", rounds);
+    printf("bench_daemon: one stratad (%s) and one redis-server on loopback, %zu rounds\n",
+           tls != NULL ? "TLS" : "plaintext", rounds);
     printf("%-40s %10s %10s %10s\n", "", "median", "p99", "MAD");
     report("lookup 16,384 blocks: strata", t_st, rounds, "ms", &s_lk);
     report("lookup 16,384 blocks: strata, every hash", t_full, rounds, "ms", &s_full);

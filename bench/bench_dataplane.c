@@ -492,7 +492,7 @@ int main(int argc, char **argv)
     bench_tp_peer_t *pp = &g_peer;
     st_transport_config_t tcfg = {0};
     st_client_params_t p = {0};
-    srpc_channel_config_t cc = {NULL, 0, NULL};
+    srpc_channel_config_t cc = {.token = NULL};
     srpc_channel_t *ch;
     uint32_t *tok;
     uint64_t ns = 0;

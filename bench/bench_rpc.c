@@ -6,7 +6,11 @@
  * and fan-out latency.
  *
  *   bench_rpc [--calls N] [--threads T] [--rounds R] [--server-threads S]
- *             [--only SECTIONS]
+ *             [--only SECTIONS] [--tls DIR]
+ *
+ * --tls DIR: servers and channels speak TLS with DIR/server.pem,
+ * DIR/server.key and DIR/ca.pem (tests/tools/make_test_certs.sh DIR makes
+ * them); run once with and once without to see what TLS costs.
  *
  * SECTIONS is a comma-separated subset of unary,tput,large,lookup,fanout
  * (default: all). --rounds is the number of calls per large-message size
@@ -210,10 +214,29 @@ static double throughput(srpc_channel_t *ch, int threads, int calls_each)
     return (double)threads * calls_each / ((double)(bench_now_ns() - t0) / 1e9);
 }
 
+/* --tls: the PEM files, NULL without it. */
+static char *g_cert, *g_key, *g_ca;
+
+static char *load_pem(const char *dir, const char *name)
+{
+    char path[1024];
+    char *pem = NULL;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    if (srpc_pem_load(path, &pem) != ST_OK) {
+        fprintf(stderr, "bench_rpc: --tls: cannot read %s\n", path);
+        exit(2);
+    }
+    return pem;
+}
+
 static srpc_server_t *start(unsigned threads)
 {
-    srpc_server_config_t cfg = {
-        .address = "127.0.0.1:0", .n_threads = threads, .max_message_bytes = 64u << 20};
+    srpc_server_config_t cfg = {.address = "127.0.0.1:0",
+                                .n_threads = threads,
+                                .max_message_bytes = 64u << 20,
+                                .tls_cert_pem = g_cert,
+                                .tls_key_pem = g_key};
     srpc_server_t *srv = NULL;
 
     if (srpc_server_start(&cfg, table, sizeof(table) / sizeof(table[0]), &srv) != ST_OK) {
@@ -228,8 +251,10 @@ static srpc_channel_t *connect_to(srpc_server_t *srv)
     char target[64];
     srpc_channel_t *ch = NULL;
 
+    srpc_channel_config_t cc = {.tls_ca_pem = g_ca};
+
     snprintf(target, sizeof(target), "127.0.0.1:%d", srpc_server_port(srv));
-    srpc_channel_open(target, NULL, &ch);
+    srpc_channel_open(target, &cc, &ch);
     return ch;
 }
 
@@ -301,6 +326,10 @@ int main(int argc, char **argv)
             rounds = atoi(argv[i + 1]);
         } else if (strcmp(argv[i], "--only") == 0) {
             only = argv[i + 1];
+        } else if (strcmp(argv[i], "--tls") == 0) {
+            g_cert = load_pem(argv[i + 1], "server.pem");
+            g_key = load_pem(argv[i + 1], "server.key");
+            g_ca = load_pem(argv[i + 1], "ca.pem");
         } else {
             fprintf(stderr, "bench_rpc: unknown option %s\n", argv[i]);
             return 2;
@@ -308,11 +337,13 @@ int main(int argc, char **argv)
     }
     if (calls < 10 || threads < 1 || threads > 64 || rounds < 0 || server_threads < 1) {
         fprintf(stderr, "usage: bench_rpc [--calls N>=10] [--threads 1..64] [--rounds R] "
-                        "[--server-threads N] [--only unary,tput,large,lookup,fanout]\n");
+                        "[--server-threads N] [--only unary,tput,large,lookup,fanout] "
+                        "[--tls DIR]\n");
         return 2;
     }
     /* BENCH_RPC_LOG=debug shows gRPC's own lines (with GRPC_TRACE=...). */
     st_log_set_level(getenv("BENCH_RPC_LOG") ? ST_LOG_DEBUG : ST_LOG_WARN);
+    printf("control plane: %s\n", g_cert ? "TLS (--tls)" : "plaintext");
     for (int i = 0; i < 3; i++) {
         srv[i] = start((unsigned)server_threads);
         ch[i] = connect_to(srv[i]);
@@ -364,5 +395,6 @@ int main(int argc, char **argv)
         srpc_channel_close(ch[i]);
         srpc_server_destroy(srv[i]);
     }
+    free(g_cert), free(g_key), free(g_ca);
     return 0;
 }

@@ -21,6 +21,7 @@
 
 static const char *const cd_log_levels[] = {"error", "warn", "info", "debug", "trace", NULL};
 static const char *const cd_ssd_syncs[] = {"durable", "none", NULL};
+static const char *const cd_tls_client_auths[] = {"none", "request", "require", NULL};
 
 #define CD_OFF(m) offsetof(cd_config_t, m)
 static const st_cfg_option_t cd_options[] = {
@@ -64,6 +65,17 @@ static const st_cfg_option_t cd_options[] = {
      "HTTP address of /metrics, /stats and /dashboard, host:port (empty: off)"},
     {"metrics_peers", ST_CFG_STRING, CD_OFF(metrics_peers), "", 0, 0, 0, NULL, 0,
      "the other nodes' metrics host:port, for the dashboard's cluster view"},
+    {"metrics_tls_cert", ST_CFG_STRING, CD_OFF(metrics_tls_cert), "", 0, 0, 0, NULL, 0,
+     "PEM certificate chain of the metrics server: HTTPS only (empty: HTTP)"},
+    {"metrics_tls_key", ST_CFG_STRING, CD_OFF(metrics_tls_key), "", 0, 0, 0, NULL, 0,
+     "PEM private key of metrics_tls_cert (unencrypted)"},
+    {"metrics_token", ST_CFG_STRING, CD_OFF(metrics_token), "", 0, 0, ST_CFG_SENSITIVE, NULL, 0,
+     "bearer token that /metrics and /stats require (Authorization: Bearer); empty: none"},
+    {"metrics_token_file", ST_CFG_STRING, CD_OFF(metrics_token_file), "", 0, 0, 0, NULL, 0,
+     "file holding metrics_token (kept out of argv and the config file)"},
+    {"metrics_cors_origin", ST_CFG_STRING, CD_OFF(metrics_cors_origin), "", 0, 0, 0, NULL, 0,
+     "origins whose pages may read /stats (scheme://host:port, comma separated; empty: same "
+     "origin only; * is refused)"},
     {"memory_limit", ST_CFG_SIZE, CD_OFF(memory_limit), "1G", 64ll << 20, 1ll << 42, 0, NULL, 'm',
      "memory the arenas and the index may use, in all"},
     {"chunk_bytes", ST_CFG_SIZE, CD_OFF(chunk_bytes), "64M", 2ll << 20, 1ll << 32, 0, NULL, 0,
@@ -114,6 +126,16 @@ static const st_cfg_option_t cd_options[] = {
      "gRPC's round trip"},
     {"log_level", ST_CFG_ENUM, CD_OFF(log_level), "info", 0, 0, 0, cd_log_levels, 0,
      "lowest level logged"},
+    {"tls_cert", ST_CFG_STRING, CD_OFF(tls_cert), "", 0, 0, 0, NULL, 0,
+     "PEM certificate chain of the gRPC server: serve TLS only (empty: plaintext); re-read on "
+     "SIGHUP"},
+    {"tls_key", ST_CFG_STRING, CD_OFF(tls_key), "", 0, 0, 0, NULL, 0,
+     "PEM private key of tls_cert (unencrypted; keep it mode 0600); re-read on SIGHUP"},
+    {"tls_ca", ST_CFG_STRING, CD_OFF(tls_ca), "", 0, 0, 0, NULL, 0,
+     "PEM CA bundle that client certificates and peer daemons' certificates must chain to; "
+     "re-read on SIGHUP"},
+    {"tls_client_auth", ST_CFG_ENUM, CD_OFF(tls_client_auth), "none", 0, 0, 0, cd_tls_client_auths,
+     0, "client certificates (mutual TLS): none, request (verified when sent) or require"},
 };
 
 const st_cfg_table_t cd_config_table = {
@@ -489,6 +511,7 @@ srpc_channel_t *cd_daemon_peer(cd_daemon_t *d, uint32_t i)
 
         /* The cluster credential, never a client's token (auth.h). */
         cc.token = d->auth.au_peer_token;
+        cd_tls_peer_config(d, &cc);
         if (srpc_channel_open(d->peer_list[i], &cc, &d->peer_ch[i]) != ST_OK) {
             d->peer_ch[i] = NULL;
         }
@@ -789,8 +812,14 @@ st_status_t cd_daemon_start(cd_daemon_t *d, cd_config_t *cfg)
         return status;
     }
     if (d->cfg.metrics_listen[0] != '\0') {
+        st_metrics_http_opts_t sec = {0};
+
+        status = cd_tls_metrics(d, &sec);
+        if (status != ST_OK) {
+            return status;
+        }
         status = cd_obs_serve(d->obs, d->cfg.metrics_listen, d->cfg.node_id, d->cfg.metrics_peers,
-                              &d->metrics_port);
+                              &sec, &d->metrics_port);
         if (status != ST_OK) {
             st_error("cannot serve metrics metrics_listen=%s: %s", d->cfg.metrics_listen,
                      st_strerror(status));
@@ -806,6 +835,14 @@ st_status_t cd_daemon_start(cd_daemon_t *d, cd_config_t *cfg)
         }
     }
 
+    status = cd_tls_load(d);
+    if (status != ST_OK) {
+        return status;
+    }
+    srv.tls_cert_pem = d->tls_cert_pem;
+    srv.tls_key_pem = d->tls_key_pem;
+    srv.tls_ca_pem = d->tls_ca_pem;
+    srv.tls_client_auth = (srpc_tls_client_auth_t)d->cfg.tls_client_auth;
     srv.address = d->cfg.listen;
     srv.n_threads = (unsigned)d->cfg.threads;
     srv.n_cqs = srv.n_threads >= 4 ? 2 : 1;
@@ -828,10 +865,10 @@ st_status_t cd_daemon_start(cd_daemon_t *d, cd_config_t *cfg)
     }
     d->reaper_running = 1;
     st_info("serving node=%s address=%s port=%d memory_limit=%llu threads=%lld peers=%u "
-            "data_dir=%s",
+            "data_dir=%s tls=%s",
             d->cfg.node_id, d->cfg.listen, cd_daemon_port(d),
             (unsigned long long)d->cfg.memory_limit, (long long)d->cfg.threads, d->n_peers,
-            d->tier != NULL ? d->cfg.data_dir : "(none)");
+            d->tier != NULL ? d->cfg.data_dir : "(none)", d->tls_cert_pem ? "on" : "off");
     return ST_OK;
 }
 
@@ -886,6 +923,7 @@ void cd_daemon_destroy(cd_daemon_t *d)
         cd_au_destroy(&d->auth);
         d->auth_ready = 0;
     }
+    cd_tls_free(d);
     st_config_free(&cd_config_table, &d->cfg);
     pthread_mutex_destroy(&d->ns_lock);
     pthread_mutex_destroy(&d->region_lock);

@@ -74,6 +74,15 @@ typedef struct cd_config {
     uint64_t ssd_spill_budget; /* bytes of spilled objects kept; 0: half the map */
     int ssd_sync;              /* 0 durable, 1 none (st_ssd_sync_t) */
     uint64_t ssd_writeback;    /* bytes at each namespace's cold end written ahead of eviction */
+    char *tls_cert;            /* PEM files of the gRPC server's TLS; "" off (daemon_tls.c) */
+    char *tls_key;
+    char *tls_ca;           /* CA of client certificates and of peers' certificates */
+    int tls_client_auth;    /* srpc_tls_client_auth_t: none, request, require */
+    char *metrics_tls_cert; /* PEM files: /metrics over HTTPS; "" HTTP */
+    char *metrics_tls_key;
+    char *metrics_token;       /* sensitive: bearer token of /metrics and /stats; "" none */
+    char *metrics_token_file;  /* or read from this file */
+    char *metrics_cors_origin; /* origins that may read /stats from a browser */
 } cd_config_t;
 
 extern const st_cfg_table_t cd_config_table;
@@ -144,6 +153,13 @@ typedef struct cd_daemon {
     st_ring_t ring;                        /* over peer_list, when there are peers */
     int self_peer;                         /* this node's index in peer_list */
     pthread_mutex_t peer_lock;
+
+    char *tls_cert_pem; /* the files of cfg.tls_*, NULL when not set; under peer_lock */
+    char *tls_key_pem;
+    char *tls_ca_pem;
+    char *mx_cert_pem; /* the files of metrics_tls_*, and the metrics token */
+    char *mx_key_pem;
+    char *mx_token;
 
     struct cd_dataplane *dp; /* NULL: no one-sided transport (dataplane.h) */
     struct cd_tier *tier;    /* NULL: no SSD tier (data_dir empty; tier.h) */
@@ -224,6 +240,21 @@ void cd_batch_expire(cd_daemon_t *d, uint64_t now_ms);
 
 /* The channel to peer i (opened on first use), or NULL. */
 srpc_channel_t *cd_daemon_peer(cd_daemon_t *d, uint32_t i);
+
+/*
+ * TLS (daemon_tls.c). cd_tls_load() checks the tls_* settings and reads their
+ * files (ST_ERR_INVALID, ST_ERR_IO; logged). cd_daemon_reload_tls() reads
+ * them again for SIGHUP and hands them to the server and to peer channels
+ * opened from then on, and the metrics_tls_* files to the metrics server; on
+ * failure the old ones stay (logged). Main thread.
+ * cd_tls_peer_config() fills a peer channel's TLS fields, under peer_lock.
+ */
+st_status_t cd_tls_load(cd_daemon_t *d);
+/* Reads metrics_tls_* and metrics_token(_file) and fills sec's TLS, token and CORS fields. */
+st_status_t cd_tls_metrics(cd_daemon_t *d, st_metrics_http_opts_t *sec);
+st_status_t cd_daemon_reload_tls(cd_daemon_t *d);
+void cd_tls_peer_config(const cd_daemon_t *d, srpc_channel_config_t *cc);
+void cd_tls_free(cd_daemon_t *d);
 
 /* The method table served by stratad (handlers_*.c). */
 extern const srpc_method_def_t cd_method_table[SRPC_CACHE_N_METHODS];

@@ -1,7 +1,7 @@
 /*
  * main.c - stratad: parse the config, start the daemon, serve until SIGTERM
  * or SIGINT, then stop gracefully (calls in flight finish; new calls get
- * UNAVAILABLE). SIGHUP re-reads the tenants file.
+ * UNAVAILABLE). SIGHUP re-reads the tenants file and the TLS files.
  */
 #include <errno.h>
 #include <signal.h>
@@ -94,15 +94,16 @@ int main(int argc, char **argv)
     fflush(stdout);
 
     for (;;) {
-        if (sigwait(&sigs, &sig) != 0) {
-            continue;
+        while (sigwait(&sigs, &sig) != 0) {
         }
         if (sig != SIGHUP) {
             break;
         }
-        /* Re-reads the tenants file; calls in flight are not disturbed (tenants.h). */
-        st_info("signal received signal=SIGHUP: reloading the tenants file");
+        /* Re-reads the tenants file and the TLS files; calls in flight are not
+         * disturbed (tenants.h); a failure is logged and the old ones stay. */
+        st_info("signal received signal=SIGHUP: reloading the tenants file and the TLS files");
         (void)cd_daemon_reload(&d);
+        (void)cd_daemon_reload_tls(&d);
     }
     st_info("signal received signal=%s", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     cd_daemon_stop(&d, CD_GRACE_MS);

@@ -364,7 +364,7 @@ static void cd_obs_collect(st_metrics_t *reg, void *arg)
 }
 
 st_status_t cd_obs_serve(cd_obs_t *o, const char *listen, const char *node, const char *peers,
-                         int *port_p)
+                         const st_metrics_http_opts_t *sec, int *port_p)
 {
     st_metrics_http_opts_t opts = {0};
     char host[64];
@@ -394,12 +394,27 @@ st_status_t cd_obs_serve(cd_obs_t *o, const char *listen, const char *node, cons
     opts.stats.peers = peers != NULL && peers[0] != '\0' ? peers : NULL;
     opts.stats.fn = cd_obs_stats_tenants;
     opts.stats.arg = o;
+    if (sec != NULL) {
+        opts.tls_cert_pem = sec->tls_cert_pem;
+        opts.tls_key_pem = sec->tls_key_pem;
+        opts.token = sec->token;
+        opts.cors_origins = sec->cors_origins;
+    }
     st = st_metrics_http_start(o->reg, &opts, &o->http);
     if (st != ST_OK) {
         return st;
     }
     *port_p = st_metrics_http_port(o->http);
     return ST_OK;
+}
+
+st_status_t cd_obs_reload_tls(cd_obs_t *o, const char *cert_pem, const char *key_pem)
+{
+    if (o->http == NULL) {
+        st_error("metrics: no metrics server is running: no certificate to reload");
+        return ST_ERR_INVALID;
+    }
+    return st_metrics_http_reload_tls(o->http, cert_pem, key_pem);
 }
 
 void cd_obs_destroy(cd_obs_t *o)

@@ -39,9 +39,16 @@ typedef struct cd_obs cd_obs_t;
 /* Creates the registry and its families. Returns ST_OK or ST_ERR_NOMEM. */
 st_status_t cd_obs_create(struct cd_daemon *d, cd_obs_t **obs_p);
 
-/* Starts the HTTP server on listen ("host:port"); *port_p gets the port. */
+/*
+ * Starts the HTTP server on listen ("host:port"); *port_p gets the port. sec
+ * (may be NULL) gives the server's TLS certificate and key, bearer token and
+ * CORS origins (the other fields of sec are ignored).
+ */
 st_status_t cd_obs_serve(cd_obs_t *obs, const char *listen, const char *node, const char *peers,
-                         int *port_p);
+                         const st_metrics_http_opts_t *sec, int *port_p);
+
+/* Replaces the HTTPS server's certificate and key (st_metrics_http_reload_tls). */
+st_status_t cd_obs_reload_tls(cd_obs_t *obs, const char *cert_pem, const char *key_pem);
 
 /* Stops the HTTP server and frees everything. NULL is a no-op. */
 void cd_obs_destroy(cd_obs_t *obs);

@@ -56,6 +56,12 @@ static const st_cfg_option_t cli_common[] = {
     {"copy_threads", ST_CFG_INT, CLI_OFF(copy_threads), "2", 1, 16, 0, NULL, 0,
      "threads that copy a large batch's objects where the transport maps the daemons' memory "
      "(ucx, same host); 1: the batch's own thread alone"},
+    {"tls_ca", ST_CFG_STRING, CLI_OFF(tls_ca), "", 0, 0, 0, NULL, 0,
+     "PEM file of the CA of the daemons' certificates: talk TLS (empty: plaintext)"},
+    {"tls_cert", ST_CFG_STRING, CLI_OFF(tls_cert), "", 0, 0, 0, NULL, 0,
+     "PEM file of a client certificate, for daemons that ask for one (needs --tls-ca)"},
+    {"tls_key", ST_CFG_STRING, CLI_OFF(tls_key), "", 0, 0, 0, NULL, 0,
+     "PEM file of --tls-cert's private key"},
 };
 
 const st_cfg_option_t cli_tokens_opts[] = {
@@ -135,12 +141,43 @@ st_status_t cli_connect(const cli_conf_t *cf, st_client_t **c_p)
     p.timeout_ms = (uint32_t)cf->timeout_ms;
     p.replicas = (uint32_t)cf->replicas;
     p.write_quorum = (uint32_t)cf->write_quorum;
+    p.field_mask |= ST_CLIENT_FIELD_TLS_CA | ST_CLIENT_FIELD_TLS_CERT | ST_CLIENT_FIELD_TLS_KEY;
+    p.tls_ca = cf->tls_ca;
+    p.tls_cert = cf->tls_cert;
+    p.tls_key = cf->tls_key;
     status = st_client_connect(&p, c_p);
     if (status != ST_OK) {
         fprintf(stderr, "strata: cannot connect to %s: %s (%s)\n", cf->nodes,
                 st_client_last_error(), st_strerror(status));
     }
     return status;
+}
+
+st_status_t cli_tls_load(const cli_conf_t *cf, char *pem[3], srpc_channel_config_t *cc)
+{
+    const char *path[3] = {cf->tls_ca, cf->tls_cert, cf->tls_key};
+    static const char *const name[3] = {"--tls-ca", "--tls-cert", "--tls-key"};
+
+    pem[0] = pem[1] = pem[2] = NULL;
+    for (int i = 0; i < 3; i++) {
+        if (path[i][0] != '\0' && srpc_pem_load(path[i], &pem[i]) != ST_OK) {
+            fprintf(stderr, "strata: %s %s cannot be read\n", name[i], path[i]);
+            cli_tls_free(pem);
+            return ST_ERR_IO;
+        }
+    }
+    cc->tls_ca_pem = pem[0];
+    cc->tls_cert_pem = pem[1];
+    cc->tls_key_pem = pem[2];
+    return ST_OK;
+}
+
+void cli_tls_free(char *pem[3])
+{
+    for (int i = 0; i < 3; i++) {
+        free(pem[i]);
+        pem[i] = NULL;
+    }
 }
 
 st_status_t cli_read_tokens(const cli_conf_t *cf, uint32_t **tok_p, size_t *n_p)

@@ -5,16 +5,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "srpc.h"
 #include "st_config.h"
 #include "strata/strata.h"
 
 typedef struct cli_conf {
     /* connection */
     char *nodes, *tenant, *model, *token, *transport;
-    int verify_reads;     /* index into cli_verify_reads */
-    int cache_locations;  /* index into cli_cache_locations */
-    int transport_calls;  /* Locate, Release, Lookup over the transport */
-    int64_t copy_threads; /* threads that copy a batch's mapped objects */
+    char *tls_ca, *tls_cert, *tls_key; /* PEM files; "" none */
+    int verify_reads;                  /* index into cli_verify_reads */
+    int cache_locations;               /* index into cli_cache_locations */
+    int transport_calls;               /* Locate, Release, Lookup over the transport */
+    int64_t copy_threads;              /* threads that copy a batch's mapped objects */
     uint64_t timeout_ms;
     int64_t replicas;
     int64_t write_quorum; /* W of durable writes (0: replicas) */
@@ -31,6 +33,7 @@ typedef struct cli_conf {
     int64_t sessions, turns, prompt_tokens, turn_tokens, kv_bytes, idx_bytes, kda_bytes;
     int64_t verify;
     char *metrics_listen;
+    char *metrics_tls_cert, *metrics_tls_key, *metrics_token_file;
     uint64_t metrics_linger_ms;
 } cli_conf_t;
 
@@ -53,6 +56,14 @@ extern const size_t cli_n_commands;
 
 /* Connects with the connection options; prints the error. */
 st_status_t cli_connect(const cli_conf_t *cf, st_client_t **c_p);
+
+/*
+ * Reads the files of --tls-ca, --tls-cert, --tls-key (NULL where not given)
+ * into pem[0..3) and points cc's TLS fields at them; prints the error.
+ * cli_tls_free() frees them.
+ */
+st_status_t cli_tls_load(const cli_conf_t *cf, char *pem[3], srpc_channel_config_t *cc);
+void cli_tls_free(char *pem[3]);
 
 /* Reads the tokens named by --tokens, --tokens-file or --random. */
 st_status_t cli_read_tokens(const cli_conf_t *cf, uint32_t **tok_p, size_t *n_p);

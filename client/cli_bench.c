@@ -93,7 +93,8 @@ int cli_bench(const cli_conf_t *cf, int argc, char **argv)
         int port = 0;
 
         snprintf(ns, sizeof(ns), "%s/%s", cf->tenant, cf->model);
-        if (cli_metrics_start(cf->metrics_listen, ns, &mx, &port) != ST_OK) {
+        if (cli_metrics_start(cf->metrics_listen, ns, cf->metrics_tls_cert, cf->metrics_tls_key,
+                              cf->metrics_token_file, &mx, &port) != ST_OK) {
             fprintf(stderr, "strata bench: cannot serve metrics on %s\n", cf->metrics_listen);
             st_client_close(c);
             free(tok);

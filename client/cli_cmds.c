@@ -51,15 +51,24 @@ static int cli_chain(const cli_conf_t *cf, st_client_t *c, st_hash_t **chain_p, 
 static int cli_status(const cli_conf_t *cf, int argc, char **argv)
 {
     char *list = strdup(cf->nodes), *save = NULL;
+    char *pem[3];
+    srpc_channel_config_t tls = {0};
     int rc = 0;
 
     if (list == NULL) {
         return 1;
     }
+    if (cli_tls_load(cf, pem, &tls) != ST_OK) {
+        free(list);
+        return 1;
+    }
     printf("%-22s %-8s %-10s %10s %12s %14s %10s\n", "node", "state", "version", "uptime_s",
            "objects", "memory_MiB", "hit_rate");
     for (char *t = strtok_r(list, ", ", &save); t != NULL; t = strtok_r(NULL, ", ", &save)) {
-        srpc_channel_config_t cc = {cf->token[0] ? cf->token : NULL, 0, NULL};
+        srpc_channel_config_t cc = {.token = cf->token[0] ? cf->token : NULL,
+                                    .tls_ca_pem = tls.tls_ca_pem,
+                                    .tls_cert_pem = tls.tls_cert_pem,
+                                    .tls_key_pem = tls.tls_key_pem};
         Strata__V1__StatsRequest req = STRATA__V1__STATS_REQUEST__INIT;
         Strata__V1__StatsResponse *resp = NULL;
         srpc_channel_t *ch = NULL;
@@ -101,6 +110,7 @@ static int cli_status(const cli_conf_t *cf, int argc, char **argv)
         protobuf_c_message_free_unpacked(&resp->base, NULL);
         srpc_channel_close(ch);
     }
+    cli_tls_free(pem);
     free(list);
     return rc;
 }
@@ -489,6 +499,12 @@ static const st_cfg_option_t cli_bench_opts[] = {
     {"durable", ST_CFG_BOOL, CLI_OFF(durable), "false", 0, 0, 0, NULL, 0,
      "KDA puts and session writes succeed only when --write-quorum replicas committed them "
      "to disk (the daemons need data_dir); fewer are counted and exit with 3"},
+    {"metrics_tls_cert", ST_CFG_STRING, CLI_OFF(metrics_tls_cert), "", 0, 0, 0, NULL, 0,
+     "PEM certificate of the metrics server: HTTPS (empty: HTTP)"},
+    {"metrics_tls_key", ST_CFG_STRING, CLI_OFF(metrics_tls_key), "", 0, 0, 0, NULL, 0,
+     "PEM private key of --metrics-tls-cert"},
+    {"metrics_token_file", ST_CFG_STRING, CLI_OFF(metrics_token_file), "", 0, 0, 0, NULL, 0,
+     "file of the bearer token that /metrics and /stats require (empty: none)"},
 };
 
 #define CLI_N(a) (sizeof(a) / sizeof((a)[0]))

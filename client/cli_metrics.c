@@ -15,6 +15,7 @@
 struct cli_metrics {
     st_metrics_t *reg;
     st_metrics_http_t *http;
+    st_metrics_http_files_t files; /* --metrics-tls-cert, -key, --metrics-token-file */
     st_counter_t *lookups, *lookups_hit, *tokens, *matched, *resumable, *fetched, *stored;
     st_histogram_t *latency;
 };
@@ -46,7 +47,8 @@ static st_status_t cli_metric(cli_metrics_t *m, const char *name, const char *he
                      : st_metrics_histogram(fam, ST_LABELS(ns), h);
 }
 
-st_status_t cli_metrics_start(const char *listen, const char *ns, cli_metrics_t **m_p, int *port_p)
+st_status_t cli_metrics_start(const char *listen, const char *ns, const char *cert, const char *key,
+                              const char *token_file, cli_metrics_t **m_p, int *port_p)
 {
     cli_metrics_t *m = calloc(1, sizeof(*m));
     st_metrics_http_opts_t opts = {0};
@@ -88,6 +90,9 @@ st_status_t cli_metrics_start(const char *listen, const char *ns, cli_metrics_t 
         opts.bind_addr = host;
         opts.port = (uint16_t)strtol(colon + 1, NULL, 10);
         opts.stats.node = "strata-bench";
+        st = st_metrics_http_load(cert, key, token_file, &m->files, &opts);
+    }
+    if (st == ST_OK) {
         st = st_metrics_http_start(m->reg, &opts, &m->http);
     }
     if (st != ST_OK) {
@@ -127,6 +132,7 @@ void cli_metrics_stop(cli_metrics_t *m)
 {
     if (m != NULL) {
         st_metrics_http_stop(m->http);
+        st_metrics_http_files_free(&m->files);
         st_metrics_destroy(m->reg);
         free(m);
     }

@@ -34,6 +34,7 @@ const char *st_client_last_error(void)
 
 typedef struct sc_file_config {
     char *nodes, *tenant, *model, *token, *transport;
+    char *tls_ca, *tls_cert, *tls_key;
     int64_t replicas, vnodes, write_quorum;
     uint64_t timeout_ms, health_interval_ms;
     int verify_reads, cache_locations, transport_calls;
@@ -80,10 +81,58 @@ static const st_cfg_option_t sc_file_options[] = {
     {"copy_threads", ST_CFG_INT, SC_OFF(copy_threads), "2", 1, 16, 0, NULL, 0,
      "with a transport that maps the daemons' memory here (UCX on one host): threads that "
      "copy a large batch's objects, the batch's own included (1: it copies alone)"},
+    {"tls_ca", ST_CFG_STRING, SC_OFF(tls_ca), "", 0, 0, 0, NULL, 0,
+     "PEM file of the CA of the daemons' certificates: gRPC over TLS (empty: plaintext)"},
+    {"tls_cert", ST_CFG_STRING, SC_OFF(tls_cert), "", 0, 0, 0, NULL, 0,
+     "PEM file of a client certificate, for daemons that ask for one (needs tls_ca)"},
+    {"tls_key", ST_CFG_STRING, SC_OFF(tls_key), "", 0, 0, 0, NULL, 0,
+     "PEM file of tls_cert's private key"},
 };
 static const st_cfg_table_t sc_file_table = {"strata", "libstrata client settings", NULL,
                                              sc_file_options,
                                              sizeof(sc_file_options) / sizeof(sc_file_options[0])};
+
+/* ------------------------------------------------------------------ tls -- */
+
+/* The parameter if its bit is set and it is not empty, else the file's setting, else NULL. */
+static const char *sc_tls_path(const st_client_params_t *params, uint64_t bit, const char *param,
+                               const char *file)
+{
+    const char *v = (params->field_mask & bit) ? param : NULL;
+
+    v = v != NULL && v[0] != '\0' ? v : file;
+    return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
+/* Reads the TLS files of params (or of the config file fc) into c. */
+static st_status_t sc_tls_load(st_client_t *c, const st_client_params_t *params,
+                               const sc_file_config_t *fc)
+{
+    const char *ca = sc_tls_path(params, ST_CLIENT_FIELD_TLS_CA, params->tls_ca, fc->tls_ca);
+    const char *cert =
+        sc_tls_path(params, ST_CLIENT_FIELD_TLS_CERT, params->tls_cert, fc->tls_cert);
+    const char *key = sc_tls_path(params, ST_CLIENT_FIELD_TLS_KEY, params->tls_key, fc->tls_key);
+    st_status_t st;
+
+    if ((cert != NULL) != (key != NULL)) {
+        return sc_error(ST_ERR_INVALID, "tls_cert and tls_key go together (only %s is set)",
+                        cert != NULL ? "tls_cert" : "tls_key");
+    }
+    if (cert != NULL && ca == NULL) {
+        return sc_error(ST_ERR_INVALID, "a client certificate (tls_cert) needs tls_ca, the CA "
+                                        "of the daemons' certificates");
+    }
+    if (ca != NULL && (st = srpc_pem_load(ca, &c->tls_ca_pem)) != ST_OK) {
+        return sc_error(st, "tls_ca %s cannot be read", ca);
+    }
+    if (cert != NULL && (st = srpc_pem_load(cert, &c->tls_cert_pem)) != ST_OK) {
+        return sc_error(st, "tls_cert %s cannot be read", cert);
+    }
+    if (key != NULL && (st = srpc_pem_load(key, &c->tls_key_pem)) != ST_OK) {
+        return sc_error(st, "tls_key %s cannot be read", key);
+    }
+    return ST_OK;
+}
 
 /* ---------------------------------------------------------------- nodes -- */
 
@@ -363,6 +412,9 @@ st_status_t st_client_connect(const st_client_params_t *params, st_client_t **cl
         return status; /* the message is set */
     }
     status = sc_parse_nodes(c, nodes != NULL ? nodes : fc.nodes);
+    if (status == ST_OK) {
+        status = sc_tls_load(c, params, &fc);
+    }
     st_config_free(&sc_file_table, &fc);
     if (c->tenant == NULL || c->model == NULL || c->token == NULL) {
         status = ST_ERR_NOMEM;
@@ -391,12 +443,20 @@ st_status_t st_client_connect(const st_client_params_t *params, st_client_t **cl
         return status;
     }
     for (uint32_t i = 0; i < c->n_nodes; i++) {
-        srpc_channel_config_t cc = {c->token[0] ? c->token : NULL, 0, NULL};
+        srpc_channel_config_t cc = {.token = c->token[0] ? c->token : NULL,
+                                    .tls_ca_pem = c->tls_ca_pem,
+                                    .tls_cert_pem = c->tls_cert_pem,
+                                    .tls_key_pem = c->tls_key_pem};
 
         status = srpc_channel_open(c->nodes[i].addr, &cc, &c->nodes[i].ch);
         if (status != ST_OK) {
+            const char *what = status == ST_ERR_INVALID ? " (the TLS files do not parse, or the "
+                                                          "key is not the certificate's)"
+                                                        : "";
+
+            sc_error(status, "cannot open a channel to %s%s", c->nodes[i].addr, what);
             st_client_close(c);
-            return sc_error(status, "cannot open a channel to %s", c->nodes[i].addr);
+            return status;
         }
     }
     for (uint32_t i = 0; i < c->n_nodes; i++) {
@@ -478,6 +538,7 @@ void st_client_close(st_client_t *c)
     free(c->tenant);
     free(c->model);
     free(c->token);
+    free(c->tls_ca_pem), free(c->tls_cert_pem), free(c->tls_key_pem);
     free(c);
 }
 

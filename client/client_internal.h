@@ -52,6 +52,7 @@ struct st_client {
     uint32_t n_nodes;
     st_ring_t ring;
     char *tenant, *model, *token;
+    char *tls_ca_pem, *tls_cert_pem, *tls_key_pem; /* NULL: plaintext control plane */
     uint32_t replicas;
     uint32_t write_quorum; /* W of durable writes, 1..replicas */
     uint32_t timeout_ms;

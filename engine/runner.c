@@ -29,6 +29,7 @@
 typedef struct rn_conf {
     /* cluster */
     char *nodes, *tenant, *model, *token, *transport;
+    char *tls_ca, *tls_cert, *tls_key;
     uint64_t timeout_ms;
     int64_t replicas, write_quorum;
     int durable;
@@ -46,6 +47,7 @@ typedef struct rn_conf {
     int keep_session, compare, progress;
     /* metrics, logs */
     char *metrics_listen;
+    char *metrics_tls_cert, *metrics_tls_key, *metrics_token_file;
     uint64_t metrics_linger_ms;
     int log_level;
 } rn_conf_t;
@@ -83,6 +85,12 @@ static const st_cfg_option_t rn_options[] = {
      "replicas that must commit a durable write to disk (0: all of replicas)"},
     {"transport", ST_CFG_STRING, RN_OFF(transport), "inline", 0, 0, 0, NULL, 0,
      "how object bytes move: inline (in the control plane), ucx, libfabric[:provider]"},
+    {"tls_ca", ST_CFG_STRING, RN_OFF(tls_ca), "", 0, 0, 0, NULL, 0,
+     "PEM file of the CA of the daemons' certificates: talk TLS (empty: plaintext)"},
+    {"tls_cert", ST_CFG_STRING, RN_OFF(tls_cert), "", 0, 0, 0, NULL, 0,
+     "PEM file of a client certificate, for daemons that ask for one (needs tls_ca)"},
+    {"tls_key", ST_CFG_STRING, RN_OFF(tls_key), "", 0, 0, 0, NULL, 0,
+     "PEM file of tls_cert's private key"},
     {"shape", ST_CFG_ENUM, RN_OFF(shape), "default", 0, 0, 0, rn_shapes, 0,
      "the model's dimensions: default (st_model_config_default, small for two CPU cores) or "
      "gpu (st_model_config_gpu: DSA 64 heads over rows of 512 + 64, indexer and KDA heads of "
@@ -134,6 +142,12 @@ static const st_cfg_option_t rn_options[] = {
      "HTTP address of the engine's /metrics and /stats, host:port (empty: off)"},
     {"metrics_linger", ST_CFG_DURATION, RN_OFF(metrics_linger_ms), "0", 0, 3600000, 0, NULL, 0,
      "keep serving /metrics this long after the last turn"},
+    {"metrics_tls_cert", ST_CFG_STRING, RN_OFF(metrics_tls_cert), "", 0, 0, 0, NULL, 0,
+     "PEM certificate of the metrics server: HTTPS (empty: HTTP)"},
+    {"metrics_tls_key", ST_CFG_STRING, RN_OFF(metrics_tls_key), "", 0, 0, 0, NULL, 0,
+     "PEM private key of metrics_tls_cert"},
+    {"metrics_token_file", ST_CFG_STRING, RN_OFF(metrics_token_file), "", 0, 0, 0, NULL, 0,
+     "file of the bearer token that /metrics and /stats require (empty: none)"},
     {"log_level", ST_CFG_ENUM, RN_OFF(log_level), "warn", 0, 0, 0, rn_log_levels, 0,
      "lowest level logged on stderr"},
 };
@@ -469,6 +483,10 @@ static int rn_setup(rn_run_t *r, char *model_name, size_t name_len)
     cp.timeout_ms = (uint32_t)cf->timeout_ms;
     cp.replicas = (uint32_t)cf->replicas;
     cp.transport = cf->transport;
+    cp.field_mask |= ST_CLIENT_FIELD_TLS_CA | ST_CLIENT_FIELD_TLS_CERT | ST_CLIENT_FIELD_TLS_KEY;
+    cp.tls_ca = cf->tls_ca;
+    cp.tls_cert = cf->tls_cert;
+    cp.tls_key = cf->tls_key;
     s = st_client_connect(&cp, &r->client);
     if (s != ST_OK) {
         fprintf(stderr, "strata-engine: cannot connect to the cluster at %s: %s (%s)\n", cf->nodes,
@@ -573,7 +591,8 @@ static int rn_main(const rn_conf_t *cf)
     rc = rn_setup(&r, model_name, sizeof(model_name));
     if (rc == 0 && cf->metrics_listen[0] != '\0') {
         snprintf(ns, sizeof(ns), "%s/%s", cf->tenant, model_name);
-        if (rn_metrics_start(cf->metrics_listen, ns, &r.mx, &port) != ST_OK) {
+        if (rn_metrics_start(cf->metrics_listen, ns, cf->metrics_tls_cert, cf->metrics_tls_key,
+                             cf->metrics_token_file, &r.mx, &port) != ST_OK) {
             fprintf(stderr, "strata-engine: cannot serve metrics on %s\n", cf->metrics_listen);
             rc = 1;
         } else {

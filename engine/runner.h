@@ -16,10 +16,14 @@ typedef struct rn_metrics rn_metrics_t;
 /*
  * Serves /metrics, /stats and /dashboard on listen (host:port; port 0 picks
  * one, written to *port_p), every series labelled namespace = ns, created
- * at zero. Returns ST_OK; ST_ERR_INVALID (listen is not host:port: the
- * message is printed); ST_ERR_IO (the port cannot be bound); ST_ERR_NOMEM.
+ * at zero; over HTTPS with the PEM files cert and key and behind the bearer
+ * token of token_file (each NULL or "": not used). Returns ST_OK;
+ * ST_ERR_INVALID (listen is not host:port: the message is printed; a
+ * non-loopback address without TLS or a token, a bad file: logged);
+ * ST_ERR_IO (the port cannot be bound, a file unreadable); ST_ERR_NOMEM.
  */
-st_status_t rn_metrics_start(const char *listen, const char *ns, rn_metrics_t **m_p, int *port_p);
+st_status_t rn_metrics_start(const char *listen, const char *ns, const char *cert, const char *key,
+                             const char *token_file, rn_metrics_t **m_p, int *port_p);
 
 /*
  * Counts one turn: prompt tokens, what st_engine_run reported, n_decode

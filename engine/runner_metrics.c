@@ -24,6 +24,7 @@ static const double rn_ttft_buckets[] = {0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 
 struct rn_metrics {
     st_metrics_t *reg;
     st_metrics_http_t *http;
+    st_metrics_http_files_t files; /* --metrics-tls-cert, -key, --metrics-token-file */
     st_counter_t *turns, *prompt, *reused, *computed, *decoded, *fetched, *written;
     st_counter_t *misses, *write_failures, *partial_writes, *rows_local, *rows_remote;
     st_histogram_t *ttft, *decode;
@@ -125,7 +126,8 @@ static st_status_t rn_register(rn_metrics_t *m, const char *ns)
     return st;
 }
 
-st_status_t rn_metrics_start(const char *listen, const char *ns, rn_metrics_t **m_p, int *port_p)
+st_status_t rn_metrics_start(const char *listen, const char *ns, const char *cert, const char *key,
+                             const char *token_file, rn_metrics_t **m_p, int *port_p)
 {
     rn_metrics_t *m;
     st_metrics_http_opts_t opts = {0};
@@ -157,6 +159,9 @@ st_status_t rn_metrics_start(const char *listen, const char *ns, rn_metrics_t **
         opts.bind_addr = host;
         opts.port = (uint16_t)port;
         opts.stats.node = "strata-engine";
+        st = st_metrics_http_load(cert, key, token_file, &m->files, &opts);
+    }
+    if (st == ST_OK) {
         st = st_metrics_http_start(m->reg, &opts, &m->http);
     }
     if (st != ST_OK) {
@@ -197,6 +202,7 @@ void rn_metrics_stop(rn_metrics_t *m)
 {
     if (m != NULL) {
         st_metrics_http_stop(m->http);
+        st_metrics_http_files_free(&m->files);
         st_metrics_destroy(m->reg);
         free(m);
     }

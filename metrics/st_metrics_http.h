@@ -1,14 +1,25 @@
 /*
  * st_metrics_http.h - the observability HTTP server (libmicrohttpd).
  *
- *   GET /metrics    Prometheus text, format 0.0.4
- *   GET /stats      JSON, schema 1 of docs/observability.md (CORS: any origin)
+ *   GET /metrics    Prometheus text, format 0.0.4            (token, when set)
+ *   GET /stats      JSON, schema 1 of docs/observability.md  (token, when set)
  *   GET /dashboard  the built-in HTML dashboard (metrics/dashboard.html)
  *   GET /healthz    "ok"
  *
- * HEAD is accepted wherever GET is; any other method gets 405 with an Allow
- * header, any other path 404. The server binds to loopback unless told
- * otherwise and answers from libmicrohttpd's own thread (or thread pool).
+ * HEAD is accepted wherever GET is; OPTIONS answers a CORS preflight; any
+ * other method gets 405 with an Allow header, any other path 404. The server
+ * binds to loopback unless told otherwise and answers from libmicrohttpd's
+ * own thread (or thread pool).
+ *
+ * Security. With tls_cert_pem and tls_key_pem the server speaks HTTPS only
+ * (GnuTLS inside libmicrohttpd). With a token, /metrics and /stats answer
+ * 401 with "WWW-Authenticate: Bearer" unless the request carries
+ * "Authorization: Bearer <token>" (compared in constant time). No response
+ * carries "Access-Control-Allow-Origin: *": a browser may read /stats from
+ * the page's own origin, or from the origins listed in cors_origins (the
+ * request's Origin is echoed back when it is one of them). A bind address
+ * that is not loopback (127.0.0.0/8, ::1) is refused unless TLS or a token
+ * is set.
  *
  * Thread safety: start and stop from one thread; st_metrics_http_port() from
  * any thread while the server runs.
@@ -28,6 +39,11 @@ typedef struct st_metrics_http_opts {
     uint16_t port;                 /* 0: the kernel picks; read it with st_metrics_http_port() */
     unsigned threads;              /* 0 or 1: one polling thread; more: a thread pool */
     st_metrics_stats_opts_t stats; /* node name, peers and hook for /stats (copied) */
+    const char *tls_cert_pem;      /* PEM certificate chain: HTTPS (copied); NULL: HTTP */
+    const char *tls_key_pem;       /* its PEM private key, unencrypted (copied) */
+    const char *token;             /* bearer token for /metrics and /stats; NULL or "": none */
+    const char *cors_origins;      /* "https://a:9101,https://b:9101": origins that may read
+                                      /stats from a browser; NULL or "": same origin only */
 } st_metrics_http_opts_t;
 
 /* The dashboard page, generated at build time from metrics/dashboard.html. */
@@ -39,12 +55,52 @@ extern const size_t st_metrics_dashboard_html_len;
  * server to *http_p. opts may be NULL (loopback, port 0, one thread).
  * Returns:
  *   ST_OK
- *   ST_ERR_INVALID  bind_addr is not an IP literal (logged)
+ *   ST_ERR_INVALID  bind_addr is not an IP literal; a non-loopback bind_addr
+ *                   without TLS or a token; a certificate without a key or a
+ *                   key without a certificate; a certificate or key GnuTLS
+ *                   refuses (all logged)
+ *   ST_ERR_UNSUPPORTED  TLS asked for, but libmicrohttpd was built without it
  *   ST_ERR_IO       the socket could not be bound (port in use; logged with the errno)
  *   ST_ERR_NOMEM    allocation failed
  */
 st_status_t st_metrics_http_start(st_metrics_t *metrics, const st_metrics_http_opts_t *opts,
                                   st_metrics_http_t **http_p);
+
+/* The files behind a server's TLS and token options (st_metrics_http_load()). */
+typedef struct st_metrics_http_files {
+    char *cert, *key, *token; /* malloc'd; NULL: not given */
+} st_metrics_http_files_t;
+
+/*
+ * Reads the PEM files cert_path and key_path and the token file token_path
+ * (its one line, trailing white space dropped) into *files, and points
+ * opts->tls_cert_pem, tls_key_pem and token at them. A NULL or "" path is
+ * not read (and leaves its opts field alone). For programs that take
+ * --metrics-tls-cert, --metrics-tls-key, --metrics-token-file.
+ * Returns ST_OK; ST_ERR_IO (cannot read; logged with the file name);
+ * ST_ERR_INVALID (a token file that is empty or has several lines, a file
+ * over 1 MiB; logged); ST_ERR_NOMEM. On failure *files holds nothing.
+ * Free with st_metrics_http_files_free() after st_metrics_http_stop().
+ */
+st_status_t st_metrics_http_load(const char *cert_path, const char *key_path,
+                                 const char *token_path, st_metrics_http_files_t *files,
+                                 st_metrics_http_opts_t *opts);
+void st_metrics_http_files_free(st_metrics_http_files_t *files);
+
+/*
+ * Replaces the certificate and key of an HTTPS server (for SIGHUP): the
+ * server stops accepting on its socket, a new libmicrohttpd daemon with the
+ * new PEM strings (copied) accepts on the same socket, and requests in flight
+ * finish on the old one. Same port, no moment without a listener.
+ * Returns ST_OK; ST_ERR_INVALID for an HTTP server, a NULL argument, or a
+ * certificate GnuTLS refuses (logged; the old certificate stays in use);
+ * ST_ERR_NOMEM; ST_ERR_INTERNAL when the socket cannot be handed over (or,
+ * after a refused certificate, not taken back: the server is then down).
+ * Call it from the thread that started the server, not concurrently with
+ * st_metrics_http_stop().
+ */
+st_status_t st_metrics_http_reload_tls(st_metrics_http_t *http, const char *cert_pem,
+                                       const char *key_pem);
 
 /* Returns the port the server is bound to (the real one when 0 was asked). */
 uint16_t st_metrics_http_port(const st_metrics_http_t *http);

@@ -51,6 +51,7 @@ st_status_t srpc_channel_open(const char *target, const srpc_channel_config_t *c
     grpc_channel_args chargs = {5, args};
     grpc_channel_credentials *creds;
     srpc_channel_t *ch;
+    st_status_t st;
 
     if (target == NULL || target[0] == '\0' || ch_p == NULL) {
         st_error("rpc channel: no target");
@@ -102,7 +103,16 @@ st_status_t srpc_channel_open(const char *target, const srpc_channel_config_t *c
     args[3].key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
     args[3].value.integer = 1000;
     srpc_tcp_read_arg(&args[4]);
-    creds = grpc_insecure_credentials_create();
+    st = srpc_tls_channel_creds(target, cfg, &creds);
+    if (st != ST_OK) {
+        srpc_grpc_unref();
+        if (ch->n_md != 0) {
+            grpc_slice_unref(ch->md[0].value);
+        }
+        free(ch->target);
+        free(ch);
+        return st;
+    }
     ch->channel = grpc_channel_create(target, creds, &chargs);
     grpc_channel_credentials_release(creds);
     *ch_p = ch;

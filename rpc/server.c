@@ -66,11 +66,14 @@ struct srpc_ctx {
     const srpc_smethod_t *m;
     const char *token;
     char *peer; /* gpr_malloc'd by gRPC, on demand */
+    const char *identity;
+    bool identity_done;
     srpc_chunk_t *chunks;
     bool has_error;
     char error[256];
-    char token_buf[SRPC_MAX_TOKEN + 1];
+    char token_buf[SRPC_MAX_TOKEN + 1]; /* this and below: not zeroed per call */
     _Alignas(16) unsigned char principal[SRPC_PRINCIPAL_MAX];
+    char identity_buf[SRPC_MAX_IDENTITY + 1];
 };
 
 /* ----------------------------------------------------------- call context -- */
@@ -143,6 +146,20 @@ const char *srpc_ctx_peer(srpc_ctx_t *ctx)
         ctx->peer = grpc_call_get_peer(ctx->call->call);
     }
     return ctx->peer ? ctx->peer : "unknown";
+}
+
+const char *srpc_ctx_peer_identity(srpc_ctx_t *ctx)
+{
+    if (ctx->call == NULL || ctx->srv->tls == NULL ||
+        ctx->srv->tls_client_auth == SRPC_TLS_CLIENT_AUTH_NONE) {
+        return NULL;
+    }
+    if (!ctx->identity_done) {
+        ctx->identity =
+            srpc_tls_peer_cn(ctx->call->call, ctx->identity_buf, sizeof(ctx->identity_buf));
+        ctx->identity_done = true;
+    }
+    return ctx->identity;
 }
 
 int64_t srpc_ctx_remaining_ms(const srpc_ctx_t *ctx)
@@ -676,9 +693,8 @@ static st_status_t srpc_check_config(const srpc_server_config_t *cfg,
                  cfg->n_cqs, cfg->n_threads);
         return ST_ERR_INVALID;
     }
-    if (cfg->tls_cert_pem != NULL || cfg->tls_key_pem != NULL) {
-        st_error("rpc server: TLS is not supported yet address=%s", cfg->address);
-        return ST_ERR_UNSUPPORTED;
+    if (srpc_tls_check_server_config(cfg) != ST_OK) {
+        return ST_ERR_INVALID;
     }
     for (size_t i = 0; i < n; i++) {
         const srpc_method_def_t *d = &table[i];
@@ -734,6 +750,7 @@ static void srpc_server_free(srpc_server_t *srv)
     pthread_mutex_destroy(&srv->lock);
     pthread_cond_destroy(&srv->cond);
     pthread_mutex_destroy(&srv->health_lock);
+    srpc_tls_state_free(srv->tls);
     free(srv->workers);
     free(srv->cqs);
     free(srv->methods);
@@ -786,8 +803,10 @@ static st_status_t srpc_server_alloc(const srpc_server_config_t *cfg,
 }
 
 /* Creates the grpc_server with its queues, methods and listener. */
-static st_status_t srpc_server_setup(srpc_server_t *srv, const char *address)
+static st_status_t srpc_server_setup(srpc_server_t *srv, const srpc_server_config_t *cfg)
 {
+    const char *address = cfg->address;
+    st_status_t st;
     uint32_t max_bytes = srv->max_message_bytes;
     grpc_arg args[3];
     grpc_channel_args chargs = {3, args};
@@ -828,7 +847,10 @@ static st_status_t srpc_server_setup(srpc_server_t *srv, const char *address)
             return ST_ERR_INTERNAL;
         }
     }
-    creds = grpc_insecure_server_credentials_create();
+    st = srpc_tls_server_creds(srv, cfg, &creds);
+    if (st != ST_OK) {
+        return st;
+    }
     srv->port = grpc_server_add_http2_port(srv->server, address, creds);
     grpc_server_credentials_release(creds);
     if (srv->port == 0) {
@@ -859,7 +881,7 @@ st_status_t srpc_server_start(const srpc_server_config_t *cfg, const srpc_method
     if (st != ST_OK) {
         goto err_grpc;
     }
-    st = srpc_server_setup(srv, cfg->address);
+    st = srpc_server_setup(srv, cfg);
     if (st != ST_OK) {
         goto err_grpc;
     }
@@ -898,8 +920,12 @@ st_status_t srpc_server_start(const srpc_server_config_t *cfg, const srpc_method
         srpc_grpc_unref();
         return st;
     }
-    st_info("rpc server listening address=%s port=%d threads=%u cqs=%u methods=%zu", cfg->address,
-            srv->port, srv->n_threads, srv->n_cqs, n);
+    st_info("rpc server listening address=%s port=%d threads=%u cqs=%u methods=%zu tls=%s",
+            cfg->address, srv->port, srv->n_threads, srv->n_cqs, n,
+            srv->tls == NULL                                       ? "off"
+            : srv->tls_client_auth == SRPC_TLS_CLIENT_AUTH_NONE    ? "on"
+            : srv->tls_client_auth == SRPC_TLS_CLIENT_AUTH_REQUEST ? "on,client-cert-requested"
+                                                                   : "on,client-cert-required");
     *server_p = srv;
     return ST_OK;
 

@@ -9,7 +9,11 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include <grpc/grpc_security.h>
+
 #include "srpc_internal.h"
+
+typedef struct srpc_tls_state srpc_tls_state_t; /* tls.c */
 
 #define SRPC_MAX_HEALTH      32
 #define SRPC_MAX_SERVICE_LEN 127
@@ -58,6 +62,8 @@ struct srpc_server {
     srpc_worker_t *workers;
     unsigned pending_per_method;
     bool started;
+    srpc_tls_state_t *tls; /* NULL: plaintext */
+    srpc_tls_client_auth_t tls_client_auth;
 
     atomic_bool stopping;         /* no more replacement requests */
     atomic_bool shutdown_started; /* grpc_server_shutdown_and_notify() returned */
@@ -79,6 +85,16 @@ st_status_t srpc_health_init(srpc_server_t *srv);
 void srpc_health_set_all(srpc_server_t *srv, bool serving);
 st_status_t srpc_health_handler(srpc_ctx_t *ctx, const ProtobufCMessage *req,
                                 ProtobufCMessage *resp, void *arg);
+
+/* tls.c */
+/* Checks the TLS fields of a server config (logs what is wrong). */
+st_status_t srpc_tls_check_server_config(const srpc_server_config_t *cfg);
+/* The listener's credentials: insecure, or TLS with srv->tls set up (freed by the caller). */
+st_status_t srpc_tls_server_creds(srpc_server_t *srv, const srpc_server_config_t *cfg,
+                                  grpc_server_credentials **creds_p);
+void srpc_tls_state_free(srpc_tls_state_t *t);
+/* The verified client certificate's subject CN, copied into buf[0..cap), or NULL. */
+const char *srpc_tls_peer_cn(grpc_call *call, char *buf, size_t cap);
 
 /* stats.c */
 void srpc_stats_record(srpc_counters_t *c, int code, uint64_t latency_us);

@@ -161,6 +161,22 @@ const char *srpc_ctx_method(const srpc_ctx_t *ctx);
 const char *srpc_ctx_peer(srpc_ctx_t *ctx);
 
 /*
+ * Returns the identity of the client's TLS certificate: the subject common
+ * name (gRPC's auth property "x509_common_name"), NUL-terminated, or NULL
+ * when the call has none: a plaintext server, a server with
+ * tls_client_auth NONE, a client that sent no certificate under REQUEST,
+ * a CN of more than SRPC_MAX_IDENTITY bytes, or a call run by
+ * srpc_server_invoke(). A non-NULL value always comes from a certificate
+ * that gRPC verified against the server's tls_ca_pem during the handshake,
+ * so a handler may take it as proof of who the client is (for example the
+ * tenant a certificate names); what it is allowed to do is the handler's
+ * decision. Valid until the handler returns. Not thread-safe (the handler's
+ * thread only).
+ */
+#define SRPC_MAX_IDENTITY 255
+const char *srpc_ctx_peer_identity(srpc_ctx_t *ctx);
+
+/*
  * Returns the milliseconds left before the call's deadline: 0 once it has
  * passed, INT64_MAX when the client set none. A handler that waits passes
  * this on (for example as a fan-out timeout).
@@ -203,6 +219,12 @@ void srpc_ctx_set_error(srpc_ctx_t *ctx, const char *fmt, ...)
  */
 typedef st_status_t (*srpc_auth_fn)(void *arg, const char *path, const char *token,
                                     const char *peer, void *principal, char *msg, size_t msg_cap);
+/* Whether a TLS server asks clients for a certificate (mutual TLS). */
+typedef enum srpc_tls_client_auth {
+    SRPC_TLS_CLIENT_AUTH_NONE,    /* not asked; srpc_ctx_peer_identity() is NULL */
+    SRPC_TLS_CLIENT_AUTH_REQUEST, /* asked; one that is sent must verify against the CA */
+    SRPC_TLS_CLIENT_AUTH_REQUIRE  /* a verified certificate is required to connect */
+} srpc_tls_client_auth_t;
 
 typedef struct srpc_server_config {
     const char *address;        /* "127.0.0.1:0" (port 0: any free port) */
@@ -211,12 +233,19 @@ typedef struct srpc_server_config {
     uint32_t max_message_bytes; /* largest request accepted; 0: 16 MiB */
     void *user_arg;             /* returned by srpc_ctx_server_arg() */
     /*
-     * TLS hook: PEM strings. NULL: plaintext (insecure credentials). TLS is
-     * not wired yet; a non-NULL value gets ST_ERR_UNSUPPORTED.
+     * TLS: PEM strings, copied by srpc_server_start(). tls_cert_pem (the
+     * server's certificate chain) and tls_key_pem (its unencrypted key) both
+     * NULL: plaintext; both set: the port speaks TLS only, and a plaintext
+     * client cannot connect. tls_ca_pem: the CA bundle that client
+     * certificates must chain to; tls_client_auth says whether the server
+     * asks for one (see srpc_tls_client_auth_t; REQUEST and REQUIRE need
+     * tls_ca_pem). Replace them while serving with srpc_server_reload_tls().
      */
     const char *tls_cert_pem;
     const char *tls_key_pem;
     srpc_auth_fn authenticate; /* NULL: every call goes to its handler */
+    const char *tls_ca_pem;
+    srpc_tls_client_auth_t tls_client_auth;
 } srpc_server_config_t;
 
 /*
@@ -226,7 +255,8 @@ typedef struct srpc_server_config {
  * SERVING ("" and the service of every method path). On success *server_p
  * is set.
  * Returns ST_OK; ST_ERR_INVALID for a NULL or malformed config or table (the
- * log names the field); ST_ERR_UNSUPPORTED for TLS; ST_ERR_NOMEM;
+ * log names the field), or TLS material that does not parse, a key that does
+ * not match its certificate, client certificates without a CA; ST_ERR_NOMEM;
  * ST_ERR_IO when the address cannot be bound (in use, bad host);
  * ST_ERR_INTERNAL when gRPC refuses a method or a thread cannot start.
  */
@@ -235,6 +265,29 @@ st_status_t srpc_server_start(const srpc_server_config_t *cfg, const srpc_method
 
 /* Returns the bound TCP port (the real one when the address asked for 0). */
 int srpc_server_port(const srpc_server_t *server);
+
+/* Returns true when the server speaks TLS. */
+bool srpc_server_tls(const srpc_server_t *server);
+
+/*
+ * Replaces the TLS certificate, key and CA bundle of a TLS server while it
+ * serves (for SIGHUP): the PEM strings are checked and copied; connections
+ * made from then on get the new certificate (and are verified against the
+ * new CA), connections already open keep theirs. ca_pem may be NULL only
+ * when the server does not ask for client certificates.
+ * Returns ST_OK; ST_ERR_INVALID for a plaintext server or bad PEM material
+ * (logged; the old certificate stays in use); ST_ERR_NOMEM. Thread-safe.
+ */
+st_status_t srpc_server_reload_tls(srpc_server_t *server, const char *cert_pem, const char *key_pem,
+                                   const char *ca_pem);
+
+/*
+ * Reads a PEM file (a certificate chain, a key, a CA bundle) into *pem_p,
+ * malloc'd and NUL-terminated (free() it). Returns ST_OK; ST_ERR_IO when it
+ * cannot be opened or read; ST_ERR_INVALID for a name that is empty, not a
+ * regular file or over 1 MiB; ST_ERR_NOMEM. The log names the file.
+ */
+st_status_t srpc_pem_load(const char *path, char **pem_p);
 
 /*
  * Sets the health status of service ("" is the server as a whole) to SERVING
@@ -314,6 +367,16 @@ typedef struct srpc_channel_config {
     const char *token;          /* sent as "authorization: Bearer <token>"; NULL: none */
     uint32_t max_receive_bytes; /* largest response accepted; 0: 64 MiB */
     const char *client_id; /* sent as "strata-client: <client_id>" (Hello's, 16 hex); NULL: none */
+    /*
+     * TLS: PEM strings, copied by srpc_channel_open(). tls_ca_pem set: the
+     * channel speaks TLS and accepts only a server whose certificate chains
+     * to it and names the target's host (SAN); NULL: plaintext.
+     * tls_cert_pem + tls_key_pem: the client certificate for mutual TLS
+     * (needs tls_ca_pem).
+     */
+    const char *tls_ca_pem;
+    const char *tls_cert_pem;
+    const char *tls_key_pem;
 } srpc_channel_config_t;
 
 #define SRPC_MAX_CLIENT_ID 32 /* bytes of strata-client metadata kept */
@@ -327,8 +390,11 @@ typedef struct srpc_error {
 /*
  * Opens a channel to target ("host:port", any gRPC target string). cfg may be
  * NULL. Connecting is lazy: the first call connects, and a call to a peer
- * that is down fails with ST_ERR_UNAVAILABLE (no waiting for it to come up).
- * Returns ST_OK and sets *ch_p; ST_ERR_INVALID for a NULL target; ST_ERR_NOMEM.
+ * that is down fails with ST_ERR_UNAVAILABLE (no waiting for it to come up);
+ * so does a call whose TLS handshake fails (a plaintext server, a
+ * certificate that does not verify).
+ * Returns ST_OK and sets *ch_p; ST_ERR_INVALID for a NULL target or TLS
+ * material that does not parse (logged); ST_ERR_NOMEM.
  */
 st_status_t srpc_channel_open(const char *target, const srpc_channel_config_t *cfg,
                               srpc_channel_t **ch_p);

@@ -68,6 +68,17 @@ st_status_t srpc_bb_pack(const ProtobufCMessage *msg, grpc_byte_buffer **bb_p);
 /* Copies a slice into dst[0..cap) NUL-terminated (truncating). */
 void srpc_slice_to_str(grpc_slice slice, char *dst, size_t cap);
 
+/*
+ * tls.c: checks PEM material with OpenSSL (every certificate parses, the key
+ * parses and matches the first certificate; any argument may be NULL) and
+ * logs what is wrong. ST_ERR_INVALID.
+ */
+st_status_t srpc_tls_check(const char *cert_pem, const char *key_pem, const char *ca_pem);
+
+/* tls.c: a channel's credentials, insecure or TLS from cfg (may be NULL). */
+st_status_t srpc_tls_channel_creds(const char *target, const srpc_channel_config_t *cfg,
+                                   grpc_channel_credentials **creds_p);
+
 /* Latency bucket of a duration in microseconds. */
 unsigned srpc_latency_bucket(uint64_t us);
 

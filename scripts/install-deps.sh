@@ -12,7 +12,7 @@ PACKAGES=(
     libprotobuf-c-dev protobuf-c-compiler libgrpc-dev
     libmicrohttpd-dev libinih-dev libcmocka-dev libssl-dev libhiredis-dev
     # tests
-    python3 python3-xxhash python3-numpy clang-format prometheus chromium
+    python3 python3-xxhash python3-numpy python3-grpcio openssl clang-format prometheus chromium
     # benchmark peers
     redis-server ucx-utils
 )

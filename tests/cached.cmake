@@ -86,3 +86,25 @@ strata_add_test(test_fuzz_handlers
 add_dependencies(test_fuzz_handlers stratad)
 strata_add_test(test_fuzz_config SOURCES fuzz/fuzz_config.c
                 LIBS strata_fuzz_util strata_daemon strata_client LABELS fuzz unit TIMEOUT 300)
+
+# stratad's gRPC over TLS: a stock python3-grpcio client and the CLI, mutual
+# TLS, TLS peer channels, SIGHUP with a replaced certificate
+# (tests/integration/test_tls.py; certificates from tools/make_test_certs.sh).
+if(TARGET strata_cli)
+  add_test(NAME test_tls
+           COMMAND ${STRATA_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_tls.py
+                   --stratad $<TARGET_FILE:stratad> --strata $<TARGET_FILE:strata_cli>
+                   --certs-script ${CMAKE_CURRENT_SOURCE_DIR}/tools/make_test_certs.sh
+                   --lib $<TARGET_FILE:strata> --binding ${PROJECT_SOURCE_DIR}/client/python
+                   $<$<TARGET_EXISTS:strata_engine_cli>:--engine=$<TARGET_FILE:strata_engine_cli>>)
+  set_tests_properties(test_tls PROPERTIES LABELS "integration;cached;tls"
+                       TIMEOUT 180 SKIP_RETURN_CODE 77)
+  if(STRATA_SANITIZE)
+    # The binding loads the sanitized libstrata into this python: ASan's
+    # runtime first; the test takes the preload off the programs it starts.
+    execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libasan.so
+                    OUTPUT_VARIABLE tls_libasan OUTPUT_STRIP_TRAILING_WHITESPACE)
+    set_tests_properties(test_tls PROPERTIES ENVIRONMENT
+                         "LD_PRELOAD=${tls_libasan};ASAN_OPTIONS=detect_leaks=0;STRATA_TEST_PRELOAD=1")
+  endif()
+endif()

@@ -58,3 +58,17 @@ add_test(NAME test_dashboard_chromium
                  --testd $<TARGET_FILE:metrics_testd> --artifacts ${STRATA_ARTIFACTS})
 set_tests_properties(test_dashboard_chromium PROPERTIES LABELS "integration;metrics"
                      TIMEOUT 240 SKIP_RETURN_CODE 77)
+
+# stratad's metrics server: no wildcard CORS, no non-loopback address in the
+# clear, HTTPS with a bearer token scraped by promtool and a real Prometheus
+# (certificates from tools/make_test_certs.sh).
+if(TARGET stratad)
+  add_test(NAME test_metrics_tls
+           COMMAND ${STRATA_PYTHON} ${STRATA_OBS_DIR}/test_metrics_tls.py
+                   --stratad $<TARGET_FILE:stratad>
+                   --certs-script ${CMAKE_CURRENT_SOURCE_DIR}/tools/make_test_certs.sh
+                   $<$<TARGET_EXISTS:strata_cli>:--strata=$<TARGET_FILE:strata_cli>>
+                   $<$<TARGET_EXISTS:strata_engine_cli>:--engine=$<TARGET_FILE:strata_engine_cli>>)
+  set_tests_properties(test_metrics_tls PROPERTIES LABELS "integration;metrics;tls"
+                       TIMEOUT 180 SKIP_RETURN_CODE 77)
+endif()

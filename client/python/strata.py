@@ -1,7 +1,7 @@
 """strata - a Python binding of libstrata (ctypes, no compiled extension).
 
     import numpy as np, strata
-    c = strata.Client("127.0.0.1:7700", tenant="acme", model="k3")
+    c = strata.Client("127.0.0.1:7700", tenant="acme", model="k3")  # tls_ca="ca.pem": TLS
     chain = c.hash(np.arange(4096, dtype=np.uint32))          # bytes, 16 per block
     r = c.lookup(chain, layers=2)                              # r.matched_blocks, ...
     c.put(chain, [(0, strata.KV, 0, kv_array)])                # numpy arrays or bytes
@@ -33,6 +33,9 @@ _FIELD_TOKEN = 1 << 4
 _FIELD_REPLICAS = 1 << 5
 _FIELD_TIMEOUT = 1 << 7
 _FIELD_WRITE_QUORUM = 1 << 14
+_FIELD_TLS_CA = 1 << 15
+_FIELD_TLS_CERT = 1 << 16
+_FIELD_TLS_KEY = 1 << 17
 
 ERR_NOT_FOUND = -3
 ERR_UNSUPPORTED = -14
@@ -69,7 +72,9 @@ class _Params(ctypes.Structure):
                 ("timeout_ms", ctypes.c_uint32), ("transport", ctypes.c_char_p),
                 ("health_interval_ms", ctypes.c_uint32), ("verify_reads", ctypes.c_char_p),
                 ("cache_locations", ctypes.c_char_p), ("transport_calls", ctypes.c_int),
-                ("copy_threads", ctypes.c_uint32), ("write_quorum", ctypes.c_uint32)]
+                ("copy_threads", ctypes.c_uint32), ("write_quorum", ctypes.c_uint32),
+                ("tls_ca", ctypes.c_char_p), ("tls_cert", ctypes.c_char_p),
+                ("tls_key", ctypes.c_char_p)]
 
 
 class _WriteResult(ctypes.Structure):
@@ -203,9 +208,11 @@ class Client:
     """A connection to a strata cluster (see st_client_connect)."""
 
     def __init__(self, nodes=None, tenant=None, model=None, token=None, replicas=None,
-                 timeout_ms=None, config_file=None, write_quorum=None):
+                 timeout_ms=None, config_file=None, write_quorum=None, tls_ca=None,
+                 tls_cert=None, tls_key=None):
         """write_quorum: W, the replicas a durable write must reach (default: all
-        replicas)."""
+        replicas). tls_ca: PEM file of the CA of the daemons' certificates (gRPC over
+        TLS); tls_cert, tls_key: a client certificate for daemons that ask for one."""
         p = _Params()
         keep = []
 
@@ -237,6 +244,15 @@ class Client:
         if write_quorum is not None:
             p.field_mask |= _FIELD_WRITE_QUORUM
             p.write_quorum = write_quorum
+        if tls_ca:
+            p.field_mask |= _FIELD_TLS_CA
+            p.tls_ca = s(tls_ca)
+        if tls_cert:
+            p.field_mask |= _FIELD_TLS_CERT
+            p.tls_cert = s(tls_cert)
+        if tls_key:
+            p.field_mask |= _FIELD_TLS_KEY
+            p.tls_key = s(tls_key)
         self._c = _vp()
         _check(_lib.st_client_connect(ctypes.byref(p), ctypes.byref(self._c)))
         self.block_tokens = _lib.st_client_block_tokens(self._c)

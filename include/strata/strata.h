@@ -65,6 +65,9 @@ enum st_client_field {
     ST_CLIENT_FIELD_TRANSPORT_CALLS = 1u << 12,
     ST_CLIENT_FIELD_COPY_THREADS = 1u << 13,
     ST_CLIENT_FIELD_WRITE_QUORUM = 1u << 14,
+    ST_CLIENT_FIELD_TLS_CA = 1u << 15,
+    ST_CLIENT_FIELD_TLS_CERT = 1u << 16,
+    ST_CLIENT_FIELD_TLS_KEY = 1u << 17,
 };
 
 /*
@@ -117,6 +120,12 @@ typedef struct st_client_params {
                                     succeeds only when W of its R replicas committed it to
                                     disk; with fewer it is ST_ERR_PARTIAL and says how many
                                     did (st_handle_replicas_written(), st_write_result_t) */
+    const char *tls_ca;          /* PEM file of the CA that signed the daemons' certificates:
+                                    set, the control plane (gRPC) speaks TLS and accepts only
+                                    daemons whose certificate chains to it and names the node's
+                                    host (SAN); NULL or "": plaintext */
+    const char *tls_cert;        /* PEM file of a client certificate (mutual TLS; needs tls_ca) */
+    const char *tls_key;         /* PEM file of tls_cert's private key (unencrypted) */
 } st_client_params_t;
 
 /*
@@ -125,9 +134,12 @@ typedef struct st_client_params {
  * Nodes that do not answer start as down and are retried.
  *
  * Returns ST_OK with *client_p set; ST_ERR_INVALID (no nodes, malformed node
- * address, bad parameter); ST_ERR_IO (config file unreadable); ST_ERR_UNAVAILABLE
- * (no node answered); ST_ERR_UNAUTHENTICATED (no token, or a token no tenant
- * holds); ST_ERR_PERMISSION (the tenant or model is not the token's); ST_ERR_NOMEM.
+ * address, bad parameter, TLS files that do not parse or a key that does not
+ * match its certificate); ST_ERR_IO (config file or TLS file unreadable);
+ * ST_ERR_UNAVAILABLE (no node answered: also a failed TLS handshake, for
+ * example a plaintext daemon or a certificate the CA did not sign);
+ * ST_ERR_UNAUTHENTICATED (no token, or a token no tenant holds);
+ * ST_ERR_PERMISSION (the tenant or model is not the token's); ST_ERR_NOMEM.
  */
 ST_API st_status_t st_client_connect(const st_client_params_t *params, st_client_t **client_p);
 

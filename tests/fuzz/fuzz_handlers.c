@@ -495,7 +495,7 @@ static void fz_canary_check(int node)
 static void fz_token_probe(int node, fz_rng_t *r)
 {
     static const size_t lens[] = {0, 1, 20, 1023, 1024, 1025, 4000};
-    srpc_channel_config_t cc = {NULL, 0, NULL};
+    srpc_channel_config_t cc = {.token = NULL};
     Strata__V1__HelloRequest q = STRATA__V1__HELLO_REQUEST__INIT;
     ProtobufCMessage *a = NULL;
     srpc_channel_t *ch;
@@ -570,7 +570,7 @@ static void fz_cred_probe(int node)
 
     memset(garbage, 0xff, sizeof(garbage));
     for (int t = 0; t < 3; t++) {
-        srpc_channel_config_t cc = {toks[t], 0, NULL};
+        srpc_channel_config_t cc = {.token = toks[t], .client_id = NULL};
         srpc_channel_t *ch;
         srpc_error_t err, err2;
 
@@ -936,7 +936,7 @@ int main(int argc, char **argv)
     }
     F.cur_method = "setup";
     for (int i = 0; i < FZ_NODES; i++) {
-        srpc_channel_config_t cc = {FZ_TOKEN, 0, NULL};
+        srpc_channel_config_t cc = {.token = FZ_TOKEN};
 
         FZ_CHECK(srpc_channel_open(F.cl.node[i].addr, &cc, &F.node[i].ch) == ST_OK,
                  "channel to node %d", i);

@@ -5,6 +5,10 @@
  *
  *   metrics_testd [--port N] [--node NAME] [--peers LIST] [--mode scrape|random]
  *                 [--batches N] [--seed S] [--exit-after SECONDS]
+ *                 [--cors-origin LIST] [--token TOKEN] [--bind ADDR]
+ *
+ * --cors-origin, --token and --bind set the server's cors_origins, token and
+ *   bind_addr (st_metrics_http.h).
  *
  * --mode scrape: every scrape (/metrics or /stats) first adds one fixed batch
  *   of 5 lookups of 100 tokens each, 4 of them with 95 tokens matched and 80
@@ -299,6 +303,12 @@ int main(int argc, char **argv)
             t.seed = (unsigned)strtoul(v, NULL, 10);
         } else if (strcmp(a, "--exit-after") == 0) {
             exit_after = strtol(v, NULL, 10);
+        } else if (strcmp(a, "--cors-origin") == 0) {
+            o.cors_origins = v;
+        } else if (strcmp(a, "--token") == 0) {
+            o.token = v;
+        } else if (strcmp(a, "--bind") == 0) {
+            o.bind_addr = v;
         } else {
             fprintf(stderr, "metrics_testd: unknown option or value: %s %s\n", a, v);
             return 2;

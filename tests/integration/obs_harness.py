@@ -148,7 +148,8 @@ class Prometheus:
     deploy/prometheus/prometheus.yml.
     """
 
-    def __init__(self, binary, targets, workdir, scrape_interval="1s", names=None):
+    def __init__(self, binary, targets, workdir, scrape_interval="1s", names=None, job=None):
+        """job: more keys of the scrape job (scheme, tls_config, authorization)."""
         self.binary = binary
         self.workdir = workdir
         self.port = free_port()
@@ -169,6 +170,7 @@ class Prometheus:
                                      "target_label": "instance"}],
             }],
         }
+        config["scrape_configs"][0].update(job or {})
         # JSON is valid YAML, so no YAML library is needed.
         self.config_path = os.path.join(workdir, "prometheus.yml")
         with open(self.config_path, "w") as f:

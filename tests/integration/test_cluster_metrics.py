@@ -29,7 +29,7 @@ import test_dashboard_chromium as dash  # noqa: E402
 class Daemon:
     """A stratad on loopback with its metrics endpoint."""
 
-    def __init__(self, stratad, port, peers, metrics_peers, workdir, i):
+    def __init__(self, stratad, port, peers, metrics_peers, workdir, i, extra=()):
         self.log_path = os.path.join(workdir, "stratad-%d.log" % i)
         self.log = open(self.log_path, "wb")
         self.addr = "127.0.0.1:%d" % port
@@ -37,7 +37,7 @@ class Daemon:
             [stratad, "--listen", self.addr, "--peers", peers,
              "--cluster-secret", "metrics-test-cluster-secret",
              "--metrics-listen", "127.0.0.1:0", "--metrics-peers", metrics_peers,
-             "--memory-limit", "512M"],
+             "--memory-limit", "512M"] + list(extra),
             stdout=subprocess.PIPE, stderr=self.log)
         line = self.proc.stdout.readline().decode()
         m = re.search(r"metrics_port=(\d+)", line)
@@ -76,8 +76,11 @@ def main():
         peers = ",".join("127.0.0.1:%d" % p for p in ports)
         # Metrics ports are picked by the daemons; the dashboard gets the
         # peers through its URL, so each daemon's metrics_peers stays empty.
+        # Node 1's dashboard reads the others' /stats across origins, so they
+        # list its origin (metrics_cors_origin; there is no wildcard CORS).
         for i, p in enumerate(ports):
-            daemons.append(Daemon(args.stratad, p, peers, "", work, i))
+            cors = ["--metrics-cors-origin", "http://" + daemons[0].metrics] if i else []
+            daemons.append(Daemon(args.stratad, p, peers, "", work, i, cors))
         targets = [d.metrics for d in daemons]
         prom = h.Prometheus(prom_bin, targets, work, scrape_interval="1s",
                             names={t: "node%d" % (i + 1) for i, t in enumerate(targets)})

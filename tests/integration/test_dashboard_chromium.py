@@ -76,12 +76,15 @@ def main():
     # The nodes' logs go with the artifacts, so a failure can be read after.
     servers = []
     try:
-        b = h.Server([args.testd, "--mode", "scrape", "--node", "node-b", "--exit-after", "120"],
-                     name="node-b", log_dir=args.artifacts)
-        servers.append(b)
         a = h.Server([args.testd, "--mode", "scrape", "--node", "node-a", "--exit-after", "120"],
                      name="node-a", log_dir=args.artifacts)
         servers.append(a)
+        # The page of A reads B's /stats across origins: B lists A's origin
+        # (there is no wildcard CORS).
+        b = h.Server([args.testd, "--mode", "scrape", "--node", "node-b", "--exit-after", "120",
+                      "--cors-origin", "http://%s" % a.hostport],
+                     name="node-b", log_dir=args.artifacts)
+        servers.append(b)
         url = "http://%s/dashboard?peers=%s" % (a.hostport, b.hostport)
 
         dom_path = os.path.join(args.artifacts, "dashboard-dom.html")

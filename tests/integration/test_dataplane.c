@@ -91,7 +91,7 @@ static void start(tc_cluster_t *cl, const char *more)
 {
     char args[512];
     srpc_channel_t *ch;
-    srpc_channel_config_t cc = {NULL, 0, NULL};
+    srpc_channel_config_t cc = {.token = NULL};
     Strata__V1__HelloRequest req = STRATA__V1__HELLO_REQUEST__INIT;
     Strata__V1__HelloResponse *resp = NULL;
     srpc_error_t err;
@@ -574,7 +574,7 @@ static void raw_hello(raw_t *r)
 
 static void raw_open(raw_t *r, const char *addr)
 {
-    srpc_channel_config_t cc = {NULL, 0, NULL};
+    srpc_channel_config_t cc = {.token = NULL};
     st_transport_config_t tc = {0};
     const char *colon = strchr(spec, ':');
 

@@ -67,6 +67,19 @@ def main():
     print(out.strip(), flush=True)
     if r.returncode != 0:
         problems.append("promtool check config failed (rc %d)" % r.returncode)
+    # The HTTPS variant names files of the deployment (CA, token): syntax only.
+    tls_yml = os.path.join(args.root, "deploy/prometheus/prometheus-tls.yml")
+    r = subprocess.run([promtool, "check", "config", "--syntax-only", tls_yml],
+                       capture_output=True, timeout=60)
+    print((r.stdout + r.stderr).decode(errors="replace").strip(), flush=True)
+    if r.returncode != 0:
+        problems.append("promtool check config --syntax-only prometheus-tls.yml failed (rc %d)"
+                        % r.returncode)
+    with open(tls_yml, encoding="utf-8") as f:
+        text = f.read()
+    for want in ("scheme: https", "ca_file:", "credentials_file:"):
+        if want not in text:
+            problems.append("prometheus-tls.yml lacks %r" % want)
 
     known = contract(os.path.join(args.root, "docs/observability.md"))
     if len(known) < 20:

@@ -46,7 +46,7 @@ static st_status_t call(conn_t *c, int m, const void *req, void **resp, srpc_err
 
 static void conn_open(conn_t *c, const char *addr, const char *token)
 {
-    srpc_channel_config_t cc = {token, 0, NULL};
+    srpc_channel_config_t cc = {.token = token};
     Strata__V1__HelloRequest req = STRATA__V1__HELLO_REQUEST__INIT;
     Strata__V1__HelloResponse *resp = NULL;
     srpc_error_t err;

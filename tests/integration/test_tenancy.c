@@ -94,7 +94,7 @@ static int start(tc_cluster_t *cl, int n, const char *more)
 
 static srpc_channel_t *chan(const char *addr, const char *token, const char *client)
 {
-    srpc_channel_config_t cc = {token, 0, client};
+    srpc_channel_config_t cc = {.token = token, .client_id = client};
     srpc_channel_t *ch;
 
     assert_int_equal(srpc_channel_open(addr, &cc, &ch), ST_OK);

@@ -174,7 +174,7 @@ static void raw_open_as(raw_t *r, const char *addr, const char *token, const cha
     Strata__V1__HelloRequest hello = STRATA__V1__HELLO_REQUEST__INIT;
     Strata__V1__HelloResponse *hr = NULL;
     st_transport_config_t cfg = {.backend = ST_TRANSPORT_UCX};
-    srpc_channel_config_t cc = {token, 0, NULL};
+    srpc_channel_config_t cc = {.token = token, .client_id = NULL};
     srpc_error_t err;
 
     memset(r, 0, sizeof(*r));
