@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rowsum.h"
 #include "st_log.h"
 
 #define CD_KIND_BIT(k) (1u << (k))
@@ -451,6 +452,37 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
 
 /* ------------------------------------------------------------- Locate -- */
 
+/*
+ * Row sums for a Locate that asked for them (want_row_sums): copied from the
+ * store into the answer's arena, at most a quarter of max_message_bytes in
+ * all (objects past that go without, and their rows are read inline), and
+ * the answer's row_sums column made.
+ */
+static st_status_t cd_h_row_sums(srpc_ctx_t *ctx, cd_daemon_t *d, const cd_ns_entry_t *e,
+                                 const cd_key_t *keys, cd_located_t *out, size_t n,
+                                 Strata__V1__Locations *l)
+{
+    uint64_t want = 0, cap;
+    uint8_t *buf;
+
+    for (size_t i = 0; i < n; i++) {
+        want += out[i].status == ST_OK ? out[i].where.n_rowsum * 8 : 0;
+    }
+    cap = want < d->cfg.max_message_bytes / 4 ? want : d->cfg.max_message_bytes / 4;
+    buf = srpc_ctx_alloc(ctx, cap + 1);
+    if (buf == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    l->row_sums = srpc_ctx_alloc(ctx, sizeof(*l->row_sums) * (n + 1));
+    if (l->row_sums == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    memset(l->row_sums, 0, sizeof(*l->row_sums) * (n + 1));
+    l->n_row_sums = n;
+    (void)cd_store_row_sums(d->store, e->local_id, keys, out, n, buf, cap);
+    return ST_OK;
+}
+
 st_status_t cd_h_locate(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMessage *respm,
                         void *arg)
 {
@@ -531,6 +563,10 @@ st_status_t cd_h_locate(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
     resp->locations = cd_h_locations(ctx, n);
     if (resp->locations == NULL) {
         return ST_ERR_NOMEM;
+    }
+    if (req->want_row_sums &&
+        (status = cd_h_row_sums(ctx, d, e, keys, out, n, resp->locations)) != ST_OK) {
+        return status;
     }
     for (size_t i = 0; i < n; i++) {
         cd_h_location_set(resp->locations, i,
@@ -666,6 +702,13 @@ st_status_t cd_h_reserve(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, Protobuf
         }
         rq[i].parent = cd_h_link_parent(&links, &rq[i].key.hash);
         rq[i].length = req->lengths[i];
+        if (req->n_row_bytes && req->row_bytes[i] != 0 && req->row_bytes[i] < PR_ROW_BYTES_MIN) {
+            free(ids);
+            srpc_ctx_set_error(ctx, "row_bytes[%zu]=%u: rows have at least %u bytes (or 0: none)",
+                               i, req->row_bytes[i], PR_ROW_BYTES_MIN);
+            return ST_ERR_INVALID;
+        }
+        rq[i].row_bytes = req->n_row_bytes ? req->row_bytes[i] : 0;
     }
     status = cd_store_reserve(d->store, e->local_id, rq, req->n_keys, out, &err);
     if (status != ST_OK) {
@@ -921,7 +964,8 @@ st_status_t cd_h_put(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
         cd_err_t err = {""};
 
         if (cd_h_key(o->key, &key) != ST_OK || o->data.len == 0 ||
-            o->data.len > d->cfg.max_object_bytes) {
+            o->data.len > d->cfg.max_object_bytes ||
+            (o->row_bytes != 0 && o->row_bytes < PR_ROW_BYTES_MIN)) {
             resp->status[i] = STRATA__V1__KEY_STATUS__KEY_INVALID;
             continue;
         }
@@ -929,8 +973,8 @@ st_status_t cd_h_put(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
             resp->status[i] = STRATA__V1__KEY_STATUS__KEY_CORRUPT;
             continue;
         }
-        status = cd_store_put(d->store, e->local_id, &key, cd_h_link_parent(&links, &key.hash),
-                              o->data.data, o->data.len, &err);
+        status = cd_store_put_rows(d->store, e->local_id, &key, cd_h_link_parent(&links, &key.hash),
+                                   o->data.data, o->data.len, o->row_bytes, &err);
         if (status == ST_OK && d->tier != NULL && key.kind == CD_KIND_KDA) {
             /* Written through; with durable, the reply waits for the commit. */
             status =

@@ -517,6 +517,7 @@ void do_obj_free(cd_ns_t *ns, cd_obj_t *o)
             cd_radix_add_bytes(&ns->ns_radix, b, -(int64_t)o->ob_ext.size);
         }
     }
+    do_rowsum_free(ns, o);
     cd_slab_free(&ns->ns_slab, &o->ob_ext);
     cd_budget_release_meta(&ns->ns_store->ss_budget, sizeof(*o));
     free(o);

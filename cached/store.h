@@ -134,12 +134,19 @@ typedef struct cd_location {
     uint64_t length;     /* object bytes */
     uint64_t checksum;   /* XXH3-64 (0 for a reservation) */
     uint64_t generation; /* changes whenever the extent is reused */
+    /* Row verification (committed row-major objects; all 0 otherwise): */
+    uint32_t row_bytes;    /* bytes per row, as the writer gave it */
+    uint32_t row_group;    /* rows per checksummed group (PR_ROW_GROUP) */
+    uint64_t n_rowsum;     /* groups */
+    const uint8_t *rowsum; /* their sums, packed (proto/rowsum.h); only from
+                               cd_store_row_sums(), which copies them */
 } cd_location_t;
 
 typedef struct cd_resv_req {
     cd_key_t key;
     const st_hash_t *parent; /* the block's parent hash (h[i-1] or the seed); NULL: a root */
     uint64_t length;
+    uint32_t row_bytes; /* bytes per row (KV, IDX): row sums are computed at commit; 0: none */
 } cd_resv_req_t;
 
 typedef struct cd_resv {
@@ -243,14 +250,38 @@ st_status_t cd_store_ns_info(cd_store_t *s, uint32_t ns_id, cd_ns_info_t *info_p
 st_status_t cd_store_put(cd_store_t *s, uint32_t ns_id, const cd_key_t *key,
                          const st_hash_t *parent, const void *data, uint64_t len, cd_err_t *err);
 
+/*
+ * cd_store_put of a row-major object: with row_bytes > 0 the store also
+ * computes a checksum per row group (proto/rowsum.h) and keeps it with the
+ * object, for cd_store_row_sums(). Same statuses as cd_store_put.
+ */
+st_status_t cd_store_put_rows(cd_store_t *s, uint32_t ns_id, const cd_key_t *key,
+                              const st_hash_t *parent, const void *data, uint64_t len,
+                              uint32_t row_bytes, cd_err_t *err);
+
+/*
+ * Copies the row sums of located objects out, for a Locate answer: for each
+ * i with out[i].status ST_OK and out[i].where.n_rowsum > 0 whose object is
+ * still the one located (same generation), its sums go to the next
+ * 8 * n_rowsum bytes of buf and out[i].where.rowsum points there; an entry
+ * whose object went meanwhile, or that no longer fits in cap bytes, is left
+ * without sums (row_group, n_rowsum 0: its rows cannot be verified, and the
+ * reader reads them otherwise). Takes the namespace lock once. Returns ST_OK
+ * or ST_ERR_NOT_FOUND (namespace).
+ */
+st_status_t cd_store_row_sums(cd_store_t *s, uint32_t ns_id, const cd_key_t *keys,
+                              cd_located_t *out, size_t n, uint8_t *buf, size_t cap);
+
 /* A put whose bytes the caller writes itself: cd_store_put_begin() .. _commit() or _abort(). */
 typedef struct cd_put {
     uint32_t pt_ns_id;
-    void *pt_obj;       /* the object, invisible until committed */
-    void *pt_data;      /* where its len bytes go */
-    uint64_t pt_tiered; /* set by the caller before the commit: nonzero when the bytes
+    void *pt_obj;          /* the object, invisible until committed */
+    void *pt_data;         /* where its len bytes go */
+    uint64_t pt_tiered;    /* set by the caller before the commit: nonzero when the bytes
                            came from a tier that keeps its copy (a token of the tier's,
                            passed to the evicted hook) */
+    uint32_t pt_row_bytes; /* set by the caller before the commit: bytes per row (row sums
+                              are computed at the commit); 0: none */
 } cd_put_t;
 
 /*

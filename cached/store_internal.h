@@ -39,6 +39,9 @@ typedef struct cd_obj {
     st_hash_t ob_parent;
     cd_block_t *ob_held[2]; /* while being written: its parent block and its own block,
                                held so that eviction cannot take them meanwhile */
+    uint32_t ob_row_bytes;  /* row-major objects: bytes per row (0: none) */
+    uint64_t ob_n_rowsum;   /* committed: row groups with a sum in ob_rowsum */
+    uint8_t *ob_rowsum;     /* their sums, packed (proto/rowsum.h); NULL: none */
 } cd_obj_t;
 
 typedef struct cd_lease {
@@ -121,6 +124,13 @@ void do_lease_grant(cd_ns_t *ns, cd_lease_t *lease, uint64_t now, uint64_t lease
  * table slot, evicting if memory is short. */
 st_status_t do_lease_alloc(cd_ns_t *ns, size_t cap, cd_lease_t **lease_p, cd_err_t *err);
 void do_lease_free(cd_ns_t *ns, cd_lease_t *lease);
+
+/* Computes a committed (or committing) object's row sums from its bytes in
+ * the arena, when it has ob_row_bytes (cached/rowsum.c). An object left
+ * without them (no memory) is still served whole; its rows cannot be
+ * verified, so readers read them inline. */
+void do_rowsum_compute(cd_ns_t *ns, cd_obj_t *o);
+void do_rowsum_free(cd_ns_t *ns, cd_obj_t *o);
 
 /* Frees a committed object's extent and record (already out of every list). */
 void do_obj_free(cd_ns_t *ns, cd_obj_t *o);
