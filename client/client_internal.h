@@ -145,6 +145,12 @@ st_status_t sc_fanout(st_client_t *c, const srpc_method_t *method, uint32_t tcm,
  * lease as if this client's clock ran ns ahead (a slow client), so that
  * reads past the lease's bound can be made on purpose. */
 void sc_dp_test_lease_skew(st_client_t *c, int64_t ns);
+/* Tests: row reads take the lease clock to run ns behind (a client whose
+ * process stalled, or whose clock is slow), so that a cached lease seems
+ * alive after the daemon let it go. */
+void sc_dp_test_row_clock_slow(st_client_t *c, int64_t ns);
+/* Row reads refused because a row did not match its row sum. */
+uint64_t sc_dp_rows_refused(st_client_t *c);
 /* Tests: the bytes the client's copy threads have copied (copy_threads). */
 uint64_t sc_dp_test_shared_bytes(st_client_t *c);
 

@@ -70,6 +70,7 @@
  * written: libxxhash's runtime dispatch where it has one (st_xxh.h). */
 #include "st_xxh.h"
 
+#include "rowsum.h"
 #include "st_log.h"
 #include "st_transport.h"
 #include "tcall.h"
@@ -122,6 +123,9 @@ typedef struct sc_lc_ent {
     uint32_t node, region_id;
     uint16_t layer;
     uint8_t kind;
+    uint32_t row_bytes; /* rows: the object's row size, which its sums are of */
+    uint64_t n_sums;    /* rows: its row sums (group PR_ROW_GROUP), packed */
+    uint8_t *sums;      /* malloc'd, owned by the slot; NULL: whole objects */
 } sc_lc_ent_t;
 
 /* Whole-object waves: the first batch per node, and the largest. */
@@ -194,8 +198,10 @@ struct sc_dp {
     sc_dp_loc_t *loc_head, *loc_tail;
     pthread_t loc_th[SC_DP_LOCATORS];
     int n_loc, loc_stop;
-    int64_t lease_skew_ns; /* tests: sc_dp_test_lease_skew() */
-    pthread_mutex_t lock;  /* the transport and bufs */
+    int64_t lease_skew_ns;         /* tests: sc_dp_test_lease_skew() */
+    int64_t row_slow_ns;           /* tests: sc_dp_test_row_clock_slow() */
+    _Atomic uint64_t rows_refused; /* row reads whose rows failed their row sums */
+    pthread_mutex_t lock;          /* the transport and bufs */
     st_transport_t *tp;
     st_transport_backend_t backend;
     sc_dp_node_t node[SC_MAX_NODES];
@@ -279,6 +285,18 @@ void sc_dp_test_lease_skew(st_client_t *c, int64_t ns)
     if (c->dp != NULL) {
         c->dp->lease_skew_ns = ns;
     }
+}
+
+void sc_dp_test_row_clock_slow(st_client_t *c, int64_t ns)
+{
+    if (c->dp != NULL) {
+        c->dp->row_slow_ns = ns;
+    }
+}
+
+uint64_t sc_dp_rows_refused(st_client_t *c)
+{
+    return c->dp != NULL ? atomic_load(&c->dp->rows_refused) : 0;
 }
 
 st_status_t sc_dp_create(st_client_t *c, const char *spec)
@@ -402,6 +420,9 @@ void sc_dp_destroy(st_client_t *c)
     st_transport_destroy(dp->tp);
     pthread_mutex_destroy(&dp->lock);
     pthread_mutex_destroy(&dp->lc_lock);
+    for (size_t i = 0; dp->lc != NULL && i < SC_LC_SLOTS; i++) {
+        free(dp->lc[i].sums);
+    }
     free(dp->lc);
     free(dp);
     c->dp = NULL;
@@ -943,6 +964,7 @@ typedef struct sc_dp_op {
     int cached;         /* rows posted from the lease cache, without a Locate */
     uint64_t bound_ns;  /* whole objects: the lease's end by our clock (0: no lease) */
     uint8_t check;      /* whole objects: verify the landed bytes by their checksum */
+    uint64_t *rsum;     /* rows: the sum of each row of the op (malloc'd; NULL: none) */
 } sc_dp_op_t;
 
 static uint64_t sc_now_ns(void)
@@ -969,20 +991,50 @@ static int sc_lc_match(const sc_lc_ent_t *e, const st_hash_t *h, uint8_t kind, u
            memcmp(e->hash.b, h->b, ST_HASH_BYTES) == 0;
 }
 
-/* The cached location of a row read's object with enough lease left, into *out. */
+/* The sums of op's rows from an object's packed row sums, into a new array
+ * (*rsum_p, one per row of op, to free); 0 when the sums do not cover them
+ * (another row size, a row past them) or there is no memory. */
+static int sc_rows_sums(const st_get_op_t *op, uint32_t row_bytes, const uint8_t *sums,
+                        uint64_t n_sums, uint64_t **rsum_p)
+{
+    uint64_t *v;
+
+    if (sums == NULL || row_bytes != op->row_bytes || PR_ROW_GROUP != 1) {
+        return 0;
+    }
+    v = malloc(sizeof(*v) * (op->n_rows + 1));
+    for (uint32_t x = 0; v != NULL && x < op->n_rows; x++) {
+        if (op->rows[x] >= n_sums) {
+            free(v);
+            return 0;
+        }
+        v[x] = pr_rowsum_at(sums, op->rows[x]);
+    }
+    *rsum_p = v;
+    return v != NULL;
+}
+
+/* The cached location of a row read's object with enough lease left, into
+ * *out (out->sums is not the slot's: NULL); for rows (op->n_rows > 0) also
+ * their sums into *rsum_p, and an entry that has none for them is no hit. */
 static int sc_lc_find(sc_dp_t *dp, uint32_t node, const st_hash_t *h, uint8_t kind, uint16_t layer,
-                      uint64_t now, sc_lc_ent_t *out)
+                      uint64_t now, sc_lc_ent_t *out, const st_get_op_t *op, uint64_t **rsum_p)
 {
     sc_lc_ent_t *set;
     int hit = 0;
 
+    now -= (uint64_t)dp->row_slow_ns;
     pthread_mutex_lock(&dp->lc_lock);
     set = sc_lc_set(dp, h, kind, layer);
     for (uint32_t w = 0; !hit && w < SC_LC_WAYS; w++) {
         hit = sc_lc_match(&set[w], h, kind, layer) && set[w].node == node &&
               now + SC_LC_MIN_LEFT < set[w].expiry_ns;
+        if (hit && op->n_rows > 0) {
+            hit = sc_rows_sums(op, set[w].row_bytes, set[w].sums, set[w].n_sums, rsum_p);
+        }
         if (hit) {
             *out = set[w];
+            out->sums = NULL;
         }
     }
     pthread_mutex_unlock(&dp->lc_lock);
@@ -1008,7 +1060,8 @@ static void sc_lc_put(sc_dp_t *dp, const sc_lc_ent_t *v)
             e = set[w].expiry_ns < e->expiry_ns ? &set[w] : e;
         }
     }
-    *e = *v;
+    free(e->sums);
+    *e = *v; /* the slot takes v->sums */
     pthread_mutex_unlock(&dp->lc_lock);
 }
 
@@ -1021,6 +1074,8 @@ static void sc_lc_drop(sc_dp_t *dp, const st_hash_t *h, uint8_t kind, uint16_t l
     for (uint32_t w = 0; w < SC_LC_WAYS; w++) {
         if (sc_lc_match(&set[w], h, kind, layer)) {
             set[w].gen = 0;
+            free(set[w].sums);
+            set[w].sums = NULL;
         }
     }
     pthread_mutex_unlock(&dp->lc_lock);
@@ -1646,6 +1701,28 @@ static void sc_dp_post_objects(sc_dp_t *dp, sc_dp_node_t *nd, st_handle_t *h, sc
     }
 }
 
+/* Whether every row of op that landed in dst matches its row sum (rsum, as
+ * the daemon computed it at commit). A mismatch is counted and logged
+ * (rate-limited); the caller makes the op a miss. */
+static int sc_dp_rows_ok(sc_dp_t *dp, const st_get_op_t *op, const uint64_t *rsum)
+{
+    const uint8_t *dst = op->dst;
+
+    if (rsum == NULL) {
+        return 0;
+    }
+    for (uint32_t x = 0; x < op->n_rows; x++) {
+        if (pr_rowsum(dst + (size_t)x * op->row_bytes, op->row_bytes) != rsum[x]) {
+            atomic_fetch_add(&dp->rows_refused, 1);
+            st_warn_ratelimited("get: a row read does not match its row sum (changed after its "
+                                "commit, or its extent reused): a miss row=%u row_bytes=%u",
+                                op->rows[x], op->row_bytes);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* Posts a row read from its lease-cache entry; 0 when the entry is stale. */
 static int sc_dp_post_cached(st_client_t *c, st_get_op_t *op, sc_dp_op_t *o, const sc_lc_ent_t *e)
 {
@@ -1671,6 +1748,22 @@ static int sc_dp_post_cached(st_client_t *c, st_get_op_t *op, sc_dp_op_t *o, con
     }
     pthread_mutex_unlock(&nd->lock);
     return ok;
+}
+
+/* Entry j of a Locate answer of n entries carries the row sums of a row
+ * read op of an object of len bytes: their sums into *rsum_p (as
+ * sc_rows_sums). */
+static int sc_dp_located_sums(const Strata__V1__Locations *l, size_t j, size_t n,
+                              const st_get_op_t *op, uint64_t len, uint64_t **rsum_p)
+{
+    uint64_t groups = pr_rowsum_groups(len, op->row_bytes, PR_ROW_GROUP);
+
+    if (l->n_row_group != n || l->n_row_sums != n || l->n_row_bytes != n ||
+        l->row_group[j] != PR_ROW_GROUP || l->row_bytes[j] != op->row_bytes ||
+        l->row_sums[j].len != groups * 8) {
+        return 0;
+    }
+    return sc_rows_sums(op, l->row_bytes[j], l->row_sums[j].data, groups, rsum_p);
 }
 
 int sc_dp_get_now(st_handle_t *h)
@@ -1703,16 +1796,22 @@ int sc_dp_get_now(st_handle_t *h)
         int owner = sc_dp_owner(c, h->chain, op->block);
 
         ok = owner >= 0 && sc_lc_find(dp, (uint32_t)owner, &h->chain[op->block], op->kind,
-                                      op->layer, now, &ce[i]);
+                                      op->layer, now, &ce[i], op, &ops[i].rsum);
     }
     for (i = 0; ok && i < n; i++) {
         ops[i].pending = &pending;
         ok = sc_dp_post_cached(c, &h->gets[i], &ops[i], &ce[i]) && h->gets[i].status == ST_OK;
     }
     sc_dp_wait(dp, &pending); /* what was posted, whatever happens next */
-    now = sc_now_ns();
+    now = sc_now_ns() - (uint64_t)dp->row_slow_ns;
     for (i = 0; ok && i < n; i++) {
         ok = ops[i].posted && !ops[i].failed && now < ops[i].expiry_ns;
+    }
+    for (i = 0; ok && i < n; i++) {
+        if (!sc_dp_rows_ok(dp, &h->gets[i], ops[i].rsum)) {
+            ok = 0; /* the worker locates it again, and reads it inline if it fails again */
+            sc_lc_drop(dp, &h->chain[h->gets[i].block], h->gets[i].kind, h->gets[i].layer);
+        }
     }
     sc_dp_free_tmp(dp, ops, n);
     for (i = 0; i < n; i++) {
@@ -1729,6 +1828,9 @@ int sc_dp_get_now(st_handle_t *h)
         }
         op->status = ST_ERR_UNAVAILABLE;
         op->length = 0;
+    }
+    for (i = 0; i < n; i++) {
+        free(ops[i].rsum);
     }
     free(ops), free(ce);
     return ok;
@@ -1776,7 +1878,7 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
         ops[i].pending = &pending;
         if (owner[i] >= 0 && (op->n_rows > 0 || c->cache_all) &&
             sc_lc_find(dp, (uint32_t)owner[i], &h->chain[op->block], op->kind, op->layer,
-                       op->n_rows > 0 ? now + SC_LC_REFRESH : now, &ce[i])) {
+                       op->n_rows > 0 ? now + SC_LC_REFRESH : now, &ce[i], op, &ops[i].rsum)) {
             ops[i].cached = 1; /* no Locate: straight to the gets below */
             ops[i].node = (uint32_t)owner[i];
             owner[i] = -1;
@@ -1815,6 +1917,7 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
         for (size_t j = bfirst[b]; j < bfirst[b] + bcount[b]; j++) {
             st_get_op_t *op = &h->gets[perm[j]];
 
+            reqs[b].want_row_sums |= op->n_rows > 0; /* rows verify by them */
             strata__v1__object_key__init(&keys[j]);
             keys[j].block_hash.data = (uint8_t *)h->chain[op->block].b;
             keys[j].block_hash.len = ST_HASH_BYTES;
@@ -1923,6 +2026,10 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
                 op->length = op->n_rows ? 0 : len;
                 continue;
             }
+            if (op->n_rows != 0 && !sc_dp_located_sums(l, j, bcount[b], op, len, &o->rsum)) {
+                todo[i] = 1; /* no row sums to verify the rows by: inline, whole, checked */
+                continue;
+            }
             if (np > 0 && !refreshed &&
                 (l->region_id[j] >= nd->cap || nd->reg[l->region_id[j]].rkey == NULL ||
                  r->region_epoch != nd->epoch)) {
@@ -1955,6 +2062,14 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
                                  .layer = op->layer,
                                  .kind = op->kind};
 
+                if (op->n_rows != 0) {
+                    e.row_bytes = op->row_bytes;
+                    e.n_sums = l->row_sums[j].len / 8;
+                    e.sums = malloc(l->row_sums[j].len); /* NULL: later reads locate */
+                    if (e.sums != NULL) {
+                        memcpy(e.sums, l->row_sums[j].data, l->row_sums[j].len);
+                    }
+                }
                 o->expiry_ns = e.expiry_ns;
                 keep[b] = 1;
                 sc_lc_put(dp, &e);
@@ -2051,10 +2166,10 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
                                     "extent was reused after its lease): a miss bytes=%zu",
                                     op->length);
             }
-        } else if (o->expiry_ns != 0) {
-            op->status = now < o->expiry_ns ? ST_OK : ST_ERR_NOT_FOUND;
         } else {
-            op->status = ST_ERR_NOT_FOUND; /* rows located without a lease */
+            /* Rows count when each matches its row sum, computed by the daemon
+             * at commit: also rows that landed after the lease's bound. */
+            op->status = sc_dp_rows_ok(dp, op, o->rsum) ? ST_OK : ST_ERR_NOT_FOUND;
         }
         if (op->status != ST_OK) {
             op->length = 0;
@@ -2075,6 +2190,9 @@ out:
     }
     if (ops != NULL) {
         sc_dp_free_tmp(dp, ops, n);
+        for (size_t i = 0; i < n; i++) {
+            free(ops[i].rsum);
+        }
     }
     free(owner), free(perm), free(bnode), free(bfirst), free(bcount), free(ops), free(ce);
     free(reqs), free(items), free(keys), free(kp), free(lease_ids);
@@ -2096,6 +2214,7 @@ void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked)
     Strata__V1__ObjectKey *keys = NULL, **kp = NULL;
     Strata__V1__BlockLink *links = NULL, **lp = NULL;
     uint64_t *lengths = NULL, *sums = NULL;
+    uint32_t *rowb = NULL;
     srpc_fanout_item_t *items = NULL, *citems = NULL;
     size_t *cwhich = NULL;
     _Atomic size_t pending = 0;
@@ -2123,8 +2242,9 @@ void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked)
     lp = calloc(n, sizeof(*lp));
     lengths = calloc(n, sizeof(*lengths));
     sums = calloc(n, sizeof(*sums));
+    rowb = calloc(n, sizeof(*rowb));
     if (!reqs || !com || !items || !citems || !cwhich || !keys || !kp || !links || !lp ||
-        !lengths || !sums) {
+        !lengths || !sums || !rowb) {
         for (size_t i = 0; i < n; i++) {
             todo[i] = 1;
         }
@@ -2139,6 +2259,8 @@ void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked)
         reqs[b].lengths = &lengths[bfirst[b]];
         reqs[b].n_lengths = bcount[b];
         reqs[b].links = &lp[bfirst[b]];
+        reqs[b].row_bytes = &rowb[bfirst[b]];
+        reqs[b].n_row_bytes = bcount[b];
         for (size_t j = bfirst[b]; j < bfirst[b] + bcount[b]; j++) {
             st_put_op_t *op = &h->puts[perm[j]];
             int dup = 0;
@@ -2150,6 +2272,7 @@ void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked)
             keys[j].layer = op->kind == ST_KIND_KDA ? 0 : op->layer;
             kp[j] = &keys[j];
             lengths[j] = op->len;
+            rowb[j] = op->kind == ST_KIND_KV || op->kind == ST_KIND_IDX ? op->row_bytes : 0;
             for (size_t k = bfirst[b]; k < j && !dup; k++) {
                 dup = h->puts[perm[k]].block == op->block;
             }
@@ -2307,8 +2430,11 @@ out:
     }
     if (ops != NULL) {
         sc_dp_free_tmp(dp, ops, n);
+        for (size_t i = 0; i < n; i++) {
+            free(ops[i].rsum);
+        }
     }
     free(owner), free(perm), free(bnode), free(bfirst), free(bcount), free(ops);
     free(reqs), free(com), free(items), free(citems), free(cwhich), free(keys), free(kp);
-    free(links), free(lp), free(lengths), free(sums);
+    free(links), free(lp), free(lengths), free(sums), free(rowb);
 }

@@ -47,6 +47,14 @@ strata_add_test(test_dataplane_verify SOURCES integration/test_dataplane_verify.
                 LABELS integration client dataplane TIMEOUT 300)
 add_dependencies(test_dataplane_verify stratad)
 
+# Row reads accept only rows that match the daemon's row sums: scribbled rows
+# and a reused extent are refused (docs/transport.md "Row verification").
+strata_add_test(test_dataplane_rows SOURCES integration/test_dataplane_rows.c
+                LIBS strata_test_cluster strata_client PkgConfig::CMOCKA
+                ARGS $<TARGET_FILE:stratad> ENV "UCX_TLS=sm,self"
+                LABELS integration client dataplane TIMEOUT 300)
+add_dependencies(test_dataplane_rows stratad)
+
 # The strata command: --help everywhere, exit codes, a round trip.
 add_test(NAME test_cli
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tools/test_cli.sh $<TARGET_FILE:stratad>

@@ -200,6 +200,10 @@ typedef struct st_put_op {
     st_status_t status; /* filled at completion: ST_OK (stored, or already there
                              with the same bytes), ST_ERR_EXHAUSTED (no room),
                              ST_ERR_UNAVAILABLE (owner down), ST_ERR_EXISTS */
+    uint32_t row_bytes; /* KV and IDX: bytes per row (at least 32), so that the daemon
+                           keeps a checksum per row and row reads (st_get_op_t.rows) can
+                           be verified one-sided; 0: none (row reads of the object are
+                           then read inline, whole, and cut here) */
 } st_put_op_t;
 
 enum st_put_flags {
