@@ -107,11 +107,13 @@ typedef struct cd_store_config {
      * is the block's parent hash (NULL for a root), tiered the object's
      * hint that the tier holds a copy, 0 for none (the tier's nonzero token:
      * the put's pt_tiered, committed from a tier that kept its copy; or
-     * cd_clean_t.token, written ahead by cd_store_clean_finish).
+     * cd_clean_t.token, written ahead by cd_store_clean_finish),
+     * row_bytes the object's row size (0: none; the tier keeps it, so
+     * that a promoted object gets its row sums again).
      * The SSD tier spills from here. Called with the namespace lock held;
      * must not call the store. May be NULL. */
     void (*evicted)(void *ctx, uint32_t ns_id, const struct cd_key *key, const st_hash_t *parent,
-                    const void *data, uint64_t len, uint64_t tiered);
+                    const void *data, uint64_t len, uint64_t tiered, uint32_t row_bytes);
     void *evicted_ctx;
     /* Told about each session the reaper expires (namespace lock held; must
      * not call the store). May be NULL. ctx is evicted_ctx. */
@@ -330,6 +332,7 @@ typedef struct cd_clean {
     const void *data; /* the object's bytes, valid until cd_store_clean_finish */
     uint64_t len;
     uint64_t checksum;  /* XXH3-64 of the bytes, as committed */
+    uint32_t row_bytes; /* the object's row size (0: none) */
     st_status_t status; /* set by the caller: ST_OK once the tier holds the copy */
     uint64_t token;     /* set by the caller with ST_OK: the tiered hint, nonzero */
     void *obj_;         /* private */

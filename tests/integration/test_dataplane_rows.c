@@ -27,6 +27,7 @@
 
 #include "client_internal.h"
 #include "cluster.h"
+#include "rowsum.h"
 #include "srpc.h"
 #include "st_transport.h"
 #include "strata.pb-c.h"
@@ -224,6 +225,43 @@ static int raw_locate(raw_t *r, const st_hash_t *chain, uint32_t *region, uint64
     return present;
 }
 
+/* KV block 0 of chain located with its row sums: 1 when present with one
+ * sum per row of obj (as it was put), each right. */
+static int raw_sums_right(raw_t *r, const st_hash_t *chain, const uint8_t *obj)
+{
+    Strata__V1__LocateRequest req = STRATA__V1__LOCATE_REQUEST__INIT;
+    Strata__V1__ObjectKey k = STRATA__V1__OBJECT_KEY__INIT, *kp = &k;
+    Strata__V1__LocateResponse *resp = NULL;
+    const Strata__V1__Locations *l;
+    srpc_error_t err;
+    int ok;
+
+    k.block_hash.data = (uint8_t *)chain[0].b;
+    k.block_hash.len = ST_HASH_BYTES;
+    k.kind = STRATA__V1__OBJECT_KIND__KV;
+    req.namespace_id = r->ns;
+    req.keys = &kp;
+    req.n_keys = 1;
+    req.want_row_sums = 1;
+    assert_int_equal(srpc_call(r->ch, &srpc_cache_methods[SRPC_CACHE_LOCATE], &req.base, 10000,
+                               (ProtobufCMessage **)&resp, &err),
+                     ST_OK);
+    l = resp->locations;
+    ok = l->state[0] == STRATA__V1__OBJECT_STATE__OBJECT_PRESENT && l->n_row_group == 1 &&
+         l->row_group[0] == 1 && l->n_row_bytes == 1 && l->row_bytes[0] == RB &&
+         l->n_row_sums == 1 && l->row_sums[0].len == ROWS * 8;
+    for (uint32_t x = 0; ok && x < ROWS; x++) {
+        ok = pr_rowsum_at(l->row_sums[0].data, x) == pr_rowsum(obj + (size_t)x * RB, RB);
+    }
+    if (!ok) {
+        print_message("located: state %d, %zu row groups (%u), row_bytes %u, %zu sums bytes\n",
+                      l->state[0], l->n_row_group, l->n_row_group ? l->row_group[0] : 0,
+                      l->n_row_bytes ? l->row_bytes[0] : 0, l->n_row_sums ? l->row_sums[0].len : 0);
+    }
+    protobuf_c_message_free_unpacked(&resp->base, NULL);
+    return ok;
+}
+
 /* Writes bytes[0..len) at (region, off), behind the daemon's back. */
 static void raw_scribble(raw_t *r, uint32_t region, uint64_t off, const uint8_t *bytes, size_t len)
 {
@@ -368,11 +406,88 @@ static void test_reused_extent_never_served(void **state)
     tc_stop_all(&cl);
 }
 
+/* Spilled to SSD and promoted back (write-behind on and off), an object
+ * keeps its row sums: they are computed again from the bytes the promote
+ * verified, and its rows read one-sided and verified. */
+static void test_spill_promote_keeps_row_sums(void **state)
+{
+    static const uint32_t rows[3] = {2, 3, 60};
+    static const char *const modes[2] = {"--ssd-writeback 0", "--ssd-writeback 16M"};
+    enum { FILL = 1 << 20, N_FILL = 96 };
+
+    (void)state;
+    for (int m = 0; m < 2; m++) {
+        char dir[] = "/tmp/test_dataplane_rows_XXXXXX", args[512], cmd[600];
+        tc_cluster_t cl;
+        raw_t *r = calloc(1, sizeof(*r));
+        uint8_t *a = malloc(LEN), *big = malloc(FILL), *dst = malloc(3 * RB);
+        st_client_t *c;
+        st_hash_t *ca, *cf;
+        st_put_op_t *fp = calloc(N_FILL, sizeof(*fp));
+        st_handle_t *h;
+        int mport = tc_free_port();
+        double promoted;
+        uint64_t refused;
+
+        assert_non_null(mkdtemp(dir));
+        snprintf(args, sizeof(args),
+                 "--memory-limit 64M --chunk-bytes 4M --max-object 1M --data-dir %s "
+                 "--ssd-map-size 1G --ssd-sync none --metrics-listen 127.0.0.1:%d %s",
+                 dir, mport, modes[m]);
+        start(&cl, args);
+        c = connect_to(cl.node[0].addr, NULL);
+        ca = make_chain(c, 61);
+        fill(a, LEN, 61);
+        put_rows(c, ca, a);
+        raw_open(r, cl.node[0].addr);
+        assert_true(raw_sums_right(r, ca, a));
+        /* 96 MiB of other blocks through a 64 MiB daemon: A goes to SSD. */
+        fill(big, FILL, 62);
+        {
+            size_t bt = st_client_block_tokens(c), nb = 0;
+            uint32_t *tok = malloc(sizeof(*tok) * bt * N_FILL);
+
+            cf = malloc(sizeof(*cf) * N_FILL);
+            for (size_t i = 0; i < bt * N_FILL; i++) {
+                tok[i] = (uint32_t)(i * 2246822519u) ^ 62;
+            }
+            assert_int_equal(st_client_hash(c, tok, bt * N_FILL, NULL, 0, cf, N_FILL, &nb), ST_OK);
+            free(tok);
+        }
+        for (int i = 0; i < N_FILL; i++) {
+            fp[i] =
+                (st_put_op_t){.block = (uint64_t)i, .kind = ST_KIND_KV, .src = big, .len = FILL};
+            assert_int_equal(st_client_put(c, cf, N_FILL, &fp[i], 1, 0, &h), ST_OK);
+            assert_int_equal(st_handle_wait(h, -1), ST_OK);
+            st_handle_release(h);
+        }
+        promoted = tc_metric(mport, "strata_promotions_total{namespace=\"default/default\","
+                                    "kind=\"kv\"}");
+        /* Located again: promoted from SSD, with its row sums. */
+        assert_true(raw_sums_right(r, ca, a));
+        assert_true(tc_metric(mport, "strata_promotions_total{namespace=\"default/default\","
+                                     "kind=\"kv\"}") > promoted);
+        refused = sc_dp_rows_refused(c);
+        assert_int_equal(read_rows(c, ca, rows, 3, dst), ST_OK);
+        expect_rows(dst, a, rows, 3);
+        assert_int_equal(sc_dp_rows_refused(c), refused);
+
+        free(a), free(big), free(dst), free(ca), free(cf), free(fp);
+        raw_close(r);
+        free(r);
+        st_client_close(c);
+        tc_stop_all(&cl);
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+        assert_int_equal(system(cmd), 0);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scribbled_rows_refused),
         cmocka_unit_test(test_reused_extent_never_served),
+        cmocka_unit_test(test_spill_promote_keeps_row_sums),
     };
 
     if (argc < 2) {

@@ -344,9 +344,9 @@ static uint32_t wb_victim_chain[4096];
 static uint64_t wb_victim_tiered[4096]; /* the hint eviction passed: the token, or 0 */
 
 static void wb_evicted(void *ctx, uint32_t ns, const cd_key_t *key, const st_hash_t *parent,
-                       const void *data, uint64_t len, uint64_t tiered)
+                       const void *data, uint64_t len, uint64_t tiered, uint32_t row_bytes)
 {
-    (void)ctx, (void)ns, (void)parent, (void)data, (void)len;
+    (void)ctx, (void)ns, (void)parent, (void)data, (void)len, (void)row_bytes;
     if (key->kind != CD_KIND_KV || wb_victims == 4096) {
         return;
     }
