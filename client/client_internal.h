@@ -149,6 +149,10 @@ void sc_dp_test_lease_skew(st_client_t *c, int64_t ns);
  * process stalled, or whose clock is slow), so that a cached lease seems
  * alive after the daemon let it go. */
 void sc_dp_test_row_clock_slow(st_client_t *c, int64_t ns);
+/* Benches only (bench_rows): row reads accept rows as they landed under
+ * their lease, with no row sums asked for nor checked (the behaviour before
+ * row verification), so that one run measures both. */
+void sc_dp_bench_rows_unverified(st_client_t *c, int on);
 /* Row reads refused because a row did not match its row sum. */
 uint64_t sc_dp_rows_refused(st_client_t *c);
 /* Tests: the bytes the client's copy threads have copied (copy_threads). */

@@ -200,6 +200,7 @@ struct sc_dp {
     int n_loc, loc_stop;
     int64_t lease_skew_ns;         /* tests: sc_dp_test_lease_skew() */
     int64_t row_slow_ns;           /* tests: sc_dp_test_row_clock_slow() */
+    int rows_unverified;           /* benches: sc_dp_bench_rows_unverified() */
     _Atomic uint64_t rows_refused; /* row reads whose rows failed their row sums */
     pthread_mutex_t lock;          /* the transport and bufs */
     st_transport_t *tp;
@@ -291,6 +292,13 @@ void sc_dp_test_row_clock_slow(st_client_t *c, int64_t ns)
 {
     if (c->dp != NULL) {
         c->dp->row_slow_ns = ns;
+    }
+}
+
+void sc_dp_bench_rows_unverified(st_client_t *c, int on)
+{
+    if (c->dp != NULL) {
+        c->dp->rows_unverified = on;
     }
 }
 
@@ -964,7 +972,8 @@ typedef struct sc_dp_op {
     int cached;         /* rows posted from the lease cache, without a Locate */
     uint64_t bound_ns;  /* whole objects: the lease's end by our clock (0: no lease) */
     uint8_t check;      /* whole objects: verify the landed bytes by their checksum */
-    uint64_t *rsum;     /* rows: the sum of each row of the op (malloc'd; NULL: none) */
+    uint64_t *rsum;     /* rows: room for the sum of each row (in the batch's buffer) */
+    uint8_t has_rsum;   /* rows: rsum holds the sums the rows are verified by */
 } sc_dp_op_t;
 
 static uint64_t sc_now_ns(void)
@@ -991,34 +1000,47 @@ static int sc_lc_match(const sc_lc_ent_t *e, const st_hash_t *h, uint8_t kind, u
            memcmp(e->hash.b, h->b, ST_HASH_BYTES) == 0;
 }
 
-/* The sums of op's rows from an object's packed row sums, into a new array
- * (*rsum_p, one per row of op, to free); 0 when the sums do not cover them
- * (another row size, a row past them) or there is no memory. */
+/* The sums of op's rows from an object's packed row sums, into rsum (room
+ * for one per row of op); 0 when the sums do not cover them (another row
+ * size, a row past them) or there is no room. */
 static int sc_rows_sums(const st_get_op_t *op, uint32_t row_bytes, const uint8_t *sums,
-                        uint64_t n_sums, uint64_t **rsum_p)
+                        uint64_t n_sums, uint64_t *rsum)
 {
-    uint64_t *v;
-
-    if (sums == NULL || row_bytes != op->row_bytes || PR_ROW_GROUP != 1) {
+    if (sums == NULL || rsum == NULL || row_bytes != op->row_bytes || PR_ROW_GROUP != 1) {
         return 0;
     }
-    v = malloc(sizeof(*v) * (op->n_rows + 1));
-    for (uint32_t x = 0; v != NULL && x < op->n_rows; x++) {
+    for (uint32_t x = 0; x < op->n_rows; x++) {
         if (op->rows[x] >= n_sums) {
-            free(v);
             return 0;
         }
-        v[x] = pr_rowsum_at(sums, op->rows[x]);
+        rsum[x] = pr_rowsum_at(sums, op->rows[x]);
     }
-    *rsum_p = v;
-    return v != NULL;
+    return 1;
+}
+
+/* One buffer with room for a sum per row of every op of the batch (NULL
+ * when there is no memory: no row can be verified, the rows are read
+ * inline); ops[i].rsum point into it. The caller frees it. */
+static uint64_t *sc_dp_rsum_room(const st_get_op_t *gets, sc_dp_op_t *ops, size_t n)
+{
+    size_t total = 0;
+    uint64_t *buf;
+
+    for (size_t i = 0; i < n; i++) {
+        total += gets[i].n_rows;
+    }
+    buf = total > 0 ? malloc(sizeof(*buf) * total) : NULL;
+    for (size_t i = 0, at = 0; buf != NULL && i < n; at += gets[i++].n_rows) {
+        ops[i].rsum = buf + at;
+    }
+    return buf;
 }
 
 /* The cached location of a row read's object with enough lease left, into
  * *out (out->sums is not the slot's: NULL); for rows (op->n_rows > 0) also
- * their sums into *rsum_p, and an entry that has none for them is no hit. */
+ * their sums into o->rsum, and an entry that has none for them is no hit. */
 static int sc_lc_find(sc_dp_t *dp, uint32_t node, const st_hash_t *h, uint8_t kind, uint16_t layer,
-                      uint64_t now, sc_lc_ent_t *out, const st_get_op_t *op, uint64_t **rsum_p)
+                      uint64_t now, sc_lc_ent_t *out, const st_get_op_t *op, sc_dp_op_t *o)
 {
     sc_lc_ent_t *set;
     int hit = 0;
@@ -1029,8 +1051,9 @@ static int sc_lc_find(sc_dp_t *dp, uint32_t node, const st_hash_t *h, uint8_t ki
     for (uint32_t w = 0; !hit && w < SC_LC_WAYS; w++) {
         hit = sc_lc_match(&set[w], h, kind, layer) && set[w].node == node &&
               now + SC_LC_MIN_LEFT < set[w].expiry_ns;
-        if (hit && op->n_rows > 0) {
-            hit = sc_rows_sums(op, set[w].row_bytes, set[w].sums, set[w].n_sums, rsum_p);
+        if (hit && op->n_rows > 0 && !dp->rows_unverified) {
+            hit = o->has_rsum =
+                (uint8_t)sc_rows_sums(op, set[w].row_bytes, set[w].sums, set[w].n_sums, o->rsum);
         }
         if (hit) {
             *out = set[w];
@@ -1708,6 +1731,9 @@ static int sc_dp_rows_ok(sc_dp_t *dp, const st_get_op_t *op, const uint64_t *rsu
 {
     const uint8_t *dst = op->dst;
 
+    if (dp->rows_unverified) {
+        return 1; /* benches only: the rows as they landed, under the lease */
+    }
     if (rsum == NULL) {
         return 0;
     }
@@ -1751,10 +1777,10 @@ static int sc_dp_post_cached(st_client_t *c, st_get_op_t *op, sc_dp_op_t *o, con
 }
 
 /* Entry j of a Locate answer of n entries carries the row sums of a row
- * read op of an object of len bytes: their sums into *rsum_p (as
+ * read op of an object of len bytes: their sums into rsum (as
  * sc_rows_sums). */
 static int sc_dp_located_sums(const Strata__V1__Locations *l, size_t j, size_t n,
-                              const st_get_op_t *op, uint64_t len, uint64_t **rsum_p)
+                              const st_get_op_t *op, uint64_t len, uint64_t *rsum)
 {
     uint64_t groups = pr_rowsum_groups(len, op->row_bytes, PR_ROW_GROUP);
 
@@ -1763,7 +1789,7 @@ static int sc_dp_located_sums(const Strata__V1__Locations *l, size_t j, size_t n
         l->row_sums[j].len != groups * 8) {
         return 0;
     }
-    return sc_rows_sums(op, l->row_bytes[j], l->row_sums[j].data, groups, rsum_p);
+    return sc_rows_sums(op, l->row_bytes[j], l->row_sums[j].data, groups, rsum);
 }
 
 int sc_dp_get_now(st_handle_t *h)
@@ -1773,6 +1799,7 @@ int sc_dp_get_now(st_handle_t *h)
     size_t n = h->n, i;
     sc_dp_op_t *ops;
     sc_lc_ent_t *ce;
+    uint64_t *rsum;
     _Atomic size_t pending = 0;
     uint64_t now = sc_now_ns();
     int ok = 1;
@@ -1787,8 +1814,9 @@ int sc_dp_get_now(st_handle_t *h)
     }
     ops = calloc(n, sizeof(*ops));
     ce = calloc(n, sizeof(*ce));
-    if (ops == NULL || ce == NULL) {
-        free(ops), free(ce);
+    rsum = ops != NULL ? sc_dp_rsum_room(h->gets, ops, n) : NULL;
+    if (ops == NULL || ce == NULL || rsum == NULL) {
+        free(ops), free(ce), free(rsum);
         return 0;
     }
     for (i = 0; ok && i < n; i++) {
@@ -1796,7 +1824,7 @@ int sc_dp_get_now(st_handle_t *h)
         int owner = sc_dp_owner(c, h->chain, op->block);
 
         ok = owner >= 0 && sc_lc_find(dp, (uint32_t)owner, &h->chain[op->block], op->kind,
-                                      op->layer, now, &ce[i], op, &ops[i].rsum);
+                                      op->layer, now, &ce[i], op, &ops[i]);
     }
     for (i = 0; ok && i < n; i++) {
         ops[i].pending = &pending;
@@ -1808,7 +1836,7 @@ int sc_dp_get_now(st_handle_t *h)
         ok = ops[i].posted && !ops[i].failed && now < ops[i].expiry_ns;
     }
     for (i = 0; ok && i < n; i++) {
-        if (!sc_dp_rows_ok(dp, &h->gets[i], ops[i].rsum)) {
+        if (!sc_dp_rows_ok(dp, &h->gets[i], ops[i].has_rsum ? ops[i].rsum : NULL)) {
             ok = 0; /* the worker locates it again, and reads it inline if it fails again */
             sc_lc_drop(dp, &h->chain[h->gets[i].block], h->gets[i].kind, h->gets[i].layer);
         }
@@ -1829,10 +1857,7 @@ int sc_dp_get_now(st_handle_t *h)
         op->status = ST_ERR_UNAVAILABLE;
         op->length = 0;
     }
-    for (i = 0; i < n; i++) {
-        free(ops[i].rsum);
-    }
-    free(ops), free(ce);
+    free(ops), free(ce), free(rsum);
     return ok;
 }
 
@@ -1842,6 +1867,7 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
     sc_dp_t *dp = c->dp;
     size_t n = h->n, nb, n_cached = 0;
     int *owner = calloc(n + 1, sizeof(*owner));
+    uint64_t *rsum = NULL;
     size_t *perm = calloc(n + 1, sizeof(*perm));
     uint32_t *bnode = calloc(n + 1, sizeof(*bnode));
     size_t *bfirst = calloc(n + 1, sizeof(*bfirst)), *bcount = calloc(n + 1, sizeof(*bcount));
@@ -1865,6 +1891,7 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
     if (!owner || !perm || !bnode || !bfirst || !bcount || !bwave || !ops || !ce) {
         goto out; /* everything stays todo: the inline path answers */
     }
+    rsum = sc_dp_rsum_room(h->gets, ops, n); /* NULL: rows unverifiable, read inline */
     for (size_t i = 0; i < n; i++) {
         st_get_op_t *op = &h->gets[i];
         const st_hash_t *first = sc_segment_first(c, h->chain, op->block);
@@ -1878,7 +1905,7 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
         ops[i].pending = &pending;
         if (owner[i] >= 0 && (op->n_rows > 0 || c->cache_all) &&
             sc_lc_find(dp, (uint32_t)owner[i], &h->chain[op->block], op->kind, op->layer,
-                       op->n_rows > 0 ? now + SC_LC_REFRESH : now, &ce[i], op, &ops[i].rsum)) {
+                       op->n_rows > 0 ? now + SC_LC_REFRESH : now, &ce[i], op, &ops[i])) {
             ops[i].cached = 1; /* no Locate: straight to the gets below */
             ops[i].node = (uint32_t)owner[i];
             owner[i] = -1;
@@ -1917,7 +1944,8 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
         for (size_t j = bfirst[b]; j < bfirst[b] + bcount[b]; j++) {
             st_get_op_t *op = &h->gets[perm[j]];
 
-            reqs[b].want_row_sums |= op->n_rows > 0; /* rows verify by them */
+            /* Rows verify by them. */
+            reqs[b].want_row_sums |= op->n_rows > 0 && !dp->rows_unverified;
             strata__v1__object_key__init(&keys[j]);
             keys[j].block_hash.data = (uint8_t *)h->chain[op->block].b;
             keys[j].block_hash.len = ST_HASH_BYTES;
@@ -2026,7 +2054,8 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
                 op->length = op->n_rows ? 0 : len;
                 continue;
             }
-            if (op->n_rows != 0 && !sc_dp_located_sums(l, j, bcount[b], op, len, &o->rsum)) {
+            if (op->n_rows != 0 && !dp->rows_unverified &&
+                !(o->has_rsum = (uint8_t)sc_dp_located_sums(l, j, bcount[b], op, len, o->rsum))) {
                 todo[i] = 1; /* no row sums to verify the rows by: inline, whole, checked */
                 continue;
             }
@@ -2062,7 +2091,7 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
                                  .layer = op->layer,
                                  .kind = op->kind};
 
-                if (op->n_rows != 0) {
+                if (op->n_rows != 0 && l->n_row_sums == bcount[b]) {
                     e.row_bytes = op->row_bytes;
                     e.n_sums = l->row_sums[j].len / 8;
                     e.sums = malloc(l->row_sums[j].len); /* NULL: later reads locate */
@@ -2169,7 +2198,8 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
         } else {
             /* Rows count when each matches its row sum, computed by the daemon
              * at commit: also rows that landed after the lease's bound. */
-            op->status = sc_dp_rows_ok(dp, op, o->rsum) ? ST_OK : ST_ERR_NOT_FOUND;
+            op->status =
+                sc_dp_rows_ok(dp, op, o->has_rsum ? o->rsum : NULL) ? ST_OK : ST_ERR_NOT_FOUND;
         }
         if (op->status != ST_OK) {
             op->length = 0;
@@ -2190,13 +2220,10 @@ out:
     }
     if (ops != NULL) {
         sc_dp_free_tmp(dp, ops, n);
-        for (size_t i = 0; i < n; i++) {
-            free(ops[i].rsum);
-        }
     }
     free(owner), free(perm), free(bnode), free(bfirst), free(bcount), free(ops), free(ce);
     free(reqs), free(items), free(keys), free(kp), free(lease_ids);
-    free(verified), free(keep), free(bwave), free(loc), free(plist);
+    free(verified), free(keep), free(bwave), free(loc), free(plist), free(rsum);
 }
 
 void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked)
@@ -2430,9 +2457,6 @@ out:
     }
     if (ops != NULL) {
         sc_dp_free_tmp(dp, ops, n);
-        for (size_t i = 0; i < n; i++) {
-            free(ops[i].rsum);
-        }
     }
     free(owner), free(perm), free(bnode), free(bfirst), free(bcount), free(ops);
     free(reqs), free(com), free(items), free(citems), free(cwhich), free(keys), free(kp);
