@@ -964,13 +964,16 @@ st_status_t cd_h_put(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
         cd_err_t err = {""};
 
         if (cd_h_key(o->key, &key) != ST_OK || o->data.len == 0 ||
-            o->data.len > d->cfg.max_object_bytes ||
-            (o->row_bytes != 0 && o->row_bytes < PR_ROW_BYTES_MIN)) {
+            o->data.len > d->cfg.max_object_bytes) {
             resp->status[i] = STRATA__V1__KEY_STATUS__KEY_INVALID;
             continue;
         }
         if (cd_checksum(o->data.data, o->data.len) != o->checksum) {
             resp->status[i] = STRATA__V1__KEY_STATUS__KEY_CORRUPT;
+            continue;
+        }
+        if (o->row_bytes != 0 && o->row_bytes < PR_ROW_BYTES_MIN) {
+            resp->status[i] = STRATA__V1__KEY_STATUS__KEY_INVALID; /* rows too small */
             continue;
         }
         status = cd_store_put_rows(d->store, e->local_id, &key, cd_h_link_parent(&links, &key.hash),
@@ -1002,6 +1005,56 @@ st_status_t cd_h_put(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
     return ST_OK;
 }
 
+/*
+ * One key of a Get with a row selection: the rows, each checked against the
+ * object's row sums, into o (data, the XXH3-64 of those bytes, row_bytes,
+ * generation); ON_DISK objects are promoted first. Returns the key's status
+ * (ST_ERR_UNSUPPORTED: the object has no row sums, KEY_INVALID), or
+ * ST_ERR_NOMEM for the call.
+ */
+static st_status_t cd_h_get_rows(cd_daemon_t *d, cd_ns_entry_t *e, const cd_key_t *key,
+                                 const Strata__V1__RowSelection *sel, Strata__V1__InlineObject *o,
+                                 srpc_ctx_t *ctx, uint64_t *budget)
+{
+    cd_location_t where;
+    cd_err_t err = {""};
+    uint64_t len = 0, gen = cd_tier_generation(d->tier);
+    st_status_t status;
+    void *buf;
+
+    status = cd_store_get_rows(d->store, e->local_id, key, sel->rows, sel->n_rows, NULL, 0, &len,
+                               NULL, &err);
+    if (status == ST_ERR_NOT_FOUND &&
+        (cd_tier_promote(d->tier, e, &key->hash) > 0 || cd_tier_generation(d->tier) != gen)) {
+        status = cd_store_get_rows(d->store, e->local_id, key, sel->rows, sel->n_rows, NULL, 0,
+                                   &len, NULL, &err);
+    }
+    if (status != ST_ERR_INVALID || len == 0) {
+        return status == ST_OK ? ST_ERR_INVALID : status; /* (no rows selected) */
+    }
+    if (len > *budget) {
+        return ST_ERR_EXHAUSTED;
+    }
+    buf = srpc_ctx_alloc(ctx, len);
+    if (buf == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    status = cd_store_get_rows(d->store, e->local_id, key, sel->rows, sel->n_rows, buf, len, &len,
+                               &where, &err);
+    if (status != ST_OK) {
+        return status;
+    }
+    *budget -= len;
+    st_counter_inc(e->mx->served_objects[key->kind]);
+    st_counter_add(e->mx->served_bytes[key->kind], len);
+    o->data.data = buf;
+    o->data.len = len;
+    o->checksum = cd_checksum(buf, len);
+    o->row_bytes = where.row_bytes;
+    o->generation = where.generation;
+    return ST_OK;
+}
+
 st_status_t cd_h_get(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMessage *respm,
                      void *arg)
 {
@@ -1009,6 +1062,7 @@ st_status_t cd_h_get(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
     Strata__V1__GetResponse *resp = (void *)respm;
     cd_daemon_t *d = cd_h_daemon(ctx);
     uint64_t budget = d->cfg.max_message_bytes;
+    const Strata__V1__RowSelection **sel;
     cd_ns_entry_t *e;
     st_status_t status;
 
@@ -1019,19 +1073,22 @@ st_status_t cd_h_get(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
     if ((status = cd_h_batch_limit(ctx, d, req->n_keys, "keys")) != ST_OK) {
         return status;
     }
+    sel = req->n_rows > 0 ? srpc_ctx_alloc(ctx, sizeof(*sel) * (req->n_keys + 1)) : NULL;
+    if (req->n_rows > 0 && sel == NULL) {
+        return ST_ERR_NOMEM;
+    }
     for (size_t r = 0; r < req->n_rows; r++) {
         if (req->rows[r]->key_index >= req->n_keys) {
             srpc_ctx_set_error(ctx, "rows[%zu].key_index=%u is not a key index", r,
                                req->rows[r]->key_index);
             return ST_ERR_INVALID;
         }
-    }
-    if (req->n_rows > 0) {
-        /* Put keeps no row size, so rows cannot be cut out here: refuse rather
-         * than answer whole objects for a row selection. */
-        srpc_ctx_set_error(ctx, "row selections (rows) are not served by this node: get whole "
-                                "objects, or read rows one-sided");
-        return ST_ERR_UNSUPPORTED;
+        if (sel[req->rows[r]->key_index] != NULL) {
+            srpc_ctx_set_error(ctx, "rows[%zu]: a second selection for key %u (at most one a key)",
+                               r, req->rows[r]->key_index);
+            return ST_ERR_INVALID;
+        }
+        sel[req->rows[r]->key_index] = req->rows[r];
     }
     resp->objects = srpc_ctx_alloc(ctx, sizeof(*resp->objects) * (req->n_keys + 1));
     resp->status = srpc_ctx_alloc(ctx, sizeof(*resp->status) * (req->n_keys + 1));
@@ -1054,6 +1111,14 @@ st_status_t cd_h_get(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
         resp->objects[i] = o;
         if (cd_h_key(req->keys[i], &key) != ST_OK) {
             resp->status[i] = STRATA__V1__KEY_STATUS__KEY_INVALID;
+            continue;
+        }
+        if (sel != NULL && sel[i] != NULL) {
+            status = cd_h_get_rows(d, e, &key, sel[i], o, ctx, &budget);
+            if (status == ST_ERR_NOMEM) {
+                return status;
+            }
+            resp->status[i] = cd_h_key_status(status);
             continue;
         }
         /* First the length, then the bytes (objects are immutable). */

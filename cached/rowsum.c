@@ -83,3 +83,84 @@ st_status_t cd_store_row_sums(cd_store_t *s, uint32_t ns_id, const cd_key_t *key
     pthread_mutex_unlock(&ns->ns_lock);
     return ST_OK;
 }
+
+/* Copies rows of o into buf, each checked against its row sum. */
+static st_status_t do_get_rows(cd_ns_t *ns, cd_obj_t *o, const uint32_t *rows, size_t n_rows,
+                               uint8_t *buf, cd_err_t *err)
+{
+    const uint8_t *p = cd_extent_ptr(&ns->ns_slab, &o->ob_ext);
+    size_t rb = o->ob_row_bytes;
+
+    for (size_t x = 0; x < n_rows; x++) {
+        memcpy(buf + x * rb, p + (size_t)rows[x] * rb, rb);
+        if (pr_rowsum(buf + x * rb, rb) != pr_rowsum_at(o->ob_rowsum, rows[x])) {
+            ns->ns_st.corrupt++;
+            st_log_ratelimited(ST_LOG_ERROR,
+                               "object row does not match its row sum ns=%u kind=%u layer=%u "
+                               "row=%u region=%u gen=%llu",
+                               ns->ns_id, o->ob_key.kind, o->ob_key.layer, rows[x],
+                               o->ob_ext.region, (unsigned long long)o->ob_ext.gen);
+            return cd_errf(err, ST_ERR_CORRUPT,
+                           "row %u fails its row sum; treat the object as a miss", rows[x]);
+        }
+    }
+    return ST_OK;
+}
+
+st_status_t cd_store_get_rows(cd_store_t *s, uint32_t ns_id, const cd_key_t *key,
+                              const uint32_t *rows, size_t n_rows, void *buf, uint64_t cap,
+                              uint64_t *len_p, cd_location_t *where_p, cd_err_t *err)
+{
+    cd_ns_t *ns = cd_ns_get(s, ns_id);
+    cd_obj_t *o;
+    st_status_t st = ST_OK;
+    uint64_t need;
+
+    *len_p = 0;
+    if (ns == NULL) {
+        return cd_errf(err, ST_ERR_NOT_FOUND, "no namespace %u", ns_id);
+    }
+    pthread_mutex_lock(&ns->ns_lock);
+    ns->ns_st.gets++;
+    o = cd_htab_find(&ns->ns_objs, &key->hash, cd_obj_tag(key));
+    if (o == NULL) {
+        ns->ns_st.get_misses++;
+        st = cd_errf(err, ST_ERR_NOT_FOUND, "no object of kind %u (layer %u) under this hash",
+                     key->kind, key->layer);
+    } else if (o->ob_n_rowsum == 0 || PR_ROW_GROUP != 1) {
+        st = cd_errf(err, ST_ERR_UNSUPPORTED,
+                     "the object has no row sums (written without row_bytes): get it whole");
+    }
+    for (size_t x = 0; st == ST_OK && x < n_rows; x++) {
+        if (rows[x] >= o->ob_n_rowsum) {
+            st = cd_errf(err, ST_ERR_INVALID, "row %u: the object has %llu rows of %u bytes",
+                         rows[x], (unsigned long long)o->ob_n_rowsum, o->ob_row_bytes);
+        }
+    }
+    if (st == ST_OK) {
+        need = (uint64_t)n_rows * o->ob_row_bytes;
+        *len_p = need;
+        if (buf == NULL || cap < need) {
+            st = cd_errf(err, ST_ERR_INVALID, "buffer of %llu bytes is too small for %llu",
+                         (unsigned long long)cap, (unsigned long long)need);
+        }
+    }
+    if (st == ST_OK) {
+        st = do_get_rows(ns, o, rows, n_rows, buf, err);
+    }
+    if (st == ST_OK) {
+        if (where_p != NULL) {
+            where_p->region = o->ob_ext.region;
+            where_p->length = o->ob_len;
+            where_p->checksum = o->ob_checksum;
+            where_p->generation = o->ob_ext.gen;
+            where_p->row_bytes = o->ob_row_bytes;
+            where_p->row_group = PR_ROW_GROUP;
+            where_p->n_rowsum = o->ob_n_rowsum;
+            where_p->rowsum = NULL;
+        }
+        cd_radix_touch(&ns->ns_radix, o->ob_block, cd_store_now(s));
+    }
+    pthread_mutex_unlock(&ns->ns_lock);
+    return st;
+}

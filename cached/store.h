@@ -274,6 +274,21 @@ st_status_t cd_store_put_rows(cd_store_t *s, uint32_t ns_id, const cd_key_t *key
 st_status_t cd_store_row_sums(cd_store_t *s, uint32_t ns_id, const cd_key_t *keys,
                               cd_located_t *out, size_t n, uint8_t *buf, size_t cap);
 
+/*
+ * Copies rows rows[0..n_rows) of a row-major object into buf, in that
+ * order, each checked against its row sum (an inline Get with a row
+ * selection). *len_p receives the bytes they take (n_rows x row_bytes; also
+ * when buf is too small, then ST_ERR_INVALID; 0 on the other errors).
+ * where_p (may be NULL) receives the object's location and row size. Counts
+ * as an access. Returns ST_OK; ST_ERR_NOT_FOUND; ST_ERR_UNSUPPORTED (the
+ * object has no row sums: get it whole); ST_ERR_INVALID (a row past the
+ * object's rows, or buf too small); ST_ERR_CORRUPT (a row fails its sum:
+ * logged, never served).
+ */
+st_status_t cd_store_get_rows(cd_store_t *s, uint32_t ns_id, const cd_key_t *key,
+                              const uint32_t *rows, size_t n_rows, void *buf, uint64_t cap,
+                              uint64_t *len_p, cd_location_t *where_p, cd_err_t *err);
+
 /* A put whose bytes the caller writes itself: cd_store_put_begin() .. _commit() or _abort(). */
 typedef struct cd_put {
     uint32_t pt_ns_id;

@@ -48,9 +48,10 @@ strata_add_test(test_dataplane_verify SOURCES integration/test_dataplane_verify.
 add_dependencies(test_dataplane_verify stratad)
 
 # Row reads accept only rows that match the daemon's row sums: scribbled rows
-# and a reused extent are refused (docs/transport.md "Row verification").
+# and a reused extent are refused, sums survive spill and promote, inline
+# Gets of rows are checked (docs/transport.md "Row verification").
 strata_add_test(test_dataplane_rows SOURCES integration/test_dataplane_rows.c
-                LIBS strata_test_cluster strata_client PkgConfig::CMOCKA
+                LIBS strata_test_cluster strata_client PkgConfig::CMOCKA PkgConfig::XXHASH
                 ARGS $<TARGET_FILE:stratad> ENV "UCX_TLS=sm,self"
                 LABELS integration client dataplane TIMEOUT 300)
 add_dependencies(test_dataplane_rows stratad)
