@@ -217,12 +217,13 @@ enum st_put_flags {
  * the batch: that op's status is ST_ERR_NOT_FOUND. Wrong bytes are never
  * delivered: an object whose checksum does not match is reported as a miss.
  * Over a transport, objects and rows are read under a lease (a leased extent
- * is never evicted nor reused, and committed objects are immutable): rows
- * count only if the lease was still alive when they had landed; whole
- * objects that landed under the lease count as they are, and those that may
- * have landed after it are checked against their checksum (with
- * verify_reads = "always", every whole object is). The bytes in dst of an
- * op that missed are unspecified.
+ * is never evicted nor reused, and committed objects are immutable): each
+ * row counts only if it matches the checksum the daemon computed for it at
+ * commit (objects put with st_put_op_t.row_bytes; rows of an object without
+ * are read inline, whole, and checked); whole objects that landed under the
+ * lease count as they are, and those that may have landed after it are
+ * checked against their checksum (with verify_reads = "always", every whole
+ * object is). The bytes in dst of an op that missed are unspecified.
  *
  * Returns ST_OK with *handle_p set; ST_ERR_INVALID (an op names a block
  * outside the chain, a bad kind, a NULL buffer); ST_ERR_NOMEM.
