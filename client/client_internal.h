@@ -147,7 +147,8 @@ st_status_t sc_fanout(st_client_t *c, const srpc_method_t *method, uint32_t tcm,
 void sc_dp_test_lease_skew(st_client_t *c, int64_t ns);
 /* Tests: row reads take the lease clock to run ns behind (a client whose
  * process stalled, or whose clock is slow), so that a cached lease seems
- * alive after the daemon let it go. */
+ * alive after the daemon let it go. ns must be less than the time since
+ * boot (the monotonic clock's value). */
 void sc_dp_test_row_clock_slow(st_client_t *c, int64_t ns);
 /* Benches only (bench_rows): row reads accept rows as they landed under
  * their lease, with no row sums asked for nor checked (the behaviour before

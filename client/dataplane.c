@@ -13,8 +13,10 @@
  * lease, the default) count when every get of the batch completed before
  * that bound; one that may have landed later is checked by XXH3-64 against
  * Locate's checksum and is a miss if it differs. With verify_reads = always,
- * every whole object is checked. Rows carry no checksum: they count only if
- * they landed while the lease was alive. Anything else is a miss.
+ * every whole object is checked. Rows count only if each matches its row
+ * sum, which the daemon computed at commit and Locate answers (want_row_sums;
+ * docs/transport.md "Row verification"), whenever it landed; rows of an
+ * object without row sums are read inline, whole. Anything else is a miss.
  *
  * Whole-object reads do not wait for the batch's whole Locate: each node's
  * ops are cut into batches that grow four-fold from SC_DP_WAVE0 to SC_DP_WAVE_MAX
@@ -26,8 +28,9 @@
  * client's monotonic clock bounds it: the time the Locate was sent plus 90%
  * of the lease) go into a lease cache, and later row reads of the same
  * object go straight to one-sided gets, without an RPC, while at least
- * SC_LC_MIN_LEFT of the lease is left; rows that land after the bound are
- * read again inline. Such leases are not released: they end by time. A
+ * SC_LC_MIN_LEFT of the lease is left; the entry keeps the object's row sums,
+ * and rows that fail them are read again inline. Such leases are not
+ * released: they end by time. A
  * node whose endpoint or regions change invalidates its entries.
  * A batch of row reads whose objects are all in the lease cache is read on
  * the calling thread inside st_client_get (sc_dp_get_now): no hand-off to a
