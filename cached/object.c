@@ -235,9 +235,8 @@ static st_status_t do_put(cd_ns_t *ns, const cd_key_t *key, const st_hash_t *par
         return st;
     }
     memcpy(cd_extent_ptr(&ns->ns_slab, &o->ob_ext), data, len);
-    o->ob_checksum = cd_checksum(data, len);
     o->ob_row_bytes = row_bytes;
-    do_rowsum_compute(ns, o);
+    o->ob_checksum = do_rowsum_compute(ns, o, data); /* of the caller's bytes */
     do_obj_attach(ns, o, now);
     do_unhold_blocks(ns, o->ob_held);
     return ST_OK;
@@ -352,7 +351,13 @@ st_status_t cd_store_put_commit(cd_store_t *s, cd_put_t *put, uint64_t checksum,
         return ST_OK;
     }
     o->ob_row_bytes = put->pt_row_bytes;
-    do_rowsum_compute(ns, o); /* the caller's bytes are in place: they were checksummed */
+    if (o->ob_row_bytes != 0 && do_rowsum_compute(ns, o, NULL) != checksum) {
+        /* The extent changed since the caller verified it: no sums of it. */
+        do_rowsum_free(ns, o);
+        st_warn_ratelimited("promoted object changed before its row sums were taken: none kept "
+                            "ns=%u",
+                            ns->ns_id);
+    }
     /* Room for the insert again: evictions since the begin may have used
      * what was set aside then. */
     CD_WITH_EVICTION(ns, st, cd_htab_reserve(&ns->ns_objs, 1));
@@ -613,8 +618,10 @@ static st_status_t do_commit(cd_ns_t *ns, uint64_t resv_id, uint64_t claimed, cd
         *has_parent_p = o->ob_has_parent;
         *parent_p = o->ob_parent;
     }
-    actual = cd_checksum(cd_extent_ptr(&ns->ns_slab, &o->ob_ext), o->ob_len);
+    /* The row sums (ob_row_bytes) in the same pass, of the same bytes. */
+    actual = do_rowsum_compute(ns, o, NULL);
     if (actual != claimed) {
+        do_rowsum_free(ns, o);
         ns->ns_st.corrupt++;
         return cd_errf(err, ST_ERR_CORRUPT,
                        "commit refused: the %llu bytes in reservation %llu hash to %016llx, the "
@@ -636,9 +643,6 @@ static st_status_t do_commit(cd_ns_t *ns, uint64_t resv_id, uint64_t claimed, cd
                        "this key first; reservation %llu dropped",
                        (unsigned long long)resv_id);
     }
-    /* The sums are of the bytes just checked against the claimed checksum
-     * (under the lock, so nothing the store does changes them between). */
-    do_rowsum_compute(ns, o);
     /* Room for the insert again: evictions since the reserve may have used
      * what was set aside then. */
     CD_WITH_EVICTION(ns, st, cd_htab_reserve(&ns->ns_objs, 1));

@@ -1,7 +1,8 @@
 /*
  * rowsum.c - the store's row sums: a checksum per row group of each
- * committed row-major object (KV, IDX written with row_bytes), computed from
- * the bytes in the arena at commit, kept on the heap beside the object
+ * committed row-major object (KV, IDX written with row_bytes), computed at
+ * commit in the same pass, over the same copy of each row, as the object's
+ * checksum that the commit compares, kept on the heap beside the object
  * record (charged to the index's share of the budget) and copied into
  * Locate answers, so that a reader checks every row it accepts against
  * sums that no remote key can reach (docs/transport.md "Row verification").
@@ -9,37 +10,79 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "rowsum.h"
 #include "st_log.h"
 #include "store_internal.h"
 
-void do_rowsum_compute(cd_ns_t *ns, cd_obj_t *o)
+#if PR_ROW_GROUP != 1
+#error "do_rowsum_compute sums one row a group"
+#endif
+
+/* Room for n sums in o->ob_rowsum, charged to the budget; 0 if none. */
+static int do_rowsum_alloc(cd_ns_t *ns, cd_obj_t *o, uint64_t n)
 {
     cd_budget_t *b = &ns->ns_store->ss_budget;
-    uint64_t n = pr_rowsum_groups(o->ob_len, o->ob_row_bytes, PR_ROW_GROUP);
     st_status_t st;
 
-    do_rowsum_free(ns, o);
-    if (n == 0 || o->ob_row_bytes < PR_ROW_BYTES_MIN) {
-        return;
-    }
     CD_WITH_EVICTION(ns, st, cd_budget_charge_meta(b, n * 8));
     if (st != ST_OK) {
         st_warn_ratelimited("row sums not kept (rows will be read inline): no room for %llu "
                             "bytes ns=%u",
                             (unsigned long long)(n * 8), ns->ns_id);
-        return;
+        return 0;
     }
     o->ob_rowsum = malloc(n * 8);
     if (o->ob_rowsum == NULL) {
         cd_budget_release_meta(b, n * 8);
         st_warn_ratelimited("row sums not kept (rows will be read inline): out of memory ns=%u",
                             ns->ns_id);
-        return;
+        return 0;
     }
-    pr_rowsum_all(cd_extent_ptr(&ns->ns_slab, &o->ob_ext), o->ob_len, o->ob_row_bytes, PR_ROW_GROUP,
-                  n, o->ob_rowsum);
     o->ob_n_rowsum = n;
+    return 1;
+}
+
+uint64_t do_rowsum_compute(cd_ns_t *ns, cd_obj_t *o, const void *src)
+{
+    const uint8_t *p = src != NULL ? src : cd_extent_ptr(&ns->ns_slab, &o->ob_ext);
+    size_t rb = o->ob_row_bytes;
+    uint64_t rows = pr_rowsum_groups(o->ob_len, o->ob_row_bytes, PR_ROW_GROUP), whole;
+    XXH3_state_t *h = NULL;
+    uint8_t *row = NULL;
+
+    do_rowsum_free(ns, o);
+    if (rows == 0 || rb < PR_ROW_BYTES_MIN || !do_rowsum_alloc(ns, o, rows) ||
+        (h = XXH3_createState()) == NULL || (row = malloc(rb)) == NULL ||
+        XXH3_64bits_reset(h) != XXH_OK) {
+        if (o->ob_rowsum != NULL) {
+            st_warn_ratelimited("row sums not kept (rows will be read inline): out of memory "
+                                "ns=%u",
+                                ns->ns_id);
+        }
+        XXH3_freeState(h);
+        free(row);
+        do_rowsum_free(ns, o);
+        return cd_checksum(p, o->ob_len);
+    }
+    /* Each row is read once, into row: its sum and the object's checksum
+     * are of the same bytes, whatever writes into the extent meanwhile. */
+    for (uint64_t r = 0; r < rows; r++) {
+        uint64_t v;
+
+        memcpy(row, p + r * rb, rb);
+        v = pr_rowsum(row, rb);
+        for (int k = 0; k < 8; k++) {
+            o->ob_rowsum[r * 8 + (uint64_t)k] = (uint8_t)(v >> (8 * k));
+        }
+        (void)XXH3_64bits_update(h, row, rb);
+    }
+    (void)XXH3_64bits_update(h, p + rows * rb, o->ob_len - rows * rb);
+    whole = XXH3_64bits_digest(h);
+    XXH3_freeState(h);
+    free(row);
+    return whole;
 }
 
 void do_rowsum_free(cd_ns_t *ns, cd_obj_t *o)

@@ -125,11 +125,13 @@ void do_lease_grant(cd_ns_t *ns, cd_lease_t *lease, uint64_t now, uint64_t lease
 st_status_t do_lease_alloc(cd_ns_t *ns, size_t cap, cd_lease_t **lease_p, cd_err_t *err);
 void do_lease_free(cd_ns_t *ns, cd_lease_t *lease);
 
-/* Computes a committed (or committing) object's row sums from its bytes in
- * the arena, when it has ob_row_bytes (cached/rowsum.c). An object left
- * without them (no memory) is still served whole; its rows cannot be
- * verified, so readers read them inline. */
-void do_rowsum_compute(cd_ns_t *ns, cd_obj_t *o);
+/* Computes a committing object's row sums (when it has ob_row_bytes) from
+ * its ob_len bytes at src (NULL: its extent), and returns the XXH3-64 of
+ * the same bytes, read once (cached/rowsum.c): a commit that compares that
+ * with the client's checksum knows the sums are of the bytes it accepted,
+ * even if a late write changes the extent meanwhile. An object left without
+ * sums (no memory) is still served whole; its rows are read inline. */
+uint64_t do_rowsum_compute(cd_ns_t *ns, cd_obj_t *o, const void *src);
 void do_rowsum_free(cd_ns_t *ns, cd_obj_t *o);
 
 /* Frees a committed object's extent and record (already out of every list). */

@@ -36,11 +36,6 @@ static inline uint64_t pr_rowsum_groups(uint64_t len, uint32_t row_bytes, uint32
 /* The sum of one group of bytes. */
 uint64_t pr_rowsum(const void *p, size_t len);
 
-/* Writes the n_groups sums of the object at data into out (8 bytes each,
- * little-endian); n_groups as pr_rowsum_groups() gives it. */
-void pr_rowsum_all(const void *data, uint64_t len, uint32_t row_bytes, uint32_t group,
-                   uint64_t n_groups, uint8_t *out);
-
 /* Reads sum i of a packed array. */
 static inline uint64_t pr_rowsum_at(const uint8_t *packed, uint64_t i)
 {
