@@ -970,13 +970,17 @@ typedef struct sc_dp_op {
     uint32_t node;
     int posted; /* transfers were posted (the op is decided after them) */
     uint64_t checksum;
-    uint64_t lease;     /* index into the node's Locate answer */
-    uint64_t expiry_ns; /* rows: the lease's end by our clock (0: ask Release) */
-    int cached;         /* rows posted from the lease cache, without a Locate */
-    uint64_t bound_ns;  /* whole objects: the lease's end by our clock (0: no lease) */
-    uint8_t check;      /* whole objects: verify the landed bytes by their checksum */
-    uint64_t *rsum;     /* rows: room for the sum of each row (in the batch's buffer) */
-    uint8_t has_rsum;   /* rows: rsum holds the sums the rows are verified by */
+    uint64_t lease;      /* index into the node's Locate answer */
+    uint64_t expiry_ns;  /* rows: the lease's end by our clock (0: ask Release) */
+    int cached;          /* rows posted from the lease cache, without a Locate */
+    uint64_t bound_ns;   /* whole objects: the lease's end by our clock (0: no lease) */
+    uint8_t check;       /* whole objects: verify the landed bytes by their checksum */
+    uint64_t *rsum;      /* rows: room for the sum of each row (in the batch's buffer) */
+    uint8_t has_rsum;    /* rows: rsum holds the sums the rows are verified by */
+    uint8_t now_checked; /* rows: all copied at the post (st_transport_get_now) and
+                            checked against rsum then, while in cache */
+    uint8_t now_bad;     /* ... and one of them failed its sum (first: now_row) */
+    uint32_t now_row;
 } sc_dp_op_t;
 
 static uint64_t sc_now_ns(void)
@@ -1527,18 +1531,35 @@ static void sc_dp_post_rows(sc_dp_t *dp, sc_dp_node_t *nd, st_get_op_t *op, sc_d
 {
     size_t rb = op->row_bytes;
     st_transport_mem_t *mem;
+    /* Where the transport copies at once (shared memory), each run is
+     * checked against its row sums as soon as it is in dst, still in cache. */
+    int now = o->has_rsum && !dp->rows_unverified;
 
     pthread_mutex_lock(&dp->lock);
     mem = sc_dp_local(dp, o, op->dst, (size_t)op->n_rows * rb);
     for (uint32_t x = 0, y; mem != NULL && x < op->n_rows; x = y) {
-        st_status_t st;
+        uint8_t *dst;
+        st_status_t st = ST_ERR_UNSUPPORTED;
 
         for (y = x + 1; y < op->n_rows && op->rows[y] == op->rows[y - 1] + 1; y++) {
         }
+        dst = (uint8_t *)op->dst + (size_t)x * rb;
+        if (now) {
+            st = st_transport_get_now(nd->ep, dst, (size_t)(y - x) * rb, mem,
+                                      reg->base + off + (uint64_t)op->rows[x] * rb, reg->rkey);
+        }
+        if (st == ST_OK) {
+            for (uint32_t r = x; r < y && !o->now_bad; r++, dst += rb) {
+                o->now_bad = pr_rowsum(dst, rb) != o->rsum[r];
+                o->now_row = op->rows[r];
+            }
+            continue;
+        }
+        now = 0; /* the rest posted; all rows are checked when they have landed */
         atomic_fetch_add(o->pending, 1);
-        st = st_transport_get(nd->ep, (uint8_t *)op->dst + (size_t)x * rb, (size_t)(y - x) * rb,
-                              mem, reg->base + off + (uint64_t)op->rows[x] * rb, reg->rkey,
-                              sc_dp_done, o);
+        st = st_transport_get(nd->ep, dst, (size_t)(y - x) * rb, mem,
+                              reg->base + off + (uint64_t)op->rows[x] * rb, reg->rkey, sc_dp_done,
+                              o);
         if (st != ST_OK) {
             atomic_fetch_sub(o->pending, 1);
             o->failed = 1;
@@ -1547,6 +1568,7 @@ static void sc_dp_post_rows(sc_dp_t *dp, sc_dp_node_t *nd, st_get_op_t *op, sc_d
     }
     pthread_mutex_unlock(&dp->lock);
     o->posted = mem != NULL;
+    o->now_checked = (uint8_t)(now && mem != NULL && !o->failed);
     op->length = (size_t)op->n_rows * rb;
 }
 
@@ -1727,27 +1749,35 @@ static void sc_dp_post_objects(sc_dp_t *dp, sc_dp_node_t *nd, st_handle_t *h, sc
     }
 }
 
-/* Whether every row of op that landed in dst matches its row sum (rsum, as
- * the daemon computed it at commit). A mismatch is counted and logged
- * (rate-limited); the caller makes the op a miss. */
-static int sc_dp_rows_ok(sc_dp_t *dp, const st_get_op_t *op, const uint64_t *rsum)
+/* Whether every row of op that landed in dst matches its row sum (o->rsum,
+ * as the daemon computed it at commit), checked at the post (now_checked)
+ * or here. A mismatch is counted and logged (rate-limited); the caller
+ * makes the op a miss. */
+static int sc_dp_rows_ok(sc_dp_t *dp, const st_get_op_t *op, const sc_dp_op_t *o)
 {
     const uint8_t *dst = op->dst;
+    uint32_t bad = UINT32_MAX;
 
     if (dp->rows_unverified) {
         return 1; /* benches only: the rows as they landed, under the lease */
     }
-    if (rsum == NULL) {
+    if (!o->has_rsum) {
         return 0;
     }
-    for (uint32_t x = 0; x < op->n_rows; x++) {
-        if (pr_rowsum(dst + (size_t)x * op->row_bytes, op->row_bytes) != rsum[x]) {
-            atomic_fetch_add(&dp->rows_refused, 1);
-            st_warn_ratelimited("get: a row read does not match its row sum (changed after its "
-                                "commit, or its extent reused): a miss row=%u row_bytes=%u",
-                                op->rows[x], op->row_bytes);
-            return 0;
+    if (o->now_checked) {
+        bad = o->now_bad ? o->now_row : bad;
+    }
+    for (uint32_t x = 0; !o->now_checked && bad == UINT32_MAX && x < op->n_rows; x++) {
+        if (pr_rowsum(dst + (size_t)x * op->row_bytes, op->row_bytes) != o->rsum[x]) {
+            bad = op->rows[x];
         }
+    }
+    if (bad != UINT32_MAX) {
+        atomic_fetch_add(&dp->rows_refused, 1);
+        st_warn_ratelimited("get: a row read does not match its row sum (changed after its "
+                            "commit, or its extent reused): a miss row=%u row_bytes=%u",
+                            bad, op->row_bytes);
+        return 0;
     }
     return 1;
 }
@@ -1839,7 +1869,7 @@ int sc_dp_get_now(st_handle_t *h)
         ok = ops[i].posted && !ops[i].failed && now < ops[i].expiry_ns;
     }
     for (i = 0; ok && i < n; i++) {
-        if (!sc_dp_rows_ok(dp, &h->gets[i], ops[i].has_rsum ? ops[i].rsum : NULL)) {
+        if (!sc_dp_rows_ok(dp, &h->gets[i], &ops[i])) {
             ok = 0; /* the worker locates it again, and reads it inline if it fails again */
             sc_lc_drop(dp, &h->chain[h->gets[i].block], h->gets[i].kind, h->gets[i].layer);
         }
@@ -2201,8 +2231,7 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
         } else {
             /* Rows count when each matches its row sum, computed by the daemon
              * at commit: also rows that landed after the lease's bound. */
-            op->status =
-                sc_dp_rows_ok(dp, op, o->has_rsum ? o->rsum : NULL) ? ST_OK : ST_ERR_NOT_FOUND;
+            op->status = sc_dp_rows_ok(dp, op, o) ? ST_OK : ST_ERR_NOT_FOUND;
         }
         if (op->status != ST_OK) {
             op->length = 0;
