@@ -129,7 +129,7 @@ static int lookup_only(st_client_t *c, size_t n_blocks)
     for (size_t b = 0; b < n_blocks; b++) {
         for (int l = 0; l < LAYERS; l++) {
             for (int kind = ST_KIND_KV; kind <= ST_KIND_IDX; kind++) {
-                puts[k++] = (st_put_op_t){b, (uint8_t)kind, (uint16_t)l, obj, sizeof(obj), 0};
+                puts[k++] = (st_put_op_t){b, (uint8_t)kind, (uint16_t)l, obj, sizeof(obj), 0, 0};
             }
         }
     }
@@ -318,7 +318,8 @@ int main(int argc, char **argv)
                     char key[64];
 
                     puts[k++] = (st_put_op_t){
-                        b, (uint8_t)kind, (uint16_t)l, src + obj_off(b, kind, l), obj_len(kind), 0};
+                        b, (uint8_t)kind, (uint16_t)l, src + obj_off(b, kind, l), obj_len(kind), 0,
+                        0};
                     redis_key(key, sizeof(key), &chain[b], kind, l);
                     redisAppendCommand(rc[b % NODES], "SET %s %b", key, src + obj_off(b, kind, l),
                                        obj_len(kind));

@@ -133,8 +133,8 @@ int main(int argc, char **argv)
         st_handle_t *h;
 
         for (size_t b = 0; b < N_BLOCKS; b++) {
-            ops[2 * b] = (st_put_op_t){b, ST_KIND_KV, 0, obj, 64, 0};
-            ops[2 * b + 1] = (st_put_op_t){b, ST_KIND_IDX, 0, obj + 64, 64, 0};
+            ops[2 * b] = (st_put_op_t){b, ST_KIND_KV, 0, obj, 64, 0, 0};
+            ops[2 * b + 1] = (st_put_op_t){b, ST_KIND_IDX, 0, obj + 64, 64, 0, 0};
             snprintf(key, sizeof(key), "blk:%016" PRIx64 "%016" PRIx64, st_hash_lo64(&chain[b]),
                      st_hash_lo64(&chain[b]) ^ b);
             redisAppendCommand(rc, "SET %s %b", key, obj, (size_t)64);
@@ -211,7 +211,7 @@ int main(int argc, char **argv)
 
     /* 64 KiB objects, one per call. */
     for (size_t i = 0; i < n_obj; i++) {
-        st_put_op_t op = {i % N_BLOCKS, ST_KIND_KDA, 0, obj, OBJ_BYTES, 0};
+        st_put_op_t op = {i % N_BLOCKS, ST_KIND_KDA, 0, obj, OBJ_BYTES, 0, 0};
         st_get_op_t g = {i % N_BLOCKS, ST_KIND_KDA, 0, back, OBJ_BYTES, 0, NULL, 0, 0, 0};
         st_handle_t *h;
         redisReply *rep;

@@ -332,8 +332,9 @@ static void store(bench_t *b, size_case_t *sc)
             char key[48];
 
             snprintf(key, sizeof(key), "o:%zu:%zu", sc->bytes, first + j);
-            ops[j] = (st_put_op_t){
-                first + j, ST_KIND_KV, sc->layer, b->src + (first + j) * sc->bytes, sc->bytes, 0};
+            ops[j] =
+                (st_put_op_t){first + j, ST_KIND_KV, sc->layer, b->src + (first + j) * sc->bytes,
+                              sc->bytes, 0,          0};
             redisAppendCommand(b->rc, "SET %s %b", key, b->src + (first + j) * sc->bytes,
                                sc->bytes);
         }

@@ -56,8 +56,11 @@ static Strata__V1__Locations *cd_h_loc_copy(srpc_ctx_t *ctx, const Strata__V1__L
     c->checksum = cd_h_dup(ctx, l->checksum, l->n_checksum, sizeof(*l->checksum));
     c->generation = cd_h_dup(ctx, l->generation, l->n_generation, sizeof(*l->generation));
     c->row_bytes = cd_h_dup(ctx, l->row_bytes, l->n_row_bytes, sizeof(*l->row_bytes));
+    c->row_group = cd_h_dup(ctx, l->row_group, l->n_row_group, sizeof(*l->row_group));
+    c->row_sums = NULL; /* Lookup answers carry no row sums (Locate's do) */
+    c->n_row_sums = 0;
     if (!c->state || !c->region_id || !c->offset || !c->length || !c->checksum || !c->generation ||
-        !c->row_bytes) {
+        !c->row_bytes || !c->row_group) {
         return NULL;
     }
     return c;

@@ -223,12 +223,13 @@ Strata__V1__Locations *cd_h_locations(srpc_ctx_t *ctx, size_t n)
     l->checksum = srpc_ctx_alloc(ctx, sizeof(*l->checksum) * n);
     l->generation = srpc_ctx_alloc(ctx, sizeof(*l->generation) * n);
     l->row_bytes = srpc_ctx_alloc(ctx, sizeof(*l->row_bytes) * n);
+    l->row_group = srpc_ctx_alloc(ctx, sizeof(*l->row_group) * n);
     if (!l->state || !l->region_id || !l->offset || !l->length || !l->checksum || !l->generation ||
-        !l->row_bytes) {
+        !l->row_bytes || !l->row_group) {
         return NULL;
     }
     l->n_state = l->n_region_id = l->n_offset = l->n_length = l->n_checksum = l->n_generation =
-        l->n_row_bytes = n;
+        l->n_row_bytes = l->n_row_group = n;
     return l;
 }
 
@@ -242,6 +243,12 @@ void cd_h_location_set(Strata__V1__Locations *l, size_t i, Strata__V1__ObjectSta
         l->length[i] = where->length;
         l->checksum[i] = where->checksum;
         l->generation[i] = where->generation;
+        l->row_bytes[i] = where->row_bytes;
+        l->row_group[i] = where->row_group;
+        if (l->row_sums != NULL && i < l->n_row_sums && where->rowsum != NULL) {
+            l->row_sums[i].data = (uint8_t *)where->rowsum;
+            l->row_sums[i].len = where->n_rowsum * 8;
+        }
     }
 }
 

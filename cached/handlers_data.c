@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rowsum.h"
 #include "st_log.h"
 
 #define CD_KIND_BIT(k) (1u << (k))
@@ -451,6 +452,37 @@ st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
 
 /* ------------------------------------------------------------- Locate -- */
 
+/*
+ * Row sums for a Locate that asked for them (want_row_sums): copied from the
+ * store into the answer's arena, at most a quarter of max_message_bytes in
+ * all (objects past that go without, and their rows are read inline), and
+ * the answer's row_sums column made.
+ */
+static st_status_t cd_h_row_sums(srpc_ctx_t *ctx, cd_daemon_t *d, const cd_ns_entry_t *e,
+                                 const cd_key_t *keys, cd_located_t *out, size_t n,
+                                 Strata__V1__Locations *l)
+{
+    uint64_t want = 0, cap;
+    uint8_t *buf;
+
+    for (size_t i = 0; i < n; i++) {
+        want += out[i].status == ST_OK ? out[i].where.n_rowsum * 8 : 0;
+    }
+    cap = want < d->cfg.max_message_bytes / 4 ? want : d->cfg.max_message_bytes / 4;
+    buf = srpc_ctx_alloc(ctx, cap + 1);
+    if (buf == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    l->row_sums = srpc_ctx_alloc(ctx, sizeof(*l->row_sums) * (n + 1));
+    if (l->row_sums == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    memset(l->row_sums, 0, sizeof(*l->row_sums) * (n + 1));
+    l->n_row_sums = n;
+    (void)cd_store_row_sums(d->store, e->local_id, keys, out, n, buf, cap);
+    return ST_OK;
+}
+
 st_status_t cd_h_locate(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMessage *respm,
                         void *arg)
 {
@@ -531,6 +563,10 @@ st_status_t cd_h_locate(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
     resp->locations = cd_h_locations(ctx, n);
     if (resp->locations == NULL) {
         return ST_ERR_NOMEM;
+    }
+    if (req->want_row_sums &&
+        (status = cd_h_row_sums(ctx, d, e, keys, out, n, resp->locations)) != ST_OK) {
+        return status;
     }
     for (size_t i = 0; i < n; i++) {
         cd_h_location_set(resp->locations, i,
@@ -666,6 +702,13 @@ st_status_t cd_h_reserve(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, Protobuf
         }
         rq[i].parent = cd_h_link_parent(&links, &rq[i].key.hash);
         rq[i].length = req->lengths[i];
+        if (req->n_row_bytes && req->row_bytes[i] != 0 && req->row_bytes[i] < PR_ROW_BYTES_MIN) {
+            free(ids);
+            srpc_ctx_set_error(ctx, "row_bytes[%zu]=%u: rows have at least %u bytes (or 0: none)",
+                               i, req->row_bytes[i], PR_ROW_BYTES_MIN);
+            return ST_ERR_INVALID;
+        }
+        rq[i].row_bytes = req->n_row_bytes ? req->row_bytes[i] : 0;
     }
     status = cd_store_reserve(d->store, e->local_id, rq, req->n_keys, out, &err);
     if (status != ST_OK) {
@@ -937,8 +980,12 @@ st_status_t cd_h_put(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
             resp->status[i] = STRATA__V1__KEY_STATUS__KEY_CORRUPT;
             continue;
         }
-        status = cd_store_put(d->store, e->local_id, &key, cd_h_link_parent(&links, &key.hash),
-                              o->data.data, o->data.len, &err);
+        if (o->row_bytes != 0 && o->row_bytes < PR_ROW_BYTES_MIN) {
+            resp->status[i] = STRATA__V1__KEY_STATUS__KEY_INVALID; /* rows too small */
+            continue;
+        }
+        status = cd_store_put_rows(d->store, e->local_id, &key, cd_h_link_parent(&links, &key.hash),
+                                   o->data.data, o->data.len, o->row_bytes, &err);
         if (status == ST_OK && d->tier != NULL && key.kind == CD_KIND_KDA) {
             /* Written through; with durable, the reply waits for the commit. */
             status =
@@ -966,6 +1013,56 @@ st_status_t cd_h_put(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
     return ST_OK;
 }
 
+/*
+ * One key of a Get with a row selection: the rows, each checked against the
+ * object's row sums, into o (data, the XXH3-64 of those bytes, row_bytes,
+ * generation); ON_DISK objects are promoted first. Returns the key's status
+ * (ST_ERR_UNSUPPORTED: the object has no row sums, KEY_INVALID), or
+ * ST_ERR_NOMEM for the call.
+ */
+static st_status_t cd_h_get_rows(cd_daemon_t *d, cd_ns_entry_t *e, const cd_key_t *key,
+                                 const Strata__V1__RowSelection *sel, Strata__V1__InlineObject *o,
+                                 srpc_ctx_t *ctx, uint64_t *budget)
+{
+    cd_location_t where;
+    cd_err_t err = {""};
+    uint64_t len = 0, gen = cd_tier_generation(d->tier);
+    st_status_t status;
+    void *buf;
+
+    status = cd_store_get_rows(d->store, e->local_id, key, sel->rows, sel->n_rows, NULL, 0, &len,
+                               NULL, &err);
+    if (status == ST_ERR_NOT_FOUND &&
+        (cd_tier_promote(d->tier, e, &key->hash) > 0 || cd_tier_generation(d->tier) != gen)) {
+        status = cd_store_get_rows(d->store, e->local_id, key, sel->rows, sel->n_rows, NULL, 0,
+                                   &len, NULL, &err);
+    }
+    if (status != ST_ERR_INVALID || len == 0) {
+        return status == ST_OK ? ST_ERR_INVALID : status; /* (no rows selected) */
+    }
+    if (len > *budget) {
+        return ST_ERR_EXHAUSTED;
+    }
+    buf = srpc_ctx_alloc(ctx, len);
+    if (buf == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    status = cd_store_get_rows(d->store, e->local_id, key, sel->rows, sel->n_rows, buf, len, &len,
+                               &where, &err);
+    if (status != ST_OK) {
+        return status;
+    }
+    *budget -= len;
+    st_counter_inc(e->mx->served_objects[key->kind]);
+    st_counter_add(e->mx->served_bytes[key->kind], len);
+    o->data.data = buf;
+    o->data.len = len;
+    o->checksum = cd_checksum(buf, len);
+    o->row_bytes = where.row_bytes;
+    o->generation = where.generation;
+    return ST_OK;
+}
+
 st_status_t cd_h_get(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMessage *respm,
                      void *arg)
 {
@@ -973,6 +1070,7 @@ st_status_t cd_h_get(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
     Strata__V1__GetResponse *resp = (void *)respm;
     cd_daemon_t *d = cd_h_daemon(ctx);
     uint64_t budget = d->cfg.max_message_bytes;
+    const Strata__V1__RowSelection **sel;
     cd_ns_entry_t *e;
     st_status_t status;
 
@@ -983,19 +1081,22 @@ st_status_t cd_h_get(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
     if ((status = cd_h_batch_limit(ctx, d, req->n_keys, "keys")) != ST_OK) {
         return status;
     }
+    sel = req->n_rows > 0 ? srpc_ctx_alloc(ctx, sizeof(*sel) * (req->n_keys + 1)) : NULL;
+    if (req->n_rows > 0 && sel == NULL) {
+        return ST_ERR_NOMEM;
+    }
     for (size_t r = 0; r < req->n_rows; r++) {
         if (req->rows[r]->key_index >= req->n_keys) {
             srpc_ctx_set_error(ctx, "rows[%zu].key_index=%u is not a key index", r,
                                req->rows[r]->key_index);
             return ST_ERR_INVALID;
         }
-    }
-    if (req->n_rows > 0) {
-        /* Put keeps no row size, so rows cannot be cut out here: refuse rather
-         * than answer whole objects for a row selection. */
-        srpc_ctx_set_error(ctx, "row selections (rows) are not served by this node: get whole "
-                                "objects, or read rows one-sided");
-        return ST_ERR_UNSUPPORTED;
+        if (sel[req->rows[r]->key_index] != NULL) {
+            srpc_ctx_set_error(ctx, "rows[%zu]: a second selection for key %u (at most one a key)",
+                               r, req->rows[r]->key_index);
+            return ST_ERR_INVALID;
+        }
+        sel[req->rows[r]->key_index] = req->rows[r];
     }
     resp->objects = srpc_ctx_alloc(ctx, sizeof(*resp->objects) * (req->n_keys + 1));
     resp->status = srpc_ctx_alloc(ctx, sizeof(*resp->status) * (req->n_keys + 1));
@@ -1018,6 +1119,14 @@ st_status_t cd_h_get(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
         resp->objects[i] = o;
         if (cd_h_key(req->keys[i], &key) != ST_OK) {
             resp->status[i] = STRATA__V1__KEY_STATUS__KEY_INVALID;
+            continue;
+        }
+        if (sel != NULL && sel[i] != NULL) {
+            status = cd_h_get_rows(d, e, &key, sel[i], o, ctx, &budget);
+            if (status == ST_ERR_NOMEM) {
+                return status;
+            }
+            resp->status[i] = cd_h_key_status(status);
             continue;
         }
         /* First the length, then the bytes (objects are immutable). */

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rowsum.h"
 #include "st_log.h"
 #include "store_internal.h"
 
@@ -63,6 +64,10 @@ static void fill_location(const cd_ns_t *ns, const cd_obj_t *o, cd_location_t *w
     w->length = o->ob_len;
     w->checksum = o->ob_state == OBJ_COMMITTED ? o->ob_checksum : 0;
     w->generation = o->ob_ext.gen;
+    w->row_bytes = o->ob_row_bytes;
+    w->row_group = o->ob_n_rowsum > 0 ? PR_ROW_GROUP : 0;
+    w->n_rowsum = o->ob_n_rowsum;
+    w->rowsum = NULL;
 }
 
 static void do_hold_blocks(cd_ns_t *ns, cd_block_t *held[2])
@@ -217,7 +222,7 @@ static st_status_t ns_lookup(cd_store_t *s, uint32_t ns_id, cd_ns_t **ns_p, cd_e
 /* --- put and get -------------------------------------------------------------------- */
 
 static st_status_t do_put(cd_ns_t *ns, const cd_key_t *key, const st_hash_t *parent,
-                          const void *data, uint64_t len, cd_err_t *err)
+                          const void *data, uint64_t len, uint32_t row_bytes, cd_err_t *err)
 {
     uint64_t now = cd_store_now(ns->ns_store);
     cd_obj_t *o = cd_htab_find(&ns->ns_objs, &key->hash, cd_obj_tag(key));
@@ -239,7 +244,8 @@ static st_status_t do_put(cd_ns_t *ns, const cd_key_t *key, const st_hash_t *par
         return st;
     }
     memcpy(cd_extent_ptr(&ns->ns_slab, &o->ob_ext), data, len);
-    o->ob_checksum = cd_checksum(data, len);
+    o->ob_row_bytes = row_bytes;
+    o->ob_checksum = do_rowsum_compute(ns, o, data); /* of the caller's bytes */
     do_obj_attach(ns, o, now);
     do_unhold_blocks(ns, o->ob_held);
     return ST_OK;
@@ -267,6 +273,13 @@ static st_status_t put_check(cd_store_t *s, uint32_t ns_id, const cd_key_t *key,
 st_status_t cd_store_put(cd_store_t *s, uint32_t ns_id, const cd_key_t *key,
                          const st_hash_t *parent, const void *data, uint64_t len, cd_err_t *err)
 {
+    return cd_store_put_rows(s, ns_id, key, parent, data, len, 0, err);
+}
+
+st_status_t cd_store_put_rows(cd_store_t *s, uint32_t ns_id, const cd_key_t *key,
+                              const st_hash_t *parent, const void *data, uint64_t len,
+                              uint32_t row_bytes, cd_err_t *err)
+{
     cd_ns_t *ns;
     st_status_t st = put_check(s, ns_id, key, len, data, "data", &ns, err);
 
@@ -276,8 +289,12 @@ st_status_t cd_store_put(cd_store_t *s, uint32_t ns_id, const cd_key_t *key,
     if (key->kind == CD_KIND_VIS) {
         parent = NULL;
     }
+    if (row_bytes != 0 && row_bytes < PR_ROW_BYTES_MIN) {
+        return cd_errf(err, ST_ERR_INVALID, "row_bytes %u: rows have at least %u bytes (or 0)",
+                       row_bytes, PR_ROW_BYTES_MIN);
+    }
     pthread_mutex_lock(&ns->ns_lock);
-    st = do_put(ns, key, parent, data, len, err);
+    st = do_put(ns, key, parent, data, len, row_bytes, err);
     pthread_mutex_unlock(&ns->ns_lock);
     return st;
 }
@@ -312,6 +329,7 @@ st_status_t cd_store_put_begin(cd_store_t *s, uint32_t ns_id, const cd_key_t *ke
         put->pt_obj = o;
         put->pt_data = cd_extent_ptr(&ns->ns_slab, &o->ob_ext);
         put->pt_tiered = 0;
+        put->pt_row_bytes = 0;
     }
     pthread_mutex_unlock(&ns->ns_lock);
     return st;
@@ -340,6 +358,14 @@ st_status_t cd_store_put_commit(cd_store_t *s, cd_put_t *put, uint64_t checksum,
         pthread_mutex_unlock(&ns->ns_lock);
         put->pt_obj = NULL;
         return ST_OK;
+    }
+    o->ob_row_bytes = put->pt_row_bytes;
+    if (o->ob_row_bytes != 0 && do_rowsum_compute(ns, o, NULL) != checksum) {
+        /* The extent changed since the caller verified it: no sums of it. */
+        do_rowsum_free(ns, o);
+        st_warn_ratelimited("promoted object changed before its row sums were taken: none kept "
+                            "ns=%u",
+                            ns->ns_id);
     }
     /* Room for the insert again: evictions since the begin may have used
      * what was set aside then. */
@@ -514,6 +540,7 @@ static st_status_t do_reserve(cd_ns_t *ns, const cd_resv_req_t *reqs, size_t n, 
             break;
         }
         o->ob_state = OBJ_RESERVED;
+        o->ob_row_bytes = rq->row_bytes;
         o->ob_resv_id = do_next_id(ns);
         o->ob_expires = now + ttl;
         key = cd_htab_id_key(o->ob_resv_id);
@@ -575,6 +602,10 @@ st_status_t cd_store_reserve(cd_store_t *s, uint32_t ns_id, const cd_resv_req_t 
         if (st == ST_OK) {
             st = check_len(ns, reqs[i].length, err);
         }
+        if (st == ST_OK && reqs[i].row_bytes != 0 && reqs[i].row_bytes < PR_ROW_BYTES_MIN) {
+            st = cd_errf(err, ST_ERR_INVALID, "row_bytes %u: rows have at least %u bytes (or 0)",
+                         reqs[i].row_bytes, PR_ROW_BYTES_MIN);
+        }
         if (st != ST_OK) {
             return st;
         }
@@ -602,8 +633,10 @@ static st_status_t do_commit(cd_ns_t *ns, uint64_t resv_id, uint64_t claimed, cd
         *has_parent_p = o->ob_has_parent;
         *parent_p = o->ob_parent;
     }
-    actual = cd_checksum(cd_extent_ptr(&ns->ns_slab, &o->ob_ext), o->ob_len);
+    /* The row sums (ob_row_bytes) in the same pass, of the same bytes. */
+    actual = do_rowsum_compute(ns, o, NULL);
     if (actual != claimed) {
+        do_rowsum_free(ns, o);
         ns->ns_st.corrupt++;
         return cd_errf(err, ST_ERR_CORRUPT,
                        "commit refused: the %llu bytes in reservation %llu hash to %016llx, the "

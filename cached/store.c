@@ -470,7 +470,7 @@ int do_evict_local(cd_ns_t *ns)
             ns->ns_store->ss_cfg.evicted(ns->ns_store->ss_cfg.evicted_ctx, ns->ns_id, &o->ob_key,
                                          o->ob_has_parent ? &o->ob_parent : NULL,
                                          cd_extent_ptr(&ns->ns_slab, &o->ob_ext), o->ob_len,
-                                         o->ob_tiered);
+                                         o->ob_tiered, o->ob_row_bytes);
         }
         ns->ns_st.evicted_objects++;
         ns->ns_st.evicted_bytes += o->ob_len;
@@ -571,6 +571,7 @@ void do_obj_free(cd_ns_t *ns, cd_obj_t *o)
         }
     }
     cd_tenant_release(ns->ns_tn, CD_RES_MEMORY, o->ob_ext.size);
+    do_rowsum_free(ns, o);
     cd_slab_free(&ns->ns_slab, &o->ob_ext);
     cd_budget_release_meta(&ns->ns_store->ss_budget, sizeof(*o));
     free(o);
@@ -629,6 +630,7 @@ st_status_t cd_store_clean_take(cd_store_t *s, uint32_t ns_id, uint32_t kinds, u
                 c->data = cd_extent_ptr(&ns->ns_slab, &o->ob_ext);
                 c->len = o->ob_len;
                 c->checksum = o->ob_checksum;
+                c->row_bytes = o->ob_row_bytes;
                 c->status = ST_ERR_UNAVAILABLE;
                 c->obj_ = o;
                 c->held_ = !held;

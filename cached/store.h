@@ -110,11 +110,13 @@ typedef struct cd_store_config {
      * is the block's parent hash (NULL for a root), tiered the object's
      * hint that the tier holds a copy, 0 for none (the tier's nonzero token:
      * the put's pt_tiered, committed from a tier that kept its copy; or
-     * cd_clean_t.token, written ahead by cd_store_clean_finish).
+     * cd_clean_t.token, written ahead by cd_store_clean_finish),
+     * row_bytes the object's row size (0: none; the tier keeps it, so
+     * that a promoted object gets its row sums again).
      * The SSD tier spills from here. Called with the namespace lock held;
      * must not call the store. May be NULL. */
     void (*evicted)(void *ctx, uint32_t ns_id, const struct cd_key *key, const st_hash_t *parent,
-                    const void *data, uint64_t len, uint64_t tiered);
+                    const void *data, uint64_t len, uint64_t tiered, uint32_t row_bytes);
     void *evicted_ctx;
     /* Told about each session the reaper expires (namespace lock held; must
      * not call the store). May be NULL. ctx is evicted_ctx. */
@@ -137,12 +139,19 @@ typedef struct cd_location {
     uint64_t length;     /* object bytes */
     uint64_t checksum;   /* XXH3-64 (0 for a reservation) */
     uint64_t generation; /* changes whenever the extent is reused */
+    /* Row verification (committed row-major objects; all 0 otherwise): */
+    uint32_t row_bytes;    /* bytes per row, as the writer gave it */
+    uint32_t row_group;    /* rows per checksummed group (PR_ROW_GROUP) */
+    uint64_t n_rowsum;     /* groups */
+    const uint8_t *rowsum; /* their sums, packed (proto/rowsum.h); only from
+                               cd_store_row_sums(), which copies them */
 } cd_location_t;
 
 typedef struct cd_resv_req {
     cd_key_t key;
     const st_hash_t *parent; /* the block's parent hash (h[i-1] or the seed); NULL: a root */
     uint64_t length;
+    uint32_t row_bytes; /* bytes per row (KV, IDX): row sums are computed at commit; 0: none */
 } cd_resv_req_t;
 
 typedef struct cd_resv {
@@ -246,14 +255,53 @@ st_status_t cd_store_ns_info(cd_store_t *s, uint32_t ns_id, cd_ns_info_t *info_p
 st_status_t cd_store_put(cd_store_t *s, uint32_t ns_id, const cd_key_t *key,
                          const st_hash_t *parent, const void *data, uint64_t len, cd_err_t *err);
 
+/*
+ * cd_store_put of a row-major object: with row_bytes > 0 the store also
+ * computes a checksum per row group (proto/rowsum.h) and keeps it with the
+ * object, for cd_store_row_sums(). Same statuses as cd_store_put.
+ */
+st_status_t cd_store_put_rows(cd_store_t *s, uint32_t ns_id, const cd_key_t *key,
+                              const st_hash_t *parent, const void *data, uint64_t len,
+                              uint32_t row_bytes, cd_err_t *err);
+
+/*
+ * Copies the row sums of located objects out, for a Locate answer: for each
+ * i with out[i].status ST_OK and out[i].where.n_rowsum > 0 whose object is
+ * still the one located (same generation), its sums go to the next
+ * 8 * n_rowsum bytes of buf and out[i].where.rowsum points there; an entry
+ * whose object went meanwhile, or that no longer fits in cap bytes, is left
+ * without sums (row_group, n_rowsum 0: its rows cannot be verified, and the
+ * reader reads them otherwise). Takes the namespace lock once. Returns ST_OK
+ * or ST_ERR_NOT_FOUND (namespace).
+ */
+st_status_t cd_store_row_sums(cd_store_t *s, uint32_t ns_id, const cd_key_t *keys,
+                              cd_located_t *out, size_t n, uint8_t *buf, size_t cap);
+
+/*
+ * Copies rows rows[0..n_rows) of a row-major object into buf, in that
+ * order, each checked against its row sum (an inline Get with a row
+ * selection). *len_p receives the bytes they take (n_rows x row_bytes; also
+ * when buf is too small, then ST_ERR_INVALID; 0 on the other errors).
+ * where_p (may be NULL) receives the object's location and row size. Counts
+ * as an access. Returns ST_OK; ST_ERR_NOT_FOUND; ST_ERR_UNSUPPORTED (the
+ * object has no row sums: get it whole); ST_ERR_INVALID (a row past the
+ * object's rows, or buf too small); ST_ERR_CORRUPT (a row fails its sum:
+ * logged, never served).
+ */
+st_status_t cd_store_get_rows(cd_store_t *s, uint32_t ns_id, const cd_key_t *key,
+                              const uint32_t *rows, size_t n_rows, void *buf, uint64_t cap,
+                              uint64_t *len_p, cd_location_t *where_p, cd_err_t *err);
+
 /* A put whose bytes the caller writes itself: cd_store_put_begin() .. _commit() or _abort(). */
 typedef struct cd_put {
     uint32_t pt_ns_id;
-    void *pt_obj;       /* the object, invisible until committed */
-    void *pt_data;      /* where its len bytes go */
-    uint64_t pt_tiered; /* set by the caller before the commit: nonzero when the bytes
+    void *pt_obj;          /* the object, invisible until committed */
+    void *pt_data;         /* where its len bytes go */
+    uint64_t pt_tiered;    /* set by the caller before the commit: nonzero when the bytes
                            came from a tier that keeps its copy (a token of the tier's,
                            passed to the evicted hook) */
+    uint32_t pt_row_bytes; /* set by the caller before the commit: bytes per row (row sums
+                              are computed at the commit); 0: none */
 } cd_put_t;
 
 /*
@@ -302,6 +350,7 @@ typedef struct cd_clean {
     const void *data; /* the object's bytes, valid until cd_store_clean_finish */
     uint64_t len;
     uint64_t checksum;  /* XXH3-64 of the bytes, as committed */
+    uint32_t row_bytes; /* the object's row size (0: none) */
     st_status_t status; /* set by the caller: ST_OK once the tier holds the copy */
     uint64_t token;     /* set by the caller with ST_OK: the tiered hint, nonzero */
     void *obj_;         /* private */

@@ -61,6 +61,9 @@ typedef struct cd_obj {
     st_hash_t ob_parent;
     cd_block_t *ob_held[2]; /* while being written: its parent block and its own block,
                                held so that eviction cannot take them meanwhile */
+    uint32_t ob_row_bytes;  /* row-major objects: bytes per row (0: none) */
+    uint64_t ob_n_rowsum;   /* committed: row groups with a sum in ob_rowsum */
+    uint8_t *ob_rowsum;     /* their sums, packed (proto/rowsum.h); NULL: none */
 } cd_obj_t;
 
 typedef struct cd_lease {
@@ -191,6 +194,15 @@ void do_lease_grant(cd_ns_t *ns, cd_lease_t *lease, uint64_t now, uint64_t lease
  * table slot, evicting if memory is short. */
 st_status_t do_lease_alloc(cd_ns_t *ns, size_t cap, cd_lease_t **lease_p, cd_err_t *err);
 void do_lease_free(cd_ns_t *ns, cd_lease_t *lease);
+
+/* Computes a committing object's row sums (when it has ob_row_bytes) from
+ * its ob_len bytes at src (NULL: its extent), and returns the XXH3-64 of
+ * the same bytes, read once (cached/rowsum.c): a commit that compares that
+ * with the client's checksum knows the sums are of the bytes it accepted,
+ * even if a late write changes the extent meanwhile. An object left without
+ * sums (no memory) is still served whole; its rows are read inline. */
+uint64_t do_rowsum_compute(cd_ns_t *ns, cd_obj_t *o, const void *src);
+void do_rowsum_free(cd_ns_t *ns, cd_obj_t *o);
 
 /* Frees a committed object's extent and record (already out of every list). */
 void do_obj_free(cd_ns_t *ns, cd_obj_t *o);

@@ -15,7 +15,12 @@
 #include "daemon.h"
 #include "st_log.h"
 
-#define T_PREFIX       24          /* magic u32, flags u32, parent hash 16 */
+#define T_PREFIX       24 /* magic u32, flags u32, parent hash 16 */
+/* flags: bit 0 the object has a parent; bits 8..31 its row size (KV, IDX
+ * written with row_bytes; 0: none), so that a promote computes its row sums
+ * again. */
+#define T_ROWB_SHIFT   8
+#define T_ROWB_MAX     ((1u << 24) - 1)
 #define T_OBJ_MAGIC    0x31544443u /* "CDT1" */
 #define T_NS_MAGIC     0x314e4443u /* "CDN1" */
 #define T_SESS_MAGIC   0x31534443u /* "CDS1" */
@@ -170,10 +175,12 @@ static uint64_t t_token(cd_tier_t *t)
     return st_ssd_removals(t->ssd) + 1;
 }
 
-static void t_prefix(uint8_t *p, const st_hash_t *parent)
+static void t_prefix(uint8_t *p, const st_hash_t *parent, uint32_t row_bytes)
 {
+    uint32_t rowb = row_bytes <= T_ROWB_MAX ? row_bytes : 0;
+
     t_put32(p, T_OBJ_MAGIC);
-    t_put32(p + 4, parent != NULL ? 1u : 0u);
+    t_put32(p + 4, (parent != NULL ? 1u : 0u) | rowb << T_ROWB_SHIFT);
     if (parent != NULL) {
         memcpy(p + 8, parent->b, ST_HASH_BYTES);
     } else {
@@ -532,7 +539,7 @@ static int t_wb_clean(cd_tier_t *t, uint32_t ns_id)
             st_ssd_key_t k = t_key(wire, &c->key.hash, t_ssd_kind[c->key.kind], c->key.layer);
             st_status_t st;
 
-            t_prefix(prefix, c->has_parent ? &c->parent : NULL);
+            t_prefix(prefix, c->has_parent ? &c->parent : NULL, c->row_bytes);
             c->token = token;
             t->wb_jobs[i].t = t;
             t->wb_jobs[i].c = c;
@@ -779,7 +786,7 @@ st_status_t cd_tier_put_object(cd_tier_t *t, uint64_t wire_id, const cd_key_t *k
     if (buf == NULL) {
         return ST_ERR_NOMEM;
     }
-    t_prefix(buf, parent);
+    t_prefix(buf, parent, 0);
     memcpy(buf + T_PREFIX, data, len);
     if (key->kind == CD_KIND_KDA) {
         st = st_ssd_put(t->ssd, &k, buf, T_PREFIX + len, durable ? ST_SSD_DURABLE : 0, NULL, NULL);
@@ -852,7 +859,7 @@ void cd_tier_forget(cd_tier_t *t, uint64_t wire_id, const cd_key_t *key)
 /* -------------------------------------------------- spill, promote -- */
 
 void cd_tier_evicted(void *ctx, uint32_t ns_id, const cd_key_t *key, const st_hash_t *parent,
-                     const void *data, uint64_t len, uint64_t tiered)
+                     const void *data, uint64_t len, uint64_t tiered, uint32_t row_bytes)
 {
     cd_tier_t *t = ctx;
     uint64_t wire;
@@ -900,7 +907,7 @@ void cd_tier_evicted(void *ctx, uint32_t ns_id, const cd_key_t *key, const st_ha
     sp->len = T_PREFIX + len;
     sp->ns_id = ns_id;
     sp->kind = key->kind;
-    t_prefix((uint8_t *)(sp + 1), parent);
+    t_prefix((uint8_t *)(sp + 1), parent, row_bytes);
     memcpy((uint8_t *)(sp + 1) + T_PREFIX, data, len);
     if (t2_add(t, wire, &key->hash, tag, 1) != 0) {
         free(sp);
@@ -1010,6 +1017,8 @@ static int t_promote_one(cd_tier_t *t, const cd_ns_entry_t *e, const st_hash_t *
         return 0;
     }
     f.put.pt_tiered = token; /* the tier kept its copy: see cd_tier_evicted */
+    /* Its row sums, computed again from the bytes just verified. */
+    f.put.pt_row_bytes = t_get32(f.prefix + 4) >> T_ROWB_SHIFT;
     st = cd_store_put_commit(t->d->store, &f.put, sum, &err);
     if (st == ST_OK) {
         atomic_fetch_add(&t->promoted, 1);

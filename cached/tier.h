@@ -72,7 +72,7 @@ void cd_tier_free(cd_tier_t *t);
 
 /* The store's eviction hook (cd_store_config_t.evicted); ctx is the tier. */
 void cd_tier_evicted(void *ctx, uint32_t ns_id, const cd_key_t *key, const st_hash_t *parent,
-                     const void *data, uint64_t len, uint64_t tiered);
+                     const void *data, uint64_t len, uint64_t tiered, uint32_t row_bytes);
 
 /* The store's session_expired hook: queues the record's deletion. */
 void cd_tier_session_expired(void *ctx, uint32_t ns_id, const st_hash_t *id);

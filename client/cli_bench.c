@@ -219,14 +219,14 @@ int cli_bench(const cli_conf_t *cf, int argc, char **argv)
                         uint8_t *d = data + n_ops * obj_max;
 
                         bench_fill(d, len, &chain[b], k, (int)l);
-                        ops[n_ops++] = (st_put_op_t){b, (uint8_t)k, (uint16_t)l, d, len, 0};
+                        ops[n_ops++] = (st_put_op_t){b, (uint8_t)k, (uint16_t)l, d, len, 0, 0};
                     }
                 }
                 if ((b + 1) % KDA_EVERY == 0 || b + 1 == nb) {
                     uint8_t *d = data + n_ops * obj_max;
 
                     bench_fill(d, (size_t)cf->kda_bytes, &chain[b], ST_KIND_KDA, 0);
-                    ops[n_ops++] = (st_put_op_t){b, ST_KIND_KDA, 0, d, (size_t)cf->kda_bytes, 0};
+                    ops[n_ops++] = (st_put_op_t){b, ST_KIND_KDA, 0, d, (size_t)cf->kda_bytes, 0, 0};
                 }
             }
             if (n_ops > 0) {

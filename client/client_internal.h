@@ -148,6 +148,17 @@ st_status_t sc_fanout(st_client_t *c, const srpc_method_t *method, uint32_t tcm,
  * lease as if this client's clock ran ns ahead (a slow client), so that
  * reads past the lease's bound can be made on purpose. */
 void sc_dp_test_lease_skew(st_client_t *c, int64_t ns);
+/* Tests: row reads take the lease clock to run ns behind (a client whose
+ * process stalled, or whose clock is slow), so that a cached lease seems
+ * alive after the daemon let it go. ns must be less than the time since
+ * boot (the monotonic clock's value). */
+void sc_dp_test_row_clock_slow(st_client_t *c, int64_t ns);
+/* Benches only (bench_rows): row reads accept rows as they landed under
+ * their lease, with no row sums asked for nor checked (the behaviour before
+ * row verification), so that one run measures both. */
+void sc_dp_bench_rows_unverified(st_client_t *c, int on);
+/* Row reads refused because a row did not match its row sum. */
+uint64_t sc_dp_rows_refused(st_client_t *c);
 /* Tests: the bytes the client's copy threads have copied (copy_threads). */
 uint64_t sc_dp_test_shared_bytes(st_client_t *c);
 

@@ -13,8 +13,10 @@
  * lease, the default) count when every get of the batch completed before
  * that bound; one that may have landed later is checked by XXH3-64 against
  * Locate's checksum and is a miss if it differs. With verify_reads = always,
- * every whole object is checked. Rows carry no checksum: they count only if
- * they landed while the lease was alive. Anything else is a miss.
+ * every whole object is checked. Rows count only if each matches its row
+ * sum, which the daemon computed at commit and Locate answers (want_row_sums;
+ * docs/transport.md "Row verification"), whenever it landed; rows of an
+ * object without row sums are read inline, whole. Anything else is a miss.
  *
  * Whole-object reads do not wait for the batch's whole Locate: each node's
  * ops are cut into batches that grow four-fold from SC_DP_WAVE0 to SC_DP_WAVE_MAX
@@ -26,8 +28,9 @@
  * client's monotonic clock bounds it: the time the Locate was sent plus 90%
  * of the lease) go into a lease cache, and later row reads of the same
  * object go straight to one-sided gets, without an RPC, while at least
- * SC_LC_MIN_LEFT of the lease is left; rows that land after the bound are
- * read again inline. Such leases are not released: they end by time. A
+ * SC_LC_MIN_LEFT of the lease is left; the entry keeps the object's row sums,
+ * and rows that fail them are read again inline. Such leases are not
+ * released: they end by time. A
  * node whose endpoint or regions change invalidates its entries.
  * A batch of row reads whose objects are all in the lease cache is read on
  * the calling thread inside st_client_get (sc_dp_get_now): no hand-off to a
@@ -70,6 +73,7 @@
  * written: libxxhash's runtime dispatch where it has one (st_xxh.h). */
 #include "st_xxh.h"
 
+#include "rowsum.h"
 #include "st_log.h"
 #include "st_transport.h"
 #include "tcall.h"
@@ -122,6 +126,9 @@ typedef struct sc_lc_ent {
     uint32_t node, region_id;
     uint16_t layer;
     uint8_t kind;
+    uint32_t row_bytes; /* rows: the object's row size, which its sums are of */
+    uint64_t n_sums;    /* rows: its row sums (group PR_ROW_GROUP), packed */
+    uint8_t *sums;      /* malloc'd, owned by the slot; NULL: whole objects */
 } sc_lc_ent_t;
 
 /* Whole-object waves: the first batch per node, and the largest. */
@@ -194,8 +201,11 @@ struct sc_dp {
     sc_dp_loc_t *loc_head, *loc_tail;
     pthread_t loc_th[SC_DP_LOCATORS];
     int n_loc, loc_stop;
-    int64_t lease_skew_ns; /* tests: sc_dp_test_lease_skew() */
-    pthread_mutex_t lock;  /* the transport and bufs */
+    int64_t lease_skew_ns;         /* tests: sc_dp_test_lease_skew() */
+    int64_t row_slow_ns;           /* tests: sc_dp_test_row_clock_slow() */
+    int rows_unverified;           /* benches: sc_dp_bench_rows_unverified() */
+    _Atomic uint64_t rows_refused; /* row reads whose rows failed their row sums */
+    pthread_mutex_t lock;          /* the transport and bufs */
     st_transport_t *tp;
     st_transport_backend_t backend;
     sc_dp_node_t node[SC_MAX_NODES];
@@ -279,6 +289,25 @@ void sc_dp_test_lease_skew(st_client_t *c, int64_t ns)
     if (c->dp != NULL) {
         c->dp->lease_skew_ns = ns;
     }
+}
+
+void sc_dp_test_row_clock_slow(st_client_t *c, int64_t ns)
+{
+    if (c->dp != NULL) {
+        c->dp->row_slow_ns = ns;
+    }
+}
+
+void sc_dp_bench_rows_unverified(st_client_t *c, int on)
+{
+    if (c->dp != NULL) {
+        c->dp->rows_unverified = on;
+    }
+}
+
+uint64_t sc_dp_rows_refused(st_client_t *c)
+{
+    return c->dp != NULL ? atomic_load(&c->dp->rows_refused) : 0;
 }
 
 st_status_t sc_dp_create(st_client_t *c, const char *spec)
@@ -402,6 +431,9 @@ void sc_dp_destroy(st_client_t *c)
     st_transport_destroy(dp->tp);
     pthread_mutex_destroy(&dp->lock);
     pthread_mutex_destroy(&dp->lc_lock);
+    for (size_t i = 0; dp->lc != NULL && i < SC_LC_SLOTS; i++) {
+        free(dp->lc[i].sums);
+    }
     free(dp->lc);
     free(dp);
     c->dp = NULL;
@@ -938,11 +970,17 @@ typedef struct sc_dp_op {
     uint32_t node;
     int posted; /* transfers were posted (the op is decided after them) */
     uint64_t checksum;
-    uint64_t lease;     /* index into the node's Locate answer */
-    uint64_t expiry_ns; /* rows: the lease's end by our clock (0: ask Release) */
-    int cached;         /* rows posted from the lease cache, without a Locate */
-    uint64_t bound_ns;  /* whole objects: the lease's end by our clock (0: no lease) */
-    uint8_t check;      /* whole objects: verify the landed bytes by their checksum */
+    uint64_t lease;      /* index into the node's Locate answer */
+    uint64_t expiry_ns;  /* rows: the lease's end by our clock (0: ask Release) */
+    int cached;          /* rows posted from the lease cache, without a Locate */
+    uint64_t bound_ns;   /* whole objects: the lease's end by our clock (0: no lease) */
+    uint8_t check;       /* whole objects: verify the landed bytes by their checksum */
+    uint64_t *rsum;      /* rows: room for the sum of each row (in the batch's buffer) */
+    uint8_t has_rsum;    /* rows: rsum holds the sums the rows are verified by */
+    uint8_t now_checked; /* rows: all copied at the post (st_transport_get_now) and
+                            checked against rsum then, while in cache */
+    uint8_t now_bad;     /* ... and one of them failed its sum (first: now_row) */
+    uint32_t now_row;
 } sc_dp_op_t;
 
 static uint64_t sc_now_ns(void)
@@ -969,20 +1007,64 @@ static int sc_lc_match(const sc_lc_ent_t *e, const st_hash_t *h, uint8_t kind, u
            memcmp(e->hash.b, h->b, ST_HASH_BYTES) == 0;
 }
 
-/* The cached location of a row read's object with enough lease left, into *out. */
+/* The sums of op's rows from an object's packed row sums, into rsum (room
+ * for one per row of op); 0 when the sums do not cover them (another row
+ * size, a row past them) or there is no room. */
+static int sc_rows_sums(const st_get_op_t *op, uint32_t row_bytes, const uint8_t *sums,
+                        uint64_t n_sums, uint64_t *rsum)
+{
+    if (sums == NULL || rsum == NULL || row_bytes != op->row_bytes || PR_ROW_GROUP != 1) {
+        return 0;
+    }
+    for (uint32_t x = 0; x < op->n_rows; x++) {
+        if (op->rows[x] >= n_sums) {
+            return 0;
+        }
+        rsum[x] = pr_rowsum_at(sums, op->rows[x]);
+    }
+    return 1;
+}
+
+/* One buffer with room for a sum per row of every op of the batch (NULL
+ * when there is no memory: no row can be verified, the rows are read
+ * inline); ops[i].rsum point into it. The caller frees it. */
+static uint64_t *sc_dp_rsum_room(const st_get_op_t *gets, sc_dp_op_t *ops, size_t n)
+{
+    size_t total = 0;
+    uint64_t *buf;
+
+    for (size_t i = 0; i < n; i++) {
+        total += gets[i].n_rows;
+    }
+    buf = total > 0 ? malloc(sizeof(*buf) * total) : NULL;
+    for (size_t i = 0, at = 0; buf != NULL && i < n; at += gets[i++].n_rows) {
+        ops[i].rsum = buf + at;
+    }
+    return buf;
+}
+
+/* The cached location of a row read's object with enough lease left, into
+ * *out (out->sums is not the slot's: NULL); for rows (op->n_rows > 0) also
+ * their sums into o->rsum, and an entry that has none for them is no hit. */
 static int sc_lc_find(sc_dp_t *dp, uint32_t node, const st_hash_t *h, uint8_t kind, uint16_t layer,
-                      uint64_t now, sc_lc_ent_t *out)
+                      uint64_t now, sc_lc_ent_t *out, const st_get_op_t *op, sc_dp_op_t *o)
 {
     sc_lc_ent_t *set;
     int hit = 0;
 
+    now -= (uint64_t)dp->row_slow_ns;
     pthread_mutex_lock(&dp->lc_lock);
     set = sc_lc_set(dp, h, kind, layer);
     for (uint32_t w = 0; !hit && w < SC_LC_WAYS; w++) {
         hit = sc_lc_match(&set[w], h, kind, layer) && set[w].node == node &&
               now + SC_LC_MIN_LEFT < set[w].expiry_ns;
+        if (hit && op->n_rows > 0 && !dp->rows_unverified) {
+            hit = o->has_rsum =
+                (uint8_t)sc_rows_sums(op, set[w].row_bytes, set[w].sums, set[w].n_sums, o->rsum);
+        }
         if (hit) {
             *out = set[w];
+            out->sums = NULL;
         }
     }
     pthread_mutex_unlock(&dp->lc_lock);
@@ -1008,7 +1090,8 @@ static void sc_lc_put(sc_dp_t *dp, const sc_lc_ent_t *v)
             e = set[w].expiry_ns < e->expiry_ns ? &set[w] : e;
         }
     }
-    *e = *v;
+    free(e->sums);
+    *e = *v; /* the slot takes v->sums */
     pthread_mutex_unlock(&dp->lc_lock);
 }
 
@@ -1021,6 +1104,8 @@ static void sc_lc_drop(sc_dp_t *dp, const st_hash_t *h, uint8_t kind, uint16_t l
     for (uint32_t w = 0; w < SC_LC_WAYS; w++) {
         if (sc_lc_match(&set[w], h, kind, layer)) {
             set[w].gen = 0;
+            free(set[w].sums);
+            set[w].sums = NULL;
         }
     }
     pthread_mutex_unlock(&dp->lc_lock);
@@ -1446,18 +1531,35 @@ static void sc_dp_post_rows(sc_dp_t *dp, sc_dp_node_t *nd, st_get_op_t *op, sc_d
 {
     size_t rb = op->row_bytes;
     st_transport_mem_t *mem;
+    /* Where the transport copies at once (shared memory), each run is
+     * checked against its row sums as soon as it is in dst, still in cache. */
+    int now = o->has_rsum && !dp->rows_unverified;
 
     pthread_mutex_lock(&dp->lock);
     mem = sc_dp_local(dp, o, op->dst, (size_t)op->n_rows * rb);
     for (uint32_t x = 0, y; mem != NULL && x < op->n_rows; x = y) {
-        st_status_t st;
+        uint8_t *dst;
+        st_status_t st = ST_ERR_UNSUPPORTED;
 
         for (y = x + 1; y < op->n_rows && op->rows[y] == op->rows[y - 1] + 1; y++) {
         }
+        dst = (uint8_t *)op->dst + (size_t)x * rb;
+        if (now) {
+            st = st_transport_get_now(nd->ep, dst, (size_t)(y - x) * rb, mem,
+                                      reg->base + off + (uint64_t)op->rows[x] * rb, reg->rkey);
+        }
+        if (st == ST_OK) {
+            for (uint32_t r = x; r < y && !o->now_bad; r++, dst += rb) {
+                o->now_bad = pr_rowsum(dst, rb) != o->rsum[r];
+                o->now_row = op->rows[r];
+            }
+            continue;
+        }
+        now = 0; /* the rest posted; all rows are checked when they have landed */
         atomic_fetch_add(o->pending, 1);
-        st = st_transport_get(nd->ep, (uint8_t *)op->dst + (size_t)x * rb, (size_t)(y - x) * rb,
-                              mem, reg->base + off + (uint64_t)op->rows[x] * rb, reg->rkey,
-                              sc_dp_done, o);
+        st = st_transport_get(nd->ep, dst, (size_t)(y - x) * rb, mem,
+                              reg->base + off + (uint64_t)op->rows[x] * rb, reg->rkey, sc_dp_done,
+                              o);
         if (st != ST_OK) {
             atomic_fetch_sub(o->pending, 1);
             o->failed = 1;
@@ -1466,6 +1568,7 @@ static void sc_dp_post_rows(sc_dp_t *dp, sc_dp_node_t *nd, st_get_op_t *op, sc_d
     }
     pthread_mutex_unlock(&dp->lock);
     o->posted = mem != NULL;
+    o->now_checked = (uint8_t)(now && mem != NULL && !o->failed);
     op->length = (size_t)op->n_rows * rb;
 }
 
@@ -1646,6 +1749,39 @@ static void sc_dp_post_objects(sc_dp_t *dp, sc_dp_node_t *nd, st_handle_t *h, sc
     }
 }
 
+/* Whether every row of op that landed in dst matches its row sum (o->rsum,
+ * as the daemon computed it at commit), checked at the post (now_checked)
+ * or here. A mismatch is counted and logged (rate-limited); the caller
+ * makes the op a miss. */
+static int sc_dp_rows_ok(sc_dp_t *dp, const st_get_op_t *op, const sc_dp_op_t *o)
+{
+    const uint8_t *dst = op->dst;
+    uint32_t bad = UINT32_MAX;
+
+    if (dp->rows_unverified) {
+        return 1; /* benches only: the rows as they landed, under the lease */
+    }
+    if (!o->has_rsum) {
+        return 0;
+    }
+    if (o->now_checked) {
+        bad = o->now_bad ? o->now_row : bad;
+    }
+    for (uint32_t x = 0; !o->now_checked && bad == UINT32_MAX && x < op->n_rows; x++) {
+        if (pr_rowsum(dst + (size_t)x * op->row_bytes, op->row_bytes) != o->rsum[x]) {
+            bad = op->rows[x];
+        }
+    }
+    if (bad != UINT32_MAX) {
+        atomic_fetch_add(&dp->rows_refused, 1);
+        st_warn_ratelimited("get: a row read does not match its row sum (changed after its "
+                            "commit, or its extent reused): a miss row=%u row_bytes=%u",
+                            bad, op->row_bytes);
+        return 0;
+    }
+    return 1;
+}
+
 /* Posts a row read from its lease-cache entry; 0 when the entry is stale. */
 static int sc_dp_post_cached(st_client_t *c, st_get_op_t *op, sc_dp_op_t *o, const sc_lc_ent_t *e)
 {
@@ -1673,6 +1809,22 @@ static int sc_dp_post_cached(st_client_t *c, st_get_op_t *op, sc_dp_op_t *o, con
     return ok;
 }
 
+/* Entry j of a Locate answer of n entries carries the row sums of a row
+ * read op of an object of len bytes: their sums into rsum (as
+ * sc_rows_sums). */
+static int sc_dp_located_sums(const Strata__V1__Locations *l, size_t j, size_t n,
+                              const st_get_op_t *op, uint64_t len, uint64_t *rsum)
+{
+    uint64_t groups = pr_rowsum_groups(len, op->row_bytes, PR_ROW_GROUP);
+
+    if (l->n_row_group != n || l->n_row_sums != n || l->n_row_bytes != n ||
+        l->row_group[j] != PR_ROW_GROUP || l->row_bytes[j] != op->row_bytes ||
+        l->row_sums[j].len != groups * 8) {
+        return 0;
+    }
+    return sc_rows_sums(op, l->row_bytes[j], l->row_sums[j].data, groups, rsum);
+}
+
 int sc_dp_get_now(st_handle_t *h)
 {
     st_client_t *c = h->client;
@@ -1680,6 +1832,7 @@ int sc_dp_get_now(st_handle_t *h)
     size_t n = h->n, i;
     sc_dp_op_t *ops;
     sc_lc_ent_t *ce;
+    uint64_t *rsum;
     _Atomic size_t pending = 0;
     uint64_t now = sc_now_ns();
     int ok = 1;
@@ -1694,8 +1847,9 @@ int sc_dp_get_now(st_handle_t *h)
     }
     ops = calloc(n, sizeof(*ops));
     ce = calloc(n, sizeof(*ce));
-    if (ops == NULL || ce == NULL) {
-        free(ops), free(ce);
+    rsum = ops != NULL ? sc_dp_rsum_room(h->gets, ops, n) : NULL;
+    if (ops == NULL || ce == NULL || rsum == NULL) {
+        free(ops), free(ce), free(rsum);
         return 0;
     }
     for (i = 0; ok && i < n; i++) {
@@ -1703,16 +1857,22 @@ int sc_dp_get_now(st_handle_t *h)
         int owner = sc_dp_owner(c, h->chain, op->block);
 
         ok = owner >= 0 && sc_lc_find(dp, (uint32_t)owner, &h->chain[op->block], op->kind,
-                                      op->layer, now, &ce[i]);
+                                      op->layer, now, &ce[i], op, &ops[i]);
     }
     for (i = 0; ok && i < n; i++) {
         ops[i].pending = &pending;
         ok = sc_dp_post_cached(c, &h->gets[i], &ops[i], &ce[i]) && h->gets[i].status == ST_OK;
     }
     sc_dp_wait(dp, &pending); /* what was posted, whatever happens next */
-    now = sc_now_ns();
+    now = sc_now_ns() - (uint64_t)dp->row_slow_ns;
     for (i = 0; ok && i < n; i++) {
         ok = ops[i].posted && !ops[i].failed && now < ops[i].expiry_ns;
+    }
+    for (i = 0; ok && i < n; i++) {
+        if (!sc_dp_rows_ok(dp, &h->gets[i], &ops[i])) {
+            ok = 0; /* the worker locates it again, and reads it inline if it fails again */
+            sc_lc_drop(dp, &h->chain[h->gets[i].block], h->gets[i].kind, h->gets[i].layer);
+        }
     }
     sc_dp_free_tmp(dp, ops, n);
     for (i = 0; i < n; i++) {
@@ -1730,7 +1890,7 @@ int sc_dp_get_now(st_handle_t *h)
         op->status = ST_ERR_UNAVAILABLE;
         op->length = 0;
     }
-    free(ops), free(ce);
+    free(ops), free(ce), free(rsum);
     return ok;
 }
 
@@ -1740,6 +1900,7 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
     sc_dp_t *dp = c->dp;
     size_t n = h->n, nb, n_cached = 0;
     int *owner = calloc(n + 1, sizeof(*owner));
+    uint64_t *rsum = NULL;
     size_t *perm = calloc(n + 1, sizeof(*perm));
     uint32_t *bnode = calloc(n + 1, sizeof(*bnode));
     size_t *bfirst = calloc(n + 1, sizeof(*bfirst)), *bcount = calloc(n + 1, sizeof(*bcount));
@@ -1763,6 +1924,7 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
     if (!owner || !perm || !bnode || !bfirst || !bcount || !bwave || !ops || !ce) {
         goto out; /* everything stays todo: the inline path answers */
     }
+    rsum = sc_dp_rsum_room(h->gets, ops, n); /* NULL: rows unverifiable, read inline */
     for (size_t i = 0; i < n; i++) {
         st_get_op_t *op = &h->gets[i];
         const st_hash_t *first = sc_segment_first(c, h->chain, op->block);
@@ -1776,7 +1938,7 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
         ops[i].pending = &pending;
         if (owner[i] >= 0 && (op->n_rows > 0 || c->cache_all) &&
             sc_lc_find(dp, (uint32_t)owner[i], &h->chain[op->block], op->kind, op->layer,
-                       op->n_rows > 0 ? now + SC_LC_REFRESH : now, &ce[i])) {
+                       op->n_rows > 0 ? now + SC_LC_REFRESH : now, &ce[i], op, &ops[i])) {
             ops[i].cached = 1; /* no Locate: straight to the gets below */
             ops[i].node = (uint32_t)owner[i];
             owner[i] = -1;
@@ -1815,6 +1977,8 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
         for (size_t j = bfirst[b]; j < bfirst[b] + bcount[b]; j++) {
             st_get_op_t *op = &h->gets[perm[j]];
 
+            /* Rows verify by them. */
+            reqs[b].want_row_sums |= op->n_rows > 0 && !dp->rows_unverified;
             strata__v1__object_key__init(&keys[j]);
             keys[j].block_hash.data = (uint8_t *)h->chain[op->block].b;
             keys[j].block_hash.len = ST_HASH_BYTES;
@@ -1923,6 +2087,11 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
                 op->length = op->n_rows ? 0 : len;
                 continue;
             }
+            if (op->n_rows != 0 && !dp->rows_unverified &&
+                !(o->has_rsum = (uint8_t)sc_dp_located_sums(l, j, bcount[b], op, len, o->rsum))) {
+                todo[i] = 1; /* no row sums to verify the rows by: inline, whole, checked */
+                continue;
+            }
             if (np > 0 && !refreshed &&
                 (l->region_id[j] >= nd->cap || nd->reg[l->region_id[j]].rkey == NULL ||
                  r->region_epoch != nd->epoch)) {
@@ -1955,6 +2124,14 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
                                  .layer = op->layer,
                                  .kind = op->kind};
 
+                if (op->n_rows != 0 && l->n_row_sums == bcount[b]) {
+                    e.row_bytes = op->row_bytes;
+                    e.n_sums = l->row_sums[j].len / 8;
+                    e.sums = malloc(l->row_sums[j].len); /* NULL: later reads locate */
+                    if (e.sums != NULL) {
+                        memcpy(e.sums, l->row_sums[j].data, l->row_sums[j].len);
+                    }
+                }
                 o->expiry_ns = e.expiry_ns;
                 keep[b] = 1;
                 sc_lc_put(dp, &e);
@@ -2051,10 +2228,10 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
                                     "extent was reused after its lease): a miss bytes=%zu",
                                     op->length);
             }
-        } else if (o->expiry_ns != 0) {
-            op->status = now < o->expiry_ns ? ST_OK : ST_ERR_NOT_FOUND;
         } else {
-            op->status = ST_ERR_NOT_FOUND; /* rows located without a lease */
+            /* Rows count when each matches its row sum, computed by the daemon
+             * at commit: also rows that landed after the lease's bound. */
+            op->status = sc_dp_rows_ok(dp, op, o) ? ST_OK : ST_ERR_NOT_FOUND;
         }
         if (op->status != ST_OK) {
             op->length = 0;
@@ -2078,7 +2255,7 @@ out:
     }
     free(owner), free(perm), free(bnode), free(bfirst), free(bcount), free(ops), free(ce);
     free(reqs), free(items), free(keys), free(kp), free(lease_ids);
-    free(verified), free(keep), free(bwave), free(loc), free(plist);
+    free(verified), free(keep), free(bwave), free(loc), free(plist), free(rsum);
 }
 
 void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked)
@@ -2096,6 +2273,7 @@ void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked)
     Strata__V1__ObjectKey *keys = NULL, **kp = NULL;
     Strata__V1__BlockLink *links = NULL, **lp = NULL;
     uint64_t *lengths = NULL, *sums = NULL;
+    uint32_t *rowb = NULL;
     srpc_fanout_item_t *items = NULL, *citems = NULL;
     size_t *cwhich = NULL;
     _Atomic size_t pending = 0;
@@ -2128,8 +2306,9 @@ void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked)
     lp = calloc(n, sizeof(*lp));
     lengths = calloc(n, sizeof(*lengths));
     sums = calloc(n, sizeof(*sums));
+    rowb = calloc(n, sizeof(*rowb));
     if (!reqs || !com || !items || !citems || !cwhich || !keys || !kp || !links || !lp ||
-        !lengths || !sums) {
+        !lengths || !sums || !rowb) {
         for (size_t i = 0; i < n; i++) {
             todo[i] = 1;
         }
@@ -2144,6 +2323,8 @@ void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked)
         reqs[b].lengths = &lengths[bfirst[b]];
         reqs[b].n_lengths = bcount[b];
         reqs[b].links = &lp[bfirst[b]];
+        reqs[b].row_bytes = &rowb[bfirst[b]];
+        reqs[b].n_row_bytes = bcount[b];
         for (size_t j = bfirst[b]; j < bfirst[b] + bcount[b]; j++) {
             st_put_op_t *op = &h->puts[perm[j]];
             int dup = 0;
@@ -2155,6 +2336,7 @@ void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked)
             keys[j].layer = op->kind == ST_KIND_KDA ? 0 : op->layer;
             kp[j] = &keys[j];
             lengths[j] = op->len;
+            rowb[j] = op->kind == ST_KIND_KV || op->kind == ST_KIND_IDX ? op->row_bytes : 0;
             for (size_t k = bfirst[b]; k < j && !dup; k++) {
                 dup = h->puts[perm[k]].block == op->block;
             }
@@ -2315,5 +2497,5 @@ out:
     }
     free(owner), free(perm), free(bnode), free(bfirst), free(bcount), free(ops);
     free(reqs), free(com), free(items), free(citems), free(cwhich), free(keys), free(kp);
-    free(links), free(lp), free(lengths), free(sums);
+    free(links), free(lp), free(lengths), free(sums), free(rowb);
 }

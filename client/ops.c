@@ -981,6 +981,8 @@ void sc_run_put(sc_job_t *job)
                 objs[k].data.data = (uint8_t *)op->src;
                 objs[k].data.len = op->len;
                 objs[k].checksum = XXH3_64bits(op->src, op->len);
+                objs[k].row_bytes =
+                    op->kind == ST_KIND_KV || op->kind == ST_KIND_IDX ? op->row_bytes : 0;
                 op_p[k] = &objs[k];
                 /* One link per block: the ops of a block are usually adjacent. */
                 if (j > 0 && h->puts[b[x].ops[j - 1]].block == op->block) {

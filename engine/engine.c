@@ -274,6 +274,7 @@ static void en_put_block(st_engine_t *e, const st_hash_t *chain, size_t n_chain,
 {
     const st_model_t *m = e->m;
     size_t kvb = en_kv_bytes(m), ixb = en_idx_bytes(m), kdb = en_kda_bytes(m);
+    uint32_t rowb = (uint32_t)((size_t)m->row * sizeof(float));
     size_t n = (size_t)m->n_dsa * 2 + (kda ? 1 : 0), off = 0, k = 0;
     en_put_t p = {.block = b};
     st_status_t r;
@@ -302,15 +303,16 @@ static void en_put_block(st_engine_t *e, const st_hash_t *chain, size_t n_chain,
     }
     for (int l = 0; l < m->n_dsa; l++) {
         en_export_kv(e->seq, l, b, p.buf + off);
-        p.ops[k++] = (st_put_op_t){b, ST_KIND_KV, (uint16_t)l, p.buf + off, kvb, 0};
+        /* Row reads (en_rows_start) verify each row by the daemon's row sums. */
+        p.ops[k++] = (st_put_op_t){b, ST_KIND_KV, (uint16_t)l, p.buf + off, kvb, 0, rowb};
         off += kvb;
         en_export_idx(e->seq, l, b, p.buf + off);
-        p.ops[k++] = (st_put_op_t){b, ST_KIND_IDX, (uint16_t)l, p.buf + off, ixb, 0};
+        p.ops[k++] = (st_put_op_t){b, ST_KIND_IDX, (uint16_t)l, p.buf + off, ixb, 0, 0};
         off += ixb;
     }
     if (kda) {
         en_export_kda(e->seq, p.buf + off);
-        p.ops[k++] = (st_put_op_t){b, ST_KIND_KDA, 0, p.buf + off, kdb, 0};
+        p.ops[k++] = (st_put_op_t){b, ST_KIND_KDA, 0, p.buf + off, kdb, 0, 0};
     }
     p.n = k;
     r = st_client_put(e->client, chain, n_chain, p.ops, p.n, e->durable ? ST_PUT_DURABLE : 0, &p.h);

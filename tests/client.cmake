@@ -47,6 +47,19 @@ strata_add_test(test_dataplane_verify SOURCES integration/test_dataplane_verify.
                 LABELS integration client dataplane TIMEOUT 300)
 add_dependencies(test_dataplane_verify stratad)
 
+# Row reads accept only rows that match the daemon's row sums: scribbled rows
+# and a reused extent are refused, sums survive spill and promote, inline
+# Gets of rows are checked (docs/transport.md "Row verification").
+strata_add_test(test_dataplane_rows SOURCES integration/test_dataplane_rows.c
+                LIBS strata_test_cluster strata_client PkgConfig::CMOCKA PkgConfig::XXHASH
+                ARGS $<TARGET_FILE:stratad> ENV "UCX_TLS=sm,self"
+                LABELS integration client dataplane TIMEOUT 300)
+add_dependencies(test_dataplane_rows stratad)
+# Over TCP the rows are checked when they have landed (no copy at the post).
+add_test(NAME test_dataplane_rows_tcp COMMAND test_dataplane_rows $<TARGET_FILE:stratad>)
+set_tests_properties(test_dataplane_rows_tcp PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "integration;client;dataplane" ENVIRONMENT "UCX_TLS=tcp,self")
+
 # The strata command: --help everywhere, exit codes, a round trip.
 add_test(NAME test_cli
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tools/test_cli.sh $<TARGET_FILE:stratad>

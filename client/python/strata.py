@@ -96,7 +96,8 @@ class _GetOp(ctypes.Structure):
 
 class _PutOp(ctypes.Structure):
     _fields_ = [("block", ctypes.c_uint64), ("kind", ctypes.c_uint8), ("layer", ctypes.c_uint16),
-                ("src", ctypes.c_void_p), ("len", ctypes.c_size_t), ("status", ctypes.c_int)]
+                ("src", ctypes.c_void_p), ("len", ctypes.c_size_t), ("status", ctypes.c_int),
+                ("row_bytes", ctypes.c_uint32)]
 
 
 class _Session(ctypes.Structure):
@@ -315,7 +316,7 @@ class Client:
         for i, (block, kind, layer, data) in enumerate(objects):
             addr, n, k = _buffer(data, False)
             keep.append(k)
-            ops[i] = _PutOp(block, kind, layer, addr, n, 0)
+            ops[i] = _PutOp(block, kind, layer, addr, n, 0, 0)
         h = _vp()
         _check(_lib.st_client_put(self._c, cbuf, len(chain) // 16, ops, len(objects),
                                   1 if durable else 0, ctypes.byref(h)))

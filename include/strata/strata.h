@@ -226,6 +226,10 @@ typedef struct st_put_op {
                              fewer than write_quorum replicas: st_handle_replicas_written()
                              says how many; it is readable from those); ST_ERR_UNSUPPORTED
                              (durable, and no replica has an SSD tier) */
+    uint32_t row_bytes; /* KV and IDX: bytes per row (at least 32), so that the daemon
+                           keeps a checksum per row and row reads (st_get_op_t.rows) can
+                           be verified one-sided; 0: none (row reads of the object are
+                           then read inline, whole, and cut here) */
 } st_put_op_t;
 
 enum st_put_flags {
@@ -243,12 +247,13 @@ enum st_put_flags {
  * the batch: that op's status is ST_ERR_NOT_FOUND. Wrong bytes are never
  * delivered: an object whose checksum does not match is reported as a miss.
  * Over a transport, objects and rows are read under a lease (a leased extent
- * is never evicted nor reused, and committed objects are immutable): rows
- * count only if the lease was still alive when they had landed; whole
- * objects that landed under the lease count as they are, and those that may
- * have landed after it are checked against their checksum (with
- * verify_reads = "always", every whole object is). The bytes in dst of an
- * op that missed are unspecified.
+ * is never evicted nor reused, and committed objects are immutable): each
+ * row counts only if it matches the checksum the daemon computed for it at
+ * commit (objects put with st_put_op_t.row_bytes; rows of an object without
+ * are read inline, whole, and checked); whole objects that landed under the
+ * lease count as they are, and those that may have landed after it are
+ * checked against their checksum (with verify_reads = "always", every whole
+ * object is). The bytes in dst of an op that missed are unspecified.
  *
  * Returns ST_OK with *handle_p set; ST_ERR_INVALID (an op names a block
  * outside the chain, a bad kind, a NULL buffer); ST_ERR_NOMEM.

@@ -341,6 +341,11 @@ void fz_expect(int m, int node, const ProtobufCMessage *pm, fz_expect_t *e)
         if (q->ttl_ms > F.lim.reservation_ms) {
             fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT, "ttl_ms=%u", q->ttl_ms);
         }
+        for (size_t i = 0; i < q->n_row_bytes && q->n_row_bytes == q->n_keys; i++) {
+            if (q->row_bytes[i] != 0 && q->row_bytes[i] < 32) { /* PR_ROW_BYTES_MIN */
+                fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT, "row_bytes[%zu]=%u", i, q->row_bytes[i]);
+            }
+        }
         for (size_t i = 0; i < q->n_keys; i++) {
             uint64_t len = i < q->n_lengths ? q->lengths[i] : 1;
 
@@ -398,9 +403,11 @@ void fz_expect(int m, int node, const ProtobufCMessage *pm, fz_expect_t *e)
                 fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT, "rows[%zu].key_index=%u", i,
                        q->rows[i]->key_index);
             }
-        }
-        if (q->n_rows > 0) {
-            fz_bad(e, GRPC_STATUS_UNIMPLEMENTED, "row selections are not served");
+            for (size_t j = 0; j < i; j++) {
+                if (q->rows[j]->key_index == q->rows[i]->key_index) {
+                    fz_bad(e, GRPC_STATUS_INVALID_ARGUMENT, "rows[%zu]: a second selection", i);
+                }
+            }
         }
         break;
     }
@@ -706,6 +713,7 @@ void fz_check_ok(int m, int node, const ProtobufCMessage *pm, const ProtobufCMes
             const Strata__V1__InlineObject *o = q->objects[i];
             int invalid = !fz_key_ok(o->key) || o->data.len == 0 || o->data.len > F.lim.max_inline;
             int corrupt = !invalid && XXH3_64bits(o->data.data, o->data.len) != o->checksum;
+            int rows_bad = o->row_bytes != 0 && o->row_bytes < 32; /* PR_ROW_BYTES_MIN */
 
             FZ_CHECK(!invalid || a->status[i] == STRATA__V1__KEY_STATUS__KEY_INVALID,
                      "put: malformed object %zu (key or %zu bytes) has status %d, not KEY_INVALID",
@@ -713,7 +721,8 @@ void fz_check_ok(int m, int node, const ProtobufCMessage *pm, const ProtobufCMes
             FZ_CHECK(!corrupt || a->status[i] == STRATA__V1__KEY_STATUS__KEY_CORRUPT,
                      "put: object %zu with a wrong checksum has status %d, not KEY_CORRUPT", i,
                      (int)a->status[i]);
-            FZ_CHECK(invalid || corrupt || a->status[i] != STRATA__V1__KEY_STATUS__KEY_INVALID,
+            FZ_CHECK(invalid || corrupt || rows_bad ||
+                         a->status[i] != STRATA__V1__KEY_STATUS__KEY_INVALID,
                      "put: well-formed object %zu refused as KEY_INVALID", i);
         }
         break;

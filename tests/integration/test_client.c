@@ -104,13 +104,13 @@ static void put_blocks(st_client_t *c, const st_hash_t *chain, size_t n_chain, s
         for (int l = 0; l < 2; l++) {
             for (uint8_t kind = ST_KIND_KV; kind <= ST_KIND_IDX; kind++) {
                 fill(data + k * OBJ, OBJ, &chain[b], kind, l);
-                ops[k] = (st_put_op_t){b, kind, (uint16_t)l, data + k * OBJ, OBJ, 0};
+                ops[k] = (st_put_op_t){b, kind, (uint16_t)l, data + k * OBJ, OBJ, 0, 0};
                 k++;
             }
         }
         if ((b + 1) % 16 == 0) {
             fill(data + k * OBJ, OBJ, &chain[b], ST_KIND_KDA, 0);
-            ops[k] = (st_put_op_t){b, ST_KIND_KDA, 0, data + k * OBJ, OBJ, 0};
+            ops[k] = (st_put_op_t){b, ST_KIND_KDA, 0, data + k * OBJ, OBJ, 0, 0};
             k++;
         }
     }
@@ -311,7 +311,7 @@ static void test_lookup_that_finds_a_node_down(void **state)
     chain = make_chain(c, 11, BLOCKS);
     for (size_t b = 0; b < BLOCKS; b++) {
         fill(data + b * OBJ, OBJ, &chain[b], ST_KIND_KDA, 0);
-        ops[b] = (st_put_op_t){b, ST_KIND_KDA, 0, data + b * OBJ, OBJ, 0};
+        ops[b] = (st_put_op_t){b, ST_KIND_KDA, 0, data + b * OBJ, OBJ, 0, 0};
     }
     assert_int_equal(st_client_put(c, chain, BLOCKS, ops, BLOCKS, 0, &h), ST_OK);
     st_handle_wait(h, -1);

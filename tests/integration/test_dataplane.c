@@ -209,7 +209,8 @@ static void test_row_reads(void **state)
     c = connect_to(&cl);
     chain = make_chain(c, 2, 1);
     fill(obj, ROWS * RB, 0, 22);
-    put = (st_put_op_t){.block = 0, .kind = ST_KIND_IDX, .layer = 3, .src = obj, .len = ROWS * RB};
+    put = (st_put_op_t){
+        .block = 0, .kind = ST_KIND_IDX, .layer = 3, .src = obj, .len = ROWS * RB, .row_bytes = RB};
     assert_int_equal(st_client_put(c, chain, 1, &put, 1, 0, &h), ST_OK);
     run(h);
     assert_int_equal(put.status, ST_OK);
@@ -290,7 +291,8 @@ static void test_row_lease_cache(void **state)
     c = connect_to(&cl);
     chain = make_chain(c, 9, 1);
     fill(obj, ROWS * RB, 0, 77);
-    put = (st_put_op_t){.block = 0, .kind = ST_KIND_KV, .layer = 1, .src = obj, .len = ROWS * RB};
+    put = (st_put_op_t){
+        .block = 0, .kind = ST_KIND_KV, .layer = 1, .src = obj, .len = ROWS * RB, .row_bytes = RB};
     assert_int_equal(st_client_put(c, chain, 1, &put, 1, 0, &h), ST_OK);
     run(h);
     assert_int_equal(put.status, ST_OK);
@@ -373,7 +375,8 @@ static void test_row_lease_cache_many(void **state)
                                 .kind = ST_KIND_KV,
                                 .layer = (uint16_t)(i % LAYERS),
                                 .src = obj + (size_t)i * ROWS * RB,
-                                .len = ROWS * RB};
+                                .len = ROWS * RB,
+                                .row_bytes = RB};
     }
     assert_int_equal(st_client_put(c, chain, BLOCKS, puts, N, 0, &h), ST_OK);
     run(h);

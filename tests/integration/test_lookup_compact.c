@@ -119,11 +119,11 @@ static void put_range(st_client_t *c, const st_hash_t *chain, size_t n_chain, si
             if (l == 1 && no_layer1 != NULL && no_layer1[b]) {
                 continue;
             }
-            ops[k++] = (st_put_op_t){b, ST_KIND_KV, l, data, OBJ, 0};
-            ops[k++] = (st_put_op_t){b, ST_KIND_IDX, l, data, OBJ, 0};
+            ops[k++] = (st_put_op_t){b, ST_KIND_KV, l, data, OBJ, 0, 0};
+            ops[k++] = (st_put_op_t){b, ST_KIND_IDX, l, data, OBJ, 0, 0};
         }
         if (kda != NULL && kda[b]) {
-            ops[k++] = (st_put_op_t){b, ST_KIND_KDA, 0, data, OBJ, 0};
+            ops[k++] = (st_put_op_t){b, ST_KIND_KDA, 0, data, OBJ, 0, 0};
         }
     }
     assert_int_equal(st_client_put(c, chain, n_chain, ops, k, 0, &h), ST_OK);
@@ -607,8 +607,8 @@ static void test_tier(void **state)
         ch[k] = make_chain(c, 100 + (uint64_t)k, 100 + (uint64_t)k, LEN, LEN);
         for (size_t b = 0; b < LEN; b++) {
             for (uint16_t l = 0; l < 2; l++) {
-                ops[n++] = (st_put_op_t){b, ST_KIND_KV, l, data, OBJB, 0};
-                ops[n++] = (st_put_op_t){b, ST_KIND_IDX, l, data, OBJB, 0};
+                ops[n++] = (st_put_op_t){b, ST_KIND_KV, l, data, OBJB, 0, 0};
+                ops[n++] = (st_put_op_t){b, ST_KIND_IDX, l, data, OBJB, 0, 0};
             }
         }
         assert_int_equal(st_client_put(c, ch[k], LEN, ops, n, 0, &h), ST_OK);

@@ -112,7 +112,7 @@ static void put_chain(st_client_t *c, const st_hash_t *chain, size_t n)
             uint8_t *p = data + (2 * b + l) * OBJ;
 
             fill_obj(p, b, l);
-            ops[2 * b + l] = (st_put_op_t){b, ST_KIND_KV, l, p, OBJ, 0};
+            ops[2 * b + l] = (st_put_op_t){b, ST_KIND_KV, l, p, OBJ, 0, 0};
         }
     }
     assert_int_equal(st_client_put(c, chain, n, ops, 2 * n, 0, &h), ST_OK);

@@ -15,6 +15,7 @@
 #include <openssl/hmac.h>
 
 #include "store_internal.h"
+#include "rowsum.h"
 #include "test_store_util.h"
 
 static cd_store_t *st_;
@@ -166,7 +167,7 @@ static void test_put_get_immutable(void **state)
 
 static void test_reserve_commit_abort_expire(void **state)
 {
-    cd_resv_req_t rq[3];
+    cd_resv_req_t rq[3] = {0};
     cd_resv_t rs[3];
     cd_err_t err;
     cd_stats_t s0, s1;
@@ -237,7 +238,7 @@ static void test_reserve_commit_abort_expire(void **state)
                              ->ns_slab.sl_classes[cd_slab_class_for(&st_->ss_ns[0]->ns_slab, 3000)]
                              .sc_size);
     /* Two writers race on one key: the second, with the same bytes, is fine. */
-    cd_resv_req_t rq2 = {t_key(2, 9, CD_KIND_KV, 0), NULL, 100};
+    cd_resv_req_t rq2 = {t_key(2, 9, CD_KIND_KV, 0), NULL, 100, 0};
     cd_resv_t a, b;
     uint8_t d9[100];
     t_fill(d9, 100, &rq2.key);
@@ -345,9 +346,9 @@ static uint32_t wb_victim_chain[4096];
 static uint64_t wb_victim_tiered[4096]; /* the hint eviction passed: the token, or 0 */
 
 static void wb_evicted(void *ctx, uint32_t ns, const cd_key_t *key, const st_hash_t *parent,
-                       const void *data, uint64_t len, uint64_t tiered)
+                       const void *data, uint64_t len, uint64_t tiered, uint32_t row_bytes)
 {
-    (void)ctx, (void)ns, (void)parent, (void)data, (void)len;
+    (void)ctx, (void)ns, (void)parent, (void)data, (void)len, (void)row_bytes;
     if (key->kind != CD_KIND_KV || wb_victims == 4096) {
         return;
     }
@@ -993,6 +994,67 @@ static void test_bad_config(void **state)
     assert_int_equal(cd_store_create(&c, &s, &err), ST_ERR_INVALID);
 }
 
+/* Row sums: a row-major object committed from a reservation, or put
+ * inline, carries one XXH3-64 per row of the bytes as committed (bytes
+ * scribbled over the extent later do not change them); an object without
+ * row_bytes, or rows too small, gets none; cd_store_row_sums copies them. */
+static void test_row_sums(void **state)
+{
+    enum { RB = 656, ROWS = 64, LEN = RB * ROWS + 100 };
+    cd_resv_req_t rq = {0};
+    cd_resv_t rs;
+    cd_located_t loc[3];
+    cd_key_t keys[3];
+    cd_err_t err;
+    uint8_t *data = malloc(LEN), *sums = malloc(3 * ROWS * 8);
+    uint8_t *arena;
+
+    (void)state;
+    rq.key = t_key(9, 0, CD_KIND_KV, 0);
+    rq.length = LEN;
+    rq.row_bytes = RB;
+    t_fill(data, LEN, &rq.key);
+    assert_int_equal(cd_store_reserve(st_, ns1, &rq, 1, &rs, &err), ST_OK);
+    arena = (uint8_t *)t_region_base[ns1][rs.where.region] + rs.where.offset;
+    memcpy(arena, data, LEN);
+    assert_int_equal(cd_store_commit(st_, ns1, rs.id, XXH3_64bits(data, LEN), &err), ST_OK);
+    keys[0] = rq.key;
+    keys[1] = t_key(9, 1, CD_KIND_IDX, 0); /* put inline with rows */
+    keys[2] = t_key(9, 2, CD_KIND_KV, 0);  /* put without rows */
+    assert_int_equal(cd_store_put_rows(st_, ns1, &keys[1], NULL, data, LEN, RB, &err), ST_OK);
+    assert_int_equal(cd_store_put(st_, ns1, &keys[2], NULL, data, LEN, &err), ST_OK);
+    assert_int_equal(cd_store_put_rows(st_, ns1, &keys[2], NULL, data, LEN, 8, &err),
+                     ST_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "row_bytes 8"));
+    assert_int_equal(cd_store_locate(st_, ns1, keys, 3, CD_LEASE_NONE, loc, NULL, NULL, &err),
+                     ST_OK);
+    assert_int_equal(loc[0].where.row_bytes, RB);
+    assert_int_equal(loc[0].where.row_group, 1);
+    assert_int_equal(loc[0].where.n_rowsum, ROWS);
+    assert_int_equal(loc[1].where.n_rowsum, ROWS);
+    assert_int_equal(loc[2].where.n_rowsum, 0);
+    assert_int_equal(loc[2].where.row_group, 0);
+    /* Scribbled after the commit: the sums are still of the committed rows. */
+    memset(arena + 5 * RB, 0xee, RB);
+    assert_int_equal(cd_store_row_sums(st_, ns1, keys, loc, 3, sums, 3 * ROWS * 8), ST_OK);
+    for (int k = 0; k < 2; k++) {
+        assert_non_null(loc[k].where.rowsum);
+        for (uint64_t r = 0; r < ROWS; r++) {
+            assert_true(pr_rowsum_at(loc[k].where.rowsum, r) == XXH3_64bits(data + r * RB, RB));
+        }
+    }
+    assert_true(pr_rowsum_at(loc[0].where.rowsum, 5) != XXH3_64bits(arena + 5 * RB, RB));
+    assert_null(loc[2].where.rowsum);
+    /* Too little room: the entries past it go without sums. */
+    assert_int_equal(cd_store_locate(st_, ns1, keys, 2, CD_LEASE_NONE, loc, NULL, NULL, &err),
+                     ST_OK);
+    assert_int_equal(cd_store_row_sums(st_, ns1, keys, loc, 2, sums, ROWS * 8), ST_OK);
+    assert_non_null(loc[0].where.rowsum);
+    assert_null(loc[1].where.rowsum);
+    assert_int_equal(loc[1].where.n_rowsum, 0);
+    free(data), free(sums);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1011,6 +1073,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reclaim_from_another_namespace, setup, teardown),
         cmocka_unit_test_setup_teardown(test_out_of_order_segments, setup, teardown),
         cmocka_unit_test(test_bad_config),
+        cmocka_unit_test_setup_teardown(test_row_sums, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

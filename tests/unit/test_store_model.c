@@ -245,7 +245,7 @@ static void test_random_operations(void **state)
             }
         } else if (op < 92) { /* reserve, write, commit (sometimes wrongly) or abort */
             int i = (int)lookup(c, 0, NULL);
-            cd_resv_req_t rq;
+            cd_resv_req_t rq = {0};
             cd_resv_t rs;
             static uint8_t buf[65536];
             st_hash_t p = t_hash((uint32_t)c, (uint32_t)(i - 1));
