@@ -52,3 +52,16 @@ strata_add_test(test_fuzz_handlers
 add_dependencies(test_fuzz_handlers stratad)
 strata_add_test(test_fuzz_config SOURCES fuzz/fuzz_config.c
                 LIBS strata_fuzz_util strata_daemon strata_client LABELS fuzz unit TIMEOUT 300)
+
+# Frames of calls over the transport (docs/protocol.md "Fuzzing"): a real
+# stratad over UCX fed frames with missing, wrong and right keys, mutated
+# headers and bodies, between valid calls. tests/support/tcall_raw.c sends
+# raw frames with a chosen key, method and body (also for the attack suite).
+add_library(strata_test_tcall STATIC support/tcall_raw.c)
+target_include_directories(strata_test_tcall PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/support)
+target_link_libraries(strata_test_tcall PUBLIC strata_transport strata_rpc strata_proto strata_wire)
+strata_add_test(test_fuzz_tcall SOURCES fuzz/fuzz_tcall.c
+                LIBS strata_test_tcall strata_fuzz_util strata_test_cluster strata_client
+                     PkgConfig::XXHASH
+                ARGS $<TARGET_FILE:stratad> LABELS fuzz integration cached TIMEOUT 300)
+add_dependencies(test_fuzz_tcall stratad)
