@@ -65,3 +65,8 @@ strata_add_test(test_fuzz_tcall SOURCES fuzz/fuzz_tcall.c
                      PkgConfig::XXHASH
                 ARGS $<TARGET_FILE:stratad> LABELS fuzz integration cached TIMEOUT 300)
 add_dependencies(test_fuzz_tcall stratad)
+# The same over UCX's TCP on one host (no shared memory): the vanishing
+# client's endpoints must ask for peer failure detection (docs/transport.md).
+add_test(NAME test_fuzz_tcall_tcp COMMAND test_fuzz_tcall $<TARGET_FILE:stratad>)
+set_tests_properties(test_fuzz_tcall_tcp PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+                     LABELS "fuzz;integration;cached" ENVIRONMENT "UCX_TLS=tcp,self")
