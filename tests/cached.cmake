@@ -70,3 +70,6 @@ add_dependencies(test_fuzz_tcall stratad)
 add_test(NAME test_fuzz_tcall_tcp COMMAND test_fuzz_tcall $<TARGET_FILE:stratad>)
 set_tests_properties(test_fuzz_tcall_tcp PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
                      LABELS "fuzz;integration;cached" ENVIRONMENT "UCX_TLS=tcp,self")
+# The codec of those frames alone (proto/tcall.c) against a reference parser.
+strata_add_test(test_fuzz_tcall_codec SOURCES fuzz/fuzz_tcall_codec.c
+                LIBS strata_fuzz_util strata_wire LABELS fuzz unit TIMEOUT 120)
