@@ -73,3 +73,8 @@ set_tests_properties(test_fuzz_tcall_tcp PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE
 # The codec of those frames alone (proto/tcall.c) against a reference parser.
 strata_add_test(test_fuzz_tcall_codec SOURCES fuzz/fuzz_tcall_codec.c
                 LIBS strata_fuzz_util strata_wire LABELS fuzz unit TIMEOUT 120)
+# The transport's address and remote-key blobs (transport/transport.c), as
+# they come from the control plane, against a reference reader.
+strata_add_test(test_fuzz_envelope SOURCES fuzz/fuzz_envelope.c
+                LIBS strata_fuzz_util strata_transport strata_common PkgConfig::XXHASH
+                LABELS fuzz unit transport TIMEOUT 120)
