@@ -23,7 +23,11 @@
  *     UNIMPLEMENTED, UNAVAILABLE, DATA_LOSS, a deadline); an OK answer
  *     unpacks as the method's response.
  * Every answerable frame is answered within FT_WAIT_MS (a hang fails), with
- * its call id and nothing else; answers parse as response frames. Every few
+ * its call id and nothing else; answers parse as response frames. A second
+ * tenant's client (beta) asks for acme's chain in its own namespace after
+ * every batch and finds none of it; acme's frames that present beta's key
+ * are served while Hello gives one key per daemon, and must be refused once
+ * keys are per Hello (they differ). Every few
  * batches another client sends a burst and vanishes before its answers come;
  * after every batch the daemon must be alive and healthy, and at the end it
  * must exit 0 on SIGTERM (in the sanitizer build: no leak, no error report).
@@ -93,11 +97,12 @@ enum {
     FC_FRAME_HEADER,
     FC_OVERSIZE,
     FC_SHORT,
+    FC_OTHER_KEY,
     FC_N
 };
-static const char *const fc_names[FC_N] = {"valid",        "bad-key",        "mutated-body",
-                                           "random-body",  "unknown-method", "frame-bytes",
-                                           "frame-header", "oversize",       "short"};
+static const char *const fc_names[FC_N] = {
+    "valid",       "bad-key",      "mutated-body", "random-body", "unknown-method",
+    "frame-bytes", "frame-header", "oversize",     "short",       "other-key"};
 
 /* What the documented layout says about a frame. */
 enum { FE_DROP, FE_INVALID, FE_DENIED, FE_SERVED };
@@ -121,7 +126,8 @@ typedef struct ft_frame {
 static struct {
     uint64_t seed;
     tc_cluster_t cl;
-    tr_client_t a;
+    tr_client_t a; /* tenant acme: the fuzzed client */
+    tr_client_t b; /* tenant beta: valid calls of its own, and its key */
     fz_rng_t r;
     st_hash_t chain[FT_CHAIN];
     uint64_t leases[FT_LEASES];
@@ -540,6 +546,12 @@ static void ft_mutate_header(uint8_t *p, size_t len, fz_log_t *log)
     }
 }
 
+/* Whether Hello gave both tenants one key (one key per daemon). */
+static int ft_same_keys(void)
+{
+    return T.a.key_len == T.b.key_len && memcmp(T.a.key, T.b.key, T.a.key_len) == 0;
+}
+
 /* Builds one frame of class cls (the id is fresh). */
 static void ft_build(ft_frame_t *f, int cls)
 {
@@ -556,6 +568,20 @@ static void ft_build(ft_frame_t *f, int cls)
     body = fz_pb_pack(req, &body_len);
     switch (cls) {
     case FC_VALID: break;
+    case FC_OTHER_KEY:
+        /* Another tenant's key on this client's call. One key per daemon
+         * today: the same key, served; keys per Hello: refused. */
+        key = T.b.key;
+        key_len = T.b.key_len;
+        fz_logf(&f->log, "tenant beta's key%s", ft_same_keys() ? " (the same key)" : "");
+        if (!ft_same_keys()) {
+            f->valid = FV_NONE;
+            if (f->lease != 0 && T.n_leases < FT_LEASES) {
+                T.leases[T.n_leases++] = f->lease;
+            }
+            f->lease = 0;
+        }
+        break;
     case FC_BAD_KEY:
         key = ft_bad_key(&key_len, &f->log);
         f->valid = FV_NONE;
@@ -643,7 +669,8 @@ static int ft_pick_class(void)
         unsigned weight;
     } w[] = {{FC_VALID, 20},        {FC_BAD_KEY, 18},       {FC_MUTATED_BODY, 22},
              {FC_RANDOM_BODY, 8},   {FC_UNKNOWN_METHOD, 5}, {FC_FRAME_BYTES, 12},
-             {FC_FRAME_HEADER, 10}, {FC_OVERSIZE, 1},       {FC_SHORT, 4}};
+             {FC_FRAME_HEADER, 10}, {FC_OVERSIZE, 1},       {FC_SHORT, 4},
+             {FC_OTHER_KEY, 5}};
     unsigned total = 0, x;
 
     for (size_t i = 0; i < sizeof(w) / sizeof(w[0]); i++) {
@@ -670,6 +697,13 @@ static void ft_judge(ft_frame_t *f, const tr_answer_t *a)
 
     T.cur = f;
     T.codes[a->code < 17 ? a->code : 0]++;
+    if (f->cls == FC_OTHER_KEY && !ft_same_keys()) {
+        FT_CHECK(a->code != GC_OK && a->body_len == 0,
+                 "a call with another tenant's key got code %u with %zu bytes", a->code,
+                 a->body_len);
+        T.cur = NULL;
+        return;
+    }
     switch (f->expect) {
     case FE_DROP: ft_fail("a frame of %zu bytes (no call id) was answered", f->len);
     case FE_INVALID:
@@ -731,6 +765,64 @@ static void ft_check_alive(void)
     FT_CHECK(srpc_health_check(T.a.ch, "", 10000, &status, &err) == ST_OK &&
                  status == SRPC_HEALTH_SERVING,
              "the daemon is not serving: %s", err.message);
+}
+
+/*
+ * Tenant beta asks, over its own connection with its own key, for tenant
+ * acme's chain in its own namespace: it finds none of it (namespaces are
+ * per tenant), and its answers come to it, not to acme's client.
+ */
+static void ft_beta_calls(void)
+{
+    uint64_t id0 = T.next_id + 1;
+    int n = 4;
+
+    tr_forget(&T.b);
+    for (int i = 0; i < n; i++) {
+        ProtobufCMessage *m;
+        uint32_t method = i % 2 ? ST_TCALL_LOCATE : ST_TCALL_LOOKUP;
+
+        if (method == ST_TCALL_LOOKUP) {
+            Strata__V1__LookupRequest *q = ft_lookup_req(FT_CHAIN);
+
+            q->namespace_id = T.b.ns;
+            m = &q->base;
+        } else {
+            Strata__V1__LocateRequest *q = ft_locate_req(0, 2 * FT_CHAIN, 0);
+
+            q->namespace_id = T.b.ns;
+            m = &q->base;
+        }
+        FT_CHECK(tr_call_msg(&T.b, method, ++T.next_id, T.b.key, T.b.key_len, m) == ST_OK,
+                 "tenant beta cannot send");
+    }
+    FT_CHECK(tr_wait(&T.b, (size_t)n, FT_WAIT_MS) == (size_t)n && T.b.n_bad == 0,
+             "tenant beta got %zu of %d answers", T.b.n_ans, n);
+    for (int i = 0; i < n; i++) {
+        tr_answer_t *a = tr_find(&T.b, id0 + (uint64_t)i);
+
+        FT_CHECK(a != NULL && a->code == GC_OK, "tenant beta's call %d: %s", i,
+                 a ? a->msg : "no answer");
+        if (i % 2 == 0) {
+            Strata__V1__LookupResponse *lr =
+                strata__v1__lookup_response__unpack(NULL, a->body_len, a->body);
+
+            FT_CHECK(lr != NULL && lr->n_segments == 1 && lr->segments[0]->matched_blocks == 0,
+                     "tenant beta's Lookup found tenant acme's chain in its own namespace");
+            strata__v1__lookup_response__free_unpacked(lr, NULL);
+        } else {
+            Strata__V1__LocateResponse *lr =
+                strata__v1__locate_response__unpack(NULL, a->body_len, a->body);
+
+            FT_CHECK(lr != NULL && lr->locations != NULL && lr->locations->n_state == 2 * FT_CHAIN,
+                     "tenant beta's Locate answer does not unpack");
+            for (size_t k = 0; k < lr->locations->n_state; k++) {
+                FT_CHECK(lr->locations->state[k] != STRATA__V1__OBJECT_STATE__OBJECT_PRESENT,
+                         "tenant beta's Locate found tenant acme's object %zu", k);
+            }
+            strata__v1__locate_response__free_unpacked(lr, NULL);
+        }
+    }
 }
 
 /* Another client sends a burst and vanishes before the answers come. */
@@ -838,6 +930,9 @@ int main(int argc, char **argv)
         return 77;
     }
     FT_CHECK(T.a.key_len > 0, "Hello gave no transport call key");
+    FT_CHECK(tr_open(&T.b, T.cl.node[0].addr, FT_TOKEN, "beta", "fz") == ST_OK && T.b.serves,
+             "tenant beta's raw client cannot connect");
+    FT_CHECK(T.b.ns != T.a.ns, "two tenants got one namespace");
 
     start = fz_now();
     while (done < iters) {
@@ -888,6 +983,7 @@ int main(int argc, char **argv)
         tr_idle(&T.a, 2);
         FT_CHECK(T.a.n_ans == want, "%zu answers to %zu answerable frames", T.a.n_ans, want);
         done += n;
+        ft_beta_calls();
         if (T.batch % 8 == 0) {
             ft_vanish();
         }
@@ -906,6 +1002,7 @@ int main(int argc, char **argv)
     }
     printf("\n");
     tr_close(&T.a);
+    tr_close(&T.b);
     rc = tc_stop(&T.cl, 0, 30000);
     FT_CHECK(rc == 0, "the daemon exited with status %d on SIGTERM", rc);
     tc_stop_all(&T.cl);
