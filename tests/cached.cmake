@@ -78,3 +78,14 @@ strata_add_test(test_fuzz_tcall_codec SOURCES fuzz/fuzz_tcall_codec.c
 strata_add_test(test_fuzz_envelope SOURCES fuzz/fuzz_envelope.c
                 LIBS strata_fuzz_util strata_transport strata_common PkgConfig::XXHASH
                 LABELS fuzz unit transport TIMEOUT 120)
+
+# The attack suite of issue 16 (tests/attack/attack.c): two tenants against a
+# real stratad; each case one attack through raw gRPC calls, raw transport
+# frames or one-sided operations; the cases not fixed yet are listed as
+# expected failures, and one that starts passing fails the run until it is
+# taken off the list.
+strata_add_test(test_attack SOURCES attack/attack.c
+                LIBS strata_test_tcall strata_test_cluster strata_client PkgConfig::XXHASH
+                     PkgConfig::OPENSSL
+                ARGS $<TARGET_FILE:stratad> LABELS attack integration cached TIMEOUT 300)
+add_dependencies(test_attack stratad)
