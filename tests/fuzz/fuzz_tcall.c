@@ -27,7 +27,8 @@
  * tenant's client (beta) asks for acme's chain in its own namespace after
  * every batch and finds none of it; acme's frames that present beta's key
  * are served while Hello gives one key per daemon, and must be refused once
- * keys are per Hello (they differ). Every few
+ * keys are per Hello (they differ). Every 16 batches libstrata (which
+ * stored the chain) must still find all of it and read it byte for byte. Every few
  * batches another client sends a burst and vanishes before its answers come;
  * after every batch the daemon must be alive and healthy, and at the end it
  * must exit 0 on SIGTERM (in the sanitizer build: no leak, no error report).
@@ -130,6 +131,8 @@ static struct {
     tr_client_t b; /* tenant beta: valid calls of its own, and its key */
     fz_rng_t r;
     st_hash_t chain[FT_CHAIN];
+    st_client_t *lib;                   /* libstrata, which stored the chain */
+    uint8_t data[2 * FT_CHAIN][FT_OBJ]; /* its objects: KV layers 0 and 1 */
     uint64_t leases[FT_LEASES];
     size_t n_leases;
     uint64_t next_id;
@@ -851,7 +854,6 @@ static void ft_store_chain(void)
     uint32_t *tok;
     size_t bt, nb = 0;
     st_put_op_t *ops = fz_alloc(2 * FT_CHAIN * sizeof(*ops));
-    uint8_t *data = fz_alloc(2 * FT_CHAIN * FT_OBJ);
     st_handle_t *h = NULL;
 
     p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TENANT | ST_CLIENT_FIELD_MODEL |
@@ -873,7 +875,7 @@ static void ft_store_chain(void)
              "st_client_hash failed");
     for (size_t b = 0; b < FT_CHAIN; b++) {
         for (uint16_t l = 0; l < 2; l++) {
-            uint8_t *d = data + (2 * b + l) * FT_OBJ;
+            uint8_t *d = T.data[2 * b + l];
 
             fz_fill(&T.r, d, FT_OBJ);
             ops[2 * b + l] = (st_put_op_t){b, ST_KIND_KV, l, d, FT_OBJ, 0};
@@ -887,7 +889,39 @@ static void ft_store_chain(void)
         FT_CHECK(ops[i].status == ST_OK, "object %zu not stored: %s", i,
                  st_strerror(ops[i].status));
     }
-    st_client_close(c);
+    T.lib = c;
+}
+
+/* libstrata still finds the whole chain and reads it byte for byte (its
+ * Lookup and Locate go over the transport too). */
+static void ft_check_lib(void)
+{
+    st_lookup_result_t lr;
+    st_get_op_t ops[2 * FT_CHAIN];
+    uint8_t *buf = fz_alloc(2 * FT_CHAIN * FT_OBJ);
+    st_handle_t *h = NULL;
+
+    FT_CHECK(st_client_lookup(T.lib, T.chain, FT_CHAIN, 0, &lr) == ST_OK &&
+                 lr.matched_blocks == FT_CHAIN,
+             "libstrata's lookup matched %llu of %d blocks", (unsigned long long)lr.matched_blocks,
+             FT_CHAIN);
+    memset(ops, 0, sizeof(ops));
+    for (size_t i = 0; i < 2 * FT_CHAIN; i++) {
+        ops[i].block = i / 2;
+        ops[i].kind = ST_KIND_KV;
+        ops[i].layer = (uint16_t)(i % 2);
+        ops[i].dst = buf + i * FT_OBJ;
+        ops[i].dst_len = FT_OBJ;
+    }
+    FT_CHECK(st_client_get(T.lib, T.chain, FT_CHAIN, ops, 2 * FT_CHAIN, &h) == ST_OK &&
+                 st_handle_wait(h, 60000) == ST_OK,
+             "libstrata's get failed");
+    st_handle_release(h);
+    for (size_t i = 0; i < 2 * FT_CHAIN; i++) {
+        FT_CHECK(ops[i].status == ST_OK && ops[i].length == FT_OBJ &&
+                     memcmp(buf + i * FT_OBJ, T.data[i], FT_OBJ) == 0,
+                 "libstrata read object %zu wrong (%s)", i, st_strerror(ops[i].status));
+    }
 }
 
 /* ---------------------------------------------------------------- main -- */
@@ -994,6 +1028,9 @@ int main(int argc, char **argv)
         if (T.batch % 8 == 0) {
             ft_vanish();
         }
+        if (T.batch % 16 == 0) {
+            ft_check_lib();
+        }
         ft_check_alive();
         fz_arena_reset();
     }
@@ -1008,6 +1045,8 @@ int main(int argc, char **argv)
         }
     }
     printf("\n");
+    ft_check_lib();
+    st_client_close(T.lib);
     tr_close(&T.a);
     tr_close(&T.b);
     rc = tc_stop(&T.cl, 0, 30000);
