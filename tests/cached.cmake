@@ -62,7 +62,7 @@ target_include_directories(strata_test_tcall PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/
 target_link_libraries(strata_test_tcall PUBLIC strata_transport strata_rpc strata_proto strata_wire)
 strata_add_test(test_fuzz_tcall SOURCES fuzz/fuzz_tcall.c
                 LIBS strata_test_tcall strata_fuzz_util strata_test_cluster strata_client
-                     PkgConfig::XXHASH
+                     PkgConfig::XXHASH PkgConfig::UCX
                 ARGS $<TARGET_FILE:stratad> LABELS fuzz integration cached TIMEOUT 300)
 add_dependencies(test_fuzz_tcall stratad)
 # The same over UCX's TCP on one host (no shared memory): the vanishing

@@ -50,6 +50,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include <ucp/api/ucp.h>
+
 #include "cluster.h"
 #include "fuzz_util.h"
 #include "health.pb-c.h"
@@ -846,6 +848,131 @@ static void ft_vanish(void)
     tr_close(&b);
 }
 
+/* Sends f on acme's client, waits for its answer, judges it. */
+static void ft_send_judge(ft_frame_t *f)
+{
+    size_t want = T.a.n_ans + T.a.n_bad + 1;
+    tr_answer_t *a;
+
+    T.cur = f;
+    FT_CHECK(tr_send(&T.a, f->bytes, f->len) == ST_OK, "sending a frame failed");
+    FT_CHECK(tr_wait(&T.a, want, FT_WAIT_MS) == want && T.a.n_bad == 0, "no answer within %d ms",
+             FT_WAIT_MS);
+    a = tr_find(&T.a, f->id);
+    FT_CHECK(a != NULL, "the answer has another call id");
+    ft_judge(f, a);
+}
+
+/* Lines of the daemon's log so far. */
+static size_t ft_log_lines(void)
+{
+    char line[1024];
+    size_t n = 0;
+    FILE *f = fopen(T.cl.node[0].log, "r");
+
+    if (f == NULL) {
+        return 0;
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        n++;
+    }
+    fclose(f);
+    return n;
+}
+
+static void ft_noreply_done(void *request, ucs_status_t status, void *user)
+{
+    (void)status;
+    (*(int *)user)--;
+    ucp_request_free(request);
+}
+
+/*
+ * A peer that speaks UCX itself and sends frames as active messages without
+ * a reply endpoint (strata's own transport always offers one): the daemon has
+ * no way to answer them, and must neither crash nor write a log line for
+ * each (a flood of them is not a flood of the log).
+ */
+static void ft_noreply(void)
+{
+    const uint8_t *addr = T.a.hello->transport_address.data;
+    size_t addr_len = T.a.hello->transport_address.len, before = ft_log_lines(), after;
+    ucp_params_t pp = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_AM};
+    ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                              .thread_mode = UCS_THREAD_MODE_SINGLE};
+    ucp_context_h ctx;
+    ucp_worker_h w;
+    ucp_ep_h ep;
+    ucp_ep_params_t ep_params;
+    ucp_config_t *config;
+    int pending = 0, n = 1000;
+    ft_frame_t f;
+
+    /* The envelope (24 bytes: docs/transport.md) and the 8-byte host id. */
+    FT_CHECK(addr_len > 32, "the daemon's transport address is %zu bytes", addr_len);
+    FT_CHECK(ucp_config_read(NULL, NULL, &config) == UCS_OK, "ucp_config_read failed");
+    FT_CHECK(ucp_init(&pp, config, &ctx) == UCS_OK, "ucp_init failed");
+    ucp_config_release(config);
+    FT_CHECK(ucp_worker_create(ctx, &wp, &w) == UCS_OK, "ucp_worker_create failed");
+    memset(&ep_params, 0, sizeof(ep_params));
+    ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+    ep_params.address = (const ucp_address_t *)(addr + 32);
+    ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    if (ucp_ep_create(w, &ep_params, &ep) != UCS_OK) {
+        ep_params.err_mode = UCP_ERR_HANDLING_MODE_NONE; /* shared memory: no detection */
+        FT_CHECK(ucp_ep_create(w, &ep_params, &ep) == UCS_OK, "ucp_ep_create failed");
+    }
+    for (int i = 0; i < n; i++) {
+        ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                                                  UCP_OP_ATTR_FIELD_USER_DATA |
+                                                  UCP_OP_ATTR_FIELD_FLAGS,
+                                  .cb = {.send = ft_noreply_done},
+                                  .user_data = &pending,
+                                  .flags = UCP_AM_SEND_FLAG_EAGER};
+        ucs_status_ptr_t req;
+
+        ft_build(&f, i % 3 == 0 ? FC_VALID : FC_BAD_KEY);
+        req = ucp_am_send_nbx(ep, 7 /* STT_UCX_AM_ID */, NULL, 0, f.bytes, f.len, &rp);
+        FT_CHECK(!UCS_PTR_IS_ERR(req), "ucp_am_send_nbx failed");
+        pending += req != NULL;
+        while (pending > 64) {
+            ucp_worker_progress(w);
+        }
+    }
+    {
+        uint64_t until = (uint64_t)(fz_now() * 1000) + 10000;
+
+        while (pending > 0 && (uint64_t)(fz_now() * 1000) < until) {
+            ucp_worker_progress(w);
+        }
+        FT_CHECK(pending == 0, "%d frames without a reply endpoint not sent", pending);
+    }
+    /* Valid calls from the real client come after them: answered in turn. */
+    tr_forget(&T.a);
+    for (int i = 0; i < 4; i++) {
+        ft_build(&f, FC_VALID);
+        ft_send_judge(&f);
+    }
+    {
+        ucp_request_param_t rp = {.op_attr_mask = 0};
+        ucs_status_ptr_t req = ucp_ep_close_nbx(ep, &rp);
+
+        while (req != NULL && !UCS_PTR_IS_ERR(req) &&
+               ucp_request_check_status(req) == UCS_INPROGRESS) {
+            ucp_worker_progress(w);
+        }
+        if (req != NULL && !UCS_PTR_IS_ERR(req)) {
+            ucp_request_free(req);
+        }
+    }
+    ucp_worker_destroy(w);
+    ucp_cleanup(ctx);
+    ft_check_alive();
+    after = ft_log_lines();
+    FT_CHECK(after - before < 100, "%d frames without a reply endpoint wrote %zu log lines", n,
+             after - before);
+}
+
 /* Stores the chain through libstrata, as a worker would. */
 static void ft_store_chain(void)
 {
@@ -973,6 +1100,8 @@ int main(int argc, char **argv)
     ft_vanish();
     tr_idle(&T.a, 300); /* the daemon answers the vanished client meanwhile */
     ft_check_alive();
+    fz_arena_reset();
+    ft_noreply();
     fz_arena_reset();
 
     start = fz_now();
