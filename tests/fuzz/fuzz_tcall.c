@@ -889,9 +889,10 @@ static void ft_noreply_done(void *request, ucs_status_t status, void *user)
 
 /*
  * A peer that speaks UCX itself and sends frames as active messages without
- * a reply endpoint (strata's own transport always offers one): the daemon has
- * no way to answer them, and must neither crash nor write a log line for
- * each (a flood of them is not a flood of the log).
+ * a reply endpoint (strata's own transport always offers one), some of them
+ * large and by rendezvous: the daemon has no way to answer them, and must
+ * neither crash nor write a log line for each (a flood of them is not a
+ * flood of the log).
  */
 static void ft_noreply(void)
 {
@@ -931,7 +932,12 @@ static void ft_noreply(void)
                                   .flags = UCP_AM_SEND_FLAG_EAGER};
         ucs_status_ptr_t req;
 
-        ft_build(&f, i % 3 == 0 ? FC_VALID : FC_BAD_KEY);
+        /* Every 50th is 1 MiB and more, sent as UCX likes (a rendezvous):
+         * the daemon's other path of receiving a message. */
+        ft_build(&f, i % 50 == 7 ? FC_OVERSIZE : i % 3 == 0 ? FC_VALID : FC_BAD_KEY);
+        if (f.cls == FC_OVERSIZE) {
+            rp.flags = 0;
+        }
         req = ucp_am_send_nbx(ep, 7 /* STT_UCX_AM_ID */, NULL, 0, f.bytes, f.len, &rp);
         FT_CHECK(!UCS_PTR_IS_ERR(req), "ucp_am_send_nbx failed");
         pending += req != NULL;
