@@ -37,7 +37,8 @@
  * after STRATA_FUZZ_SECONDS (FT_SECONDS). The seed is printed and
  * STRATA_TEST_SEED replays it; a failure prints the seed, the batch, the
  * frame's class, its mutations and first bytes, saves it to
- * /tmp/fuzz_tcall-<seed>-<frame>.bin, and shows the daemon's last log lines.
+ * /tmp/fuzz_tcall-<seed>-<frame>.bin, and shows the daemon's last log lines;
+ * STRATA_FUZZ_REPLAY=<that file> sends it alone to a fresh daemon.
  */
 #include <errno.h>
 #include <signal.h>
@@ -1057,6 +1058,60 @@ static void ft_check_lib(void)
     }
 }
 
+/*
+ * Sends the frame saved in path (a failure's /tmp/fuzz_tcall-*.bin) alone to
+ * the fresh daemon and judges its answer. The saved frame presents the key
+ * of the run that failed: frames that presented the key are sent with this
+ * run's key in its place (same length), so that they reach the handler again.
+ */
+static int ft_replay(const char *path)
+{
+    FILE *fp = fopen(path, "rb");
+    ft_frame_t f;
+    long n;
+    uint64_t id = 0;
+    uint32_t method = 0;
+    size_t blen = 0;
+
+    FT_CHECK(fp != NULL && fseek(fp, 0, SEEK_END) == 0 && (n = ftell(fp)) >= 0, "cannot read %s",
+             path);
+    memset(&f, 0, sizeof(f));
+    f.len = (size_t)n;
+    f.bytes = fz_alloc(f.len + 1);
+    rewind(fp);
+    FT_CHECK(fread(f.bytes, 1, f.len, fp) == f.len, "cannot read %s", path);
+    fclose(fp);
+    if (f.len >= FT_HDR + T.a.key_len && ft_get32(f.bytes + 16) == T.a.key_len) {
+        memcpy(f.bytes + FT_HDR, T.a.key, T.a.key_len); /* the key of this run */
+    }
+    f.cls = FC_FRAME_BYTES;
+    f.expect = ft_reference(f.bytes, f.len, T.a.key, T.a.key_len, &id, &method, &blen);
+    f.id = id;
+    f.method = method;
+    fz_logf(&f.log, "replay of %s", path);
+    printf("test_fuzz_tcall: replaying %zu bytes from %s: expected %s\n", f.len, path,
+           fe_names[f.expect]);
+    if (f.expect == FE_DROP) {
+        T.cur = &f;
+        FT_CHECK(tr_send(&T.a, f.bytes, f.len) == ST_OK || f.len == 0, "sending failed");
+        tr_idle(&T.a, 300);
+        FT_CHECK(T.a.n_ans == 0, "a frame without a call id was answered");
+    } else {
+        tr_forget(&T.a);
+        ft_send_judge(&f);
+        printf("test_fuzz_tcall: answered code %u (%s), %zu bytes\n", T.a.ans[0].code,
+               T.a.ans[0].msg, T.a.ans[0].body_len);
+    }
+    ft_check_alive();
+    st_client_close(T.lib);
+    tr_close(&T.a);
+    tr_close(&T.b);
+    FT_CHECK(tc_stop(&T.cl, 0, 30000) == 0, "the daemon did not exit 0 on SIGTERM");
+    tc_stop_all(&T.cl);
+    fz_arena_reset();
+    return 0;
+}
+
 /* ---------------------------------------------------------------- main -- */
 
 int main(int argc, char **argv)
@@ -1100,6 +1155,9 @@ int main(int argc, char **argv)
     FT_CHECK(tr_open(&T.b, T.cl.node[0].addr, FT_TOKEN, "beta", "fz") == ST_OK && T.b.serves,
              "tenant beta's raw client cannot connect");
     FT_CHECK(T.b.ns != T.a.ns, "two tenants got one namespace");
+    if (getenv("STRATA_FUZZ_REPLAY") != NULL) {
+        return ft_replay(getenv("STRATA_FUZZ_REPLAY"));
+    }
 
     /* Fixed case first: a client that closes before its answer came
      * (over tcp,self this crashed the daemon inside UCX). */
