@@ -63,6 +63,12 @@ static void tr_on_msg(void *arg, st_transport_msg_t *msg, const void *data, size
 st_status_t tr_open(tr_client_t *c, const char *addr, const char *token, const char *tenant,
                     const char *model)
 {
+    return tr_open_cfg(c, addr, token, tenant, model, NULL);
+}
+
+st_status_t tr_open_cfg(tr_client_t *c, const char *addr, const char *token, const char *tenant,
+                        const char *model, const st_transport_config_t *cfg)
+{
     Strata__V1__HelloRequest hello = STRATA__V1__HELLO_REQUEST__INIT;
     Strata__V1__HelloResponse *hr = NULL;
     srpc_channel_config_t ccfg = {.token = token};
@@ -70,6 +76,9 @@ st_status_t tr_open(tr_client_t *c, const char *addr, const char *token, const c
     srpc_error_t err;
     st_status_t st;
 
+    if (cfg != NULL) {
+        tcfg = *cfg;
+    }
     memset(c, 0, sizeof(*c));
     st = srpc_channel_open(addr, &ccfg, &c->ch);
     if (st != ST_OK) {

@@ -68,6 +68,14 @@ typedef struct tr_client {
 st_status_t tr_open(tr_client_t *c, const char *addr, const char *token, const char *tenant,
                     const char *model);
 
+/*
+ * tr_open() with the caller's transport configuration (its backend must be
+ * UCX; NULL: the defaults), for a client that chooses its UCX transports or
+ * its peer failure detection (cfg->ucx_peer_failure).
+ */
+st_status_t tr_open_cfg(tr_client_t *c, const char *addr, const char *token, const char *tenant,
+                        const char *model, const st_transport_config_t *cfg);
+
 /* Closes c: the transport (answers still coming are dropped), the channel, the answers. */
 void tr_close(tr_client_t *c);
 
