@@ -28,11 +28,13 @@
  * every batch and finds none of it; acme's frames that present beta's key
  * are served while Hello gives one key per daemon, and must be refused once
  * keys are per Hello (they differ). Every 16 batches libstrata (which
- * stored the chain) must still find all of it and read it byte for byte. Every few
- * batches another client sends a burst and vanishes before its answers come;
- * after every batch the daemon must be alive and healthy, and at the end,
- * signalled with SIGTERM while frames keep coming, it must exit 0 (in the
- * sanitizer build: no leak, no error report).
+ * stored the chain) must still find all of it and read it byte for byte;
+ * every 8 another client sends a burst and vanishes before its answers
+ * come. After every batch the daemon must be alive and healthy. Two fixed
+ * cases run first: such a vanishing client, and a peer speaking UCX itself
+ * that sends frames without a reply endpoint (no log line per frame). At the
+ * end, signalled with SIGTERM while frames keep coming, the daemon must exit
+ * 0 (in the sanitizer build: no leak, no error report).
  *
  * Bounds: STRATA_FUZZ_ITERS frames (FT_ITERS), stopped early, with a note,
  * after STRATA_FUZZ_SECONDS (FT_SECONDS). The seed is printed and
