@@ -334,6 +334,58 @@ static int at_hello_no_token(void)
     return st == ST_OK ? at_fail("Hello without a token: OK") : AT_PASS;
 }
 
+/*
+ * Every method of strata.v1.Cache without a token and with a wrong one, the
+ * request naming acme's namespace (where it has one): refused as
+ * unauthenticated or denied, whatever else is wrong with the request.
+ */
+static int at_every_method_bad_token(void)
+{
+    static const char *const tokens[] = {NULL, "not-a-token-of-this-cluster"};
+
+    for (size_t t = 0; t < 2; t++) {
+        srpc_channel_config_t cc = {.token = tokens[t]};
+        srpc_channel_t *ch = NULL;
+
+        if (srpc_channel_open(A.cl.node[0].addr, &cc, &ch) != ST_OK) {
+            return at_broken("no channel");
+        }
+        for (int m = 0; m < SRPC_CACHE_N_METHODS; m++) {
+            const srpc_method_t *md = &srpc_cache_methods[m];
+            const ProtobufCFieldDescriptor *fd =
+                protobuf_c_message_descriptor_get_field_by_name(md->req_desc, "namespace_id");
+            ProtobufCMessage *req = calloc(1, md->req_desc->sizeof_message), *resp = NULL;
+            srpc_error_t err;
+            st_status_t st;
+
+            if (req == NULL) {
+                srpc_channel_close(ch);
+                return at_broken("out of memory");
+            }
+            protobuf_c_message_init(md->req_desc, req);
+            if (fd != NULL && fd->type == PROTOBUF_C_TYPE_UINT64) {
+                *(uint64_t *)(void *)((char *)req + fd->offset) = A.a.tr.ns;
+            }
+            if (m == SRPC_CACHE_HELLO) {
+                ((Strata__V1__HelloRequest *)(void *)req)->tenant = "acme";
+                ((Strata__V1__HelloRequest *)(void *)req)->model = AT_MODEL;
+            }
+            memset(&err, 0, sizeof(err));
+            st = srpc_call(ch, md, req, AT_TIMEOUT, &resp, &err);
+            free(req);
+            at_free(resp);
+            if (st == ST_OK || (err.grpc_code != 7 && err.grpc_code != 16)) {
+                srpc_channel_close(ch);
+                return at_fail("%s %s: code %d (%s), not a refusal", md->path,
+                               tokens[t] ? "with a wrong token" : "without a token",
+                               st == ST_OK ? 0 : err.grpc_code, err.message);
+            }
+        }
+        srpc_channel_close(ch);
+    }
+    return AT_PASS;
+}
+
 /* A body that does not parse from a caller without a token: refused as
  * unauthenticated before it is unpacked, not as a bad argument. */
 static int at_unauth_garbage(void)
@@ -805,6 +857,7 @@ static const at_case_t at_cases[] = {
     {"hello_no_token", at_hello_no_token},
     {"hello_as_other_tenant", at_hello_as_other},
     {"unauthenticated_garbage", at_unauth_garbage},
+    {"every_method_bad_token", at_every_method_bad_token},
     {"lookup_other_namespace", at_lookup_other_ns},
     {"get_other_namespace", at_get_other_ns},
     {"put_other_namespace", at_put_other_ns},
