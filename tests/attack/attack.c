@@ -813,7 +813,7 @@ static int at_tcp_client_vanishes(void)
         return at_broken("cannot start a daemon on tcp,self");
     }
     pid = cl.node[0].pid;
-    for (int round = 0; round < 5 && alive; round++) {
+    for (int round = 0; round < 20 && alive; round++) {
         Strata__V1__LookupRequest q = STRATA__V1__LOOKUP_REQUEST__INIT;
         tr_client_t c;
 
@@ -822,10 +822,12 @@ static int at_tcp_client_vanishes(void)
             return at_broken("cannot connect over tcp,self");
         }
         q.namespace_id = c.ns;
-        (void)tr_call_msg(&c, ST_TCALL_LOOKUP, 1, c.key, c.key_len, &q.base);
+        for (uint64_t id = 1; id <= 8; id++) {
+            (void)tr_call_msg(&c, ST_TCALL_LOOKUP, id, c.key, c.key_len, &q.base);
+        }
         (void)st_transport_progress(c.tp);
         tr_close(&c);
-        usleep(300 * 1000);
+        usleep(200 * 1000);
         alive = waitpid(cl.node[0].pid, NULL, WNOHANG) == 0;
     }
     if (!alive) {
