@@ -56,10 +56,12 @@ strata_add_test(test_fuzz_config SOURCES fuzz/fuzz_config.c
 # Frames of calls over the transport (docs/protocol.md "Fuzzing"): a real
 # stratad over UCX fed frames with missing, wrong and right keys, mutated
 # headers and bodies, between valid calls. tests/support/tcall_raw.c sends
-# raw frames with a chosen key, method and body (also for the attack suite).
-add_library(strata_test_tcall STATIC support/tcall_raw.c)
+# raw frames with a chosen key, method and body (also for the attack suite);
+# tests/support/tenants.c gives daemons several tenants with a token each.
+add_library(strata_test_tcall STATIC support/tcall_raw.c support/tenants.c)
 target_include_directories(strata_test_tcall PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/support)
-target_link_libraries(strata_test_tcall PUBLIC strata_transport strata_rpc strata_proto strata_wire)
+target_link_libraries(strata_test_tcall PUBLIC strata_transport strata_rpc strata_proto strata_wire
+                      PkgConfig::OPENSSL)
 strata_add_test(test_fuzz_tcall SOURCES fuzz/fuzz_tcall.c
                 LIBS strata_test_tcall strata_fuzz_util strata_test_cluster strata_client
                      PkgConfig::XXHASH PkgConfig::UCX
@@ -86,6 +88,5 @@ strata_add_test(test_fuzz_envelope SOURCES fuzz/fuzz_envelope.c
 # taken off the list.
 strata_add_test(test_attack SOURCES attack/attack.c
                 LIBS strata_test_tcall strata_test_cluster strata_client PkgConfig::XXHASH
-                     PkgConfig::OPENSSL
                 ARGS $<TARGET_FILE:stratad> LABELS attack integration cached TIMEOUT 300)
 add_dependencies(test_attack stratad)

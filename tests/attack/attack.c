@@ -21,7 +21,6 @@
  * otherwise both share the daemon's one auth_token (the embedded default),
  * which is what makes most of these attacks work today.
  */
-#include <errno.h>
 #include <glob.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -29,8 +28,6 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <openssl/evp.h>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -41,6 +38,7 @@
 #include "strata.pb-c.h"
 #include "strata/strata.h"
 #include "tcall_raw.h"
+#include "tenants.h"
 
 #define AT_MODEL   "at"
 #define AT_TOKEN_A "attack-acme-token-0123456789abcdef"
@@ -66,8 +64,7 @@ typedef struct at_tenant {
 
 static struct {
     tc_cluster_t cl;
-    int tenants_file; /* the daemon takes a tenants file */
-    char tenants_path[64];
+    tt_set_t tenants; /* their tokens, and the daemon's flags for them */
     at_tenant_t a, b;
     const char *stratad;
     char why[AT_MSG];
@@ -110,65 +107,18 @@ static void __attribute__((noreturn, format(printf, 1, 2))) at_die(const char *f
 
 /* ------------------------------------------------------------- set-up -- */
 
-static void at_sha256_hex(const char *s, char out[65])
-{
-    unsigned char md[32];
-    unsigned int n = 0;
-
-    if (EVP_Digest(s, strlen(s), md, &n, EVP_sha256(), NULL) != 1 || n != 32) {
-        at_die("SHA-256 failed");
-    }
-    for (int i = 0; i < 32; i++) {
-        snprintf(out + 2 * i, 3, "%02x", md[i]);
-    }
-}
-
-/* Whether `stratad --help` lists a tenants_file setting. */
-static int at_has_tenants_file(const char *stratad)
-{
-    char cmd[600], line[512];
-    int found = 0;
-    FILE *p;
-
-    snprintf(cmd, sizeof(cmd), "'%s' --help 2>&1", stratad);
-    p = popen(cmd, "r");
-    if (p == NULL) {
-        return 0;
-    }
-    while (fgets(line, sizeof(line), p) != NULL) {
-        found |= strstr(line, "tenants_file") != NULL || strstr(line, "tenants-file") != NULL;
-    }
-    pclose(p);
-    return found;
-}
-
 static void at_start(const char *stratad)
 {
+    static const char *const names[2] = {"acme", "beta"};
+    static const char *const tokens[2] = {AT_TOKEN_A, AT_TOKEN_B};
     char args[512];
 
-    A.tenants_file = at_has_tenants_file(stratad);
-    if (A.tenants_file) {
-        char ha[65], hb[65];
-        FILE *f;
-
-        snprintf(A.tenants_path, sizeof(A.tenants_path), "/tmp/attack-tenants-%d", (int)getpid());
-        at_sha256_hex(AT_TOKEN_A, ha);
-        at_sha256_hex(AT_TOKEN_B, hb);
-        f = fopen(A.tenants_path, "w");
-        if (f == NULL) {
-            at_die("cannot write %s: %s", A.tenants_path, strerror(errno));
-        }
-        fprintf(f, "acme sha256:%s models=%s\nbeta sha256:%s models=%s\n", ha, AT_MODEL, hb,
-                AT_MODEL);
-        fclose(f);
-        snprintf(args, sizeof(args), "--log-level warn --max-lease 10s --tenants-file %s",
-                 A.tenants_path);
-    } else {
-        /* One token for the daemon: both tenants present it. */
-        snprintf(args, sizeof(args), "--log-level warn --max-lease 10s --auth-token %s",
-                 AT_TOKEN_A);
-        A.b.token = AT_TOKEN_A;
+    if (tt_prepare(&A.tenants, stratad, names, tokens, 2, AT_MODEL) != 0) {
+        at_die("cannot prepare the tenants");
     }
+    A.a.token = A.tenants.t[0].token;
+    A.b.token = A.tenants.t[1].token; /* acme's, when the daemon has one token */
+    snprintf(args, sizeof(args), "--log-level warn --max-lease 10s %s", A.tenants.flags);
     if (tc_start(&A.cl, stratad, 1, args) != 0) {
         at_die("cannot start stratad");
     }
@@ -793,7 +743,7 @@ static int at_tcp_client_vanishes(void)
     int alive = 1, rc;
     pid_t pid;
 
-    snprintf(args, sizeof(args), "--log-level warn --auth-token %s", AT_TOKEN_A);
+    snprintf(args, sizeof(args), "--log-level warn %s", A.tenants.flags);
     setenv("UCX_TLS", "tcp,self", 1);
     /* Started in /tmp: what a crash leaves in its directory stays out of the build. */
     if (getcwd(cwd, sizeof(cwd)) == NULL || chdir("/tmp") != 0) {
@@ -817,7 +767,7 @@ static int at_tcp_client_vanishes(void)
         Strata__V1__LookupRequest q = STRATA__V1__LOOKUP_REQUEST__INIT;
         tr_client_t c;
 
-        if (tr_open_cfg(&c, cl.node[0].addr, AT_TOKEN_A, "acme", AT_MODEL, &cfg) != ST_OK) {
+        if (tr_open_cfg(&c, cl.node[0].addr, A.a.token, "acme", AT_MODEL, &cfg) != ST_OK) {
             tc_stop_all(&cl);
             return at_broken("cannot connect over tcp,self");
         }
@@ -915,16 +865,14 @@ int main(int argc, char **argv)
         return 2;
     }
     A.a.name = "acme";
-    A.a.token = AT_TOKEN_A;
     A.b.name = "beta";
-    A.b.token = AT_TOKEN_B;
     A.stratad = realpath(argv[1], NULL); /* a case starts a daemon from another directory */
     if (A.stratad == NULL) {
         at_die("no stratad at %s", argv[1]);
     }
     at_start(A.stratad);
-    printf("test_attack: %s\n", A.tenants_file ? "a token per tenant (tenants file)"
-                                               : "one auth_token for both tenants");
+    printf("test_attack: %s\n", A.tenants.per_tenant ? "a token per tenant (tenants file)"
+                                                     : "one auth_token for both tenants");
     at_tenant_open(&A.a, 11);
     at_tenant_open(&A.b, 11);
     if (A.a.tr.ns == A.b.tr.ns) {
@@ -970,9 +918,7 @@ int main(int argc, char **argv)
         failed++;
     }
     tc_stop_all(&A.cl);
-    if (A.tenants_file) {
-        unlink(A.tenants_path);
-    }
+    tt_cleanup(&A.tenants);
     free((void *)A.stratad);
     return failed || xpass ? 1 : 0;
 }

@@ -64,10 +64,12 @@
 #include "strata.pb-c.h"
 #include "strata/strata.h"
 #include "tcall_raw.h"
+#include "tenants.h"
 
-#define FT_TOKEN   "fuzz-tcall-token-0123456789"
-#define FT_MAX_MSG (1u << 20) /* --max-message 1M */
-#define FT_ARGS    "--max-message 1M --max-lease 10s --log-level warn --auth-token " FT_TOKEN
+#define FT_TOKEN_A "fuzz-tcall-acme-token-0123456789"
+#define FT_TOKEN_B "fuzz-tcall-beta-token-9876543210"
+#define FT_MAX_MSG (1u << 20)                                          /* --max-message 1M */
+#define FT_ARGS    "--max-message 1M --max-lease 10s --log-level warn" /* and the tenants' flags */
 #define FT_CHAIN   48    /* blocks of the stored chain */
 #define FT_OBJ     1024  /* bytes of its objects (KV layers 0 and 1) */
 #define FT_BATCH   40    /* frames per batch */
@@ -134,8 +136,9 @@ typedef struct ft_frame {
 static struct {
     uint64_t seed;
     tc_cluster_t cl;
-    tr_client_t a; /* tenant acme: the fuzzed client */
-    tr_client_t b; /* tenant beta: valid calls of its own, and its key */
+    tr_client_t a;    /* tenant acme: the fuzzed client */
+    tr_client_t b;    /* tenant beta: valid calls of its own, and its key */
+    tt_set_t tenants; /* acme's and beta's tokens, and the daemon's flags */
     fz_rng_t r;
     st_hash_t chain[FT_CHAIN];
     st_client_t *lib;                   /* libstrata, which stored the chain */
@@ -208,6 +211,7 @@ static void __attribute__((noreturn, format(printf, 1, 2))) ft_fail(const char *
         ft_log_tail(T.cl.node[i].log);
     }
     tc_stop_all(&T.cl);
+    tt_cleanup(&T.tenants);
     exit(1);
 }
 
@@ -844,7 +848,7 @@ static void ft_vanish(void)
     tr_client_t b;
     ft_frame_t f;
 
-    FT_CHECK(tr_open(&b, T.cl.node[0].addr, FT_TOKEN, "acme", "fz") == ST_OK,
+    FT_CHECK(tr_open(&b, T.cl.node[0].addr, T.tenants.t[0].token, "acme", "fz") == ST_OK,
              "a second client cannot connect");
     for (int i = 0; i < 20; i++) {
         ft_build(&f, i % 2 ? FC_VALID : ft_pick_class());
@@ -1002,7 +1006,7 @@ static void ft_store_chain(void)
     p.nodes = T.cl.node[0].addr;
     p.tenant = "acme";
     p.model = "fz";
-    p.token = FT_TOKEN;
+    p.token = T.tenants.t[0].token;
     p.timeout_ms = 10000;
     p.transport = "ucx";
     FT_CHECK(st_client_connect(&p, &c) == ST_OK, "libstrata cannot connect");
@@ -1115,6 +1119,7 @@ static int ft_replay(const char *path)
     tr_close(&T.b);
     FT_CHECK(tc_stop(&T.cl, 0, 30000) == 0, "the daemon did not exit 0 on SIGTERM");
     tc_stop_all(&T.cl);
+    tt_cleanup(&T.tenants);
     fz_arena_reset();
     return 0;
 }
@@ -1195,19 +1200,30 @@ int main(int argc, char **argv)
     T.dom.limits[5] = FT_CHAIN;
     T.dom.limits[6] = 65536;
     T.dom.limits[7] = 1u << 20;
-    FT_CHECK(tc_start(&T.cl, argv[1], 1, FT_ARGS) == 0, "cannot start stratad");
+    {
+        static const char *const names[2] = {"acme", "beta"};
+        static const char *const tokens[2] = {FT_TOKEN_A, FT_TOKEN_B};
+        char args[512];
+
+        FT_CHECK(tt_prepare(&T.tenants, argv[1], names, tokens, 2, "fz") == 0,
+                 "cannot prepare the tenants");
+        snprintf(args, sizeof(args), "%s %s", FT_ARGS, T.tenants.flags);
+        FT_CHECK(tc_start(&T.cl, argv[1], 1, args) == 0, "cannot start stratad");
+    }
     ft_store_chain();
     fz_arena_reset();
-    FT_CHECK(tr_open(&T.a, T.cl.node[0].addr, FT_TOKEN, "acme", "fz") == ST_OK,
+    FT_CHECK(tr_open(&T.a, T.cl.node[0].addr, T.tenants.t[0].token, "acme", "fz") == ST_OK,
              "the raw client cannot connect");
     if (!T.a.serves) {
         printf("test_fuzz_tcall: the daemon does not serve calls over its transport: skipped\n");
         tr_close(&T.a);
         tc_stop_all(&T.cl);
+        tt_cleanup(&T.tenants);
         return 77;
     }
     FT_CHECK(T.a.key_len > 0, "Hello gave no transport call key");
-    FT_CHECK(tr_open(&T.b, T.cl.node[0].addr, FT_TOKEN, "beta", "fz") == ST_OK && T.b.serves,
+    FT_CHECK(tr_open(&T.b, T.cl.node[0].addr, T.tenants.t[1].token, "beta", "fz") == ST_OK &&
+                 T.b.serves,
              "tenant beta's raw client cannot connect");
     FT_CHECK(T.b.ns != T.a.ns, "two tenants got one namespace");
     if (getenv("STRATA_FUZZ_REPLAY") != NULL) {
@@ -1300,6 +1316,7 @@ int main(int argc, char **argv)
     tr_close(&T.a);
     FT_CHECK(rc == 0, "the daemon exited with status %d on SIGTERM under calls", rc);
     tc_stop_all(&T.cl);
+    tt_cleanup(&T.tenants);
     free(batch);
     fz_arena_reset();
     return 0;
