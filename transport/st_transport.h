@@ -69,7 +69,12 @@ typedef enum st_transport_backend {
 typedef enum st_transport_peer_failure {
     /* On for peers on other hosts; off for peers on this host, because
      * UCX 1.13's shared-memory transports cannot detect a failed peer and
-     * asking for it would send same-host traffic over TCP. */
+     * asking for it would send same-host traffic over TCP; on for this host
+     * too when the transports (ucx_tls, else UCX_TLS) hold no shared memory
+     * that carries messages (no sm, shm, mm, posix, sysv, xpmem, all), so
+     * that TCP carries same-host traffic anyway: a reply to a peer that had
+     * closed an endpoint made without detection crashed the replying
+     * process inside UCX. */
     ST_TRANSPORT_PEER_FAILURE_AUTO = 0,
     ST_TRANSPORT_PEER_FAILURE_ON = 1, /* always (falls back to off where unsupported) */
     ST_TRANSPORT_PEER_FAILURE_OFF = 2 /* never */

@@ -867,8 +867,11 @@ st_status_t st_transport_msg_reply(st_transport_msg_t *msg, const void *data, si
         return st;
     }
     if (msg->route == NULL) {
-        st_error("transport reply refused backend=%s: the message carries no reply route",
-                 msg->tp->ops->name);
+        /* The peer's doing (strata's senders always offer a route), and one
+         * line per message would let a peer flood the log. */
+        st_warn_ratelimited("transport reply refused backend=%s: the message carries no reply "
+                            "route",
+                            msg->tp->ops->name);
         return ST_ERR_INVALID;
     }
     return msg->tp->ops->msg_send(msg->tp, NULL, msg->route, data, len);

@@ -28,6 +28,7 @@ typedef struct stt_ucx {
     st_transport_t base;
     uint8_t host_id[STT_UCX_HOST_ID_LEN];
     st_transport_peer_failure_t peer_failure;
+    bool shm; /* the transports include shared memory that carries messages */
     ucp_context_h context;
     ucp_worker_h worker;
     int efd; /* -1: not asked yet or not available */
@@ -143,6 +144,47 @@ static ucs_status_t stt_ucx_am_recv(void *arg, const void *header, size_t header
     return UCS_OK;
 }
 
+/*
+ * Whether UCX's TLS list (cfg, else UCX_TLS, else UCX's default "all") keeps a
+ * shared-memory transport that carries active messages (posix, sysv, xpmem;
+ * the aliases sm, shm, mm and all). Without one, peers on this host talk over
+ * TCP, whose endpoints must ask for peer failure detection: UCX 1.13 crashed
+ * in uct_tcp_iface_progress when a reply went to a peer that had closed an
+ * endpoint made without it (test_fuzz_tcall_tcp).
+ */
+static bool stt_ucx_tls_shm(const char *tls)
+{
+    static const char *const shm[] = {"all", "sm", "shm", "mm", "posix", "sysv", "xpmem"};
+    bool exclude, named[sizeof(shm) / sizeof(shm[0])] = {false};
+    const char *p;
+
+    if (tls == NULL || tls[0] == '\0') {
+        return true;
+    }
+    exclude = tls[0] == '^';
+    p = tls + (exclude ? 1 : 0);
+    while (*p != '\0') {
+        size_t n = strcspn(p, ",");
+
+        for (size_t i = 0; i < sizeof(shm) / sizeof(shm[0]); i++) {
+            if (n == strlen(shm[i]) && strncmp(p, shm[i], n) == 0) {
+                named[i] = true;
+            }
+        }
+        p += n + (p[n] == ',');
+    }
+    if (!exclude) {
+        for (size_t i = 0; i < sizeof(shm) / sizeof(shm[0]); i++) {
+            if (named[i]) {
+                return true;
+            }
+        }
+        return false;
+    }
+    /* "^list": everything but the list. */
+    return !(named[1] || named[2] || named[3] || (named[4] && named[5] && named[6]));
+}
+
 static st_status_t stt_ucx_create(const st_transport_config_t *cfg, st_transport_t **tp_p,
                                   void **addr_p, size_t *addr_len_p)
 {
@@ -172,6 +214,7 @@ static st_status_t stt_ucx_create(const st_transport_config_t *cfg, st_transport
     }
     u->efd = -1;
     u->peer_failure = cfg->ucx_peer_failure;
+    u->shm = stt_ucx_tls_shm(cfg->ucx_tls != NULL ? cfg->ucx_tls : getenv("UCX_TLS"));
     stt_ucx_host_id(u->host_id);
 
     ucp_params_t params = {
@@ -345,7 +388,7 @@ static st_status_t stt_ucx_connect(st_transport_t *tp, const void *addr, size_t 
     }
     bool same_host = memcmp(addr, u->host_id, STT_UCX_HOST_ID_LEN) == 0;
     bool detect = u->peer_failure == ST_TRANSPORT_PEER_FAILURE_ON ||
-                  (u->peer_failure == ST_TRANSPORT_PEER_FAILURE_AUTO && !same_host);
+                  (u->peer_failure == ST_TRANSPORT_PEER_FAILURE_AUTO && (!same_host || !u->shm));
     stt_ucx_ep_t *e = calloc(1, sizeof(*e));
     if (e == NULL) {
         return ST_ERR_NOMEM;

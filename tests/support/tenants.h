@@ -1,0 +1,41 @@
+/*
+ * tenants.h - daemon flags that give tests several tenants with a token
+ * each: when stratad takes a tenants file (its --help lists tenants_file), a
+ * file with one line per tenant (name, sha256:<hex of the token>, models);
+ * otherwise the one auth_token, which every tenant then presents (the
+ * embedded one-tenant default, before per-tenant tokens).
+ */
+#ifndef STRATA_TEST_TENANTS_H
+#define STRATA_TEST_TENANTS_H
+
+#include <stddef.h>
+
+#define TT_MAX 8
+
+typedef struct tt_tenant {
+    const char *name;
+    const char *token; /* the token to present: the tenant's own, or the shared one */
+} tt_tenant_t;
+
+typedef struct tt_set {
+    int per_tenant; /* 1: a tenants file gives each tenant its own token */
+    char path[64];  /* the tenants file, when per_tenant */
+    char flags[160];
+    tt_tenant_t t[TT_MAX];
+    size_t n;
+} tt_set_t;
+
+/*
+ * Prepares flags (s->flags, to append to the daemon's command line) for the
+ * n tenants names[i] with tokens[i], allowed the model `models` ("m1,m2").
+ * Without tenants-file support s->t[i].token is tokens[0] for every tenant,
+ * and the flags are "--auth-token <tokens[0]>". Returns 0, or -1 with the
+ * reason on stderr.
+ */
+int tt_prepare(tt_set_t *s, const char *stratad, const char *const *names,
+               const char *const *tokens, size_t n, const char *models);
+
+/* Removes the tenants file, if any. */
+void tt_cleanup(tt_set_t *s);
+
+#endif
