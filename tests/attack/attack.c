@@ -829,8 +829,8 @@ static const at_case_t at_cases[] = {
 static const struct {
     const char *name, *part;
 } at_xfail[] = {
-    {"committed_write", "dpwrite"},          /* committed memory registered read-only */
-    {"tcp_client_vanishes", "open"},         /* UCX 1.13: the initiator picks the error mode */
+    {"committed_write", "dpwrite"},  /* committed memory registered read-only */
+    {"tcp_client_vanishes", "open"}, /* UCX 1.13: the initiator picks the error mode */
 };
 
 static const char *at_xfail_part(const char *name)
