@@ -83,6 +83,8 @@ typedef struct sc_dp_region {
 typedef struct sc_dp_node {
     pthread_mutex_t lock;
     int tcalls;           /* Hello said the node serves calls over the transport */
+    int committed_ro;     /* Hello: the node's transport keeps committed bytes (else verify) */
+    uint64_t resets;      /* endpoint closes: keys unpacked before one are gone with it */
     uint8_t call_key[16]; /* ... and gave the key they present */
     uint64_t gen;         /* bumped when the endpoint or the regions change (lease cache) */
     st_transport_ep_t *ep;
@@ -368,6 +370,7 @@ static void sc_dp_node_reset(sc_dp_node_t *n)
     n->n_old = n->cap_old = 0;
     n->epoch = 0;
     n->gen++;
+    n->resets++;
 }
 
 void sc_dp_destroy(st_client_t *c)
@@ -493,6 +496,7 @@ static st_status_t sc_dp_take_hello(sc_dp_t *dp, uint32_t i, const Strata__V1__H
         n->gen += n->epoch != r->region_epoch;
         n->epoch = r->region_epoch;
     }
+    n->committed_ro = r->committed_read_only;
     n->tcalls = st == ST_OK && n->ep != NULL && r->transport_calls &&
                 r->transport_call_key.len == sizeof(n->call_key);
     if (n->tcalls) {
@@ -932,9 +936,11 @@ st_status_t st_client_deregister(st_client_t *c, void *ptr)
 
 /* One op's transfers. */
 typedef struct sc_dp_op {
-    _Atomic size_t *pending; /* the batch's count of transfers in flight */
-    _Atomic int failed;      /* a transfer of this op failed */
-    st_transport_mem_t *tmp; /* registered for this batch only */
+    _Atomic size_t *pending;   /* the batch's count of transfers in flight */
+    _Atomic int failed;        /* a transfer of this op failed */
+    st_transport_mem_t *tmp;   /* registered for this batch only */
+    st_transport_rkey_t *wkey; /* puts: the reservation's write key, unpacked (dp->lock) */
+    uint64_t wkey_resets;      /* the node's resets when it was unpacked */
     uint32_t node;
     int posted; /* transfers were posted (the op is decided after them) */
     uint64_t checksum;
@@ -2025,7 +2031,9 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
     for (size_t i = 0; i < n; i++) {
         sc_dp_op_t *o = &ops[i];
 
-        o->check = c->verify_always || o->bound_ns == 0 ||
+        /* A node whose transport does not keep committed bytes read-only
+         * (Hello's committed_read_only) has every object checked. */
+        o->check = c->verify_always || o->bound_ns == 0 || !dp->node[o->node].committed_ro ||
                    (int64_t)(now - o->bound_ns) + dp->lease_skew_ns >= 0;
     }
     verified = calloc(n + 1, 1);
@@ -2215,10 +2223,22 @@ void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked)
             }
             pthread_mutex_lock(&dp->lock);
             mem = sc_dp_local(dp, o, (void *)op->src, op->len);
+            /* Where the node enforces keys, the region's key is read-only:
+             * the extent is written through its reservation's own key. */
+            st = ST_OK;
+            if (r->n_write_rkeys == bcount[b] && r->write_rkeys[j].len > 0) {
+                st = st_transport_rkey_unpack(nd->ep, r->write_rkeys[j].data, r->write_rkeys[j].len,
+                                              &o->wkey);
+                o->wkey_resets = nd->resets;
+            } else if (nd->committed_ro) {
+                st = ST_ERR_PROTOCOL; /* a read-only region and no write key */
+            }
             atomic_fetch_add(&pending, 1);
             st = mem == NULL ? ST_ERR_NOMEM
-                             : st_transport_put(nd->ep, op->src, op->len, mem,
-                                                reg->base + l->offset[j], reg->rkey, sc_dp_done, o);
+                 : st != ST_OK
+                     ? st
+                     : st_transport_put(nd->ep, op->src, op->len, mem, reg->base + l->offset[j],
+                                        o->wkey != NULL ? o->wkey : reg->rkey, sc_dp_done, o);
             if (st != ST_OK) {
                 atomic_fetch_sub(&pending, 1);
                 o->failed = 1;
@@ -2241,6 +2261,16 @@ void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked)
         pthread_mutex_lock(&dp->lock);
         if (nd->ep != NULL) {
             st = st_transport_ep_flush(nd->ep, (int)c->timeout_ms);
+        }
+        /* Flushed (or given up): the write keys go; the daemon revokes them
+         * at Commit anyway. */
+        for (size_t j = 0; j < bcount[b]; j++) {
+            sc_dp_op_t *o = &ops[perm[bfirst[b] + j]];
+
+            if (o->wkey != NULL && o->wkey_resets == nd->resets) {
+                st_transport_rkey_destroy(o->wkey); /* else its endpoint's close did */
+            }
+            o->wkey = NULL;
         }
         pthread_mutex_unlock(&dp->lock);
         pthread_mutex_unlock(&nd->lock);

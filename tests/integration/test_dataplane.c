@@ -26,6 +26,7 @@
 #include <xxhash.h>
 
 #include "cluster.h"
+#include "st_log.h"
 #include "srpc.h"
 #include "st_transport.h"
 #include "strata.pb-c.h"
@@ -622,6 +623,66 @@ static st_status_t raw_xfer(raw_t *r, int put, uint32_t region, uint64_t off, si
     return done;
 }
 
+/*
+ * A put of r->buf[0..len) to remote_addr through rkey, waiting at most
+ * wait_ms for it (a put the daemon refuses may never complete: libfabric
+ * shm). Returns its status, or ST_ERR_TIMEOUT.
+ */
+static st_status_t raw_put_key(raw_t *r, st_transport_rkey_t *rkey, uint64_t remote_addr,
+                               size_t len, int wait_ms)
+{
+    st_status_t done = ST_ERR_BUSY, st;
+    uint64_t until = st_log_now_ms() + (uint64_t)wait_ms;
+
+    st = st_transport_put(r->ep, r->buf, len, r->mem, remote_addr, rkey, cb_done, &done);
+    if (st != ST_OK) {
+        return st;
+    }
+    while (done == ST_ERR_BUSY && st_log_now_ms() < until) {
+        st_transport_progress(r->tp);
+    }
+    if (done == ST_ERR_BUSY) {
+        return ST_ERR_TIMEOUT;
+    }
+    return done == ST_OK ? st_transport_ep_flush(r->ep, wait_ms) : done;
+}
+
+/*
+ * The key that writes extent 0 of rv: its write key (unpacked into
+ * *wkey_p, the caller destroys it) where the daemon hands them out, else
+ * the region's key. Writes its remote address to *addr_p.
+ */
+static st_transport_rkey_t *raw_resv_key(raw_t *r, const Strata__V1__ReserveResponse *rv,
+                                         st_transport_rkey_t **wkey_p, uint64_t *addr_p)
+{
+    uint32_t region = rv->extents->region_id[0];
+
+    if (r->rkey[region] == NULL) {
+        raw_hello(r);
+    }
+    *addr_p = r->base[region] + rv->extents->offset[0];
+    *wkey_p = NULL;
+    if (rv->n_write_rkeys == 1 && rv->write_rkeys[0].len > 0) {
+        assert_int_equal(st_transport_rkey_unpack(r->ep, rv->write_rkeys[0].data,
+                                                  rv->write_rkeys[0].len, wkey_p),
+                         ST_OK);
+        return *wkey_p;
+    }
+    return r->rkey[region];
+}
+
+/* A put of r->buf[0..len) into the extent reserved by rv, through its key. */
+static st_status_t raw_put_resv(raw_t *r, const Strata__V1__ReserveResponse *rv, size_t len)
+{
+    st_transport_rkey_t *wkey;
+    uint64_t addr;
+    st_transport_rkey_t *key = raw_resv_key(r, rv, &wkey, &addr);
+    st_status_t st = raw_put_key(r, key, addr, len, 10000);
+
+    st_transport_rkey_destroy(wkey);
+    return st;
+}
+
 static Strata__V1__ObjectKey key_of(const st_hash_t *h)
 {
     Strata__V1__ObjectKey k = STRATA__V1__OBJECT_KEY__INIT;
@@ -706,8 +767,7 @@ static void test_commit_checksum_abort_expiry(void **state)
     /* Write with a one-sided put, commit with a wrong checksum: refused. */
     rv = raw_reserve(r, &h[0], 4096, 0);
     fill(r->buf, 4096, 0, 44);
-    assert_int_equal(raw_xfer(r, 1, rv->extents->region_id[0], rv->extents->offset[0], 4096),
-                     ST_OK);
+    assert_int_equal(raw_put_resv(r, rv, 4096), ST_OK);
     sum = XXH3_64bits(r->buf, 4096) ^ 1;
     cr.namespace_id = r->ns;
     cr.reservation_id = rv->reservation_id;
@@ -720,8 +780,7 @@ static void test_commit_checksum_abort_expiry(void **state)
     assert_false(raw_present(r, &h[0]));
     /* The same, with the right checksum: visible. */
     rv = raw_reserve(r, &h[0], 4096, 0);
-    assert_int_equal(raw_xfer(r, 1, rv->extents->region_id[0], rv->extents->offset[0], 4096),
-                     ST_OK);
+    assert_int_equal(raw_put_resv(r, rv, 4096), ST_OK);
     sum = XXH3_64bits(r->buf, 4096);
     cr.reservation_id = rv->reservation_id;
     assert_int_equal(rcall(r, SRPC_CACHE_COMMIT, &cr, (void **)&cresp), ST_OK);
@@ -854,6 +913,91 @@ static void test_read_after_lease_expiry_is_a_miss(void **state)
     tc_stop_all(&cl);
 }
 
+/*
+ * Fencing: a writer that stalls past its reservation puts into the extent
+ * after it expired and another object now owns it. Its put must never reach
+ * a reader: where the daemon hands out write keys the key was revoked at
+ * expiry and the put is refused (the new object's bytes stay); where the
+ * transport enforces no key (UCX) the put lands, and libstrata, told by
+ * Hello that the node is not committed_read_only, checks the object and
+ * reports a miss. Never a hit with the stalled writer's bytes.
+ */
+static void test_put_after_expiry_fenced(void **state)
+{
+    enum { LEN = 60000 };
+    tc_cluster_t cl;
+    raw_t *r = calloc(1, sizeof(*r));
+    st_client_t *c;
+    st_hash_t *a;
+    uint8_t *y = malloc(LEN), *got = malloc(LEN);
+    Strata__V1__ReserveResponse *rv;
+    Strata__V1__LocateRequest lq = STRATA__V1__LOCATE_REQUEST__INIT;
+    Strata__V1__LocateResponse *lr = NULL;
+    Strata__V1__ObjectKey k, *kp = &k;
+    st_transport_rkey_t *wkey, *key;
+    st_put_op_t p;
+    st_get_op_t g;
+    st_handle_t *hd;
+    uint64_t addr;
+    st_status_t late;
+
+    (void)state;
+    start(&cl, "--memory-limit 128M --chunk-bytes 4M --max-object 4M --reservation-ttl 300ms");
+    c = connect_to(&cl);
+    raw_open(r, cl.node[0].addr);
+    a = make_chain(c, 8, 1);
+    /* The stalled writer: reserves, takes its key, and writes nothing yet. */
+    rv = raw_reserve(r, &a[0], LEN, 0);
+    key = raw_resv_key(r, rv, &wkey, &addr);
+    for (int i = 0; i < 200 && stat_of(r, "reservations_expired") == 0; i++) {
+        usleep(20000);
+    }
+    assert_int_equal(stat_of(r, "reservations_expired"), 1);
+    /* Another writer puts the same key: same size, the same extent again. */
+    fill(y, LEN, 0, 77);
+    p = (st_put_op_t){.block = 0, .kind = ST_KIND_KV, .src = y, .len = LEN};
+    assert_int_equal(st_client_put(c, a, 1, &p, 1, 0, &hd), ST_OK);
+    run(hd);
+    assert_int_equal(p.status, ST_OK);
+    k = key_of(&a[0]);
+    lq.namespace_id = r->ns;
+    lq.keys = &kp;
+    lq.n_keys = 1;
+    assert_int_equal(rcall(r, SRPC_CACHE_LOCATE, &lq, (void **)&lr), ST_OK);
+    assert_int_equal(lr->locations->state[0], STRATA__V1__OBJECT_STATE__OBJECT_PRESENT);
+    /* The premise: the expired extent was reused by the committed object. */
+    assert_int_equal(lr->locations->region_id[0], rv->extents->region_id[0]);
+    assert_int_equal(lr->locations->offset[0], rv->extents->offset[0]);
+    /* The late put. */
+    fill(r->buf, LEN, 0, 99);
+    late = raw_put_key(r, key, addr, LEN, 3000);
+    printf("late put through the %s key: %s\n", wkey != NULL ? "write" : "region",
+           st_strerror(late));
+    /* What a reader gets: the committed bytes, or a miss; never the late bytes. */
+    memset(got, 0, LEN);
+    g = (st_get_op_t){.block = 0, .kind = ST_KIND_KV, .dst = got, .dst_len = LEN};
+    assert_int_equal(st_client_get(c, a, 1, &g, 1, &hd), ST_OK);
+    run(hd);
+    printf("reader after the late put: %s\n", st_strerror(g.status));
+    if (g.status == ST_OK) {
+        assert_memory_equal(got, y, LEN);
+    } else {
+        assert_true(g.status == ST_ERR_NOT_FOUND || g.status == ST_ERR_CORRUPT);
+    }
+    if (wkey != NULL) {
+        /* A revoked key: refused, and the object is still a hit. */
+        assert_int_not_equal(late, ST_OK);
+        assert_int_equal(g.status, ST_OK);
+    }
+    protobuf_c_message_free_unpacked(&lr->base, NULL);
+    protobuf_c_message_free_unpacked(&rv->base, NULL);
+    free(y), free(got), free(a);
+    raw_close(r); /* closes the endpoint: destroys wkey */
+    free(r);
+    st_client_close(c);
+    tc_stop_all(&cl);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -864,6 +1008,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_readers_during_eviction),
         cmocka_unit_test(test_commit_checksum_abort_expiry),
         cmocka_unit_test(test_read_after_lease_expiry_is_a_miss),
+        cmocka_unit_test(test_put_after_expiry_fenced),
     };
     const char *colon;
 
