@@ -533,6 +533,7 @@ typedef struct raw {
     st_transport_rkey_t *rkey[64];
     uint64_t base[64];
     st_transport_mem_t *mem;
+    int committed_ro; /* Hello's committed_read_only */
     uint8_t buf[1 << 16];
 } raw_t;
 
@@ -553,6 +554,7 @@ static void raw_hello(raw_t *r)
     req.protocol_version = 1;
     assert_int_equal(rcall(r, SRPC_CACHE_HELLO, &req, (void **)&resp), ST_OK);
     r->ns = resp->namespace_id;
+    r->committed_ro = resp->committed_read_only;
     memcpy(r->seed.b, resp->namespace_seed.data, 16);
     if (r->ep == NULL) {
         assert_int_equal(st_transport_connect(r->tp, resp->transport_address.data,
@@ -914,6 +916,93 @@ static void test_read_after_lease_expiry_is_a_miss(void **state)
 }
 
 /*
+ * No key a client holds changes a committed object, or a changed one is
+ * never served: Hello says whether the node's transport keeps committed
+ * bytes read-only (libfabric tcp;ofi_rxm and shm do, UCX does not:
+ * docs/transport.md). A put through the region's key over a committed
+ * object, and one through a live reservation's write key aimed at it, then
+ * either fail with the bytes unchanged (a hit with the committed bytes), or
+ * land and the reader reports a miss.
+ */
+static void test_committed_not_writable(void **state)
+{
+    enum { LEN = 60000 };
+    tc_cluster_t cl;
+    raw_t *r = calloc(1, sizeof(*r));
+    st_client_t *c;
+    st_hash_t *a, other;
+    uint8_t *x = malloc(LEN), *got = malloc(LEN);
+    Strata__V1__ReserveResponse *rv;
+    Strata__V1__LocateRequest lq = STRATA__V1__LOCATE_REQUEST__INIT;
+    Strata__V1__LocateResponse *lr = NULL;
+    Strata__V1__ObjectKey k, *kp = &k;
+    st_transport_rkey_t *wkey;
+    st_put_op_t p;
+    st_get_op_t g;
+    st_handle_t *hd;
+    uint64_t addr, waddr;
+    st_status_t by_region, by_wkey = ST_ERR_UNSUPPORTED;
+    uint32_t region;
+
+    (void)state;
+    start(&cl, "--memory-limit 128M --chunk-bytes 4M --max-object 4M");
+    c = connect_to(&cl);
+    a = make_chain(c, 9, 1);
+    fill(x, LEN, 0, 31);
+    p = (st_put_op_t){.block = 0, .kind = ST_KIND_KV, .src = x, .len = LEN};
+    assert_int_equal(st_client_put(c, a, 1, &p, 1, 0, &hd), ST_OK);
+    run(hd);
+    assert_int_equal(p.status, ST_OK);
+    raw_open(r, cl.node[0].addr);
+    assert_int_equal(r->committed_ro, strncmp(spec, "libfabric", 9) == 0);
+    k = key_of(&a[0]);
+    lq.namespace_id = r->ns;
+    lq.keys = &kp;
+    lq.n_keys = 1;
+    assert_int_equal(rcall(r, SRPC_CACHE_LOCATE, &lq, (void **)&lr), ST_OK);
+    assert_int_equal(lr->locations->state[0], STRATA__V1__OBJECT_STATE__OBJECT_PRESENT);
+    region = lr->locations->region_id[0];
+    if (r->rkey[region] == NULL) {
+        raw_hello(r);
+    }
+    addr = r->base[region] + lr->locations->offset[0];
+    /* A live reservation of this client's own: its write key, aimed at the
+     * committed object (outside its extent: refused before it is posted). */
+    memset(other.b, 0x5c, sizeof(other.b));
+    rv = raw_reserve(r, &other, 4096, 0);
+    (void)raw_resv_key(r, rv, &wkey, &waddr);
+    memset(r->buf, 0xee, LEN);
+    if (wkey != NULL) {
+        by_wkey = raw_put_key(r, wkey, addr, LEN, 3000);
+        assert_int_not_equal(by_wkey, ST_OK);
+    }
+    /* The region's key, over the committed object. */
+    by_region = raw_put_key(r, r->rkey[region], addr, LEN, 3000);
+    printf("put over a committed object: region key %s, write key %s (committed_read_only=%d)\n",
+           st_strerror(by_region), st_strerror(by_wkey), r->committed_ro);
+    memset(got, 0, LEN);
+    g = (st_get_op_t){.block = 0, .kind = ST_KIND_KV, .dst = got, .dst_len = LEN};
+    assert_int_equal(st_client_get(c, a, 1, &g, 1, &hd), ST_OK);
+    run(hd);
+    if (r->committed_ro) {
+        /* Enforced: the put failed and the bytes are the committed ones. */
+        assert_int_not_equal(by_region, ST_OK);
+        assert_int_equal(g.status, ST_OK);
+        assert_memory_equal(got, x, LEN);
+    } else {
+        /* Not enforced: the put landed; the reader checks and misses. */
+        assert_int_equal(g.status, ST_ERR_NOT_FOUND);
+    }
+    protobuf_c_message_free_unpacked(&lr->base, NULL);
+    protobuf_c_message_free_unpacked(&rv->base, NULL);
+    free(x), free(got), free(a);
+    raw_close(r);
+    free(r);
+    st_client_close(c);
+    tc_stop_all(&cl);
+}
+
+/*
  * Fencing: a writer that stalls past its reservation puts into the extent
  * after it expired and another object now owns it. Its put must never reach
  * a reader: where the daemon hands out write keys the key was revoked at
@@ -1009,6 +1098,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_commit_checksum_abort_expiry),
         cmocka_unit_test(test_read_after_lease_expiry_is_a_miss),
         cmocka_unit_test(test_put_after_expiry_fenced),
+        cmocka_unit_test(test_committed_not_writable),
     };
     const char *colon;
 
