@@ -13,7 +13,9 @@
  * lease, the default) count when every get of the batch completed before
  * that bound; one that may have landed later is checked by XXH3-64 against
  * Locate's checksum and is a miss if it differs. With verify_reads = always,
- * every whole object is checked. Rows carry no checksum: they count only if
+ * every whole object is checked; so is every whole object of a node whose
+ * Hello says committed_read_only = false (its transport, UCX, lets any key
+ * write committed extents: docs/security-dataplane.md). Rows carry no checksum: they count only if
  * they landed while the lease was alive. Anything else is a miss.
  *
  * Whole-object reads do not wait for the batch's whole Locate: each node's
@@ -34,7 +36,11 @@
  * worker and back; adjacent rows of an object are one get.
  *
  * Write: Reserve -> one put per object -> flush -> Commit with the XXH3-64
- * of each object; the daemon checks it before anything becomes visible. A
+ * of each object; the daemon checks it before anything becomes visible.
+ * Where the node's transport enforces keys (committed_read_only), the region
+ * keys are read-only and each extent is written through the reservation's
+ * own write key (ReserveResponse.write_rkeys), destroyed after the flush;
+ * the daemon revokes it at Commit, Abort or expiry. A
  * put that failed is committed with a checksum that cannot match, so the
  * daemon refuses it and frees the extent.
  *
