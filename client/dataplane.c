@@ -74,6 +74,7 @@
 
 /* Checksums of whole objects run at memory speed over every byte read or
  * written: libxxhash's runtime dispatch where it has one (st_xxh.h). */
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack (sc_dp_copy_hashed) */
 #include "st_xxh.h"
 
 #include "st_log.h"
@@ -955,6 +956,7 @@ typedef struct sc_dp_op {
     int cached;         /* rows posted from the lease cache, without a Locate */
     uint64_t bound_ns;  /* whole objects: the lease's end by our clock (0: no lease) */
     uint8_t check;      /* whole objects: verify the landed bytes by their checksum */
+    uint8_t prechecked; /* hashed while copied (sc_dp_copy_hashed): 2 matched, 1 differed */
 } sc_dp_op_t;
 
 static uint64_t sc_now_ns(void)
@@ -1293,7 +1295,9 @@ static void *sc_dp_verify_range(void *arg)
         const sc_dp_op_t *o = &v->ops[i];
 
         if (o->posted && !o->failed && op->n_rows == 0) {
-            v->ok[i] = !o->check || XXH3_64bits(op->dst, op->length) == o->checksum;
+            v->ok[i] =
+                !o->check || (o->prechecked ? o->prechecked == 2
+                                            : XXH3_64bits(op->dst, op->length) == o->checksum);
         }
     }
     return NULL;
@@ -1314,13 +1318,13 @@ static void sc_dp_verify_all(st_handle_t *h, const sc_dp_op_t *ops, size_t n, ui
     pthread_t th;
 
     for (size_t i = 0; i < n; i++) {
-        if (ops[i].posted && ops[i].check && h->gets[i].n_rows == 0) {
+        if (ops[i].posted && ops[i].check && !ops[i].prechecked && h->gets[i].n_rows == 0) {
             bytes += h->gets[i].length;
         }
     }
     if (bytes >= (8u << 20) && n > 1) {
         for (size_t i = 0; i < n; i++) {
-            if (ops[i].posted && ops[i].check && h->gets[i].n_rows == 0) {
+            if (ops[i].posted && ops[i].check && !ops[i].prechecked && h->gets[i].n_rows == 0) {
                 half += h->gets[i].length;
             }
             if (half >= bytes / 2) {
@@ -1498,6 +1502,54 @@ struct sc_dp_post {
 /* Copies p[lo, hi) where the region is mapped here (any thread: a direct
  * copy touches neither the transport's worker nor dp->lock). Returns the
  * bytes copied. */
+/*
+ * A node whose committed extents are not read-only has every object hashed
+ * (o->check). Hashing after the batch reads every byte back from memory (the
+ * copy streams it out with non-temporal stores); instead, the copy is cut
+ * into pieces below STT_STREAM_MIN (plain stores: the piece stays in L1) and
+ * each piece is hashed right after it landed, in the copying thread. What is
+ * hashed is the destination: the bytes accepted, not the source.
+ */
+#define SC_DP_FUSE_PIECE 4032u
+
+/* STRATA_DP_FUSE=0 turns sc_dp_copy_hashed() off (for measurements). */
+static int sc_dp_fuse_off(void)
+{
+    static _Atomic int off = -1;
+    int v = atomic_load_explicit(&off, memory_order_relaxed);
+
+    if (v < 0) {
+        const char *e = getenv("STRATA_DP_FUSE");
+
+        v = e != NULL && strcmp(e, "0") == 0;
+        atomic_store_explicit(&off, v, memory_order_relaxed);
+    }
+    return v;
+}
+
+static st_status_t sc_dp_copy_hashed(sc_dp_node_t *nd, st_get_op_t *op, sc_dp_op_t *o,
+                                     const sc_dp_post_t *q)
+{
+    XXH3_state_t xs;
+    size_t len = (size_t)q->len;
+
+    if (XXH3_64bits_reset(&xs) != XXH_OK) {
+        return ST_ERR_UNSUPPORTED;
+    }
+    for (size_t off = 0; off < len; off += SC_DP_FUSE_PIECE) {
+        size_t n = len - off < SC_DP_FUSE_PIECE ? len - off : SC_DP_FUSE_PIECE;
+        st_status_t st = st_transport_get_now(nd->ep, (uint8_t *)op->dst + off, n, q->mem,
+                                              q->raddr + off, q->rkey);
+
+        if (st != ST_OK) {
+            return st; /* ST_ERR_UNSUPPORTED (not mapped here): the first piece, post a get */
+        }
+        (void)XXH3_64bits_update(&xs, (const uint8_t *)op->dst + off, n);
+    }
+    o->prechecked = XXH3_64bits_digest(&xs) == o->checksum ? 2 : 1;
+    return ST_OK;
+}
+
 static uint64_t sc_dp_copy_range(sc_dp_node_t *nd, st_handle_t *h, sc_dp_op_t *ops, sc_dp_post_t *p,
                                  size_t lo, size_t hi)
 {
@@ -1509,8 +1561,13 @@ static uint64_t sc_dp_copy_range(sc_dp_node_t *nd, st_handle_t *h, sc_dp_op_t *o
         if (p[k].mem == NULL) {
             continue;
         }
-        p[k].st = st_transport_get_now(nd->ep, op->dst, (size_t)p[k].len, p[k].mem, p[k].raddr,
-                                       p[k].rkey);
+        if (!nd->committed_ro && op->n_rows == 0 && p[k].len > SC_DP_FUSE_PIECE &&
+            !sc_dp_fuse_off()) {
+            p[k].st = sc_dp_copy_hashed(nd, op, &ops[p[k].i], &p[k]);
+        } else {
+            p[k].st = st_transport_get_now(nd->ep, op->dst, (size_t)p[k].len, p[k].mem, p[k].raddr,
+                                           p[k].rkey);
+        }
         if (p[k].st == ST_OK) {
             copied += p[k].len;
         } else if (p[k].st != ST_ERR_UNSUPPORTED) {
