@@ -1076,6 +1076,23 @@ static void sc_dp_wait(sc_dp_t *dp, _Atomic size_t *pending)
     }
 }
 
+/* sc_dp_wait with a deadline: ST_OK once every transfer completed,
+ * ST_ERR_TIMEOUT when some are still in flight after timeout_ms. */
+static st_status_t sc_dp_wait_until(sc_dp_t *dp, _Atomic size_t *pending, uint32_t timeout_ms)
+{
+    uint64_t until = sc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+
+    while (atomic_load(pending) > 0) {
+        if (sc_dp_poll(dp) <= 0) {
+            if (sc_now_ns() >= until) {
+                return ST_ERR_TIMEOUT;
+            }
+            sched_yield();
+        }
+    }
+    return ST_OK;
+}
+
 static void sc_dp_free_tmp(sc_dp_t *dp, sc_dp_op_t *o, size_t n)
 {
     pthread_mutex_lock(&dp->lock);
@@ -2311,7 +2328,29 @@ void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked)
         }
         pthread_mutex_unlock(&nd->lock);
     }
-    sc_dp_wait(dp, &pending);
+    if (sc_dp_wait_until(dp, &pending, c->timeout_ms) != ST_OK) {
+        /* Puts that never complete: a provider that drops a write it refused
+         * (libfabric shm, through a write key the daemon revoked because the
+         * reservation expired) never reports them. Closing the endpoint
+         * cancels them (their callbacks run: failed); the node connects again
+         * at its next Hello. */
+        st_warn_ratelimited("dataplane: puts still in flight after %u ms: closing the endpoints "
+                            "of the batch's nodes",
+                            c->timeout_ms);
+        for (size_t b = 0; b < nb; b++) {
+            sc_dp_node_t *nd = &dp->node[bnode[b]];
+
+            pthread_mutex_lock(&nd->lock);
+            pthread_mutex_lock(&dp->lock);
+            if (nd->ep != NULL) {
+                sc_dp_node_reset(nd);
+                nd->tcalls = 0;
+            }
+            pthread_mutex_unlock(&dp->lock);
+            pthread_mutex_unlock(&nd->lock);
+        }
+        sc_dp_wait(dp, &pending);
+    }
     /* The bytes are in the daemons' memory only after a flush. */
     for (size_t b = 0; b < nb; b++) {
         sc_dp_node_t *nd = &dp->node[bnode[b]];
@@ -2322,9 +2361,9 @@ void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked)
         }
         pthread_mutex_lock(&nd->lock);
         pthread_mutex_lock(&dp->lock);
-        if (nd->ep != NULL) {
-            st = st_transport_ep_flush(nd->ep, (int)c->timeout_ms);
-        }
+        /* No endpoint: it was closed under this batch's puts (above). */
+        st =
+            nd->ep != NULL ? st_transport_ep_flush(nd->ep, (int)c->timeout_ms) : ST_ERR_UNAVAILABLE;
         /* Flushed (or given up): the write keys go; the daemon revokes them
          * at Commit anyway. */
         for (size_t j = 0; j < bcount[b]; j++) {
