@@ -785,6 +785,7 @@ st_status_t cd_daemon_start(cd_daemon_t *d, cd_config_t *cfg)
         sc.chunk_alloc = cd_dp_chunk_alloc;
         sc.chunk_free = cd_dp_chunk_free;
         sc.chunk_ctx = d->dp;
+        sc.resv_end = cd_dp_resv_end;
     }
     if (d->cfg.data_dir[0] != '\0') {
         /* stratad does not fork, so the environment is opened in the serving process. */

@@ -21,7 +21,16 @@
 #include "strata.pb-c.h"
 #include "tcall.h"
 
-#define DP_MAX_NS 4096 /* namespace ids the table covers (the store's are small) */
+#define DP_MAX_NS     4096  /* namespace ids the table covers (the store's are small) */
+#define DP_WK_BUCKETS 4096u /* write keys: hash buckets by (namespace, reservation) */
+
+/* A reservation's write key: its extent, registered for remote write. */
+typedef struct dp_wkey {
+    struct dp_wkey *next;
+    uint32_t ns_id;
+    uint64_t resv_id;
+    st_transport_mem_t *mem;
+} dp_wkey_t;
 
 /* The registered chunks of one namespace, by region id. */
 typedef struct dp_ns {
@@ -43,6 +52,10 @@ struct cd_dataplane {
     srpc_server_t *srv;         /* NULL: calls are not served */
     st_transport_msg_t **pending;
     size_t n_pending, cap_pending;
+    /* Write keys (lock): only where the transport enforces access. */
+    int enforced;
+    dp_wkey_t *wkeys[DP_WK_BUCKETS];
+    size_t n_wkeys;
 };
 
 /* The transport's listener (lock held): keeps the message for the loop. */
@@ -235,9 +248,11 @@ st_status_t cd_dp_create(const char *kind, const char *provider, cd_dataplane_t 
         return ST_ERR_NOMEM;
     }
     dp->running = 1;
-    st_info("dataplane: transport=%s%s%s ready", st_transport_backend_name(dp->backend),
-            cfg.fabric_provider ? " fabric_provider=" : "",
-            cfg.fabric_provider ? cfg.fabric_provider : "");
+    dp->enforced = st_transport_enforces_access(dp->tp);
+    st_info("dataplane: transport=%s%s%s ready committed_read_only=%d%s",
+            st_transport_backend_name(dp->backend), cfg.fabric_provider ? " fabric_provider=" : "",
+            cfg.fabric_provider ? cfg.fabric_provider : "", dp->enforced,
+            dp->enforced ? "" : " (the transport does not enforce keys: readers verify checksums)");
     *dp_p = dp;
     return ST_OK;
 }
@@ -263,6 +278,15 @@ void cd_dp_destroy(cd_dataplane_t *dp)
         st_transport_msg_free(dp->pending[i]);
     }
     free(dp->pending);
+    for (uint32_t b = 0; b < DP_WK_BUCKETS; b++) {
+        while (dp->wkeys[b] != NULL) {
+            dp_wkey_t *w = dp->wkeys[b];
+
+            dp->wkeys[b] = w->next;
+            st_transport_mem_deregister(dp->tp, w->mem);
+            free(w);
+        }
+    }
     /* Regions still registered (the store normally frees them first) go
      * with the transport. */
     st_transport_destroy(dp->tp);
@@ -357,7 +381,10 @@ st_status_t cd_dp_chunk_alloc(void *ctx, uint32_t ns_id, uint32_t region, size_t
         pthread_mutex_unlock(&dp->lock);
         return ST_ERR_NOMEM;
     }
-    st = st_transport_mem_alloc(dp->tp, len, &mem);
+    /* Committed bytes are read-only for peers where the transport enforces
+     * it; writes then land through each reservation's own key. */
+    st = st_transport_mem_map(
+        dp->tp, NULL, len, dp->enforced ? ST_TRANSPORT_REMOTE_READ : ST_TRANSPORT_REMOTE_RW, &mem);
     if (st == ST_OK) {
         *slot = mem;
         *base_p = st_transport_mem_addr(mem);
@@ -452,4 +479,105 @@ st_status_t cd_dp_rkey(cd_dataplane_t *dp, uint32_t ns_id, uint32_t region,
     }
     pthread_mutex_unlock(&dp->lock);
     return st;
+}
+
+int cd_dp_committed_read_only(const cd_dataplane_t *dp)
+{
+    return dp != NULL && dp->enforced;
+}
+
+static uint32_t dp_wk_bucket(uint32_t ns_id, uint64_t resv_id)
+{
+    uint64_t h = (resv_id ^ ((uint64_t)ns_id << 40)) * 0x9e3779b97f4a7c15ULL;
+
+    return (uint32_t)(h >> 52) & (DP_WK_BUCKETS - 1);
+}
+
+st_status_t cd_dp_write_key(cd_dataplane_t *dp, uint32_t ns_id, uint64_t resv_id, uint32_t region,
+                            uint64_t offset, uint64_t len, void *(*alloc)(void *actx, size_t len),
+                            void *actx, uint8_t **data_p, size_t *len_p)
+{
+    st_transport_mem_t **slot;
+    dp_wkey_t *w;
+    const void *key;
+    size_t key_len;
+    st_status_t st;
+
+    if (dp == NULL || !dp->enforced) {
+        return ST_ERR_UNSUPPORTED;
+    }
+    w = calloc(1, sizeof(*w));
+    if (w == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    pthread_mutex_lock(&dp->lock);
+    slot = dp_slot(dp, ns_id, region, 0);
+    if (slot == NULL || *slot == NULL || len == 0 || offset > st_transport_mem_len(*slot) ||
+        len > st_transport_mem_len(*slot) - offset) {
+        pthread_mutex_unlock(&dp->lock);
+        free(w);
+        st_error("dataplane: write key for an extent outside its region ns=%u region=%u "
+                 "offset=%llu bytes=%llu",
+                 ns_id, region, (unsigned long long)offset, (unsigned long long)len);
+        return ST_ERR_INTERNAL;
+    }
+    st = st_transport_mem_map(dp->tp, (uint8_t *)st_transport_mem_addr(*slot) + offset, len,
+                              ST_TRANSPORT_REMOTE_RW, &w->mem);
+    if (st == ST_OK) {
+        st = st_transport_mem_rkey(w->mem, &key, &key_len);
+    }
+    if (st == ST_OK) {
+        st = dp_copy(key, key_len, alloc, actx, data_p, len_p);
+    }
+    if (st != ST_OK) {
+        st_transport_mem_deregister(dp->tp, w->mem);
+        pthread_mutex_unlock(&dp->lock);
+        free(w);
+        return st;
+    }
+    w->ns_id = ns_id;
+    w->resv_id = resv_id;
+    uint32_t b = dp_wk_bucket(ns_id, resv_id);
+    w->next = dp->wkeys[b];
+    dp->wkeys[b] = w;
+    dp->n_wkeys++;
+    pthread_mutex_unlock(&dp->lock);
+    return ST_OK;
+}
+
+void cd_dp_resv_end(void *ctx, uint32_t ns_id, uint64_t resv_id)
+{
+    cd_dataplane_t *dp = ctx;
+    dp_wkey_t **pp, *w = NULL;
+
+    if (dp == NULL || !dp->enforced) {
+        return;
+    }
+    pthread_mutex_lock(&dp->lock);
+    for (pp = &dp->wkeys[dp_wk_bucket(ns_id, resv_id)]; *pp != NULL; pp = &(*pp)->next) {
+        if ((*pp)->ns_id == ns_id && (*pp)->resv_id == resv_id) {
+            w = *pp;
+            *pp = w->next;
+            dp->n_wkeys--;
+            /* Under the lock that serialises the progress thread: once this
+             * returns, the target refuses every later write through the key. */
+            st_transport_mem_deregister(dp->tp, w->mem);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&dp->lock);
+    free(w);
+}
+
+size_t cd_dp_write_keys(cd_dataplane_t *dp)
+{
+    size_t n;
+
+    if (dp == NULL) {
+        return 0;
+    }
+    pthread_mutex_lock(&dp->lock);
+    n = dp->n_wkeys;
+    pthread_mutex_unlock(&dp->lock);
+    return n;
 }

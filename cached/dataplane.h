@@ -86,4 +86,43 @@ st_status_t cd_dp_rkey(cd_dataplane_t *dp, uint32_t ns_id, uint32_t region,
                        void *(*alloc)(void *actx, size_t len), void *actx, uint8_t **data_p,
                        size_t *len_p);
 
+/*
+ * 1 when dp's transport refuses, at this daemon, writes through a read-only
+ * key and through a revoked key (st_transport_enforces_access()): arena
+ * chunks are then registered for remote read only, and each reservation's
+ * extent gets its own write key (cd_dp_write_key()), revoked when the
+ * reservation ends. 0 for NULL and for transports that enforce nothing
+ * (UCX): chunks are registered read-write, clients write through the
+ * region keys, and readers must verify checksums (Hello's
+ * committed_read_only; docs/security-dataplane.md).
+ */
+int cd_dp_committed_read_only(const cd_dataplane_t *dp);
+
+/*
+ * Registers the extent [offset, offset + len) of region of namespace ns_id
+ * for remote write as reservation resv_id's write key, and copies its packed
+ * remote key into memory from alloc(actx, len). The key lives until
+ * cd_dp_resv_end() for the same reservation. Returns ST_OK;
+ * ST_ERR_UNSUPPORTED when dp is NULL or does not enforce access (no write
+ * keys: clients write through the region key); ST_ERR_INTERNAL (the extent
+ * is not inside a registered region; logged); ST_ERR_NOMEM;
+ * ST_ERR_TRANSPORT.
+ */
+st_status_t cd_dp_write_key(cd_dataplane_t *dp, uint32_t ns_id, uint64_t resv_id, uint32_t region,
+                            uint64_t offset, uint64_t len, void *(*alloc)(void *actx, size_t len),
+                            void *actx, uint8_t **data_p, size_t *len_p);
+
+/*
+ * The store's resv_end callback (ctx = the data plane): deregisters the
+ * write key of reservation resv_id of ns_id, if it has one. Runs with the
+ * namespace lock held, takes only dp's lock. The transport's progress runs
+ * under the same lock, so when this returns the target refuses every later
+ * write through the key (a fence, before the extent is checksummed or
+ * reused). Unknown reservations are ignored.
+ */
+void cd_dp_resv_end(void *ctx, uint32_t ns_id, uint64_t resv_id);
+
+/* The number of write keys alive (tests). 0 for NULL. */
+size_t cd_dp_write_keys(cd_dataplane_t *dp);
+
 #endif /* STRATA_CACHED_DATAPLANE_H */

@@ -394,6 +394,7 @@ st_status_t cd_h_hello(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
     resp->node_id = cd_h_strdup(ctx, d->cfg.node_id);
     resp->version = cd_h_strdup(ctx, CD_VERSION);
     resp->transport = (Strata__V1__TransportKind)cd_dp_kind(d->dp);
+    resp->committed_read_only = cd_dp_committed_read_only(d->dp);
     resp->transport_call_key.data = srpc_ctx_alloc(ctx, CD_DP_CALL_KEY);
     if (resp->transport_call_key.data == NULL) {
         return ST_ERR_NOMEM;

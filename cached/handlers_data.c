@@ -7,6 +7,7 @@
  * itself succeeds when the batch was processed.
  */
 #include "handlers.h"
+#include "dataplane.h"
 #include "tier.h"
 
 #include <stdlib.h>
@@ -648,6 +649,49 @@ static st_status_t cd_h_check_links(srpc_ctx_t *ctx, Strata__V1__BlockLink *cons
     return ST_OK;
 }
 
+/* srpc_ctx_alloc for the data plane's copies. */
+static void *cd_h_wk_alloc(void *ctx, size_t len)
+{
+    return srpc_ctx_alloc(ctx, len);
+}
+
+/*
+ * Gives each reserved extent its own write key where the transport enforces
+ * keys (cd_dp_write_key(); the store's resv_end revokes it). Returns ST_OK
+ * (also when the transport has no write keys), or the first failure, logged
+ * and set on ctx.
+ */
+static st_status_t cd_h_write_keys(srpc_ctx_t *ctx, cd_daemon_t *d, const cd_ns_entry_t *e,
+                                   const cd_resv_t *out, size_t n,
+                                   Strata__V1__ReserveResponse *resp)
+{
+    if (!cd_dp_committed_read_only(d->dp)) {
+        return ST_OK;
+    }
+    resp->write_rkeys = srpc_ctx_alloc(ctx, sizeof(*resp->write_rkeys) * n);
+    if (resp->write_rkeys == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    memset(resp->write_rkeys, 0, sizeof(*resp->write_rkeys) * n);
+    resp->n_write_rkeys = n;
+    for (size_t i = 0; i < n; i++) {
+        st_status_t st;
+
+        if (out[i].status != ST_OK) {
+            continue;
+        }
+        st = cd_dp_write_key(d->dp, e->local_id, out[i].id, out[i].where.region,
+                             out[i].where.offset, out[i].where.length, cd_h_wk_alloc, ctx,
+                             &resp->write_rkeys[i].data, &resp->write_rkeys[i].len);
+        if (st != ST_OK) {
+            srpc_ctx_set_error(ctx, "keys[%zu]: cannot register its extent for write: %s", i,
+                               st_strerror(st));
+            return st;
+        }
+    }
+    return ST_OK;
+}
+
 st_status_t cd_h_reserve(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMessage *respm,
                          void *arg)
 {
@@ -739,6 +783,16 @@ st_status_t cd_h_reserve(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, Protobuf
         }
     }
     resp->n_status = req->n_keys;
+    status = cd_h_write_keys(ctx, d, e, out, req->n_keys, resp);
+    if (status != ST_OK) {
+        for (size_t i = 0; i < req->n_keys; i++) {
+            if (ids[i] != 0) {
+                cd_store_abort(d->store, e->local_id, ids[i]);
+            }
+        }
+        free(ids);
+        return status;
+    }
     status = cd_batch_add(d, e->local_id, cd_au_client(ctx), ids, req->n_keys,
                           expires ? expires : cd_store_now(d->store) + d->cfg.reservation_ms,
                           &resp->reservation_id);

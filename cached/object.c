@@ -474,9 +474,22 @@ st_status_t cd_store_get(cd_store_t *s, uint32_t ns_id, const cd_key_t *key, voi
 
 /* --- reserve, commit, abort ------------------------------------------------------------ */
 
+/* Stops the reservation's one-sided writes (its write key): before its
+ * bytes are checksummed and before its extent can be reused. */
+static void resv_fence(cd_ns_t *ns, cd_obj_t *o)
+{
+    const cd_store_config_t *cfg = &ns->ns_store->ss_cfg;
+
+    if (cfg->resv_end != NULL) {
+        cfg->resv_end(cfg->chunk_ctx, ns->ns_id, o->ob_resv_id);
+    }
+}
+
 static void resv_unlink(cd_ns_t *ns, cd_obj_t *o)
 {
     st_hash_t key = cd_htab_id_key(o->ob_resv_id);
+
+    resv_fence(ns, o);
 
     cd_htab_remove(&ns->ns_ids, &key, ID_RESV);
     if (o->ob_prev != NULL) {
@@ -633,6 +646,7 @@ static st_status_t do_commit(cd_ns_t *ns, uint64_t resv_id, uint64_t claimed, cd
         *has_parent_p = o->ob_has_parent;
         *parent_p = o->ob_parent;
     }
+    resv_fence(ns, o); /* no write may land between the checksum and the reader */
     /* The row sums (ob_row_bytes) in the same pass, of the same bytes. */
     actual = do_rowsum_compute(ns, o, NULL);
     if (actual != claimed) {

@@ -105,6 +105,13 @@ typedef struct cd_store_config {
                                void **base_p);
     void (*chunk_free)(void *ctx, uint32_t ns_id, uint32_t region, void *base, size_t len);
     void *chunk_ctx;
+    /* Told (ctx chunk_ctx, namespace lock held, must not call the store)
+     * that the one-sided writes of reservation resv_id must stop: at Commit
+     * before its bytes are checksummed, and at Abort, expiry or any other
+     * drop before its extent can be reused. The data plane revokes the
+     * reservation's write key there (docs/daemon.md, "Fencing"). It may be
+     * told twice about one reservation. NULL: nothing to revoke. */
+    void (*resv_end)(void *ctx, uint32_t ns_id, uint64_t resv_id);
     /* Told about each committed object eviction takes from DRAM, before its
      * extent is freed: data (len bytes) is valid only during the call, parent
      * is the block's parent hash (NULL for a root), tiered the object's

@@ -13,7 +13,10 @@
  * lease, the default) count when every get of the batch completed before
  * that bound; one that may have landed later is checked by XXH3-64 against
  * Locate's checksum and is a miss if it differs. With verify_reads = always,
- * every whole object is checked. Rows count only if each matches its row
+ * every whole object is checked; so is every whole object of a node whose
+ * Hello says committed_read_only = false (its transport, UCX, lets any key
+ * write committed extents: docs/security-dataplane.md). Rows count only if
+ * each matches its row
  * sum, which the daemon computed at commit and Locate answers (want_row_sums;
  * docs/transport.md "Row verification"), whenever it landed; rows of an
  * object without row sums are read inline, whole. Anything else is a miss.
@@ -37,7 +40,11 @@
  * worker and back; adjacent rows of an object are one get.
  *
  * Write: Reserve -> one put per object -> flush -> Commit with the XXH3-64
- * of each object; the daemon checks it before anything becomes visible. A
+ * of each object; the daemon checks it before anything becomes visible.
+ * Where the node's transport enforces keys (committed_read_only), the region
+ * keys are read-only and each extent is written through the reservation's
+ * own write key (ReserveResponse.write_rkeys), destroyed after the flush;
+ * the daemon revokes it at Commit, Abort or expiry. A
  * put that failed is committed with a checksum that cannot match, so the
  * daemon refuses it and frees the extent.
  *
@@ -71,6 +78,7 @@
 
 /* Checksums of whole objects run at memory speed over every byte read or
  * written: libxxhash's runtime dispatch where it has one (st_xxh.h). */
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack (sc_dp_copy_hashed) */
 #include "st_xxh.h"
 
 #include "rowsum.h"
@@ -87,6 +95,8 @@ typedef struct sc_dp_region {
 typedef struct sc_dp_node {
     pthread_mutex_t lock;
     int tcalls;           /* Hello said the node serves calls over the transport */
+    int committed_ro;     /* Hello: the node's transport keeps committed bytes (else verify) */
+    uint64_t resets;      /* endpoint closes: keys unpacked before one are gone with it */
     uint8_t call_key[16]; /* ... and gave the key they present */
     uint64_t gen;         /* bumped when the endpoint or the regions change (lease cache) */
     st_transport_ep_t *ep;
@@ -397,6 +407,7 @@ static void sc_dp_node_reset(sc_dp_node_t *n)
     n->n_old = n->cap_old = 0;
     n->epoch = 0;
     n->gen++;
+    n->resets++;
 }
 
 void sc_dp_destroy(st_client_t *c)
@@ -525,6 +536,7 @@ static st_status_t sc_dp_take_hello(sc_dp_t *dp, uint32_t i, const Strata__V1__H
         n->gen += n->epoch != r->region_epoch;
         n->epoch = r->region_epoch;
     }
+    n->committed_ro = r->committed_read_only;
     n->tcalls = st == ST_OK && n->ep != NULL && r->transport_calls &&
                 r->transport_call_key.len == sizeof(n->call_key);
     if (n->tcalls) {
@@ -964,9 +976,11 @@ st_status_t st_client_deregister(st_client_t *c, void *ptr)
 
 /* One op's transfers. */
 typedef struct sc_dp_op {
-    _Atomic size_t *pending; /* the batch's count of transfers in flight */
-    _Atomic int failed;      /* a transfer of this op failed */
-    st_transport_mem_t *tmp; /* registered for this batch only */
+    _Atomic size_t *pending;   /* the batch's count of transfers in flight */
+    _Atomic int failed;        /* a transfer of this op failed */
+    st_transport_mem_t *tmp;   /* registered for this batch only */
+    st_transport_rkey_t *wkey; /* puts: the reservation's write key, unpacked (dp->lock) */
+    uint64_t wkey_resets;      /* the node's resets when it was unpacked */
     uint32_t node;
     int posted; /* transfers were posted (the op is decided after them) */
     uint64_t checksum;
@@ -981,6 +995,7 @@ typedef struct sc_dp_op {
                             checked against rsum then, while in cache */
     uint8_t now_bad;     /* ... and one of them failed its sum (first: now_row) */
     uint32_t now_row;
+    uint8_t prechecked; /* hashed while copied (sc_dp_copy_hashed): 2 matched, 1 differed */
 } sc_dp_op_t;
 
 static uint64_t sc_now_ns(void)
@@ -1145,6 +1160,23 @@ static void sc_dp_wait(sc_dp_t *dp, _Atomic size_t *pending)
             sched_yield();
         }
     }
+}
+
+/* sc_dp_wait with a deadline: ST_OK once every transfer completed,
+ * ST_ERR_TIMEOUT when some are still in flight after timeout_ms. */
+static st_status_t sc_dp_wait_until(sc_dp_t *dp, _Atomic size_t *pending, uint32_t timeout_ms)
+{
+    uint64_t until = sc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+
+    while (atomic_load(pending) > 0) {
+        if (sc_dp_poll(dp) <= 0) {
+            if (sc_now_ns() >= until) {
+                return ST_ERR_TIMEOUT;
+            }
+            sched_yield();
+        }
+    }
+    return ST_OK;
 }
 
 static void sc_dp_free_tmp(sc_dp_t *dp, sc_dp_op_t *o, size_t n)
@@ -1366,7 +1398,9 @@ static void *sc_dp_verify_range(void *arg)
         const sc_dp_op_t *o = &v->ops[i];
 
         if (o->posted && !o->failed && op->n_rows == 0) {
-            v->ok[i] = !o->check || XXH3_64bits(op->dst, op->length) == o->checksum;
+            v->ok[i] =
+                !o->check || (o->prechecked ? o->prechecked == 2
+                                            : XXH3_64bits(op->dst, op->length) == o->checksum);
         }
     }
     return NULL;
@@ -1387,13 +1421,13 @@ static void sc_dp_verify_all(st_handle_t *h, const sc_dp_op_t *ops, size_t n, ui
     pthread_t th;
 
     for (size_t i = 0; i < n; i++) {
-        if (ops[i].posted && ops[i].check && h->gets[i].n_rows == 0) {
+        if (ops[i].posted && ops[i].check && !ops[i].prechecked && h->gets[i].n_rows == 0) {
             bytes += h->gets[i].length;
         }
     }
     if (bytes >= (8u << 20) && n > 1) {
         for (size_t i = 0; i < n; i++) {
-            if (ops[i].posted && ops[i].check && h->gets[i].n_rows == 0) {
+            if (ops[i].posted && ops[i].check && !ops[i].prechecked && h->gets[i].n_rows == 0) {
                 half += h->gets[i].length;
             }
             if (half >= bytes / 2) {
@@ -1589,6 +1623,54 @@ struct sc_dp_post {
 /* Copies p[lo, hi) where the region is mapped here (any thread: a direct
  * copy touches neither the transport's worker nor dp->lock). Returns the
  * bytes copied. */
+/*
+ * A node whose committed extents are not read-only has every object hashed
+ * (o->check). Hashing after the batch reads every byte back from memory (the
+ * copy streams it out with non-temporal stores); instead, the copy is cut
+ * into pieces below STT_STREAM_MIN (plain stores: the piece stays in L1) and
+ * each piece is hashed right after it landed, in the copying thread. What is
+ * hashed is the destination: the bytes accepted, not the source.
+ */
+#define SC_DP_FUSE_PIECE 4032u
+
+/* STRATA_DP_FUSE=0 turns sc_dp_copy_hashed() off (for measurements). */
+static int sc_dp_fuse_off(void)
+{
+    static _Atomic int off = -1;
+    int v = atomic_load_explicit(&off, memory_order_relaxed);
+
+    if (v < 0) {
+        const char *e = getenv("STRATA_DP_FUSE");
+
+        v = e != NULL && strcmp(e, "0") == 0;
+        atomic_store_explicit(&off, v, memory_order_relaxed);
+    }
+    return v;
+}
+
+static st_status_t sc_dp_copy_hashed(sc_dp_node_t *nd, st_get_op_t *op, sc_dp_op_t *o,
+                                     const sc_dp_post_t *q)
+{
+    XXH3_state_t xs;
+    size_t len = (size_t)q->len;
+
+    if (XXH3_64bits_reset(&xs) != XXH_OK) {
+        return ST_ERR_UNSUPPORTED;
+    }
+    for (size_t off = 0; off < len; off += SC_DP_FUSE_PIECE) {
+        size_t n = len - off < SC_DP_FUSE_PIECE ? len - off : SC_DP_FUSE_PIECE;
+        st_status_t st = st_transport_get_now(nd->ep, (uint8_t *)op->dst + off, n, q->mem,
+                                              q->raddr + off, q->rkey);
+
+        if (st != ST_OK) {
+            return st; /* ST_ERR_UNSUPPORTED (not mapped here): the first piece, post a get */
+        }
+        (void)XXH3_64bits_update(&xs, (const uint8_t *)op->dst + off, n);
+    }
+    o->prechecked = XXH3_64bits_digest(&xs) == o->checksum ? 2 : 1;
+    return ST_OK;
+}
+
 static uint64_t sc_dp_copy_range(sc_dp_node_t *nd, st_handle_t *h, sc_dp_op_t *ops, sc_dp_post_t *p,
                                  size_t lo, size_t hi)
 {
@@ -1600,8 +1682,13 @@ static uint64_t sc_dp_copy_range(sc_dp_node_t *nd, st_handle_t *h, sc_dp_op_t *o
         if (p[k].mem == NULL) {
             continue;
         }
-        p[k].st = st_transport_get_now(nd->ep, op->dst, (size_t)p[k].len, p[k].mem, p[k].raddr,
-                                       p[k].rkey);
+        if (!nd->committed_ro && op->n_rows == 0 && p[k].len > SC_DP_FUSE_PIECE &&
+            !sc_dp_fuse_off()) {
+            p[k].st = sc_dp_copy_hashed(nd, op, &ops[p[k].i], &p[k]);
+        } else {
+            p[k].st = st_transport_get_now(nd->ep, op->dst, (size_t)p[k].len, p[k].mem, p[k].raddr,
+                                           p[k].rkey);
+        }
         if (p[k].st == ST_OK) {
             copied += p[k].len;
         } else if (p[k].st != ST_ERR_UNSUPPORTED) {
@@ -2202,7 +2289,9 @@ void sc_dp_get(st_handle_t *h, uint8_t *todo)
     for (size_t i = 0; i < n; i++) {
         sc_dp_op_t *o = &ops[i];
 
-        o->check = c->verify_always || o->bound_ns == 0 ||
+        /* A node whose transport does not keep committed bytes read-only
+         * (Hello's committed_read_only) has every object checked. */
+        o->check = c->verify_always || o->bound_ns == 0 || !dp->node[o->node].committed_ro ||
                    (int64_t)(now - o->bound_ns) + dp->lease_skew_ns >= 0;
     }
     verified = calloc(n + 1, 1);
@@ -2402,10 +2491,22 @@ void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked)
             }
             pthread_mutex_lock(&dp->lock);
             mem = sc_dp_local(dp, o, (void *)op->src, op->len);
+            /* Where the node enforces keys, the region's key is read-only:
+             * the extent is written through its reservation's own key. */
+            st = ST_OK;
+            if (r->n_write_rkeys == bcount[b] && r->write_rkeys[j].len > 0) {
+                st = st_transport_rkey_unpack(nd->ep, r->write_rkeys[j].data, r->write_rkeys[j].len,
+                                              &o->wkey);
+                o->wkey_resets = nd->resets;
+            } else if (nd->committed_ro) {
+                st = ST_ERR_PROTOCOL; /* a read-only region and no write key */
+            }
             atomic_fetch_add(&pending, 1);
             st = mem == NULL ? ST_ERR_NOMEM
-                             : st_transport_put(nd->ep, op->src, op->len, mem,
-                                                reg->base + l->offset[j], reg->rkey, sc_dp_done, o);
+                 : st != ST_OK
+                     ? st
+                     : st_transport_put(nd->ep, op->src, op->len, mem, reg->base + l->offset[j],
+                                        o->wkey != NULL ? o->wkey : reg->rkey, sc_dp_done, o);
             if (st != ST_OK) {
                 atomic_fetch_sub(&pending, 1);
                 o->failed = 1;
@@ -2415,7 +2516,29 @@ void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked)
         }
         pthread_mutex_unlock(&nd->lock);
     }
-    sc_dp_wait(dp, &pending);
+    if (sc_dp_wait_until(dp, &pending, c->timeout_ms) != ST_OK) {
+        /* Puts that never complete: a provider that drops a write it refused
+         * (libfabric shm, through a write key the daemon revoked because the
+         * reservation expired) never reports them. Closing the endpoint
+         * cancels them (their callbacks run: failed); the node connects again
+         * at its next Hello. */
+        st_warn_ratelimited("dataplane: puts still in flight after %u ms: closing the endpoints "
+                            "of the batch's nodes",
+                            c->timeout_ms);
+        for (size_t b = 0; b < nb; b++) {
+            sc_dp_node_t *nd = &dp->node[bnode[b]];
+
+            pthread_mutex_lock(&nd->lock);
+            pthread_mutex_lock(&dp->lock);
+            if (nd->ep != NULL) {
+                sc_dp_node_reset(nd);
+                nd->tcalls = 0;
+            }
+            pthread_mutex_unlock(&dp->lock);
+            pthread_mutex_unlock(&nd->lock);
+        }
+        sc_dp_wait(dp, &pending);
+    }
     /* The bytes are in the daemons' memory only after a flush. */
     for (size_t b = 0; b < nb; b++) {
         sc_dp_node_t *nd = &dp->node[bnode[b]];
@@ -2426,8 +2549,18 @@ void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked)
         }
         pthread_mutex_lock(&nd->lock);
         pthread_mutex_lock(&dp->lock);
-        if (nd->ep != NULL) {
-            st = st_transport_ep_flush(nd->ep, (int)c->timeout_ms);
+        /* No endpoint: it was closed under this batch's puts (above). */
+        st =
+            nd->ep != NULL ? st_transport_ep_flush(nd->ep, (int)c->timeout_ms) : ST_ERR_UNAVAILABLE;
+        /* Flushed (or given up): the write keys go; the daemon revokes them
+         * at Commit anyway. */
+        for (size_t j = 0; j < bcount[b]; j++) {
+            sc_dp_op_t *o = &ops[perm[bfirst[b] + j]];
+
+            if (o->wkey != NULL && o->wkey_resets == nd->resets) {
+                st_transport_rkey_destroy(o->wkey); /* else its endpoint's close did */
+            }
+            o->wkey = NULL;
         }
         pthread_mutex_unlock(&dp->lock);
         pthread_mutex_unlock(&nd->lock);

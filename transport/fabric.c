@@ -307,7 +307,8 @@ static void stt_fi_destroy(st_transport_t *tp)
 }
 
 static st_status_t stt_fi_mem_register(st_transport_t *tp, void **addr_p, size_t len,
-                                       st_transport_mem_t **mem_p, void **key_p, size_t *key_len_p)
+                                       unsigned access_in, st_transport_mem_t **mem_p, void **key_p,
+                                       size_t *key_len_p)
 {
     stt_fi_t *f = (stt_fi_t *)tp;
     stt_fi_mem_t *m = calloc(1, sizeof(*m));
@@ -326,7 +327,9 @@ static st_status_t stt_fi_mem_register(st_transport_t *tp, void **addr_p, size_t
         m->allocated = addr;
         m->allocated_len = len;
     }
-    uint64_t access = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+    uint64_t access = FI_READ | FI_WRITE |
+                      ((access_in & ST_TRANSPORT_REMOTE_READ) ? FI_REMOTE_READ : 0) |
+                      ((access_in & ST_TRANSPORT_REMOTE_WRITE) ? FI_REMOTE_WRITE : 0);
     uint64_t requested = (f->mr_mode & FI_MR_PROV_KEY) ? 0 : f->next_key++;
     int ret = fi_mr_reg(f->domain, addr, len, access, 0, requested, 0, &m->mr, NULL);
     if (ret != 0) {
@@ -697,12 +700,35 @@ static st_status_t stt_fi_arm(st_transport_t *tp)
     return stt_fi_fail("fi_trywait", ret);
 }
 
+/*
+ * Whether the provider checks keys and access at the target. Measured on
+ * libfabric 1.17 by test_transport's test_access_enforced (docs/transport.md,
+ * "What each transport enforces"): tcp;ofi_rxm, shm, sockets and
+ * udp;ofi_rxd refuse a write through a read-only key and through the key of
+ * a deregistered region, and the bytes stay. A provider not measured
+ * (verbs, efa, ...) counts as not enforcing, so its readers verify.
+ */
+static int stt_fi_enforces_access(const st_transport_t *tp)
+{
+    static const char *const measured[] = {"tcp;ofi_rxm", "shm", "sockets", "udp;ofi_rxd"};
+    const stt_fi_t *f = (const stt_fi_t *)tp;
+    const char *prov = f->info->fabric_attr->prov_name;
+
+    for (size_t i = 0; prov != NULL && i < sizeof(measured) / sizeof(measured[0]); i++) {
+        if (strcmp(prov, measured[i]) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 const stt_ops_t stt_fabric_ops = {
     .name = "libfabric",
     .create = stt_fi_create,
     .destroy = stt_fi_destroy,
     .mem_register = stt_fi_mem_register,
     .mem_deregister = stt_fi_mem_deregister,
+    .enforces_access = stt_fi_enforces_access,
     .connect = stt_fi_connect,
     .ep_flush = stt_fi_ep_flush,
     .ep_close = stt_fi_ep_close,

@@ -150,12 +150,48 @@ st_status_t st_transport_address(st_transport_t *tp, const void **addr_p, size_t
 
 /*
  * Registers [addr, addr + len) for local use and for remote access (read and
- * write) and writes the handle to *mem_p. len must be positive. Registration
+ * write: see st_transport_mem_map() for a read-only region) and writes the handle to *mem_p. len must be positive. Registration
  * is expensive: do it once per arena or buffer, never per operation.
  * Returns ST_OK, ST_ERR_INVALID, ST_ERR_NOMEM or ST_ERR_TRANSPORT.
  */
 st_status_t st_transport_mem_register(st_transport_t *tp, void *addr, size_t len,
                                       st_transport_mem_t **mem_p);
+
+/*
+ * Access a peer has to a region through its remote key. A region registered
+ * without ST_TRANSPORT_REMOTE_WRITE is read-only for peers *where the
+ * backend enforces it*: st_transport_enforces_access() says whether it does
+ * (docs/transport.md, "What each transport enforces"). The owner's own
+ * access (local read and write) is never restricted.
+ */
+#define ST_TRANSPORT_REMOTE_READ  1u
+#define ST_TRANSPORT_REMOTE_WRITE 2u
+#define ST_TRANSPORT_REMOTE_RW    (ST_TRANSPORT_REMOTE_READ | ST_TRANSPORT_REMOTE_WRITE)
+
+/*
+ * Registers [addr, addr + len) with the remote access in access (a non-empty
+ * set of ST_TRANSPORT_REMOTE_READ and ST_TRANSPORT_REMOTE_WRITE) and writes
+ * the handle to *mem_p; addr NULL allocates the region as
+ * st_transport_mem_alloc() does. st_transport_mem_register() and
+ * st_transport_mem_alloc() are this call with ST_TRANSPORT_REMOTE_RW.
+ * Returns ST_OK, ST_ERR_INVALID (len 0, access empty or unknown bits),
+ * ST_ERR_NOMEM or ST_ERR_TRANSPORT.
+ */
+st_status_t st_transport_mem_map(st_transport_t *tp, void *addr, size_t len, unsigned access,
+                                 st_transport_mem_t **mem_p);
+
+/*
+ * Returns 1 when tp's backend and path refuse, at the target, a remote write
+ * through the key of a region registered without ST_TRANSPORT_REMOTE_WRITE,
+ * and a remote operation through the key of a region already deregistered
+ * (both measured by tests/unit/test_transport.c: test_access_enforced);
+ * 0 when a peer holding any key can change any registered byte (UCX 1.13
+ * over tcp, sm/posix and cma: the target does not check keys, same-host
+ * peers map the memory writable). With 0, readers must verify what they
+ * read (checksums): nothing the transport does keeps committed bytes as
+ * they were.
+ */
+int st_transport_enforces_access(const st_transport_t *tp);
 
 /*
  * Allocates len bytes of registered memory and writes the handle to *mem_p;

@@ -104,6 +104,7 @@ struct st_transport_mem {
     st_transport_t *tp;
     void *addr;
     size_t len;
+    unsigned access;    /* ST_TRANSPORT_REMOTE_* */
     uint8_t *rkey_blob; /* the wrapped packed key, as sent to peers */
     size_t rkey_blob_len;
     stt_link_t link;
@@ -139,8 +140,11 @@ typedef struct stt_ops {
     /* Registers [*addr_p, +len), or, when *addr_p is NULL, allocates len
      * bytes of registered memory and writes their address to *addr_p;
      * writes the region's raw packed key (malloc'd) to *key_p. */
-    st_status_t (*mem_register)(st_transport_t *tp, void **addr_p, size_t len,
+    st_status_t (*mem_register)(st_transport_t *tp, void **addr_p, size_t len, unsigned access,
                                 st_transport_mem_t **mem_p, void **key_p, size_t *key_len_p);
+    /* Whether the target refuses writes without write access and keys of
+     * deregistered regions (st_transport_enforces_access()). */
+    int (*enforces_access)(const st_transport_t *tp);
     void (*mem_deregister)(st_transport_t *tp, st_transport_mem_t *mem);
     st_status_t (*connect)(st_transport_t *tp, const void *addr, size_t len,
                            st_transport_ep_t **ep_p);

@@ -423,19 +423,20 @@ st_status_t st_transport_address(st_transport_t *tp, const void **addr_p, size_t
 
 /* --- memory ------------------------------------------------------------- */
 
-static st_status_t stt_mem_register(st_transport_t *tp, void *addr, size_t len,
+static st_status_t stt_mem_register(st_transport_t *tp, void *addr, size_t len, unsigned access,
                                     st_transport_mem_t **mem_p)
 {
     st_transport_mem_t *mem = NULL;
     void *key = NULL;
     size_t key_len = 0;
-    st_status_t st = tp->ops->mem_register(tp, &addr, len, &mem, &key, &key_len);
+    st_status_t st = tp->ops->mem_register(tp, &addr, len, access, &mem, &key, &key_len);
     if (st != ST_OK) {
         return st;
     }
     mem->tp = tp;
     mem->addr = addr;
     mem->len = len;
+    mem->access = access;
     st = stt_envelope_wrap(STT_RKEY_MAGIC, tp->backend, key, key_len, (uint64_t)(uintptr_t)addr,
                            len, &mem->rkey_blob, &mem->rkey_blob_len);
     free(key);
@@ -455,7 +456,7 @@ st_status_t st_transport_mem_register(st_transport_t *tp, void *addr, size_t len
         st_error("transport register refused: empty region addr=%p len=%zu", addr, len);
         return ST_ERR_INVALID;
     }
-    return stt_mem_register(tp, addr, len, mem_p);
+    return stt_mem_register(tp, addr, len, ST_TRANSPORT_REMOTE_RW, mem_p);
 }
 
 st_status_t st_transport_mem_alloc(st_transport_t *tp, size_t len, st_transport_mem_t **mem_p)
@@ -464,7 +465,24 @@ st_status_t st_transport_mem_alloc(st_transport_t *tp, size_t len, st_transport_
         st_error("transport allocation refused: len=0");
         return ST_ERR_INVALID;
     }
-    return stt_mem_register(tp, NULL, len, mem_p);
+    return stt_mem_register(tp, NULL, len, ST_TRANSPORT_REMOTE_RW, mem_p);
+}
+
+st_status_t st_transport_mem_map(st_transport_t *tp, void *addr, size_t len, unsigned access,
+                                 st_transport_mem_t **mem_p)
+{
+    if (len == 0 || access == 0 || (access & ~ST_TRANSPORT_REMOTE_RW) != 0) {
+        st_error("transport register refused: addr=%p len=%zu access=0x%x (want len > 0 and "
+                 "access of REMOTE_READ|REMOTE_WRITE)",
+                 addr, len, access);
+        return ST_ERR_INVALID;
+    }
+    return stt_mem_register(tp, addr, len, access, mem_p);
+}
+
+int st_transport_enforces_access(const st_transport_t *tp)
+{
+    return tp->ops->enforces_access != NULL && tp->ops->enforces_access(tp);
 }
 
 void *st_transport_mem_addr(const st_transport_mem_t *mem)

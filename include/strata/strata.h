@@ -97,7 +97,10 @@ typedef struct st_client_params {
                                     bytes that landed while the Locate's lease was alive
                                     (committed objects are immutable and leased extents are
                                     never reused) and checks the XXH3-64 of any that may have
-                                    landed later; "always" checks every object */
+                                    landed later, and of every object of a node whose
+                                    transport does not keep committed bytes read-only
+                                    (Hello's committed_read_only: UCX); "always" checks
+                                    every object */
     const char *cache_locations; /* which one-sided reads keep their Locate's lease and reuse
                                     the location, without a Locate, while more than a
                                     second of it is left: "rows" (default: row reads) or
@@ -252,8 +255,9 @@ enum st_put_flags {
  * commit (objects put with st_put_op_t.row_bytes; rows of an object without
  * are read inline, whole, and checked); whole objects that landed under the
  * lease count as they are, and those that may have landed after it are
- * checked against their checksum (with verify_reads = "always", every whole
- * object is). The bytes in dst of an op that missed are unspecified.
+ * checked against their checksum (with verify_reads = "always", or from a
+ * node whose transport does not enforce read-only keys, every whole object
+ * is). The bytes in dst of an op that missed are unspecified.
  *
  * Returns ST_OK with *handle_p set; ST_ERR_INVALID (an op names a block
  * outside the chain, a bad kind, a NULL buffer); ST_ERR_NOMEM.

@@ -26,6 +26,7 @@
 #include <xxhash.h>
 
 #include "cluster.h"
+#include "st_log.h"
 #include "srpc.h"
 #include "st_transport.h"
 #include "strata.pb-c.h"
@@ -535,6 +536,7 @@ typedef struct raw {
     st_transport_rkey_t *rkey[64];
     uint64_t base[64];
     st_transport_mem_t *mem;
+    int committed_ro; /* Hello's committed_read_only */
     uint8_t buf[1 << 16];
 } raw_t;
 
@@ -555,6 +557,7 @@ static void raw_hello(raw_t *r)
     req.protocol_version = 1;
     assert_int_equal(rcall(r, SRPC_CACHE_HELLO, &req, (void **)&resp), ST_OK);
     r->ns = resp->namespace_id;
+    r->committed_ro = resp->committed_read_only;
     memcpy(r->seed.b, resp->namespace_seed.data, 16);
     if (r->ep == NULL) {
         assert_int_equal(st_transport_connect(r->tp, resp->transport_address.data,
@@ -623,6 +626,66 @@ static st_status_t raw_xfer(raw_t *r, int put, uint32_t region, uint64_t off, si
         done = st_transport_ep_flush(r->ep, 10000);
     }
     return done;
+}
+
+/*
+ * A put of r->buf[0..len) to remote_addr through rkey, waiting at most
+ * wait_ms for it (a put the daemon refuses may never complete: libfabric
+ * shm). Returns its status, or ST_ERR_TIMEOUT.
+ */
+static st_status_t raw_put_key(raw_t *r, st_transport_rkey_t *rkey, uint64_t remote_addr,
+                               size_t len, int wait_ms)
+{
+    st_status_t done = ST_ERR_BUSY, st;
+    uint64_t until = st_log_now_ms() + (uint64_t)wait_ms;
+
+    st = st_transport_put(r->ep, r->buf, len, r->mem, remote_addr, rkey, cb_done, &done);
+    if (st != ST_OK) {
+        return st;
+    }
+    while (done == ST_ERR_BUSY && st_log_now_ms() < until) {
+        st_transport_progress(r->tp);
+    }
+    if (done == ST_ERR_BUSY) {
+        return ST_ERR_TIMEOUT;
+    }
+    return done == ST_OK ? st_transport_ep_flush(r->ep, wait_ms) : done;
+}
+
+/*
+ * The key that writes extent 0 of rv: its write key (unpacked into
+ * *wkey_p, the caller destroys it) where the daemon hands them out, else
+ * the region's key. Writes its remote address to *addr_p.
+ */
+static st_transport_rkey_t *raw_resv_key(raw_t *r, const Strata__V1__ReserveResponse *rv,
+                                         st_transport_rkey_t **wkey_p, uint64_t *addr_p)
+{
+    uint32_t region = rv->extents->region_id[0];
+
+    if (r->rkey[region] == NULL) {
+        raw_hello(r);
+    }
+    *addr_p = r->base[region] + rv->extents->offset[0];
+    *wkey_p = NULL;
+    if (rv->n_write_rkeys == 1 && rv->write_rkeys[0].len > 0) {
+        assert_int_equal(st_transport_rkey_unpack(r->ep, rv->write_rkeys[0].data,
+                                                  rv->write_rkeys[0].len, wkey_p),
+                         ST_OK);
+        return *wkey_p;
+    }
+    return r->rkey[region];
+}
+
+/* A put of r->buf[0..len) into the extent reserved by rv, through its key. */
+static st_status_t raw_put_resv(raw_t *r, const Strata__V1__ReserveResponse *rv, size_t len)
+{
+    st_transport_rkey_t *wkey;
+    uint64_t addr;
+    st_transport_rkey_t *key = raw_resv_key(r, rv, &wkey, &addr);
+    st_status_t st = raw_put_key(r, key, addr, len, 10000);
+
+    st_transport_rkey_destroy(wkey);
+    return st;
 }
 
 static Strata__V1__ObjectKey key_of(const st_hash_t *h)
@@ -709,8 +772,7 @@ static void test_commit_checksum_abort_expiry(void **state)
     /* Write with a one-sided put, commit with a wrong checksum: refused. */
     rv = raw_reserve(r, &h[0], 4096, 0);
     fill(r->buf, 4096, 0, 44);
-    assert_int_equal(raw_xfer(r, 1, rv->extents->region_id[0], rv->extents->offset[0], 4096),
-                     ST_OK);
+    assert_int_equal(raw_put_resv(r, rv, 4096), ST_OK);
     sum = XXH3_64bits(r->buf, 4096) ^ 1;
     cr.namespace_id = r->ns;
     cr.reservation_id = rv->reservation_id;
@@ -723,8 +785,7 @@ static void test_commit_checksum_abort_expiry(void **state)
     assert_false(raw_present(r, &h[0]));
     /* The same, with the right checksum: visible. */
     rv = raw_reserve(r, &h[0], 4096, 0);
-    assert_int_equal(raw_xfer(r, 1, rv->extents->region_id[0], rv->extents->offset[0], 4096),
-                     ST_OK);
+    assert_int_equal(raw_put_resv(r, rv, 4096), ST_OK);
     sum = XXH3_64bits(r->buf, 4096);
     cr.reservation_id = rv->reservation_id;
     assert_int_equal(rcall(r, SRPC_CACHE_COMMIT, &cr, (void **)&cresp), ST_OK);
@@ -858,6 +919,236 @@ static void test_read_after_lease_expiry_is_a_miss(void **state)
     tc_stop_all(&cl);
 }
 
+/*
+ * No key a client holds changes a committed object, or a changed one is
+ * never served: Hello says whether the node's transport keeps committed
+ * bytes read-only (libfabric tcp;ofi_rxm and shm do, UCX does not:
+ * docs/transport.md). A put through the region's key over a committed
+ * object, and one through a live reservation's write key aimed at it, then
+ * either fail with the bytes unchanged (a hit with the committed bytes), or
+ * land and the reader reports a miss.
+ */
+static void test_committed_not_writable(void **state)
+{
+    enum { LEN = 60000 };
+    tc_cluster_t cl;
+    raw_t *r = calloc(1, sizeof(*r));
+    st_client_t *c;
+    st_hash_t *a, other;
+    uint8_t *x = malloc(LEN), *got = malloc(LEN);
+    Strata__V1__ReserveResponse *rv;
+    Strata__V1__LocateRequest lq = STRATA__V1__LOCATE_REQUEST__INIT;
+    Strata__V1__LocateResponse *lr = NULL;
+    Strata__V1__ObjectKey k, *kp = &k;
+    st_transport_rkey_t *wkey;
+    st_put_op_t p;
+    st_get_op_t g;
+    st_handle_t *hd;
+    uint64_t addr, waddr;
+    st_status_t by_region, by_wkey = ST_ERR_UNSUPPORTED;
+    uint32_t region;
+
+    (void)state;
+    start(&cl, "--memory-limit 128M --chunk-bytes 4M --max-object 4M");
+    c = connect_to(&cl);
+    a = make_chain(c, 9, 1);
+    fill(x, LEN, 0, 31);
+    p = (st_put_op_t){.block = 0, .kind = ST_KIND_KV, .src = x, .len = LEN};
+    assert_int_equal(st_client_put(c, a, 1, &p, 1, 0, &hd), ST_OK);
+    run(hd);
+    assert_int_equal(p.status, ST_OK);
+    raw_open(r, cl.node[0].addr);
+    assert_int_equal(r->committed_ro, strncmp(spec, "libfabric", 9) == 0);
+    k = key_of(&a[0]);
+    lq.namespace_id = r->ns;
+    lq.keys = &kp;
+    lq.n_keys = 1;
+    assert_int_equal(rcall(r, SRPC_CACHE_LOCATE, &lq, (void **)&lr), ST_OK);
+    assert_int_equal(lr->locations->state[0], STRATA__V1__OBJECT_STATE__OBJECT_PRESENT);
+    region = lr->locations->region_id[0];
+    if (r->rkey[region] == NULL) {
+        raw_hello(r);
+    }
+    addr = r->base[region] + lr->locations->offset[0];
+    /* A live reservation of this client's own: its write key, aimed at the
+     * committed object (outside its extent: refused before it is posted). */
+    memset(other.b, 0x5c, sizeof(other.b));
+    rv = raw_reserve(r, &other, 4096, 0);
+    (void)raw_resv_key(r, rv, &wkey, &waddr);
+    memset(r->buf, 0xee, LEN);
+    if (wkey != NULL) {
+        by_wkey = raw_put_key(r, wkey, addr, LEN, 3000);
+        assert_int_not_equal(by_wkey, ST_OK);
+    }
+    /* The region's key, over the committed object. */
+    by_region = raw_put_key(r, r->rkey[region], addr, LEN, 3000);
+    printf("put over a committed object: region key %s, write key %s (committed_read_only=%d)\n",
+           st_strerror(by_region), st_strerror(by_wkey), r->committed_ro);
+    memset(got, 0, LEN);
+    g = (st_get_op_t){.block = 0, .kind = ST_KIND_KV, .dst = got, .dst_len = LEN};
+    assert_int_equal(st_client_get(c, a, 1, &g, 1, &hd), ST_OK);
+    run(hd);
+    if (r->committed_ro) {
+        /* Enforced: the put failed and the bytes are the committed ones. */
+        assert_int_not_equal(by_region, ST_OK);
+        assert_int_equal(g.status, ST_OK);
+        assert_memory_equal(got, x, LEN);
+    } else {
+        /* Not enforced: the put landed; the reader checks and misses. */
+        assert_int_equal(g.status, ST_ERR_NOT_FOUND);
+    }
+    protobuf_c_message_free_unpacked(&lr->base, NULL);
+    protobuf_c_message_free_unpacked(&rv->base, NULL);
+    free(x), free(got), free(a);
+    raw_close(r);
+    free(r);
+    st_client_close(c);
+    tc_stop_all(&cl);
+}
+
+/*
+ * A libstrata put whose reservation expires while its bytes are still on the
+ * way (reservation_ttl 10ms, 48 MiB in one batch): the late puts are refused
+ * where write keys are revoked (libfabric shm drops them without a
+ * completion), and the put call still returns within its timeout, with the
+ * late objects failed and every object that did commit readable as written.
+ */
+static void test_put_outlives_reservation(void **state)
+{
+    enum { N = 48, LEN = 1 << 20 };
+    tc_cluster_t cl;
+    st_client_params_t cp = {0};
+    st_client_t *c = NULL;
+    st_hash_t *chain;
+    uint8_t *src = malloc((size_t)N * LEN), *dst = malloc(LEN);
+    st_put_op_t puts[N];
+    st_get_op_t g;
+    st_handle_t *h;
+    int ok = 0;
+    uint64_t t0;
+
+    (void)state;
+    start(&cl, "--memory-limit 256M --chunk-bytes 64M --max-object 4M --reservation-ttl 10ms");
+    cp.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_TIMEOUT;
+    cp.nodes = cl.node[0].addr;
+    cp.transport = spec;
+    cp.timeout_ms = 3000;
+    if (st_client_connect(&cp, &c) != ST_OK) {
+        fail_msg("connect: %s", st_client_last_error());
+    }
+    chain = make_chain(c, 10, N);
+    for (int i = 0; i < N; i++) {
+        fill(src + (size_t)i * LEN, LEN, (uint64_t)i, 5);
+        puts[i] = (st_put_op_t){
+            .block = (uint32_t)i, .kind = ST_KIND_KV, .src = src + (size_t)i * LEN, .len = LEN};
+    }
+    t0 = st_log_now_ms();
+    assert_int_equal(st_client_put(c, chain, N, puts, N, 0, &h), ST_OK);
+    assert_int_equal(st_handle_wait(h, 30000), ST_OK); /* not a speed check: no hang */
+    st_handle_release(h);
+    for (int i = 0; i < N; i++) {
+        if (puts[i].status != ST_OK) {
+            continue;
+        }
+        ok++;
+        g = (st_get_op_t){.block = (uint32_t)i, .kind = ST_KIND_KV, .dst = dst, .dst_len = LEN};
+        assert_int_equal(st_client_get(c, chain, N, &g, 1, &h), ST_OK);
+        run(h);
+        assert_int_equal(g.status, ST_OK);
+        assert_memory_equal(dst, src + (size_t)i * LEN, LEN);
+    }
+    printf("put with a 10 ms reservation: %d of %d committed in %llu ms\n", ok, N,
+           (unsigned long long)(st_log_now_ms() - t0));
+    free(src), free(dst), free(chain);
+    st_client_close(c);
+    tc_stop_all(&cl);
+}
+
+/*
+ * Fencing: a writer that stalls past its reservation puts into the extent
+ * after it expired and another object now owns it. Its put must never reach
+ * a reader: where the daemon hands out write keys the key was revoked at
+ * expiry and the put is refused (the new object's bytes stay); where the
+ * transport enforces no key (UCX) the put lands, and libstrata, told by
+ * Hello that the node is not committed_read_only, checks the object and
+ * reports a miss. Never a hit with the stalled writer's bytes.
+ */
+static void test_put_after_expiry_fenced(void **state)
+{
+    enum { LEN = 60000 };
+    tc_cluster_t cl;
+    raw_t *r = calloc(1, sizeof(*r));
+    st_client_t *c;
+    st_hash_t *a;
+    uint8_t *y = malloc(LEN), *got = malloc(LEN);
+    Strata__V1__ReserveResponse *rv;
+    Strata__V1__LocateRequest lq = STRATA__V1__LOCATE_REQUEST__INIT;
+    Strata__V1__LocateResponse *lr = NULL;
+    Strata__V1__ObjectKey k, *kp = &k;
+    st_transport_rkey_t *wkey, *key;
+    st_put_op_t p;
+    st_get_op_t g;
+    st_handle_t *hd;
+    uint64_t addr;
+    st_status_t late;
+
+    (void)state;
+    start(&cl, "--memory-limit 128M --chunk-bytes 4M --max-object 4M --reservation-ttl 300ms");
+    c = connect_to(&cl);
+    raw_open(r, cl.node[0].addr);
+    a = make_chain(c, 8, 1);
+    /* The stalled writer: reserves, takes its key, and writes nothing yet. */
+    rv = raw_reserve(r, &a[0], LEN, 0);
+    key = raw_resv_key(r, rv, &wkey, &addr);
+    for (int i = 0; i < 200 && stat_of(r, "reservations_expired") == 0; i++) {
+        usleep(20000);
+    }
+    assert_int_equal(stat_of(r, "reservations_expired"), 1);
+    /* Another writer puts the same key: same size, the same extent again. */
+    fill(y, LEN, 0, 77);
+    p = (st_put_op_t){.block = 0, .kind = ST_KIND_KV, .src = y, .len = LEN};
+    assert_int_equal(st_client_put(c, a, 1, &p, 1, 0, &hd), ST_OK);
+    run(hd);
+    assert_int_equal(p.status, ST_OK);
+    k = key_of(&a[0]);
+    lq.namespace_id = r->ns;
+    lq.keys = &kp;
+    lq.n_keys = 1;
+    assert_int_equal(rcall(r, SRPC_CACHE_LOCATE, &lq, (void **)&lr), ST_OK);
+    assert_int_equal(lr->locations->state[0], STRATA__V1__OBJECT_STATE__OBJECT_PRESENT);
+    /* The premise: the expired extent was reused by the committed object. */
+    assert_int_equal(lr->locations->region_id[0], rv->extents->region_id[0]);
+    assert_int_equal(lr->locations->offset[0], rv->extents->offset[0]);
+    /* The late put. */
+    fill(r->buf, LEN, 0, 99);
+    late = raw_put_key(r, key, addr, LEN, 3000);
+    printf("late put through the %s key: %s\n", wkey != NULL ? "write" : "region",
+           st_strerror(late));
+    /* What a reader gets: the committed bytes, or a miss; never the late bytes. */
+    memset(got, 0, LEN);
+    g = (st_get_op_t){.block = 0, .kind = ST_KIND_KV, .dst = got, .dst_len = LEN};
+    assert_int_equal(st_client_get(c, a, 1, &g, 1, &hd), ST_OK);
+    run(hd);
+    printf("reader after the late put: %s\n", st_strerror(g.status));
+    if (g.status == ST_OK) {
+        assert_memory_equal(got, y, LEN);
+    } else {
+        assert_true(g.status == ST_ERR_NOT_FOUND || g.status == ST_ERR_CORRUPT);
+    }
+    if (wkey != NULL) {
+        /* A revoked key: refused, and the object is still a hit. */
+        assert_int_not_equal(late, ST_OK);
+        assert_int_equal(g.status, ST_OK);
+    }
+    protobuf_c_message_free_unpacked(&lr->base, NULL);
+    protobuf_c_message_free_unpacked(&rv->base, NULL);
+    free(y), free(got), free(a);
+    raw_close(r); /* closes the endpoint: destroys wkey */
+    free(r);
+    st_client_close(c);
+    tc_stop_all(&cl);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -868,6 +1159,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_readers_during_eviction),
         cmocka_unit_test(test_commit_checksum_abort_expiry),
         cmocka_unit_test(test_read_after_lease_expiry_is_a_miss),
+        cmocka_unit_test(test_put_after_expiry_fenced),
+        cmocka_unit_test(test_committed_not_writable),
+        cmocka_unit_test(test_put_outlives_reservation),
     };
     const char *colon;
 

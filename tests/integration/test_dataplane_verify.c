@@ -8,9 +8,12 @@
  *     is a miss, never data; with the committed bytes it is a hit;
  *   - with verify_reads = always (from st_client_params_t or the config
  *     file) every object is checked: the same changed extent is a miss even
- *     under a live lease; a read under a live lease in the default mode is
- *     not hashed (the changed bytes come back: the lease, not the hash,
- *     vouched for them);
+ *     under a live lease; so is a read under a live lease in the default
+ *     mode, because UCX enforces no key (a put through the region's key
+ *     lands over committed bytes: docs/transport.md, "What each transport
+ *     enforces"), Hello says committed_read_only = false, and libstrata
+ *     then checks every object of that node: bytes changed behind the
+ *     daemon's back are never a hit;
  *   - with cache_locations = all, a whole object read again within its lease
  *     costs no Locate (the daemon's /metrics count them) and is vouched for
  *     like a located one: late and changed, a miss;
@@ -21,10 +24,11 @@
  *     copies, every byte right, also with two batches at once.
  *
  * Changing an extent behind the daemon's back (a one-sided put with the
- * region's key, no reservation) is something no client of the protocol
- * does: it stands in for an extent reused after a lease ran out, which the
- * lease bound cannot be made to race on purpose; sc_dp_test_lease_skew()
- * makes the client's lease clock run ahead instead.
+ * region's key, no reservation) is what a hostile or stalled client of an
+ * unenforcing transport can do; it also stands in for an extent reused
+ * after a lease ran out, which the lease bound cannot be made to race on
+ * purpose; sc_dp_test_lease_skew() makes the client's lease clock run
+ * ahead instead.
  *
  * usage: test_dataplane_verify STRATAD
  */
@@ -329,11 +333,13 @@ static void test_late_or_always_reads_are_checked(void **state)
     /* verify_reads = always: checked under a live lease too, a miss. */
     assert_int_equal(read_one(always, chain, dst, LEN), ST_ERR_NOT_FOUND);
     assert_int_equal(read_one(file_always, chain, dst, LEN), ST_ERR_NOT_FOUND);
-    /* The default under a live lease does not hash: the lease vouched for
-     * the extent, so the bytes there come back as they are. */
+    /* The default under a live lease: the node's transport does not keep
+     * committed bytes read-only (Hello's committed_read_only is false for
+     * UCX), so the object is checked anyway: a miss, never the scribbled
+     * bytes as a hit. */
     sc_dp_test_lease_skew(lease, 0);
-    assert_int_equal(read_one(lease, chain, dst, LEN), ST_OK);
-    assert_memory_equal(dst, y, LEN);
+    memset(dst, 0, LEN);
+    assert_int_equal(read_one(lease, chain, dst, LEN), ST_ERR_NOT_FOUND);
 
     /* The committed bytes back in place: hits again. */
     raw_scribble(r, region, off, x, LEN);

@@ -254,6 +254,77 @@ static void test_reserve_commit_abort_expire(void **state)
     assert_non_null(strstr(err.msg, "max_batch"));
 }
 
+/* What the resv_end hook saw (test_reservation_fence). */
+static uint64_t t_fenced[16];
+static int t_n_fenced;
+static uint8_t *t_scribble_at; /* when set: the hook writes over these 100 bytes */
+
+static void t_resv_end(void *ctx, uint32_t ns, uint64_t id)
+{
+    (void)ctx;
+    (void)ns;
+    if (t_n_fenced < 16) {
+        t_fenced[t_n_fenced++] = id;
+    }
+    if (t_scribble_at != NULL) {
+        memset(t_scribble_at, 0xee, 100);
+    }
+}
+
+/*
+ * The fence (cd_store_config_t.resv_end, where the daemon revokes a
+ * reservation's write key): told at Commit before the bytes are checksummed
+ * (a write that lands at the fence makes the commit fail, it is never
+ * committed unchecked), at Abort, and at expiry before the extent is freed.
+ */
+static void test_reservation_fence(void **state)
+{
+    cd_store_config_t c;
+    cd_store_t *s;
+    uint32_t ns;
+    cd_err_t err;
+    cd_resv_req_t rq[3];
+    cd_resv_t rs[3];
+    uint8_t data[100];
+    cd_reaped_t r;
+
+    (void)state;
+    t_now = 1000;
+    t_n_fenced = 0;
+    t_scribble_at = NULL;
+    t_config(&c, 32 * MiB);
+    c.resv_end = t_resv_end;
+    assert_int_equal(cd_store_create(&c, &s, &err), ST_OK);
+    assert_int_equal(cd_store_ns_create(s, "acme", "m", 64, &ns, &err), ST_OK);
+    for (int i = 0; i < 3; i++) {
+        rq[i] = (cd_resv_req_t){t_key(3, (uint32_t)i, CD_KIND_VIS, 0), NULL, sizeof(data)};
+    }
+    assert_int_equal(cd_store_reserve(s, ns, rq, 3, rs, &err), ST_OK);
+    assert_int_equal(t_n_fenced, 0);
+    /* Commit: the fence comes first; bytes written at the fence are checked. */
+    t_fill(data, sizeof(data), &rq[0].key);
+    uint8_t *ext = (uint8_t *)t_region_base[ns][rs[0].where.region] + rs[0].where.offset;
+    memcpy(ext, data, sizeof(data));
+    t_scribble_at = ext;
+    assert_int_equal(cd_store_commit(s, ns, rs[0].id, XXH3_64bits(data, sizeof(data)), &err),
+                     ST_ERR_CORRUPT);
+    t_scribble_at = NULL;
+    assert_true(t_n_fenced >= 1);
+    assert_true(t_fenced[0] == rs[0].id);
+    /* Abort and expiry: fenced before the extent goes back. */
+    t_n_fenced = 0;
+    assert_int_equal(cd_store_abort(s, ns, rs[1].id), ST_OK);
+    assert_int_equal(t_n_fenced, 1);
+    assert_true(t_fenced[0] == rs[1].id);
+    t_now += 30000;
+    cd_store_reap(s, t_now, &r);
+    assert_int_equal(r.reservations, 2); /* rs[0] (refused) and rs[2] */
+    assert_int_equal(t_n_fenced, 3);
+    assert_true(t_fenced[1] == rs[0].id || t_fenced[2] == rs[0].id);
+    assert_true(t_fenced[1] == rs[2].id || t_fenced[2] == rs[2].id);
+    cd_store_destroy(s);
+}
+
 /* Fills the store until it must evict, with chain 10 leased and chain 11
  * pinned: neither loses a block; chain 12's blocks go. */
 static void test_leases_and_pins_block_eviction(void **state)
@@ -1061,6 +1132,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_namespaces_and_seeds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_put_get_immutable, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reserve_commit_abort_expire, setup, teardown),
+        cmocka_unit_test(test_reservation_fence),
         cmocka_unit_test_setup_teardown(test_leases_and_pins_block_eviction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lease_expiry, setup, teardown),
         cmocka_unit_test(test_write_behind_take_finish),

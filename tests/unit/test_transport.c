@@ -46,10 +46,22 @@
 #define ROW_BYTES         656u /* one DSA latent-KV row */
 #define ROW_READS         10000
 #define ROW_INFLIGHT      256
-#define HANG_GUARD_MS     60000 /* not a speed check: a hung test fails instead of blocking */
-#define PEER_GONE_WAIT_MS 1000  /* how long to let a transport notice a dead peer */
+#define HANG_GUARD_MS     60000      /* not a speed check: a hung test fails instead of blocking */
+#define PEER_GONE_WAIT_MS 1000       /* how long to let a transport notice a dead peer */
+#define RO_BYTES          (1u << 20) /* allocated for remote read only */
+#define RO_SEED           0x0123456789ULL
+#define RV_BYTES          (1u << 20) /* the target's memory, registered, then deregistered */
+#define RV_SEED           0x7777ULL
+#define ATTACK_WAIT_MS    5000 /* how long a refused put may take to report */
 
-enum { CMD_SUM = 1, CMD_QUIT = 2, CMD_SUM_USER = 3 };
+enum {
+    CMD_SUM = 1,
+    CMD_QUIT = 2,
+    CMD_SUM_USER = 3,
+    CMD_SUM_RO = 4, /* checksum of the read-only region */
+    CMD_SUM_RV = 5, /* checksum of the revocable region's memory */
+    CMD_REVOKE = 6  /* deregister the revocable region (its memory stays) */
+};
 
 typedef struct cmd {
     uint32_t cmd;
@@ -64,8 +76,12 @@ typedef struct hello {
     uint64_t base;
     uint64_t len;
     uint32_t user_rkey_len;
-    uint32_t pad;
+    uint32_t ro_rkey_len;
     uint64_t user_base;
+    uint64_t ro_base;
+    uint64_t rv_base;
+    uint32_t rv_rkey_len;
+    uint32_t pad;
 } hello_t;
 
 static st_transport_config_t g_cfg;
@@ -86,6 +102,9 @@ typedef struct fixture {
     uint8_t *user_rkey;
     size_t user_rkey_len;
     uint64_t user_base;
+    uint8_t *ro_rkey, *rv_rkey;
+    size_t ro_rkey_len, rv_rkey_len;
+    uint64_t ro_base, rv_base;
     uint64_t remote_base;
     uint8_t *pattern; /* the target's pattern, generated here too */
 } fixture_t;
@@ -197,19 +216,39 @@ static int target_main(int sock)
     if (st_transport_mem_register(tp, user, USER_BYTES, &user_mem) != ST_OK) {
         return 4;
     }
-    const void *addr, *rkey, *user_rkey;
-    size_t addr_len, rkey_len, user_rkey_len;
+    /* For test_access_enforced: a region allocated for remote read only (as
+     * committed arena memory), and the process's own memory registered for
+     * write, then deregistered on CMD_REVOKE (as a reservation's key). */
+    st_transport_mem_t *ro_mem, *rv_mem;
+    uint8_t *rv = malloc(RV_BYTES);
+    if (rv == NULL ||
+        st_transport_mem_map(tp, NULL, RO_BYTES, ST_TRANSPORT_REMOTE_READ, &ro_mem) != ST_OK ||
+        st_transport_mem_map(tp, rv, RV_BYTES, ST_TRANSPORT_REMOTE_RW, &rv_mem) != ST_OK) {
+        return 4;
+    }
+    uint8_t *ro = st_transport_mem_addr(ro_mem);
+    fill_pattern(ro, RO_BYTES, RO_SEED);
+    fill_pattern(rv, RV_BYTES, RV_SEED);
+    const void *addr, *rkey, *user_rkey, *ro_rkey, *rv_rkey;
+    size_t addr_len, rkey_len, user_rkey_len, ro_rkey_len, rv_rkey_len;
     st_transport_address(tp, &addr, &addr_len);
     st_transport_mem_rkey(mem, &rkey, &rkey_len);
     st_transport_mem_rkey(user_mem, &user_rkey, &user_rkey_len);
+    st_transport_mem_rkey(ro_mem, &ro_rkey, &ro_rkey_len);
+    st_transport_mem_rkey(rv_mem, &rv_rkey, &rv_rkey_len);
     hello_t h = {.addr_len = (uint32_t)addr_len,
                  .rkey_len = (uint32_t)rkey_len,
                  .base = (uint64_t)(uintptr_t)region,
                  .len = REGION_BYTES,
                  .user_rkey_len = (uint32_t)user_rkey_len,
-                 .user_base = (uint64_t)(uintptr_t)user};
+                 .user_base = (uint64_t)(uintptr_t)user,
+                 .ro_rkey_len = (uint32_t)ro_rkey_len,
+                 .ro_base = (uint64_t)(uintptr_t)ro,
+                 .rv_rkey_len = (uint32_t)rv_rkey_len,
+                 .rv_base = (uint64_t)(uintptr_t)rv};
     if (write_full(sock, &h, sizeof(h)) != 0 || write_full(sock, addr, addr_len) != 0 ||
-        write_full(sock, rkey, rkey_len) != 0 || write_full(sock, user_rkey, user_rkey_len)) {
+        write_full(sock, rkey, rkey_len) != 0 || write_full(sock, user_rkey, user_rkey_len) ||
+        write_full(sock, ro_rkey, ro_rkey_len) || write_full(sock, rv_rkey, rv_rkey_len)) {
         return 5;
     }
 
@@ -255,6 +294,13 @@ static int target_main(int sock)
             sum = XXH3_64bits(region + c.off, c.len);
         } else if (c.cmd == CMD_SUM_USER && c.off <= USER_BYTES && c.len <= USER_BYTES - c.off) {
             sum = XXH3_64bits(user + c.off, c.len);
+        } else if (c.cmd == CMD_SUM_RO && c.off <= RO_BYTES && c.len <= RO_BYTES - c.off) {
+            sum = XXH3_64bits(ro + c.off, c.len);
+        } else if (c.cmd == CMD_SUM_RV && c.off <= RV_BYTES && c.len <= RV_BYTES - c.off) {
+            sum = XXH3_64bits(rv + c.off, c.len);
+        } else if (c.cmd == CMD_REVOKE && rv_mem != NULL) {
+            st_transport_mem_deregister(tp, rv_mem);
+            rv_mem = NULL;
         }
         if (write_full(sock, &sum, sizeof(sum)) != 0) {
             break;
@@ -262,6 +308,7 @@ static int target_main(int sock)
     }
     st_transport_destroy(tp); /* deregisters, and frees the allocated region */
     free(user);
+    free(rv);
     return 0;
 }
 
@@ -356,6 +403,16 @@ static int group_setup(void **state)
     assert_int_equal(read_full(f->sock, f->user_rkey, h.user_rkey_len), 0);
     f->user_rkey_len = h.user_rkey_len;
     f->user_base = h.user_base;
+    f->ro_rkey = malloc(h.ro_rkey_len);
+    f->rv_rkey = malloc(h.rv_rkey_len);
+    assert_non_null(f->ro_rkey);
+    assert_non_null(f->rv_rkey);
+    assert_int_equal(read_full(f->sock, f->ro_rkey, h.ro_rkey_len), 0);
+    assert_int_equal(read_full(f->sock, f->rv_rkey, h.rv_rkey_len), 0);
+    f->ro_rkey_len = h.ro_rkey_len;
+    f->rv_rkey_len = h.rv_rkey_len;
+    f->ro_base = h.ro_base;
+    f->rv_base = h.rv_base;
     f->peer_addr_len = h.addr_len;
     f->peer_rkey_len = h.rkey_len;
     f->remote_base = h.base;
@@ -412,6 +469,8 @@ static int group_teardown(void **state)
     free(f->peer_addr);
     free(f->peer_rkey);
     free(f->user_rkey);
+    free(f->ro_rkey);
+    free(f->rv_rkey);
     free(f);
     return 0;
 }
@@ -691,6 +750,111 @@ static void test_user_region(void **state)
                                       f->user_base + USER_BYTES - 1, rkey, on_done, &w),
                      ST_ERR_INVALID);
     st_transport_rkey_destroy(rkey);
+    free(want);
+}
+
+/* Asks the target for a checksum (cmd) of [off, off + len) of one of its regions. */
+static uint64_t target_sum(fixture_t *f, uint32_t cmd, uint64_t off, uint64_t len)
+{
+    cmd_t c = {.cmd = cmd, .off = off, .len = len};
+    uint64_t sum = 0;
+    assert_int_equal(write_full(f->sock, &c, sizeof(c)), 0);
+    assert_int_equal(read_full(f->sock, &sum, sizeof(sum)), 0);
+    return sum;
+}
+
+/*
+ * Tries, on a fresh endpoint, a put of len bytes through the packed key
+ * [key, +key_len) at remote_addr, and prints what each step said. Returns
+ * nothing: the caller asks the target whether its bytes changed.
+ */
+static void attack_put(fixture_t *f, const char *what, const uint8_t *key, size_t key_len,
+                       uint64_t remote_addr, size_t len)
+{
+    st_transport_ep_t *ep;
+    st_transport_rkey_t *rkey = NULL;
+    waiter_t w = {0};
+    st_status_t post, flush = ST_OK;
+    const char *completion = "none";
+
+    assert_int_equal(st_transport_connect(f->tp, f->peer_addr, f->peer_addr_len, &ep), ST_OK);
+    st_status_t unpack = st_transport_rkey_unpack(ep, key, key_len, &rkey);
+    if (unpack != ST_OK) {
+        printf("access: case=%s unpack=%s\n", what, st_strerror(unpack));
+        st_transport_ep_close(ep);
+        return;
+    }
+    memset(f->local, 0x5a, len);
+    post = st_transport_put(ep, f->local, len, f->local_mem, remote_addr, rkey, on_done, &w);
+    if (post == ST_OK) {
+        uint64_t start = st_log_now_ms();
+        while (w.done == 0 && st_log_now_ms() - start < ATTACK_WAIT_MS) {
+            if (st_transport_progress(f->tp) == 0) {
+                (void)st_transport_wait(f->tp, 1);
+            }
+        }
+        completion = w.done == 0 ? "none" : w.failed ? st_strerror(w.last) : "ok";
+        if (w.done != 0) {
+            flush = st_transport_ep_flush(ep, ATTACK_WAIT_MS);
+        }
+    }
+    printf("access: case=%s post=%s completion=%s flush=%s\n", what, st_strerror(post), completion,
+           post == ST_OK && w.done != 0 ? st_strerror(flush) : "-");
+    st_transport_ep_close(ep); /* cancels what is still in flight, destroys rkey */
+}
+
+/*
+ * What the transport enforces at the target (docs/transport.md, "What each
+ * transport enforces"): a put through the key of a region registered for
+ * remote read only, and a put through the key of a region the target has
+ * deregistered since. Prints what happened; where the transport claims to
+ * enforce (st_transport_enforces_access()), the bytes must not change, and
+ * where it does not, they are seen to change in at least one case (so the
+ * claim is not stale the other way either). Reads of the read-only region
+ * work either way.
+ */
+static void test_access_enforced(void **state)
+{
+    fixture_t *f = *state;
+    uint8_t *want = malloc(RO_BYTES);
+    st_transport_rkey_t *rkey;
+    waiter_t w = {0};
+    int enforced = st_transport_enforces_access(f->tp);
+
+    assert_non_null(want);
+    fill_pattern(want, RO_BYTES, RO_SEED);
+    assert_int_equal(st_transport_rkey_unpack(f->ep, f->ro_rkey, f->ro_rkey_len, &rkey), ST_OK);
+    memset(f->local, 0, RO_BYTES);
+    assert_int_equal(
+        st_transport_get(f->ep, f->local, RO_BYTES, f->local_mem, f->ro_base, rkey, on_done, &w),
+        ST_OK);
+    wait_for(f->tp, &w, 1, 0);
+    assert_int_equal(w.failed, 0);
+    assert_memory_equal(f->local, want, RO_BYTES);
+    st_transport_rkey_destroy(rkey);
+
+    uint64_t ro_sum = XXH3_64bits(want, RO_BYTES);
+    attack_put(f, "read-only key", f->ro_rkey, f->ro_rkey_len, f->ro_base + 4096, 8192);
+    int ro_landed = target_sum(f, CMD_SUM_RO, 0, RO_BYTES) != ro_sum;
+
+    fill_pattern(want, RV_BYTES, RV_SEED);
+    uint64_t rv_sum = XXH3_64bits(want, RV_BYTES);
+    assert_true(target_sum(f, CMD_SUM_RV, 0, RV_BYTES) == rv_sum);
+    (void)target_sum(f, CMD_REVOKE, 0, 0); /* answered once deregistered */
+    attack_put(f, "deregistered key", f->rv_rkey, f->rv_rkey_len, f->rv_base + 4096, 8192);
+    int rv_landed = target_sum(f, CMD_SUM_RV, 0, RV_BYTES) != rv_sum;
+
+    printf("access: backend=%s path=%s enforces_access=%d read_only_put=%s "
+           "deregistered_put=%s\n",
+           st_transport_backend_name(g_cfg.backend),
+           g_cfg.backend == ST_TRANSPORT_UCX ? g_cfg.ucx_tls : g_cfg.fabric_provider, enforced,
+           ro_landed ? "LANDED" : "refused", rv_landed ? "LANDED" : "refused");
+    if (enforced) {
+        assert_false(ro_landed);
+        assert_false(rv_landed);
+    } else {
+        assert_true(ro_landed || rv_landed);
+    }
     free(want);
 }
 
@@ -985,7 +1149,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_many_inflight), cmocka_unit_test(test_row_reads),
         cmocka_unit_test(test_errors),        cmocka_unit_test(test_second_endpoint),
         cmocka_unit_test(test_user_region),   cmocka_unit_test(test_get_now),
-        cmocka_unit_test(test_messages),      cmocka_unit_test(test_peer_gone),
+        cmocka_unit_test(test_messages),      cmocka_unit_test(test_access_enforced),
+        cmocka_unit_test(test_peer_gone),
     };
     const struct CMUnitTest local_tests[] = {
         cmocka_unit_test(test_parse_backend),
