@@ -301,7 +301,6 @@ st_status_t cd_h_hello(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
     const char *tenant = req->tenant && req->tenant[0] ? req->tenant : "default";
     const char *model = req->model && req->model[0] ? req->model : "default";
     cd_principal_t pr = *cd_au_principal(ctx);
-    uint64_t max_ns = 0;
     cd_region_t *regions;
     cd_ns_entry_t *e;
     cd_err_t err = {""};
@@ -383,9 +382,8 @@ st_status_t cd_h_hello(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
                                t->tn_name, model);
             return ST_ERR_PERMISSION;
         }
-        max_ns = cd_tn_quota(t)->namespaces;
     }
-    status = cd_daemon_ns_open(d, tenant, model, req->block_tokens, max_ns, &e, &err);
+    status = cd_daemon_ns_open(d, tenant, model, req->block_tokens, &e, &err);
     if (status != ST_OK) {
         return cd_h_fail(ctx, status, &err);
     }
