@@ -45,7 +45,8 @@ static const st_cfg_option_t cd_options[] = {
      "tenants, their token hashes, models and quotas, one per line (docs/security.md); "
      "re-read on SIGHUP"},
     {"protected_mode", ST_CFG_BOOL, CD_OFF(protected_mode), "true", 0, 0, 0, NULL, 0,
-     "without an auth_token or tenants_file, refuse clients that are not on loopback"},
+     "without an auth_token or tenants_file, refuse clients that are not on loopback "
+     "unless they present a verified client certificate (tls_client_auth)"},
     {"data_dir", ST_CFG_STRING, CD_OFF(data_dir), "", 0, 0, 0, NULL, 'd',
      "directory of the SSD tier, an LMDB environment (empty: DRAM only)"},
     {"ssd_map_size", ST_CFG_SIZE, CD_OFF(ssd_map_size), "64G", 1ll << 20, 1ll << 46, 0, NULL, 0,
@@ -131,7 +132,9 @@ static const st_cfg_option_t cd_options[] = {
      "PEM CA bundle that client certificates and peer daemons' certificates must chain to; "
      "re-read on SIGHUP"},
     {"tls_client_auth", ST_CFG_ENUM, CD_OFF(tls_client_auth), "none", 0, 0, 0, cd_tls_client_auths,
-     0, "client certificates (mutual TLS): none, request (verified when sent) or require"},
+     0,
+     "client certificates (mutual TLS): none, request (verified when sent) or require; a "
+     "verified certificate authenticates the tenant whose cert= (tenants_file) is its CN"},
 };
 
 const st_cfg_table_t cd_config_table = {
@@ -578,9 +581,12 @@ static st_status_t cd_daemon_secrets(cd_daemon_t *d, const char **secret_p)
                  d->cfg.listen);
         return ST_ERR_INVALID;
     }
-    if (!loopback && d->cfg.auth_token[0] == '\0' && d->cfg.tenants_file[0] == '\0') {
+    if (!loopback && d->cfg.auth_token[0] == '\0' && d->cfg.tenants_file[0] == '\0' &&
+        d->cfg.tls_client_auth != SRPC_TLS_CLIENT_AUTH_REQUIRE) {
+        /* tls_client_auth=require authenticates every client by its certificate. */
         st_error("listen=%s is not a loopback address and neither tenants_file nor auth_token "
-                 "is set: refusing to serve without authentication",
+                 "is set (nor tls_client_auth=require): refusing to serve without "
+                 "authentication",
                  d->cfg.listen);
         return ST_ERR_INVALID;
     }

@@ -320,10 +320,13 @@ st_status_t cd_h_hello(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
                                     "metadata");
             return ST_ERR_PERMISSION;
         }
-        if (pr.pr_kind == CD_PR_NONE) {
+        if (token == NULL) {
+            /* The body's token authenticates the Hello (checked against a
+             * certificate that names a tenant, if the call has one). */
             memset(&pr, 0, sizeof(pr));
-            status = cd_au_authenticate(d, srpc_ctx_method(ctx), req->auth_token,
-                                        srpc_ctx_peer(ctx), &pr, why, sizeof(why));
+            status =
+                cd_au_authenticate(d, srpc_ctx_method(ctx), req->auth_token, srpc_ctx_peer(ctx),
+                                   srpc_ctx_peer_identity(ctx), &pr, why, sizeof(why));
             if (status != ST_OK) {
                 srpc_ctx_set_error(ctx, "%s", why);
                 return status;
