@@ -614,7 +614,6 @@ static st_status_t cd_daemon_secrets(cd_daemon_t *d, const char **secret_p)
 /* What cd_daemon_quota_one does with each tenant of the tenants file. */
 typedef struct cd_quota_walk {
     cd_store_t *qw_store;
-    const cd_tenants_t *qw_tenants;
     st_status_t qw_status;
 } cd_quota_walk_t;
 
@@ -651,7 +650,7 @@ static void cd_daemon_quota_one(void *arg, const cd_tn_tenant_t *t)
  */
 static st_status_t cd_daemon_apply_quotas(cd_daemon_t *d)
 {
-    cd_quota_walk_t w = {d->store, &d->auth.au_tenants, ST_OK};
+    cd_quota_walk_t w = {d->store, ST_OK};
     cd_tenant_usage_t *u;
     size_t n;
 

@@ -16,6 +16,10 @@
  * set-up failed) is BROKEN, a failure either way. STRATA_ATTACK_CASE=<name>
  * runs one case.
  *
+ * Quotas: acme's line of the tenants file carries AT_A_QUOTAS (memory, pins,
+ * leases, namespaces); the last two cases hold acme at them and check that
+ * beta is not starved and that a namespace past the quota is refused.
+ *
  * Credentials: when stratad's --help lists tenants_file, each tenant gets its
  * own token through a tenants file (name, sha256:<hex of the token>, models);
  * otherwise both share the daemon's one auth_token (the embedded default),
