@@ -42,8 +42,8 @@ static const st_cfg_option_t cd_options[] = {
     {"auth_token_file", ST_CFG_STRING, CD_OFF(auth_token_file), "", 0, 0, 0, NULL, 0,
      "file whose first line is the auth_token (kept out of argv)"},
     {"tenants_file", ST_CFG_STRING, CD_OFF(tenants_file), "", 0, 0, 0, NULL, 0,
-     "tenants, their token hashes, models and quotas, one per line (docs/security.md); "
-     "re-read on SIGHUP"},
+     "tenants, their token hashes, client certificate CNs (cert=), models and quotas, one per "
+     "line (docs/security.md); re-read on SIGHUP"},
     {"protected_mode", ST_CFG_BOOL, CD_OFF(protected_mode), "true", 0, 0, 0, NULL, 0,
      "without an auth_token or tenants_file, refuse clients that are not on loopback "
      "unless they present a verified client certificate (tls_client_auth)"},
