@@ -283,7 +283,7 @@ static void tier_half(const char *top, int r, uint64_t n, uint8_t *src, const ch
     memset(o, 0, sizeof(*o));
     snprintf(dir, sizeof(dir), "%s/spill%d", top, r);
     start(&d, dir, mem);
-    if (cd_daemon_ns_open(&d, "bench", "m", 64, 0, &e, &err) != ST_OK) {
+    if (cd_daemon_ns_open(&d, "bench", "m", 64, &e, &err) != ST_OK) {
         die("namespace", ST_ERR_INTERNAL);
     }
     t0 = bench_now_ns();

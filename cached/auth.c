@@ -197,7 +197,7 @@ static st_status_t cd_au_key_find(cd_auth_t *a, const char *token, cd_principal_
 }
 
 st_status_t cd_au_authenticate(void *arg, const char *path, const char *token, const char *peer,
-                               void *principal, char *msg, size_t msg_cap)
+                               const char *identity, void *principal, char *msg, size_t msg_cap)
 {
     cd_daemon_t *d = arg;
     cd_auth_t *a = &d->auth;
@@ -221,20 +221,32 @@ st_status_t cd_au_authenticate(void *arg, const char *path, const char *token, c
         return ST_OK;
     }
     if (a->au_has_tenants) {
-        const cd_tn_tenant_t *t;
+        const cd_tn_tenant_t *t, *by_cert = cd_tn_find_cert(&a->au_tenants, identity);
 
+        if (token == NULL && by_cert != NULL) {
+            pr->pr_kind = CD_PR_TENANT; /* the certificate names its tenant (cert=) */
+            pr->pr_tenant = by_cert;
+            return ST_OK;
+        }
         if (token == NULL) {
             if (strcmp(path, hello) == 0) {
                 return ST_OK; /* Hello may carry its token in the body (cd_h_hello checks) */
             }
             snprintf(msg, msg_cap,
-                     "this node requires a tenant's token (authorization: Bearer <token>)");
+                     "this node requires a tenant's token (authorization: Bearer <token>) or "
+                     "a client certificate that the tenants file names (cert=)");
             return ST_ERR_UNAUTHENTICATED;
         }
         t = cd_tn_find_token(&a->au_tenants, token);
         if (t == NULL) {
             snprintf(msg, msg_cap, "token refused: it belongs to no tenant of this node");
             return ST_ERR_UNAUTHENTICATED;
+        }
+        if (by_cert != NULL && by_cert != t) {
+            snprintf(msg, msg_cap,
+                     "the token and the client certificate name different tenants (%s, %s)",
+                     t->tn_name, by_cert->tn_name);
+            return ST_ERR_PERMISSION;
         }
         pr->pr_kind = CD_PR_TENANT;
         pr->pr_tenant = t;
@@ -255,10 +267,10 @@ st_status_t cd_au_authenticate(void *arg, const char *path, const char *token, c
         pr->pr_kind = CD_PR_ANY;
         return ST_OK;
     }
-    if (a->au_protected && !cd_au_is_loopback(peer)) {
+    if (a->au_protected && !cd_au_is_loopback(peer) && identity == NULL) {
         snprintf(msg, msg_cap,
                  "protected mode: no auth_token or tenants_file is configured, so "
-                 "only loopback clients are served");
+                 "only loopback clients and clients with a verified certificate are served");
         return ST_ERR_PERMISSION;
     }
     pr->pr_kind = CD_PR_ANY;

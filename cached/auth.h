@@ -71,9 +71,17 @@ void cd_au_destroy(cd_auth_t *a);
  */
 st_status_t cd_au_reload(cd_auth_t *a);
 
-/* The srpc_auth_fn of stratad's server; arg is the cd_daemon_t. */
+/*
+ * The srpc_auth_fn of stratad's server; arg is the cd_daemon_t. With a
+ * tenants file, a verified client certificate (identity: its subject CN)
+ * whose CN is a tenant's cert= authenticates that tenant without a token; a
+ * token and a certificate that name different tenants are PERMISSION_DENIED.
+ * Without a tenants file, in protected mode, a verified certificate is a
+ * credential like auth_token (a principal allowed every tenant), so remote
+ * clients with one are served.
+ */
 st_status_t cd_au_authenticate(void *arg, const char *path, const char *token, const char *peer,
-                               void *principal, char *msg, size_t msg_cap);
+                               const char *identity, void *principal, char *msg, size_t msg_cap);
 
 /* The principal of a call (never NULL while stratad's server runs the call). */
 const cd_principal_t *cd_au_principal(srpc_ctx_t *ctx);

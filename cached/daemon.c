@@ -42,10 +42,11 @@ static const st_cfg_option_t cd_options[] = {
     {"auth_token_file", ST_CFG_STRING, CD_OFF(auth_token_file), "", 0, 0, 0, NULL, 0,
      "file whose first line is the auth_token (kept out of argv)"},
     {"tenants_file", ST_CFG_STRING, CD_OFF(tenants_file), "", 0, 0, 0, NULL, 0,
-     "tenants, their token hashes, models and quotas, one per line (docs/security.md); "
-     "re-read on SIGHUP"},
+     "tenants, their token hashes, client certificate CNs (cert=), models and quotas, one per "
+     "line (docs/security.md); re-read on SIGHUP"},
     {"protected_mode", ST_CFG_BOOL, CD_OFF(protected_mode), "true", 0, 0, 0, NULL, 0,
-     "without an auth_token or tenants_file, refuse clients that are not on loopback"},
+     "without an auth_token or tenants_file, refuse clients that are not on loopback "
+     "unless they present a verified client certificate (tls_client_auth)"},
     {"data_dir", ST_CFG_STRING, CD_OFF(data_dir), "", 0, 0, 0, NULL, 'd',
      "directory of the SSD tier, an LMDB environment (empty: DRAM only)"},
     {"ssd_map_size", ST_CFG_SIZE, CD_OFF(ssd_map_size), "64G", 1ll << 20, 1ll << 46, 0, NULL, 0,
@@ -95,10 +96,6 @@ static const st_cfg_option_t cd_options[] = {
      "default read lease"},
     {"max_lease", ST_CFG_DURATION, CD_OFF(max_lease_ms), "60s", 10, 3600000, 0, NULL, 0,
      "longest lease a client may ask for"},
-    {"tenant_quotas", ST_CFG_STRING, CD_OFF(tenant_quotas), "", 0, 0, 0, NULL, 0,
-     "quotas per tenant until the tenants file carries them: 'acme memory=64G ssd=1T "
-     "sessions=100000 pins=10000; blue memory=8G' or 'acme:memory=64G,pins=10000' "
-     "(docs/daemon.md, Quotas)"},
     {"max_pin", ST_CFG_DURATION, CD_OFF(max_pin_ms), "1h", 1000, 2592000000ll, 0, NULL, 0,
      "longest pin, and the time a pin with ttl_ms 0 lasts"},
     {"reservation_ttl", ST_CFG_DURATION, CD_OFF(reservation_ms), "30s", 10, 3600000, 0, NULL, 0,
@@ -135,7 +132,9 @@ static const st_cfg_option_t cd_options[] = {
      "PEM CA bundle that client certificates and peer daemons' certificates must chain to; "
      "re-read on SIGHUP"},
     {"tls_client_auth", ST_CFG_ENUM, CD_OFF(tls_client_auth), "none", 0, 0, 0, cd_tls_client_auths,
-     0, "client certificates (mutual TLS): none, request (verified when sent) or require"},
+     0,
+     "client certificates (mutual TLS): none, request (verified when sent) or require; a "
+     "verified certificate authenticates the tenant whose cert= (tenants_file) is its CN"},
 };
 
 const st_cfg_table_t cd_config_table = {
@@ -167,10 +166,8 @@ uint64_t cd_wire_ns_id(const char *tenant, const char *model)
 }
 
 st_status_t cd_daemon_ns_open(cd_daemon_t *d, const char *tenant, const char *model,
-                              uint32_t block_tokens, uint64_t max_ns, cd_ns_entry_t **entry_p,
-                              cd_err_t *err)
+                              uint32_t block_tokens, cd_ns_entry_t **entry_p, cd_err_t *err)
 {
-    uint64_t used = 0;
     uint64_t wire = cd_wire_ns_id(tenant, model);
     cd_ns_entry_t *e;
     cd_ns_info_t info;
@@ -191,15 +188,6 @@ st_status_t cd_daemon_ns_open(cd_daemon_t *d, const char *tenant, const char *mo
             *entry_p = e;
             return ST_OK;
         }
-        used += strcmp(d->ns[i]->tenant, tenant) == 0;
-    }
-    if (max_ns != 0 && used >= max_ns) {
-        pthread_mutex_unlock(&d->ns_lock);
-        snprintf(err->msg, sizeof(err->msg),
-                 "tenant %s: namespaces quota reached (%llu of %llu in use; a namespace is a "
-                 "tenant x model)",
-                 tenant, (unsigned long long)used, (unsigned long long)max_ns);
-        return ST_ERR_EXHAUSTED;
     }
     if (d->n_ns == CD_MAX_NS) {
         pthread_mutex_unlock(&d->ns_lock);
@@ -593,9 +581,12 @@ static st_status_t cd_daemon_secrets(cd_daemon_t *d, const char **secret_p)
                  d->cfg.listen);
         return ST_ERR_INVALID;
     }
-    if (!loopback && d->cfg.auth_token[0] == '\0' && d->cfg.tenants_file[0] == '\0') {
+    if (!loopback && d->cfg.auth_token[0] == '\0' && d->cfg.tenants_file[0] == '\0' &&
+        d->cfg.tls_client_auth != SRPC_TLS_CLIENT_AUTH_REQUIRE) {
+        /* tls_client_auth=require authenticates every client by its certificate. */
         st_error("listen=%s is not a loopback address and neither tenants_file nor auth_token "
-                 "is set: refusing to serve without authentication",
+                 "is set (nor tls_client_auth=require): refusing to serve without "
+                 "authentication",
                  d->cfg.listen);
         return ST_ERR_INVALID;
     }
@@ -620,19 +611,88 @@ static st_status_t cd_daemon_secrets(cd_daemon_t *d, const char **secret_p)
     return ST_OK;
 }
 
-st_status_t cd_daemon_reload(cd_daemon_t *d)
+/* What cd_daemon_quota_one does with each tenant of the tenants file. */
+typedef struct cd_quota_walk {
+    cd_store_t *qw_store;
+    st_status_t qw_status;
+} cd_quota_walk_t;
+
+/* Hands tenant t's quotas of the tenants file to the store. */
+static void cd_daemon_quota_one(void *arg, const cd_tn_tenant_t *t)
 {
-    /* Merge point for per-tenant quotas in the store: after a successful load or
-     * reload, cd_tn_foreach(&d->auth.au_tenants, ...) hands each tenant's
-     * cd_tn_quota() to the store. */
-    return cd_au_reload(&d->auth);
+    cd_quota_walk_t *w = arg;
+    const cd_tn_quota_t *f = cd_tn_quota(t);
+    cd_tenant_quota_t q = {
+        .memory_bytes = f->memory,
+        .ssd_bytes = f->ssd,
+        .sessions = f->sessions,
+        .pins = f->pins,
+        .leases = f->leases,
+        .reservations = f->reservations,
+        .namespaces = f->namespaces,
+    };
+    cd_err_t err = {""};
+    st_status_t status = cd_store_tenant_set(w->qw_store, t->tn_name, &q, &err);
+
+    if (status != ST_OK) {
+        st_error("cannot set the quotas of tenant %s: %s", t->tn_name, err.msg);
+        w->qw_status = status;
+    }
 }
 
-uint64_t cd_daemon_tenant_namespaces(cd_daemon_t *d, const char *tenant)
+/*
+ * Hands every tenant's quotas of the current tenants table to the store
+ * (after the load and after each reload). A tenant the store knows that the
+ * table no longer names (a reload removed it) keeps its last quotas, except
+ * memory, lowered to 1 byte: no principal can reach its namespaces any more
+ * (cached/auth.c refuses it), and its DRAM is what eviction takes first.
+ * Returns ST_OK, or the first error of the store (logged).
+ */
+static st_status_t cd_daemon_apply_quotas(cd_daemon_t *d)
 {
-    const cd_tn_tenant_t *t = cd_tn_find_name(&d->auth.au_tenants, tenant);
+    cd_quota_walk_t w = {d->store, ST_OK};
+    cd_tenant_usage_t *u;
+    size_t n;
 
-    return t != NULL ? cd_tn_quota(t)->namespaces : 0;
+    if (!d->auth.au_has_tenants || d->store == NULL) {
+        return ST_OK; /* no tenants file: no quotas (docs/security.md) */
+    }
+    cd_tn_foreach(&d->auth.au_tenants, cd_daemon_quota_one, &w);
+    n = cd_store_tenants(d->store, NULL, 0);
+    u = n != 0 ? calloc(n, sizeof(*u)) : NULL;
+    if (n != 0 && u == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    n = cd_store_tenants(d->store, u, n);
+    for (size_t i = 0; u != NULL && i < n; i++) {
+        cd_err_t err = {""};
+
+        if (cd_tn_find_name(&d->auth.au_tenants, u[i].tenant) != NULL ||
+            u[i].quota.memory_bytes == 1) {
+            continue;
+        }
+        u[i].quota.memory_bytes = 1;
+        if (cd_store_tenant_set(d->store, u[i].tenant, &u[i].quota, &err) != ST_OK) {
+            st_error("cannot lower the quotas of removed tenant %s: %s", u[i].tenant, err.msg);
+            w.qw_status = ST_ERR_NOMEM;
+        } else {
+            st_info("tenant removed by the tenants file: its namespaces are refused and its "
+                    "memory is evicted first tenant=%s",
+                    u[i].tenant);
+        }
+    }
+    free(u);
+    return w.qw_status;
+}
+
+st_status_t cd_daemon_reload(cd_daemon_t *d)
+{
+    st_status_t status = cd_au_reload(&d->auth);
+
+    if (status != ST_OK) {
+        return status;
+    }
+    return cd_daemon_apply_quotas(d);
 }
 
 int cd_daemon_tenant_known(cd_daemon_t *d, const char *tenant)
@@ -651,46 +711,6 @@ static uint64_t cd_now_ms(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/*
- * Applies tenant_quotas: "tenant fields; tenant fields" or, without spaces
- * (a command line), "tenant:field,field;tenant:field" (fields as
- * cd_tenant_quota_parse reads them). Logs and returns ST_ERR_INVALID for a
- * malformed entry, naming it.
- */
-static st_status_t cd_daemon_set_quotas(cd_store_t *store, const char *spec)
-{
-    const char *p = spec != NULL ? spec : "";
-
-    while (*p != '\0') {
-        char entry[1024], *name, *fields;
-        size_t n = strcspn(p, ";");
-        cd_tenant_quota_t q;
-        cd_err_t err = {""};
-
-        if (n >= sizeof(entry)) {
-            st_error("tenant_quotas: entry too long at '%.40s...'", p);
-            return ST_ERR_INVALID;
-        }
-        memcpy(entry, p, n);
-        entry[n] = '\0';
-        p += n + (p[n] == ';');
-        name = entry + strspn(entry, " \t");
-        if (*name == '\0') {
-            continue;
-        }
-        fields = name + strcspn(name, " \t:");
-        if (*fields != '\0') {
-            *fields++ = '\0';
-        }
-        if (cd_tenant_quota_parse(fields, &q, &err) != ST_OK ||
-            cd_store_tenant_set(store, name, &q, &err) != ST_OK) {
-            st_error("tenant_quotas: tenant %s: %s", name, err.msg);
-            return ST_ERR_INVALID;
-        }
-    }
-    return ST_OK;
 }
 
 st_status_t cd_daemon_start(cd_daemon_t *d, cd_config_t *cfg)
@@ -802,7 +822,7 @@ st_status_t cd_daemon_start(cd_daemon_t *d, cd_config_t *cfg)
         st_error("cannot create the store: %s", err.msg);
         return status;
     }
-    status = cd_daemon_set_quotas(d->store, d->cfg.tenant_quotas);
+    status = cd_daemon_apply_quotas(d); /* before the tier recovers namespaces */
     if (status != ST_OK) {
         return status;
     }

@@ -56,7 +56,6 @@ typedef struct cd_config {
     uint64_t lease_ms;
     uint64_t max_lease_ms;
     uint64_t max_pin_ms;
-    char *tenant_quotas; /* until the tenants file: "tenant k=v ...; tenant k=v ..." */
     uint64_t reservation_ms;
     uint64_t session_ttl_ms;
     uint64_t max_message_bytes;
@@ -192,27 +191,26 @@ int cd_daemon_port(const cd_daemon_t *d);
 uint64_t cd_wire_ns_id(const char *tenant, const char *model);
 
 /*
- * Finds or creates the namespace of (tenant, model). max_ns (0: no limit)
- * bounds the namespaces of tenant: creating one more is ST_ERR_EXHAUSTED
- * naming the quota. Returns ST_OK with *entry_p, or the store's error with
- * a message in err.
+ * Finds or creates the namespace of (tenant, model). The store counts the
+ * tenant's namespaces quota (the one place it is enforced): creating one
+ * more than it allows is ST_ERR_EXHAUSTED naming the quota and the numbers.
+ * Returns ST_OK with *entry_p, or the store's error with a message in err.
  */
 st_status_t cd_daemon_ns_open(cd_daemon_t *d, const char *tenant, const char *model,
-                              uint32_t block_tokens, uint64_t max_ns, cd_ns_entry_t **entry_p,
-                              cd_err_t *err);
+                              uint32_t block_tokens, cd_ns_entry_t **entry_p, cd_err_t *err);
 
 /*
- * Re-reads the tenants file (SIGHUP). Returns as cd_au_reload(); calls in
- * flight are not disturbed.
+ * Re-reads the tenants file (SIGHUP) and hands every tenant's quotas to the
+ * store; a tenant the reload removed keeps its last quotas but memory,
+ * lowered to 1 byte (its namespaces are refused, its DRAM evicted first).
+ * Returns as cd_au_reload(), or the store's error; calls in flight are not
+ * disturbed.
  */
 st_status_t cd_daemon_reload(cd_daemon_t *d);
 
 /* 1 when a namespace of tenant may be recovered from the SSD tier (the
  * tenants file, when there is one, still names the tenant). */
 int cd_daemon_tenant_known(cd_daemon_t *d, const char *tenant);
-
-/* The namespaces quota of tenant (0: unlimited, as without a tenants file). */
-uint64_t cd_daemon_tenant_namespaces(cd_daemon_t *d, const char *tenant);
 
 /* Finds a namespace by its wire id; NULL if this daemon does not know it. */
 cd_ns_entry_t *cd_daemon_ns_find(cd_daemon_t *d, uint64_t wire_id);

@@ -301,7 +301,6 @@ st_status_t cd_h_hello(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
     const char *tenant = req->tenant && req->tenant[0] ? req->tenant : "default";
     const char *model = req->model && req->model[0] ? req->model : "default";
     cd_principal_t pr = *cd_au_principal(ctx);
-    uint64_t max_ns = 0;
     cd_region_t *regions;
     cd_ns_entry_t *e;
     cd_err_t err = {""};
@@ -321,10 +320,13 @@ st_status_t cd_h_hello(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
                                     "metadata");
             return ST_ERR_PERMISSION;
         }
-        if (pr.pr_kind == CD_PR_NONE) {
+        if (token == NULL) {
+            /* The body's token authenticates the Hello (checked against a
+             * certificate that names a tenant, if the call has one). */
             memset(&pr, 0, sizeof(pr));
-            status = cd_au_authenticate(d, srpc_ctx_method(ctx), req->auth_token,
-                                        srpc_ctx_peer(ctx), &pr, why, sizeof(why));
+            status =
+                cd_au_authenticate(d, srpc_ctx_method(ctx), req->auth_token, srpc_ctx_peer(ctx),
+                                   srpc_ctx_peer_identity(ctx), &pr, why, sizeof(why));
             if (status != ST_OK) {
                 srpc_ctx_set_error(ctx, "%s", why);
                 return status;
@@ -383,9 +385,8 @@ st_status_t cd_h_hello(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
                                t->tn_name, model);
             return ST_ERR_PERMISSION;
         }
-        max_ns = cd_tn_quota(t)->namespaces;
     }
-    status = cd_daemon_ns_open(d, tenant, model, req->block_tokens, max_ns, &e, &err);
+    status = cd_daemon_ns_open(d, tenant, model, req->block_tokens, &e, &err);
     if (status != ST_OK) {
         return cd_h_fail(ctx, status, &err);
     }

@@ -146,6 +146,17 @@ static st_status_t cd_tn_parse_field(cd_tn_tenant_t *t, char *field, char *why, 
     if (strcmp(field, "models") == 0) {
         return cd_tn_parse_models(t, eq + 1, why, cap);
     }
+    if (strcmp(field, "cert") == 0) {
+        size_t len = strlen(eq + 1);
+
+        if (len == 0 || len > CD_TN_CERT_MAX) {
+            snprintf(why, cap, "cert= names the subject CN of a client certificate: 1..%d bytes",
+                     CD_TN_CERT_MAX);
+            return ST_ERR_INVALID;
+        }
+        memcpy(t->tn_cert, eq + 1, len + 1);
+        return ST_OK;
+    }
     for (size_t i = 0; i < sizeof(quotas) / sizeof(quotas[0]); i++) {
         uint64_t v;
         char *end;
@@ -170,8 +181,8 @@ static st_status_t cd_tn_parse_field(cd_tn_tenant_t *t, char *field, char *why, 
         return ST_OK;
     }
     snprintf(why, cap,
-             "unknown field '%.64s' (models, memory, ssd, sessions, pins, namespaces, leases, "
-             "reservations)",
+             "unknown field '%.64s' (models, cert, memory, ssd, sessions, pins, namespaces, "
+             "leases, reservations)",
              field);
     return ST_ERR_INVALID;
 }
@@ -285,6 +296,12 @@ st_status_t cd_tn_load(const char *path, cd_tn_table_t **table_p)
                          "authenticates one tenant)",
                          path, lineno, t->tn_name, tab->tt_tenants[i]->tn_name);
                 status = ST_ERR_INVALID;
+            } else if (t->tn_cert[0] != '\0' &&
+                       strcmp(tab->tt_tenants[i]->tn_cert, t->tn_cert) == 0) {
+                st_error("tenants_file %s:%u: tenant %s has the cert= of tenant %s (a certificate "
+                         "authenticates one tenant)",
+                         path, lineno, t->tn_name, tab->tt_tenants[i]->tn_name);
+                status = ST_ERR_INVALID;
             }
             if (status != ST_OK) {
                 break;
@@ -348,12 +365,13 @@ void cd_tn_swap(cd_tenants_t *tns, cd_tn_table_t *t)
     for (size_t i = 0; old != NULL && i < old->tt_n; i++) {
         int kept = 0;
 
-        /* Kept: the same name with the same token. A new token revokes the old one, and with
-         * it the transport keys its Hellos drew. */
+        /* Kept: the same name with the same token and cert=. A new token (or certificate
+         * name) revokes the old one, and with it the transport keys its Hellos drew. */
         for (size_t j = 0; t != NULL && j < t->tt_n; j++) {
             kept |= strcmp(old->tt_tenants[i]->tn_name, t->tt_tenants[j]->tn_name) == 0 &&
                     CRYPTO_memcmp(old->tt_tenants[i]->tn_hash, t->tt_tenants[j]->tn_hash,
-                                  CD_TN_HASH_BYTES) == 0;
+                                  CD_TN_HASH_BYTES) == 0 &&
+                    strcmp(old->tt_tenants[i]->tn_cert, t->tt_tenants[j]->tn_cert) == 0;
         }
         if (!kept) {
             atomic_store(&old->tt_tenants[i]->tn_removed, 1);
@@ -418,6 +436,18 @@ const cd_tn_tenant_t *cd_tn_find_name(const cd_tenants_t *tns, const char *name)
 
     for (size_t i = 0; t != NULL && i < t->tt_n; i++) {
         if (strcmp(t->tt_tenants[i]->tn_name, name) == 0) {
+            return t->tt_tenants[i];
+        }
+    }
+    return NULL;
+}
+
+const cd_tn_tenant_t *cd_tn_find_cert(const cd_tenants_t *tns, const char *cn)
+{
+    const cd_tn_table_t *t = cd_tn_current(tns);
+
+    for (size_t i = 0; cn != NULL && t != NULL && i < t->tt_n; i++) {
+        if (t->tt_tenants[i]->tn_cert[0] != '\0' && strcmp(t->tt_tenants[i]->tn_cert, cn) == 0) {
             return t->tt_tenants[i];
         }
     }

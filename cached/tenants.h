@@ -4,11 +4,14 @@
  *
  * The tenants file has one line per tenant:
  *
- *     acme sha256:<64 hex> models=k3,k3-vl memory=64G ssd=1T sessions=100000 pins=10000
- *          namespaces=8 leases=100000 reservations=10000
+ *     acme sha256:<64 hex> models=k3,k3-vl cert=acme memory=64G ssd=1T sessions=100000
+ *          pins=10000 namespaces=8 leases=100000 reservations=10000
  *
  * (one line; `#` starts a comment; blank lines are skipped). The hash is the
  * SHA-256 of the tenant's token; a token authenticates exactly one tenant.
+ * cert=<CN>: a client certificate that the server verified (mutual TLS)
+ * whose subject common name is CN authenticates the tenant too; two tenants
+ * may not name one CN.
  * Every field after the hash is optional: models= absent means any model,
  * every quota absent or 0 means unlimited, except namespaces (default
  * CD_TN_DEFAULT_NAMESPACES).
@@ -36,6 +39,7 @@
 #define CD_TN_DEFAULT_NAMESPACES 8
 #define CD_TN_MAX_MODELS         64
 #define CD_TN_HASH_BYTES         32
+#define CD_TN_CERT_MAX           255 /* SRPC_MAX_IDENTITY */
 
 /* A tenant's quotas from the tenants file; 0 is unlimited. */
 typedef struct cd_tn_quota {
@@ -51,6 +55,7 @@ typedef struct cd_tn_quota {
 typedef struct cd_tn_tenant {
     char tn_name[CD_NAME_MAX + 1];
     uint8_t tn_hash[CD_TN_HASH_BYTES]; /* SHA-256 of the token */
+    char tn_cert[CD_TN_CERT_MAX + 1];  /* cert=: the client certificate CN; "" none */
     char *tn_models[CD_TN_MAX_MODELS]; /* n_models == 0: any model */
     size_t tn_n_models;
     cd_tn_quota_t tn_quota;
@@ -119,6 +124,9 @@ const cd_tn_tenant_t *cd_tn_find_token(const cd_tenants_t *tns, const char *toke
 
 /* Finds a tenant of the current table by name; NULL: none. */
 const cd_tn_tenant_t *cd_tn_find_name(const cd_tenants_t *tns, const char *name);
+
+/* Finds the tenant of the current table whose cert= is cn; NULL: none (or cn NULL). */
+const cd_tn_tenant_t *cd_tn_find_cert(const cd_tenants_t *tns, const char *cn);
 
 /* 1 when the tenant may use model. */
 int cd_tn_model_allowed(const cd_tn_tenant_t *t, const char *model);

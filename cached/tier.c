@@ -1199,8 +1199,7 @@ static void t_rec_ns(cd_tier_t *t, const st_ssd_key_t *k, uint32_t *n_ns)
                 tenant, model);
         return;
     }
-    st = cd_daemon_ns_open(t->d, tenant, model, t_get32(buf + 4),
-                           cd_daemon_tenant_namespaces(t->d, tenant), &e, &err);
+    st = cd_daemon_ns_open(t->d, tenant, model, t_get32(buf + 4), &e, &err);
     if (st != ST_OK) {
         st_warn("ssd recovery: cannot re-create namespace tenant=%s model=%s: %s", tenant, model,
                 err.msg);

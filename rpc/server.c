@@ -122,7 +122,7 @@ static int srpc_authenticate(srpc_ctx_t *ctx, char *msg, size_t msg_cap)
     memset(ctx->principal, 0, sizeof(ctx->principal));
     msg[0] = '\0';
     st = srv->authenticate(srv->user_arg, ctx->m->method->path, ctx->token, srpc_ctx_peer(ctx),
-                           ctx->principal, msg, msg_cap);
+                           srpc_ctx_peer_identity(ctx), ctx->principal, msg, msg_cap);
     if (st == ST_OK) {
         return GRPC_STATUS_OK;
     }

@@ -210,7 +210,9 @@ void srpc_ctx_set_error(srpc_ctx_t *ctx, const char *fmt, ...)
  * Authenticates a call before its request is read or unpacked. arg is the
  * server's user_arg; path the method; token the call's bearer token (NULL:
  * none; for srpc_server_invoke() the token it was given); peer as
- * srpc_ctx_peer() says. On ST_OK the callback may have filled principal
+ * srpc_ctx_peer() says; identity as srpc_ctx_peer_identity() says (the
+ * subject CN of a client certificate that the TLS handshake verified, NULL
+ * when there is none), so a certificate can authenticate. On ST_OK the callback may have filled principal
  * (SRPC_PRINCIPAL_MAX zeroed bytes, see srpc_ctx_principal()). Any other
  * status refuses the call with st_status_to_grpc(status) and msg (the
  * callback writes it; never a secret): ST_ERR_UNAUTHENTICATED for a missing
@@ -218,7 +220,8 @@ void srpc_ctx_set_error(srpc_ctx_t *ctx, const char *fmt, ...)
  * Health checks are never authenticated. Runs on a worker thread.
  */
 typedef st_status_t (*srpc_auth_fn)(void *arg, const char *path, const char *token,
-                                    const char *peer, void *principal, char *msg, size_t msg_cap);
+                                    const char *peer, const char *identity, void *principal,
+                                    char *msg, size_t msg_cap);
 /* Whether a TLS server asks clients for a certificate (mutual TLS). */
 typedef enum srpc_tls_client_auth {
     SRPC_TLS_CLIENT_AUTH_NONE,    /* not asked; srpc_ctx_peer_identity() is NULL */

@@ -20,9 +20,9 @@ add_dependencies(test_stratad stratad)
 
 # /metrics and /stats of a real stratad with three namespaces of two tenants:
 # the process-wide DRAM limit shown once, each tenant's quota and use.
-strata_add_test(test_stratad_tenants SOURCES integration/test_stratad_tenants.c
+strata_add_test(test_stratad_tenants SOURCES integration/test_stratad_tenants.c support/tenants.c
                 LIBS strata_test_cluster strata_rpc strata_proto strata_wire PkgConfig::CMOCKA
-                     PkgConfig::XXHASH
+                     PkgConfig::XXHASH PkgConfig::OPENSSL
                 ARGS $<TARGET_FILE:stratad> LABELS integration cached metrics TIMEOUT 120)
 add_dependencies(test_stratad_tenants stratad)
 

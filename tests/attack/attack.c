@@ -16,6 +16,10 @@
  * set-up failed) is BROKEN, a failure either way. STRATA_ATTACK_CASE=<name>
  * runs one case.
  *
+ * Quotas: acme's line of the tenants file carries AT_A_QUOTAS (memory, pins,
+ * leases, namespaces); the last two cases hold acme at them and check that
+ * beta is not starved and that a namespace past the quota is refused.
+ *
  * Credentials: when stratad's --help lists tenants_file, each tenant gets its
  * own token through a tenants file (name, sha256:<hex of the token>, models);
  * otherwise both share the daemon's one auth_token (the embedded default),
@@ -48,6 +52,13 @@
 #define AT_TIMEOUT 10000
 #define AT_MSG     256
 
+/* acme's quotas (the tenants file; beta has none): the quota cases hold
+ * acme at them and check that beta is not starved. */
+#define AT_A_QUOTAS "memory=16M pins=16 leases=16 namespaces=2"
+#define AT_MODELS   "at,n1,n2,n3"
+#define AT_BIG      (256 * 1024) /* the quota cases' objects */
+#define AT_BIG_N    320          /* 80 MiB of them: more than the daemon's 64 MiB */
+
 /* AT_BROKEN: the case could not make its attack (set-up failed): a failure
  * whether or not the case is an expected one. */
 enum { AT_PASS = 0, AT_FAIL = 1, AT_BROKEN = 2 };
@@ -64,6 +75,7 @@ typedef struct at_tenant {
 
 static struct {
     tc_cluster_t cl;
+    int metrics_port;
     tt_set_t tenants; /* their tokens, and the daemon's flags for them */
     at_tenant_t a, b;
     const char *stratad;
@@ -111,14 +123,19 @@ static void at_start(const char *stratad)
 {
     static const char *const names[2] = {"acme", "beta"};
     static const char *const tokens[2] = {AT_TOKEN_A, AT_TOKEN_B};
+    static const char *const fields[2] = {AT_A_QUOTAS, NULL};
     char args[512];
 
-    if (tt_prepare(&A.tenants, stratad, names, tokens, 2, AT_MODEL) != 0) {
+    if (tt_prepare_fields(&A.tenants, stratad, names, tokens, fields, 2, AT_MODELS) != 0) {
         at_die("cannot prepare the tenants");
     }
+    A.metrics_port = tc_free_port();
     A.a.token = A.tenants.t[0].token;
     A.b.token = A.tenants.t[1].token; /* acme's, when the daemon has one token */
-    snprintf(args, sizeof(args), "--log-level warn --max-lease 10s %s", A.tenants.flags);
+    snprintf(args, sizeof(args),
+             "--log-level warn --max-lease 10s --memory-limit 64M --chunk-bytes 2M --max-object 1M "
+             "--metrics-listen 127.0.0.1:%d %s",
+             A.metrics_port, A.tenants.flags);
     if (tc_start(&A.cl, stratad, 1, args) != 0) {
         at_die("cannot start stratad");
     }
@@ -798,6 +815,217 @@ static int at_tcp_client_vanishes(void)
                  : at_fail("the daemon died answering a client that had closed its endpoint");
 }
 
+/* ------------------------------------------------------------ quotas -- */
+
+/* The hash of big object i of stream (any 16 bytes: the daemon cannot tell). */
+static st_hash_t at_big_hash(uint64_t stream, uint64_t i)
+{
+    XXH128_hash_t x = XXH3_128bits_withSeed(&i, sizeof(i), stream);
+    st_hash_t h;
+
+    memcpy(h.b, &x.low64, 8);
+    memcpy(h.b + 8, &x.high64, 8);
+    return h;
+}
+
+/* Puts one AT_BIG object under h in t's namespace over gRPC; returns the
+ * gRPC code, or 8 (RESOURCE_EXHAUSTED) for a key refused in the answer. */
+static int at_put_big(at_tenant_t *t, const st_hash_t *h, const uint8_t *data, srpc_error_t *err)
+{
+    Strata__V1__PutRequest q = STRATA__V1__PUT_REQUEST__INIT;
+    Strata__V1__InlineObject o = STRATA__V1__INLINE_OBJECT__INIT, *op = &o;
+    Strata__V1__ObjectKey k = STRATA__V1__OBJECT_KEY__INIT;
+    Strata__V1__PutResponse *r;
+    int code;
+
+    k.block_hash.data = (uint8_t *)h->b;
+    k.block_hash.len = ST_HASH_BYTES;
+    k.kind = STRATA__V1__OBJECT_KIND__KV;
+    o.key = &k;
+    o.data.data = (uint8_t *)data;
+    o.data.len = AT_BIG;
+    o.checksum = XXH3_64bits(data, AT_BIG);
+    q.namespace_id = t->tr.ns;
+    q.objects = &op;
+    q.n_objects = 1;
+    code = at_call(t, SRPC_CACHE_PUT, &q, (ProtobufCMessage **)&r, err);
+    if (code == 0 && (r->n_status != 1 || r->status[0] != STRATA__V1__KEY_STATUS__KEY_OK)) {
+        snprintf(err->message, sizeof(err->message), "key status %d",
+                 r->n_status == 1 ? (int)r->status[0] : -1);
+        code = 8;
+    }
+    at_free(r ? &r->base : NULL);
+    return code;
+}
+
+/* Pins (ttl 0: until Unpin or max_pin) or unpins block h of t's namespace. */
+static int at_pin_big(at_tenant_t *t, const st_hash_t *h, int pin, srpc_error_t *err)
+{
+    ProtobufCMessage *r;
+    int code;
+
+    if (pin) {
+        Strata__V1__PinRequest q = STRATA__V1__PIN_REQUEST__INIT;
+
+        q.namespace_id = t->tr.ns;
+        q.block_hashes.data = (uint8_t *)h->b;
+        q.block_hashes.len = ST_HASH_BYTES;
+        code = at_call(t, SRPC_CACHE_PIN, &q, &r, err);
+    } else {
+        Strata__V1__UnpinRequest q = STRATA__V1__UNPIN_REQUEST__INIT;
+
+        q.namespace_id = t->tr.ns;
+        q.block_hashes.data = (uint8_t *)h->b;
+        q.block_hashes.len = ST_HASH_BYTES;
+        code = at_call(t, SRPC_CACHE_UNPIN, &q, &r, err);
+    }
+    if (code == 0 && pin && ((Strata__V1__PinResponse *)r)->n_status == 1 &&
+        ((Strata__V1__PinResponse *)r)->status[0] != STRATA__V1__KEY_STATUS__KEY_OK) {
+        code = 8;
+    }
+    at_free(r);
+    return code;
+}
+
+/* A lease (the longest) on block h of t's namespace, from a Locate; 0: refused. */
+static uint64_t at_lease_big(at_tenant_t *t, const st_hash_t *h, srpc_error_t *err)
+{
+    Strata__V1__LocateRequest q = STRATA__V1__LOCATE_REQUEST__INIT;
+    Strata__V1__ObjectKey k = STRATA__V1__OBJECT_KEY__INIT, *kp = &k;
+    Strata__V1__LocateResponse *r;
+    uint64_t id = 0;
+
+    k.block_hash.data = (uint8_t *)h->b;
+    k.block_hash.len = ST_HASH_BYTES;
+    k.kind = STRATA__V1__OBJECT_KIND__KV;
+    q.namespace_id = t->tr.ns;
+    q.keys = &kp;
+    q.n_keys = 1;
+    q.lease = 1;
+    q.lease_ms = 10000;
+    if (at_call(t, SRPC_CACHE_LOCATE, &q, (ProtobufCMessage **)&r, err) == 0) {
+        id = r->lease_id;
+        at_free(&r->base);
+    }
+    return id;
+}
+
+/*
+ * acme puts more than the whole daemon holds, pinning every block it can and
+ * leasing every one it cannot pin: its pins, leases and memory stop at its
+ * quotas (refused with RESOURCE_EXHAUSTED naming the quota), and beta's Puts
+ * still succeed.
+ */
+static int at_quota_holds(void)
+{
+    static uint8_t data[AT_BIG];
+    static st_hash_t pinned[AT_BIG_N];
+    size_t n_pinned = 0, n_leased = 0, n_put = 0;
+    int pin_refused = 0, lease_refused = 0, res = AT_PASS;
+    srpc_error_t err;
+    char pin_why[AT_MSG] = "";
+
+    memset(data, 0xa5, sizeof(data));
+    for (uint64_t i = 0; i < AT_BIG_N; i++) {
+        st_hash_t h = at_big_hash(101, i);
+
+        data[0] = (uint8_t)i;
+        if (at_put_big(&A.a, &h, data, &err) != 0) {
+            continue; /* acme's own put may fail: acme is at its quota */
+        }
+        n_put++;
+        if (at_pin_big(&A.a, &h, 1, &err) == 0) {
+            pinned[n_pinned++] = h;
+            continue;
+        }
+        if (!pin_refused) {
+            snprintf(pin_why, sizeof(pin_why), "%s", err.message);
+        }
+        pin_refused = 1;
+        if (at_lease_big(&A.a, &h, &err) != 0) {
+            n_leased++;
+        } else {
+            lease_refused = 1;
+        }
+    }
+    if (n_put == 0) {
+        return at_broken("acme stored nothing: %s", err.message);
+    }
+    for (uint64_t i = 0; i < 8 && res == AT_PASS; i++) {
+        st_hash_t h = at_big_hash(202, i);
+        int code = at_put_big(&A.b, &h, data, &err);
+
+        if (code != 0) {
+            res = at_fail("beta's Put %llu failed (code %d: %s) while acme holds %zu pins and %zu "
+                          "leases of %zu blocks put",
+                          (unsigned long long)i, code, err.message, n_pinned, n_leased, n_put);
+        }
+    }
+    if (res == AT_PASS &&
+        (!pin_refused || !lease_refused || strstr(pin_why, "pins quota") == NULL)) {
+        res = at_fail("acme's holds did not stop at its quotas: %zu pins, %zu leases (%s)",
+                      n_pinned, n_leased, pin_why);
+    }
+    for (size_t i = 0; i < n_pinned; i++) {
+        (void)at_pin_big(&A.a, &pinned[i], 0, &err);
+    }
+    return res;
+}
+
+/* Opens a namespace of t for model; returns the gRPC code (err: why). */
+static int at_hello_model(at_tenant_t *t, const char *model, srpc_error_t *err)
+{
+    Strata__V1__HelloRequest q = STRATA__V1__HELLO_REQUEST__INIT;
+    ProtobufCMessage *r;
+    int code;
+
+    q.protocol_version = 1;
+    q.tenant = (char *)t->name;
+    q.model = (char *)model;
+    code = at_call(t, SRPC_CACHE_HELLO, &q, &r, err);
+    at_free(r);
+    return code;
+}
+
+/*
+ * acme (namespaces=2, one of them "at") opens a second namespace, then a
+ * third: the third is RESOURCE_EXHAUSTED, and the store, which counts them,
+ * shows the quota and the use on /metrics.
+ */
+static int at_namespaces_quota(void)
+{
+    char series[160];
+    srpc_error_t err;
+    double quota, used;
+    int code;
+
+    if (at_hello_model(&A.a, "n1", &err) != 0) {
+        return at_broken("acme's second namespace refused: %s", err.message);
+    }
+    code = at_hello_model(&A.a, "n2", &err);
+    if (code == 0) {
+        return at_fail("acme opened a third namespace (quota namespaces=2)");
+    }
+    if (code != 8 || strstr(err.message, "namespaces quota") == NULL) {
+        return at_fail("the third namespace: code %d, %s (want RESOURCE_EXHAUSTED naming the "
+                       "namespaces quota)",
+                       code, err.message);
+    }
+    if (at_hello_model(&A.b, "n2", &err) != 0) {
+        return at_fail("beta's namespace refused after acme's: %s", err.message);
+    }
+    snprintf(series, sizeof(series),
+             "strata_tenant_quota{tenant=\"acme\",resource=\"namespaces\"}");
+    quota = tc_metric(A.metrics_port, series);
+    snprintf(series, sizeof(series), "strata_tenant_used{tenant=\"acme\",resource=\"namespaces\"}");
+    used = tc_metric(A.metrics_port, series);
+    if (quota != 2 || used != 2) {
+        return at_fail("the store shows acme's namespaces quota %.0f, used %.0f (want 2 and 2)",
+                       quota, used);
+    }
+    return AT_PASS;
+}
+
 /* ---------------------------------------------------------------- run -- */
 
 typedef struct at_case {
@@ -823,6 +1051,8 @@ static const at_case_t at_cases[] = {
     {"tcall_locate_release_other", at_tcall_locate_release},
     {"committed_write", at_committed_write},
     {"tcp_client_vanishes", at_tcp_client_vanishes},
+    {"namespaces_beyond_quota", at_namespaces_quota},
+    {"quota_holds_spare_others", at_quota_holds}, /* last: it fills acme's memory */
 };
 
 /* Cases known to fail until a part of issue 16 lands (common.md's parts). */

@@ -1126,7 +1126,8 @@ static int ft_replay(const char *path)
 
 /*
  * SIGTERM while frames keep coming: the daemon answers them (OK while it
- * serves, UNAVAILABLE once it is stopping, PERMISSION_DENIED without the key)
+ * serves, UNAVAILABLE once it is stopping, PERMISSION_DENIED or
+ * UNAUTHENTICATED without the key, as in the main run)
  * or stops answering, and exits 0. Returns its exit status.
  */
 static int ft_stop_under_load(void)

@@ -2,11 +2,12 @@
  * test_stratad_tenants.c - real stratad processes and tenants: with three
  * namespaces of two tenants the process-wide DRAM limit is one series on
  * /metrics and once in /stats (not once per namespace: 768 MiB before), and
- * each tenant's quota and use per resource are on both; with quotas
- * (tenant_quotas) and an SSD tier, over gRPC: puts past the memory quota
+ * each tenant's quota and use per resource are on both; with quotas from
+ * the tenants file and an SSD tier, over gRPC: puts past the memory quota
  * evict the tenant's own objects, a pin past the pins quota and a durable
  * write past the ssd quota are refused (the latter with the numbers), and
- * the SSD bytes are counted.
+ * the SSD bytes are counted; a SIGHUP reload hands the new quotas to the
+ * store, and a tenant it removes keeps a 1-byte memory quota.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -26,8 +28,11 @@
 #include "cluster.h"
 #include "srpc.h"
 #include "strata.pb-c.h"
+#include "tenants.h"
 
-#define LIMIT (256.0 * 1024 * 1024)
+#define LIMIT   (256.0 * 1024 * 1024)
+#define TOKEN_A "stratad-tenants-acme-token-0123456789"
+#define TOKEN_B "stratad-tenants-blue-token-9876543210"
 
 static const char *stratad_path;
 
@@ -37,13 +42,16 @@ typedef struct conn {
     uint8_t seed[16];
 } conn_t;
 
-static void hello(conn_t *c, const char *addr, const char *tenant, const char *model)
+/* Hello as tenant, with token (NULL: none). */
+static void hello_as(conn_t *c, const char *addr, const char *tenant, const char *model,
+                     const char *token)
 {
     Strata__V1__HelloRequest req = STRATA__V1__HELLO_REQUEST__INIT;
     Strata__V1__HelloResponse *resp = NULL;
+    srpc_channel_config_t cc = {.token = token};
     srpc_error_t err;
 
-    assert_int_equal(srpc_channel_open(addr, NULL, &c->ch), ST_OK);
+    assert_int_equal(srpc_channel_open(addr, &cc, &c->ch), ST_OK);
     req.protocol_version = 1;
     req.tenant = (char *)tenant;
     req.model = (char *)model;
@@ -53,6 +61,46 @@ static void hello(conn_t *c, const char *addr, const char *tenant, const char *m
     c->ns = resp->namespace_id;
     memcpy(c->seed, resp->namespace_seed.data, 16);
     protobuf_c_message_free_unpacked(&resp->base, NULL);
+}
+
+static void hello(conn_t *c, const char *addr, const char *tenant, const char *model)
+{
+    hello_as(c, addr, tenant, model, NULL);
+}
+
+/* Rewrites the tenants file of s with fields[i] for its tenants (NULL: the
+ * tenant is left out), sends SIGHUP, and waits until /metrics on mport
+ * shows series == want. */
+static void reload_until(tt_set_t *s, const char *const *fields, pid_t pid, int mport,
+                         const char *series, double want)
+{
+    static const char *const names[2] = {"acme", "blue"};
+    static const char *const tokens[2] = {TOKEN_A, TOKEN_B};
+    const char *kept_names[2], *kept_tokens[2], *kept_fields[2];
+    char path[sizeof(s->path)];
+    tt_set_t next;
+    size_t n = 0;
+    double got = -1;
+
+    for (size_t i = 0; i < 2; i++) {
+        if (fields[i] != NULL) {
+            kept_names[n] = names[i];
+            kept_tokens[n] = tokens[i];
+            kept_fields[n++] = fields[i];
+        }
+    }
+    assert_int_equal(
+        tt_prepare_fields(&next, stratad_path, kept_names, kept_tokens, kept_fields, n, "k3"), 0);
+    assert_true(next.per_tenant);
+    snprintf(path, sizeof(path), "%s", s->path);
+    assert_int_equal(rename(next.path, path), 0);
+    assert_int_equal(kill(pid, SIGHUP), 0);
+    for (int i = 0; i < 100 && got != want; i++) {
+        usleep(50000);
+        got = tc_metric(mport, series);
+    }
+    print_message("%s after the reload: %.0f\n", series, got);
+    assert_true(got == want);
 }
 
 /* Puts one object of len bytes (kind, durable) as root block i; returns the
@@ -239,21 +287,34 @@ static void test_limit_once_and_tenants(void **state)
 
 static void test_quotas_over_grpc(void **state)
 {
+    static const char *const names[2] = {"acme", "blue"};
+    static const char *const tokens[2] = {TOKEN_A, TOKEN_B};
+    static const char *const fields[2] = {"memory=1M pins=2 ssd=4K", "sessions=7"};
+    static const char *const fields2[2] = {"memory=1M pins=3 ssd=4K", "sessions=7"};
+    static const char *const fields3[2] = {NULL, "sessions=9"};
     int mport = tc_free_port(), ks = -1;
     char dir[] = "/tmp/strata-tenants-XXXXXX", extra[512], cmd[600];
     double used;
     tc_cluster_t cl;
+    tt_set_t tns;
     srpc_error_t err;
     conn_t a;
 
     (void)state;
     assert_non_null(mkdtemp(dir));
+    assert_int_equal(tt_prepare_fields(&tns, stratad_path, names, tokens, fields, 2, "k3"), 0);
+    assert_true(tns.per_tenant);
     snprintf(extra, sizeof(extra),
-             "--memory-limit 256M --metrics-listen 127.0.0.1:%d --data-dir %s --ssd-sync none "
-             "--tenant-quotas acme:memory=1M,pins=2,ssd=4K",
-             mport, dir);
+             "--memory-limit 256M --metrics-listen 127.0.0.1:%d --data-dir %s --ssd-sync none %s",
+             mport, dir, tns.flags);
     assert_int_equal(tc_start(&cl, stratad_path, 1, extra), 0);
-    hello(&a, cl.node[0].addr, "acme", "k3");
+    /* The quotas of the tenants file are the store's from the start, also
+     * of a tenant with no namespace yet; namespaces has its default, 8. */
+    assert_true(tc_metric(mport, "strata_tenant_quota{tenant=\"blue\",resource=\"sessions\"}") ==
+                7);
+    assert_true(tc_metric(mport, "strata_tenant_quota{tenant=\"blue\",resource=\"namespaces\"}") ==
+                8);
+    hello_as(&a, cl.node[0].addr, "acme", "k3", TOKEN_A);
 
     /* 1.5 MB of KV puts into a 1 MiB quota: every put succeeds, the oldest
      * go, the tenant stays within its quota. */
@@ -293,8 +354,22 @@ static void test_quotas_over_grpc(void **state)
     assert_non_null(strstr(err.message, "tenant acme: ssd quota 4.0 KiB, in use 3.0 KiB, asked "
                                         "3.0 KiB"));
 
+    /* A reload hands the new quotas to the store: a third pin fits now. */
+    reload_until(&tns, fields2, cl.node[0].pid, mport,
+                 "strata_tenant_quota{tenant=\"acme\",resource=\"pins\"}", 3);
+    assert_int_equal(pin_blocks(&a, 12, 1, &ks, &err), ST_OK);
+    assert_int_equal(ks, STRATA__V1__KEY_STATUS__KEY_OK);
+    /* A reload that removes acme: its calls are refused, its memory quota is
+     * 1 byte (evicted first), blue's quotas follow the file. */
+    reload_until(&tns, fields3, cl.node[0].pid, mport,
+                 "strata_tenant_quota{tenant=\"acme\",resource=\"memory_bytes\"}", 1);
+    assert_true(tc_metric(mport, "strata_tenant_quota{tenant=\"blue\",resource=\"sessions\"}") ==
+                9);
+    assert_int_equal(pin_blocks(&a, 11, 1, &ks, &err), ST_ERR_UNAUTHENTICATED);
+
     srpc_channel_close(a.ch);
     tc_stop_all(&cl);
+    tt_cleanup(&tns);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
 }

@@ -19,6 +19,13 @@ tests/tools/make_test_certs.sh (the openssl CLI):
      tls_cert=/tls_key= it passes tls_client_auth = require.
   6. With --engine: strata-engine runs a turn against a TLS daemon with
      --tls-ca, and cannot connect without it.
+  7. Certificates name tenants (tenants file cert=<CN>, tls_client_auth =
+     request): a Hello for the certificate's own tenant works without a
+     token; for another tenant PERMISSION_DENIED; a token of another tenant
+     with the certificate PERMISSION_DENIED; no certificate and no token
+     UNAUTHENTICATED. Without a tenants file, tls_client_auth = require on a
+     non-loopback address starts and serves a remote client's certificate
+     (protected mode no longer refuses it).
 
 Usage: test_tls.py --stratad PATH --strata PATH --certs-script PATH
                    [--lib libstrata.so --binding DIR] [--engine strata-engine]
@@ -26,6 +33,7 @@ Exit 77 (skip) when python3-grpcio or the openssl CLI is missing.
 """
 
 import argparse
+import hashlib
 import os
 import re
 import shutil
@@ -166,22 +174,24 @@ def read(path):
         return f.read()
 
 
-def channel(addr, ca=None, cert=None, key=None):
+def channel(addr, ca=None, cert=None, key=None, name=None):
     if ca is None:
         return grpc.insecure_channel(addr)
     creds = grpc.ssl_channel_credentials(
         root_certificates=read(ca),
         private_key=read(key) if key else None,
         certificate_chain=read(cert) if cert else None)
-    return grpc.secure_channel(addr, creds)
+    opts = [("grpc.ssl_target_name_override", name)] if name else []
+    return grpc.secure_channel(addr, creds, options=opts)
 
 
-def call(addr, method, req, **tls):
+def call(addr, method, req, token=None, **tls):
     """Returns (grpc status code, response bytes or None)."""
     ch = channel(addr, **tls)
+    md = [("authorization", "Bearer " + token)] if token else None
     try:
         rpc = ch.unary_unary("/strata.v1.Cache/" + method)
-        return grpc.StatusCode.OK, rpc(req, timeout=5)
+        return grpc.StatusCode.OK, rpc(req, timeout=5, metadata=md)
     except grpc.RpcError as e:
         return e.code(), None
     finally:
@@ -193,6 +203,12 @@ def expect_ok(addr, method, req, what, **tls):
     if code != grpc.StatusCode.OK:
         fail("%s: %s answered %s, wanted OK" % (what, method, code))
     return parse(resp)
+
+
+def expect_code(addr, want, req, what, **tls):
+    code, _ = call(addr, "Hello", req, **tls)
+    if code != want:
+        fail("%s: Hello answered %s, wanted %s" % (what, code, want))
 
 
 def expect_refused(addr, what, **tls):
@@ -286,6 +302,76 @@ def case_mtls(args, work, c):
     finally:
         d.stop()
     print("ok: mutual TLS require: no or foreign certificate refused, a CA-signed one accepted")
+
+
+def local_ip():
+    """An address of this host that is not loopback, or None."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("10.255.255.255", 1))
+            ip = s.getsockname()[0]
+        except OSError:
+            return None
+    return None if ip.startswith("127.") else ip
+
+
+def case_cert_tenant(args, work, c):
+    ca = os.path.join(c, "ca.pem")
+
+    def cert(name):
+        return dict(ca=ca, cert=os.path.join(c, "client-%s.pem" % name),
+                    key=os.path.join(c, "client-%s.key" % name))
+
+    tokens = {"acme": "tls-test-acme-token-0123456789", "beta": "tls-test-beta-token-9876543210"}
+    tenants = os.path.join(work, "tenants")
+    with open(tenants, "w") as f:
+        for name, tok in tokens.items():
+            f.write("%s sha256:%s cert=%s\n" % (name, hashlib.sha256(tok.encode()).hexdigest(),
+                                                  name))
+    d = Daemon(args.stratad, work, "certtenant", free_port(),
+               ["--tls-cert", os.path.join(c, "server.pem"),
+                "--tls-key", os.path.join(c, "server.key"), "--tls-ca", ca,
+                "--tls-client-auth", "request", "--tenants-file", tenants])
+    try:
+        hello = expect_ok(d.addr, "Hello", hello_request("acme", "m"),
+                          "acme's certificate, no token", **cert("acme"))
+        if hello.get(8, [0])[0] == 0:
+            fail("Hello by certificate: no namespace id in %r" % hello)
+        expect_code(d.addr, grpc.StatusCode.PERMISSION_DENIED, hello_request("beta", "m"),
+                    "acme's certificate, Hello for beta", **cert("acme"))
+        expect_code(d.addr, grpc.StatusCode.PERMISSION_DENIED, hello_request("beta", "m"),
+                    "acme's certificate with beta's token", token=tokens["beta"],
+                    **cert("acme"))
+        expect_code(d.addr, grpc.StatusCode.UNAUTHENTICATED, hello_request("acme", "m"),
+                    "no certificate, no token", ca=ca)
+        expect_ok(d.addr, "Hello", hello_request("beta", "m"), "beta's token, no certificate",
+                  token=tokens["beta"], ca=ca)
+        expect_ok(d.addr, "Hello", hello_request("acme", "m"), "acme's certificate and token",
+                  token=tokens["acme"], **cert("acme"))
+        ns = field_varint(1, hello[8][0])
+        expect_ok(d.addr, "Stats", ns, "Stats of acme's namespace, acme's certificate alone",
+                  **cert("acme"))
+        code, _ = call(d.addr, "Stats", ns, **cert("beta"))
+        if code == grpc.StatusCode.OK:
+            fail("Stats of acme's namespace with beta's certificate: OK")
+    finally:
+        d.stop()
+    ip = local_ip()
+    if ip is None:
+        print("ok: certificates name tenants (no non-loopback address: remote case skipped)")
+        return
+    port = free_port()
+    d = Daemon(args.stratad, work, "certremote", port,
+               ["--listen", "0.0.0.0:%d" % port, "--tls-cert", os.path.join(c, "server.pem"),
+                "--tls-key", os.path.join(c, "server.key"), "--tls-ca", ca,
+                "--tls-client-auth", "require"])
+    try:
+        expect_ok("%s:%d" % (ip, port), "Hello", hello_request("acme", "m"),
+                  "remote client with a verified certificate", name="localhost", **cert("acme"))
+    finally:
+        d.stop()
+    print("ok: certificates name tenants: own tenant without a token, another tenant or "
+          "another tenant's token refused, nothing UNAUTHENTICATED; remote certificate served")
 
 
 def case_peers(args, work, c):
@@ -441,6 +527,7 @@ def main():
                        env=child_env())
         case_tls(args, work, c)
         case_mtls(args, work, c)
+        case_cert_tenant(args, work, c)
         case_peers(args, work, c)
         case_sighup(args, work, c)
         if args.lib and args.binding:

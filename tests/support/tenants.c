@@ -44,6 +44,13 @@ static int tt_has_tenants_file(const char *stratad)
 int tt_prepare(tt_set_t *s, const char *stratad, const char *const *names,
                const char *const *tokens, size_t n, const char *models)
 {
+    return tt_prepare_fields(s, stratad, names, tokens, NULL, n, models);
+}
+
+int tt_prepare_fields(tt_set_t *s, const char *stratad, const char *const *names,
+                      const char *const *tokens, const char *const *fields, size_t n,
+                      const char *models)
+{
     memset(s, 0, sizeof(*s));
     if (n == 0 || n > TT_MAX) {
         fprintf(stderr, "tenants: %zu tenants (1..%d)\n", n, TT_MAX);
@@ -75,7 +82,8 @@ int tt_prepare(tt_set_t *s, const char *stratad, const char *const *names,
                 fprintf(stderr, "tenants: SHA-256 failed\n");
                 return -1;
             }
-            fprintf(f, "%s sha256:%s models=%s\n", names[i], hex, models);
+            fprintf(f, "%s sha256:%s models=%s %s\n", names[i], hex, models,
+                    fields != NULL && fields[i] != NULL ? fields[i] : "");
         }
         fclose(f);
     }

@@ -35,6 +35,15 @@ typedef struct tt_set {
 int tt_prepare(tt_set_t *s, const char *stratad, const char *const *names,
                const char *const *tokens, size_t n, const char *models);
 
+/*
+ * tt_prepare with more fields of each tenant's line: fields[i] (NULL, or
+ * fields[i] NULL: none), for example "memory=16M pins=16 namespaces=2".
+ * Without tenants-file support the fields are dropped.
+ */
+int tt_prepare_fields(tt_set_t *s, const char *stratad, const char *const *names,
+                      const char *const *tokens, const char *const *fields, size_t n,
+                      const char *models);
+
 /* Removes the tenants file, if any. */
 void tt_cleanup(tt_set_t *s);
 

@@ -610,10 +610,11 @@ static int g_auth_calls;
 
 /* Accepts the token "good" (principal: 42 and the method), refuses the rest. */
 static st_status_t test_auth(void *arg, const char *path, const char *token, const char *peer,
-                             void *principal, char *msg, size_t cap)
+                             const char *identity, void *principal, char *msg, size_t cap)
 {
     (void)arg;
     (void)peer;
+    (void)identity;
     __atomic_add_fetch(&g_auth_calls, 1, __ATOMIC_SEQ_CST);
     if (token == NULL) {
         snprintf(msg, cap, "no token");

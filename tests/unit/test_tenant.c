@@ -393,8 +393,8 @@ static void test_tenant_records(void **state)
     assert_string_equal(cd_tenant_resource_names[0], "memory_bytes");
 }
 
-/* The quota fields of a tenants-file line (what tenant_quotas and the
- * tenants file give cd_store_tenant_set). */
+/* The quota fields of a tenants-file line (what the tenants file gives
+ * cd_store_tenant_set). */
 static void test_quota_parse(void **state)
 {
     cd_tenant_quota_t q;

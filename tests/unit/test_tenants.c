@@ -62,7 +62,8 @@ static void test_parse_fields_and_defaults(void **state)
     snprintf(text, sizeof(text),
              "# comment line\n"
              "\n"
-             "  acme %s models=k3,k3-vl memory=64G ssd=1T sessions=100000 pins=10000 "
+             "  acme %s models=k3,k3-vl cert=acme-client memory=64G ssd=1T sessions=100000 "
+             "pins=10000 "
              "namespaces=3 leases=7 reservations=9   # trailing comment\n"
              "beta\t%s\n",
              ha, hb);
@@ -104,6 +105,12 @@ static void test_parse_fields_and_defaults(void **state)
         assert_int_equal(n, 2);
     }
     assert_null(cd_tn_find_name(&tns, "gamma"));
+    /* cert=: the CN of a client certificate names the tenant; none for beta. */
+    assert_true(cd_tn_find_cert(&tns, "acme-client") == a);
+    assert_null(cd_tn_find_cert(&tns, "acme"));
+    assert_null(cd_tn_find_cert(&tns, "beta"));
+    assert_null(cd_tn_find_cert(&tns, ""));
+    assert_null(cd_tn_find_cert(&tns, NULL));
     cd_tn_free_all(&tns);
 }
 
@@ -143,6 +150,18 @@ static void test_bad_files(void **state)
     snprintf(text, sizeof(text), "acme %s\nbeta %s\n", h, h);
     write_file(text);
     assert_int_equal(cd_tn_load(path, &t), ST_ERR_INVALID);
+    /* Two tenants, one certificate CN; an empty cert=. */
+    {
+        char hb[80];
+
+        hash_of("token-b", hb);
+        snprintf(text, sizeof(text), "acme %s cert=acme\nbeta %s cert=acme\n", h, hb);
+        write_file(text);
+        assert_int_equal(cd_tn_load(path, &t), ST_ERR_INVALID);
+        snprintf(text, sizeof(text), "acme %s cert=\n", h);
+        write_file(text);
+        assert_int_equal(cd_tn_load(path, &t), ST_ERR_INVALID);
+    }
     /* No file. */
     assert_int_equal(cd_tn_load("/nonexistent/strata-tenants", &t), ST_ERR_IO);
     /* An empty file is an empty table. */
