@@ -21,9 +21,9 @@
 # cache alone with 64K-token conversations. Last, isolation as the tenants
 # see it: each tenant's use and quotas on each node (from /stats), chat's
 # first prompt looked up by chat (cached) and by batch under the same model
-# name (nothing: another tenant, another seed), and batch's token refused on
-# chat's namespace. The cluster is stopped at the end, also on failure or
-# Ctrl-C.
+# name (nothing: another tenant, another seed), batch's token refused on
+# chat's namespace, and a plaintext client refused. The cluster is stopped at
+# the end, also on failure or Ctrl-C.
 #
 #   STRATA_DEMO_ENGINE_ARGS="--history-tokens 16384" bash scripts/run-demo.sh
 #   STRATA_DEMO_ARGS="--sessions 8 --prompt-tokens 131072" bash scripts/run-demo.sh  # bench
@@ -189,3 +189,13 @@ if "$bin/client/strata" lookup --config "$work/batch.conf" --tenant chat --model
     echo "run-demo: batch's token was let into chat's namespace" >&2
     exit 1
 fi
+
+echo
+echo "== TLS: without the CA a client speaks plaintext, which the daemons do not serve"
+echo "\$ strata lookup --config chat.conf --tls-ca '' --model $model --tokens-file prompt.tokens"
+if plain="$("$bin/client/strata" lookup --config "$work/chat.conf" --tls-ca '' --model "$model" \
+    --tokens-file "$work/prompt.tokens" 2>&1)"; then
+    echo "run-demo: a plaintext client was served" >&2
+    exit 1
+fi
+echo "${plain##*$'\n'}" # its last line: why

@@ -3,9 +3,9 @@
 # short workload against an existing build: it runs to the end, the engine's
 # tenant finds its prompt cached, the other tenant finds nothing of it under
 # the same model name, the other tenant's token is refused on the first's
-# namespace with its reason, bench reads no wrong bytes, /stats over HTTPS
-# lists both tenants, and neither token nor the cluster secret reaches the
-# output or a daemon's command line.
+# namespace with its reason, a plaintext client is not served, bench reads no
+# wrong bytes, /stats over HTTPS lists both tenants, and neither token nor the
+# cluster secret reaches the output or a daemon's command line.
 set -uo pipefail
 build="$(cd "${1:?usage: test_demo.sh BUILD_DIR}" && pwd)"
 cd "$(dirname "$0")/../.." || exit 1
@@ -64,6 +64,7 @@ check "chat finds its prompt" '^tokens=8192 blocks=128 matched_blocks=16 matched
 check "batch finds nothing of chat's prompt" '^tokens=8192 blocks=128 matched_blocks=0 '
 check "batch's token is refused on chat's namespace" \
     "this token is tenant batch's: it may not open tenant chat \(permission denied\)"
+check "a plaintext client is not served" '^strata: cannot connect to .*\(unavailable\)$'
 # The tenants file is shown with its hashes cut; no 32-hex token or secret is printed.
 if grep -Eq '[0-9a-f]{32}' "$out"; then
     echo "FAIL: a token-like hex string in the output:"
