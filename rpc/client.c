@@ -47,8 +47,8 @@ st_status_t srpc_channel_open(const char *target, const srpc_channel_config_t *c
 {
     uint32_t max_recv =
         cfg && cfg->max_receive_bytes ? cfg->max_receive_bytes : SRPC_DEFAULT_MAX_RECEIVE;
-    grpc_arg args[5];
-    grpc_channel_args chargs = {5, args};
+    grpc_arg args[4];
+    grpc_channel_args chargs = {4, args};
     grpc_channel_credentials *creds;
     srpc_channel_t *ch;
     st_status_t st;
@@ -91,18 +91,19 @@ st_status_t srpc_channel_open(const char *target, const srpc_channel_config_t *c
     /*
      * A cache node that restarts must be used again within about a second:
      * gRPC's default reconnect backoff (1 s growing to 120 s) would keep a
-     * health checker's calls failing long after the node is back.
+     * health checker's calls failing long after the node is back. The
+     * minimum reconnect backoff is left at gRPC's default: gRPC also takes it
+     * as the shortest time a connection attempt is given, and a TLS handshake
+     * on a loaded host can take more than 100 ms (the attempt was cut,
+     * "Handshake read failed", and the node counted down).
      */
     args[1].type = GRPC_ARG_INTEGER;
     args[1].key = (char *)GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS;
     args[1].value.integer = 100;
     args[2].type = GRPC_ARG_INTEGER;
-    args[2].key = (char *)GRPC_ARG_MIN_RECONNECT_BACKOFF_MS;
-    args[2].value.integer = 100;
-    args[3].type = GRPC_ARG_INTEGER;
-    args[3].key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
-    args[3].value.integer = 1000;
-    srpc_tcp_read_arg(&args[4]);
+    args[2].key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
+    args[2].value.integer = 1000;
+    srpc_tcp_read_arg(&args[3]);
     st = srpc_tls_channel_creds(target, cfg, &creds);
     if (st != ST_OK) {
         srpc_grpc_unref();

@@ -11,7 +11,7 @@ PACKAGES=(
     libucx-dev libfabric-dev libxxhash-dev liblmdb-dev
     libprotobuf-c-dev protobuf-c-compiler libgrpc-dev
     libmicrohttpd-dev libinih-dev libcmocka-dev libssl-dev libhiredis-dev
-    # tests
+    # tests; the demo too (openssl: its CA and certificates; python3-xxhash: its prompt's tokens)
     python3 python3-xxhash python3-numpy python3-grpcio openssl clang-format prometheus chromium
     # benchmark peers
     redis-server ucx-utils

@@ -1,14 +1,29 @@
 #!/usr/bin/env bash
 # The README's main-job command: installs what is missing, builds strata,
-# starts a local cluster of three stratad daemons on loopback, and runs the
-# engine beside it: `strata-engine` holds a multi-turn long-context
+# starts a local cluster of three stratad daemons on loopback with two
+# tenants and TLS, and runs the engine beside it.
+#
+# Setup, all in a temporary directory removed at the end: a throwaway CA and a
+# certificate for the daemons (tests/tools/make_test_certs.sh, openssl), a
+# tenants file with two tenants, `chat` and `batch` (a random token each; the
+# file holds only their SHA-256, and each tenant's quotas per daemon), a
+# cluster secret and a metrics token in files, and one client config file per
+# tenant (nodes, tenant, token, CA), so that no secret is on a command line.
+# The daemons serve gRPC over TLS only (peer calls too), `/stats` over HTTPS
+# with the metrics token.
+#
+# Then, as tenant `chat`, `strata-engine` holds a multi-turn long-context
 # conversation (an 8192-token history, then three more turns) through the
 # cluster, printing per turn the prompt, the tokens reused from the cluster
 # and recomputed, time to first token, decode time per token, bytes fetched,
 # overlap efficiency and local hit rate, each later turn checked against a
-# full recompute (--compare). Then `strata bench` drives the cache alone with
-# 64K-token conversations. The cluster is stopped at the end, also on failure
-# or Ctrl-C.
+# full recompute (--compare). As tenant `batch`, `strata bench` drives the
+# cache alone with 64K-token conversations. Last, isolation as the tenants
+# see it: each tenant's use and quotas on each node (from /stats), chat's
+# first prompt looked up by chat (cached) and by batch under the same model
+# name (nothing: another tenant, another seed), batch's token refused on
+# chat's namespace, and a plaintext client refused. The cluster is stopped at
+# the end, also on failure or Ctrl-C.
 #
 #   STRATA_DEMO_ENGINE_ARGS="--history-tokens 16384" bash scripts/run-demo.sh
 #   STRATA_DEMO_ARGS="--sessions 8 --prompt-tokens 131072" bash scripts/run-demo.sh  # bench
@@ -38,11 +53,11 @@ stop_cluster() {
 trap stop_cluster EXIT
 trap 'exit 130' INT TERM
 
-# Three free loopback ports.
+# Six free loopback ports: gRPC and metrics of each daemon.
 mapfile -t ports < <(/usr/bin/python3 - <<'PY'
 import socket
 socks = []
-for _ in range(3):
+for _ in range(6):
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     socks.append(s)
@@ -51,13 +66,44 @@ for s in socks:
 PY
 )
 nodes="127.0.0.1:${ports[0]},127.0.0.1:${ports[1]},127.0.0.1:${ports[2]}"
-secret="demo-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+
+# Secrets: 128 random bits each, in files of mode 0600.
+umask 077
+rand() { od -An -N16 -tx1 /dev/urandom | tr -d ' \n'; }
+sha256() { printf %s "$1" | sha256sum | cut -d' ' -f1; }
+rand > "$work/cluster-secret"
+rand > "$work/metrics-token"
+chat_token="$(rand)"
+batch_token="$(rand)"
 
 echo
-echo "== starting a local cluster of 3 daemons: $nodes"
+echo "== setup in $work: a throwaway CA and certificate, two tenants, secrets in files"
+bash tests/tools/make_test_certs.sh "$work/tls"
+# Quotas per daemon: the two memory quotas fit in a daemon's 768M less the
+# index's sixteenth, so each tenant below its quota always finds room.
+cat > "$work/tenants" <<TENANTS
+# name  SHA-256 of the token (never the token)  quotas per daemon
+chat    sha256:$(sha256 "$chat_token")  memory=320M sessions=16 pins=1024 namespaces=2
+batch   sha256:$(sha256 "$batch_token")  memory=320M sessions=16 pins=1024 namespaces=2
+TENANTS
+sed 's/sha256:\([0-9a-f]\{12\}\)[0-9a-f]*/sha256:\1.../' "$work/tenants"
+for t in chat batch; do
+    token_var="${t}_token"
+    # Read by --config: connection settings and the token, off the command line.
+    printf 'nodes = %s\ntenant = %s\ntoken = %s\ntls_ca = %s\n' "$nodes" "$t" \
+        "${!token_var}" "$work/tls/ca.pem" > "$work/$t.conf"
+done
+
+echo
+echo "== starting a local cluster of 3 daemons over TLS: $nodes"
 for i in 0 1 2; do
     "$bin/cached/stratad" --listen "127.0.0.1:${ports[$i]}" --peers "$nodes" \
-        --cluster-secret "$secret" --memory-limit 768M \
+        --cluster-secret-file "$work/cluster-secret" --tenants-file "$work/tenants" \
+        --tls-cert "$work/tls/server.pem" --tls-key "$work/tls/server.key" \
+        --tls-ca "$work/tls/ca.pem" --memory-limit 768M \
+        --metrics-listen "127.0.0.1:${ports[$((i + 3))]}" \
+        --metrics-tls-cert "$work/tls/server.pem" --metrics-tls-key "$work/tls/server.key" \
+        --metrics-token-file "$work/metrics-token" \
         > "$work/stratad-$i.out" 2> "$work/stratad-$i.log" &
     pids+=("$!")
 done
@@ -72,24 +118,84 @@ for i in 0 1 2; do
         exit 1
     fi
 done
-"$bin/client/strata" status --nodes "$nodes"
+
+# Each node's use per tenant, as the operator reads it: /stats over HTTPS with
+# the metrics token.
+tenant_use() {
+    /usr/bin/python3 - "$work/tls/ca.pem" "$work/metrics-token" "${ports[@]}" <<'PY'
+import json, ssl, sys, urllib.request
+ca, token_file, ports = sys.argv[1], sys.argv[2], sys.argv[3:]
+token = open(token_file).read().strip()
+ctx = ssl.create_default_context(cafile=ca)
+print("%-16s %-6s %17s %9s %10s %9s" % ("node", "tenant", "memory_MiB", "sessions",
+                                        "namespaces", "pins"))
+for node, port in zip(ports[:3], ports[3:]):  # gRPC ports, then their metrics ports
+    req = urllib.request.Request("https://127.0.0.1:%s/stats" % port,
+                                 headers={"Authorization": "Bearer " + token})
+    stats = json.load(urllib.request.urlopen(req, context=ctx, timeout=5))
+    for name, t in sorted(stats.get("tenants", {}).items()):
+        def col(key, scale=1):
+            used, quota = t.get(key, {}).get("used", 0), t.get(key, {}).get("quota", 0)
+            q = "%.0f" % (quota / scale) if quota else "-"  # 0: no quota
+            return ("%.1f/%s" if scale > 1 else "%d/%s") % (used / scale, q)
+        print("%-16s %-6s %17s %9s %10s %9s" % (
+            "127.0.0.1:" + node, name, col("memory_bytes", 1 << 20),
+            col("sessions"), col("namespaces"), col("pins")))
+PY
+}
 
 echo
-echo "== the engine: a 4-turn conversation over an 8192-token history, resumed from the cluster"
+echo "== tenant chat, the engine: a 4-turn conversation over an 8192-token history, resumed from the cluster"
 # UCX one-sided reads; 32 blocks of KV rows kept local per DSA layer, older
 # rows read from the cluster while the local ones compute; every later turn
 # also computed in full without the cache to compare time and logits.
 # shellcheck disable=SC2086
-"$bin/engine/strata-engine" --nodes "$nodes" --transport ucx --session demo \
+"$bin/engine/strata-engine" --config "$work/chat.conf" --transport ucx --session demo \
     --turns 4 --history-tokens 8192 --turn-tokens 256 --decode-tokens 32 \
-    --local-blocks 32 --compare ${STRATA_DEMO_ENGINE_ARGS:-}
+    --local-blocks 32 --compare ${STRATA_DEMO_ENGINE_ARGS:-} | tee "$work/engine.out"
+model="$(sed -n 's/^strata-engine: model \([^ ]*\).*/\1/p' "$work/engine.out" | head -1)"
 
 echo
-echo "== the cache alone: 4 conversations of 4 turns over 64K-token prompts (strata bench)"
+echo "== tenant batch, the cache alone: 4 conversations of 4 turns over 64K-token prompts (strata bench)"
 # shellcheck disable=SC2086
-"$bin/client/strata" bench --nodes "$nodes" --transport ucx --sessions 4 --turns 4 \
+"$bin/client/strata" bench --config "$work/batch.conf" --transport ucx --sessions 4 --turns 4 \
     --prompt-tokens 65536 --turn-tokens 4096 --layers 2 ${STRATA_DEMO_ARGS:-}
 
 echo
-echo "== the cluster afterwards"
-"$bin/client/strata" status --nodes "$nodes"
+echo "== isolation: each tenant's use and quotas per node"
+tenant_use
+
+# The engine's first prompt: user token i is XXH3-64(i, seed token_seed 1)
+# modulo the vocabulary of 512 (engine/runner.c, rn_token).
+/usr/bin/python3 - > "$work/prompt.tokens" <<'PY'
+import xxhash
+print(" ".join(str(xxhash.xxh3_64_intdigest(i.to_bytes(8, "little"), seed=1) % 512)
+               for i in range(8192)))
+PY
+echo
+echo "== isolation: chat's first prompt (8192 tokens, model $model) looked up by each tenant"
+echo "\$ strata lookup --config chat.conf --model $model --tokens-file prompt.tokens"
+"$bin/client/strata" lookup --config "$work/chat.conf" --model "$model" \
+    --tokens-file "$work/prompt.tokens"
+echo "\$ strata lookup --config batch.conf --model $model --tokens-file prompt.tokens"
+"$bin/client/strata" lookup --config "$work/batch.conf" --model "$model" \
+    --tokens-file "$work/prompt.tokens"
+
+echo
+echo "== isolation: batch's token on chat's namespace is refused"
+echo "\$ strata lookup --config batch.conf --tenant chat --model $model --tokens-file prompt.tokens"
+if "$bin/client/strata" lookup --config "$work/batch.conf" --tenant chat --model "$model" \
+    --tokens-file "$work/prompt.tokens"; then
+    echo "run-demo: batch's token was let into chat's namespace" >&2
+    exit 1
+fi
+
+echo
+echo "== TLS: without the CA a client speaks plaintext, which the daemons do not serve"
+echo "\$ strata lookup --config chat.conf --tls-ca '' --model $model --tokens-file prompt.tokens"
+if plain="$("$bin/client/strata" lookup --config "$work/chat.conf" --tls-ca '' --model "$model" \
+    --tokens-file "$work/prompt.tokens" 2>&1)"; then
+    echo "run-demo: a plaintext client was served" >&2
+    exit 1
+fi
+echo "${plain##*$'\n'}" # its last line: why

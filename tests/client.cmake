@@ -66,6 +66,12 @@ add_test(NAME test_cli
                  $<TARGET_FILE:strata_cli>)
 set_tests_properties(test_cli PROPERTIES LABELS "integration;client" TIMEOUT 300)
 
+# A TLS handshake slower than 100 ms (a proxy holds it 400 ms) still connects.
+add_test(NAME test_slow_handshake
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tools/test_slow_handshake.sh
+                 $<TARGET_FILE:stratad> $<TARGET_FILE:strata_cli>)
+set_tests_properties(test_slow_handshake PROPERTIES LABELS "integration;client;tls" TIMEOUT 120)
+
 # Compact lookup segments against the full form: one daemon over raw Lookup
 # calls, four through libstrata (docs/protocol.md "Compact segments").
 strata_add_test(test_lookup_compact SOURCES integration/test_lookup_compact.c

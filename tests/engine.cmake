@@ -65,3 +65,8 @@ if(TARGET strata_engine_cuda)
                   LABELS gpu integration engine TIMEOUT 600)
   add_dependencies(test_engine_gpu stratad)
 endif()
+
+# The README's main job on a short workload: tenants, TLS, isolation (scripts/run-demo.sh).
+add_test(NAME test_demo COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tools/test_demo.sh
+                                ${PROJECT_BINARY_DIR})
+set_tests_properties(test_demo PROPERTIES LABELS "integration;engine;demo" TIMEOUT 300)
