@@ -297,7 +297,7 @@ static void test_reservation_fence(void **state)
     assert_int_equal(cd_store_create(&c, &s, &err), ST_OK);
     assert_int_equal(cd_store_ns_create(s, "acme", "m", 64, &ns, &err), ST_OK);
     for (int i = 0; i < 3; i++) {
-        rq[i] = (cd_resv_req_t){t_key(3, (uint32_t)i, CD_KIND_VIS, 0), NULL, sizeof(data)};
+        rq[i] = (cd_resv_req_t){t_key(3, (uint32_t)i, CD_KIND_VIS, 0), NULL, sizeof(data), 0};
     }
     assert_int_equal(cd_store_reserve(s, ns, rq, 3, rs, &err), ST_OK);
     assert_int_equal(t_n_fenced, 0);
