@@ -118,7 +118,8 @@ static void at_start(const char *stratad)
     }
     A.a.token = A.tenants.t[0].token;
     A.b.token = A.tenants.t[1].token; /* acme's, when the daemon has one token */
-    snprintf(args, sizeof(args), "--log-level warn --max-lease 10s %s", A.tenants.flags);
+    snprintf(args, sizeof(args), "--log-level warn --max-lease 10s %s %s", A.tenants.flags,
+             A.tenants.shared);
     if (tc_start(&A.cl, stratad, 1, args) != 0) {
         at_die("cannot start stratad");
     }
@@ -743,7 +744,7 @@ static int at_tcp_client_vanishes(void)
     int alive = 1, rc;
     pid_t pid;
 
-    snprintf(args, sizeof(args), "--log-level warn %s", A.tenants.flags);
+    snprintf(args, sizeof(args), "--log-level warn %s %s", A.tenants.flags, A.tenants.shared);
     setenv("UCX_TLS", "tcp,self", 1);
     /* Started in /tmp: what a crash leaves in its directory stays out of the build. */
     if (getcwd(cwd, sizeof(cwd)) == NULL || chdir("/tmp") != 0) {
