@@ -152,3 +152,10 @@ strata_add_test(test_attack SOURCES attack/attack.c
                 LIBS strata_test_tcall strata_test_cluster strata_client PkgConfig::XXHASH
                 ARGS $<TARGET_FILE:stratad> LABELS attack integration cached TIMEOUT 300)
 add_dependencies(test_attack stratad)
+# The same over libfabric tcp;ofi_rxm, which enforces keys: two tenants start
+# without allow_shared_dataplane, and one tenant's key reads nothing of the
+# other's (cross_tenant_get); the calls over the transport are UCX's (skipped).
+add_test(NAME test_attack_libfabric COMMAND test_attack $<TARGET_FILE:stratad>
+                                            libfabric:tcp+ofi_rxm)
+set_tests_properties(test_attack_libfabric PROPERTIES TIMEOUT 300
+                     LABELS "attack;integration;cached")
