@@ -665,13 +665,16 @@ static st_status_t cd_daemon_isolation(cd_daemon_t *d, size_t n_tenants, const c
         return ST_OK;
     }
     st_error("%s: tenants_file names %zu tenants but transport=%s does not enforce remote keys "
-             "(UCX over sm, posix, cma and tcp checks none): any client that reaches this "
+             "(%s): any client that reaches this "
              "daemon's data plane could read and write every tenant's memory. Use "
              "transport=libfabric (tcp;ofi_rxm, shm, sockets and udp;ofi_rxd enforce keys), or "
              "one daemon per tenant, or UCX over InfiniBand verbs, whose NIC checks keys but "
              "which stratad cannot measure here and so counts as not enforcing; or set "
              "allow_shared_dataplane=true to accept the risk (docs/security-dataplane.md)",
-             what, n_tenants, d->cfg.transport);
+             what, n_tenants, d->cfg.transport,
+             strcmp(d->cfg.transport, "libfabric") == 0
+                 ? "this fabric_provider is not one measured to enforce them"
+                 : "UCX over sm, posix, cma and tcp checks none");
     return ST_ERR_INVALID;
 }
 
