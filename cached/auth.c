@@ -98,6 +98,13 @@ st_status_t cd_au_reload(cd_auth_t *a)
                 st_strerror(status));
         return status;
     }
+    if (a->au_check != NULL) {
+        status = a->au_check(a->au_check_arg, t->tt_n);
+        if (status != ST_OK) {
+            cd_tn_table_free(t);
+            return status;
+        }
+    }
     cd_tn_swap(&a->au_tenants, t);
     st_info("tenants reloaded tenants_file=%s tenants=%zu", a->au_tenants_path, t->tt_n);
     return ST_OK;

@@ -48,6 +48,10 @@ typedef struct cd_auth {
     pthread_mutex_t au_keys_lock;
     cd_au_key_t *au_keys; /* CD_AU_KEY_SETS x CD_AU_KEY_WAYS */
     uint64_t au_key_seq;
+    /* Asked before a reloaded table of n tenants replaces the current one
+     * (the daemon's data-plane isolation check); non-OK keeps the old. */
+    st_status_t (*au_check)(void *arg, size_t n_tenants);
+    void *au_check_arg;
 } cd_auth_t;
 
 /*
@@ -66,8 +70,8 @@ void cd_au_destroy(cd_auth_t *a);
  * Re-reads the tenants file (SIGHUP). On success the new table serves the
  * next calls; tenants it no longer names are refused from then on, their
  * transport keys with them. On failure the old table stays (the reason is
- * logged). Returns ST_OK, ST_ERR_UNSUPPORTED without a tenants file, or the
- * load's status.
+ * logged), also when au_check refuses the new table. Returns ST_OK,
+ * ST_ERR_UNSUPPORTED without a tenants file, or the load's or au_check's status.
  */
 st_status_t cd_au_reload(cd_auth_t *a);
 

@@ -121,6 +121,10 @@ static const st_cfg_option_t cd_options[] = {
     {"transport_calls", ST_CFG_BOOL, CD_OFF(transport_calls), "true", 0, 0, 0, NULL, 0,
      "also serve Locate, Release and Lookup over the data plane's transport (ucx), without "
      "gRPC's round trip"},
+    {"allow_shared_dataplane", ST_CFG_BOOL, CD_OFF(shared_dataplane), "false", 0, 0, 0, NULL, 0,
+     "start with several tenants over a data plane that checks no remote key (ucx over sm, "
+     "posix, cma, tcp): any client can then read every tenant's memory (docs/"
+     "security-dataplane.md); without it such a start or reload is refused"},
     {"log_level", ST_CFG_ENUM, CD_OFF(log_level), "info", 0, 0, 0, cd_log_levels, 0,
      "lowest level logged"},
     {"tls_cert", ST_CFG_STRING, CD_OFF(tls_cert), "", 0, 0, 0, NULL, 0,
@@ -611,6 +615,66 @@ static st_status_t cd_daemon_secrets(cd_daemon_t *d, const char **secret_p)
     return ST_OK;
 }
 
+/* Tenants of the current table (0 without a tenants file). */
+static size_t cd_daemon_n_tenants(const cd_daemon_t *d)
+{
+    const cd_tn_table_t *t = cd_tn_current(&d->auth.au_tenants);
+
+    return t != NULL ? t->tt_n : 0;
+}
+
+/* 1 when the data plane runs and checks no remote key. */
+static int cd_daemon_dp_open(const cd_daemon_t *d)
+{
+    return d->dp != NULL && !cd_dp_committed_read_only(d->dp);
+}
+
+int cd_daemon_dataplane_isolated(cd_daemon_t *d)
+{
+    return !cd_daemon_dp_open(d) || cd_daemon_n_tenants(d) <= 1;
+}
+
+/*
+ * Whether n_tenants tenants may share this daemon's data plane: refused
+ * (ST_ERR_INVALID, logged as an error naming the fixes) when there are
+ * several and the transport checks no remote key, unless
+ * allow_shared_dataplane (then a warning, at start and at every reload).
+ * `what` says what is refused ("refusing to start", "reload refused ...").
+ * Also the reload check of the auth module (cd_auth_t's au_check).
+ */
+static st_status_t cd_daemon_isolation(cd_daemon_t *d, size_t n_tenants, const char *what)
+{
+    if (n_tenants <= 1 || !cd_daemon_dp_open(d)) {
+        return ST_OK;
+    }
+    if (d->cfg.shared_dataplane) {
+        st_warn("allow_shared_dataplane=true: tenants_file names %zu tenants and transport=%s "
+                "does not enforce remote keys: any client that reaches this daemon's data plane "
+                "can read and write every tenant's memory (strata_dataplane_isolated 0; "
+                "docs/security-dataplane.md)",
+                n_tenants, d->cfg.transport);
+        return ST_OK;
+    }
+    st_error("%s: tenants_file names %zu tenants but transport=%s does not enforce remote keys "
+             "(%s): any client that reaches this "
+             "daemon's data plane could read and write every tenant's memory. Use "
+             "transport=libfabric (tcp;ofi_rxm, shm, sockets and udp;ofi_rxd enforce keys), or "
+             "one daemon per tenant, or UCX over InfiniBand verbs, whose NIC checks keys but "
+             "which stratad cannot measure here and so counts as not enforcing; or set "
+             "allow_shared_dataplane=true to accept the risk (docs/security-dataplane.md)",
+             what, n_tenants, d->cfg.transport,
+             strcmp(d->cfg.transport, "libfabric") == 0
+                 ? "this fabric_provider is not one measured to enforce them"
+                 : "UCX over sm, posix, cma and tcp checks none");
+    return ST_ERR_INVALID;
+}
+
+/* The auth module's reload check (au_check). */
+static st_status_t cd_daemon_reload_check(void *arg, size_t n_tenants)
+{
+    return cd_daemon_isolation(arg, n_tenants, "tenants_file reload refused, the old table stays");
+}
+
 /* What cd_daemon_quota_one does with each tenant of the tenants file. */
 typedef struct cd_quota_walk {
     cd_store_t *qw_store;
@@ -801,6 +865,12 @@ st_status_t cd_daemon_start(cd_daemon_t *d, cd_config_t *cfg)
     if (status != ST_OK) {
         return status;
     }
+    status = cd_daemon_isolation(d, cd_daemon_n_tenants(d), "refusing to start");
+    if (status != ST_OK) {
+        return status;
+    }
+    d->auth.au_check = cd_daemon_reload_check;
+    d->auth.au_check_arg = d;
     if (d->dp != NULL) {
         sc.chunk_alloc = cd_dp_chunk_alloc;
         sc.chunk_free = cd_dp_chunk_free;

@@ -68,6 +68,7 @@ typedef struct cd_config {
     char *transport;           /* data plane: none, ucx, libfabric (dataplane.h) */
     char *fabric_provider;     /* libfabric provider; "" the first with RMA */
     int transport_calls;       /* serve Locate, Release, Lookup over the transport too */
+    int shared_dataplane;      /* allow_shared_dataplane: several tenants, keys unchecked */
     uint64_t ssd_map_size;     /* SSD tier (tier.h): LMDB map size */
     int ssd_spill;             /* spill evicted KV and IDX objects to the tier */
     uint64_t ssd_spill_budget; /* bytes of spilled objects kept; 0: half the map */
@@ -207,6 +208,15 @@ st_status_t cd_daemon_ns_open(cd_daemon_t *d, const char *tenant, const char *mo
  * disturbed.
  */
 st_status_t cd_daemon_reload(cd_daemon_t *d);
+
+/*
+ * 1 when no tenant's data-plane keys can reach another tenant's bytes: the
+ * transport enforces keys (cd_dp_committed_read_only()), or there is no data
+ * plane, or the tenants file names at most one tenant. 0 only when
+ * allow_shared_dataplane let several tenants share a transport that checks
+ * no key (UCX over sm, posix, cma, tcp; docs/security-dataplane.md).
+ */
+int cd_daemon_dataplane_isolated(cd_daemon_t *d);
 
 /* 1 when a namespace of tenant may be recovered from the SSD tier (the
  * tenants file, when there is one, still names the tenant). */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "daemon.h"
+#include "dataplane.h"
 #include "st_log.h"
 #include "tier.h"
 
@@ -21,7 +22,8 @@ struct cd_obs {
     st_metric_family_t *f_evictions, *f_evicted_bytes, *f_tier_used, *f_tier_limit;
     st_metric_family_t *f_tier_objects, *f_leases_active, *f_leases_granted, *f_leases_expired;
     st_metric_family_t *f_duration, *f_errors, *f_spills, *f_promotions;
-    st_metric_family_t *f_tenant_quota, *f_tenant_used;
+    st_metric_family_t *f_tenant_quota, *f_tenant_used, *f_dp_isolated;
+    st_gauge_t *dp_isolated; /* strata_dataplane_isolated, no labels */
     st_histogram_t *duration[CD_OBS_METHODS];
     st_gauge_t *dram_limit; /* process-wide: one series, tier="dram" */
     /* The SSD tier (daemon-wide: namespace label "*"), created at the first scrape. */
@@ -126,6 +128,18 @@ st_status_t cd_obs_create(cd_daemon_t *d, cd_obs_t **obs_p)
     CD_FAM(f_tenant_used, "strata_tenant_used", "What a tenant uses of a resource now",
            ST_METRIC_GAUGE, "tenant", "resource")
 #undef CD_FAM
+    if (st == ST_OK) {
+        st_metric_desc_t desc = {0};
+
+        desc.name = "strata_dataplane_isolated";
+        desc.help = "1: no tenant's data-plane keys reach another tenant's memory; 0: several "
+                    "tenants share a transport that checks no remote key (allow_shared_dataplane)";
+        desc.type = ST_METRIC_GAUGE;
+        st = st_metrics_register(o->reg, &desc, &o->f_dp_isolated);
+    }
+    if (st == ST_OK) {
+        st = st_metrics_gauge(o->f_dp_isolated, NULL, &o->dp_isolated);
+    }
     if (st == ST_OK) {
         st = st_metrics_gauge(o->f_tier_limit, ST_LABELS("dram"), &o->dram_limit);
     }
@@ -253,9 +267,10 @@ static void cd_obs_collect_tenants(cd_obs_t *o)
     free(u);
 }
 
-/* /stats: "tenants": {"acme": {"memory_bytes": {"quota": Q, "used": U}, ...}}. */
+/* /stats: "tenants": {"acme": {"memory_bytes": {"quota": Q, "used": U}, ...}}, and "dataplane". */
 static void cd_obs_stats_tenants(st_json_t *j, void *arg)
 {
+    cd_daemon_t *d = ((cd_obs_t *)arg)->d;
     size_t n;
     cd_tenant_usage_t *u = cd_obs_tenants(arg, &n);
 
@@ -279,6 +294,19 @@ static void cd_obs_stats_tenants(st_json_t *j, void *arg)
     }
     st_json_end_object(j);
     free(u);
+    /* "dataplane": {"transport": T, "enforces_keys": B, "isolated": B,
+     * "allow_shared_dataplane": B} (docs/observability.md). */
+    st_json_key(j, "dataplane");
+    st_json_begin_object(j);
+    st_json_key(j, "transport");
+    st_json_string(j, d->dp != NULL ? d->cfg.transport : "none");
+    st_json_key(j, "enforces_keys");
+    st_json_bool(j, cd_dp_committed_read_only(d->dp));
+    st_json_key(j, "isolated");
+    st_json_bool(j, cd_daemon_dataplane_isolated(d));
+    st_json_key(j, "allow_shared_dataplane");
+    st_json_bool(j, d->cfg.shared_dataplane);
+    st_json_end_object(j);
 }
 
 /* Scrape time: store gauges, and the store's counters as deltas. */
@@ -288,6 +316,7 @@ static void cd_obs_collect(st_metrics_t *reg, void *arg)
     cd_daemon_t *d = o->d;
 
     st_gauge_set(o->dram_limit, (double)d->cfg.memory_limit); /* once, not per namespace */
+    st_gauge_set(o->dp_isolated, cd_daemon_dataplane_isolated(d) ? 1.0 : 0.0);
     pthread_mutex_lock(&d->ns_lock);
     for (uint32_t i = 0; i < d->n_ns; i++) {
         cd_ns_entry_t *e = d->ns[i];

@@ -96,11 +96,18 @@ done
 
 echo
 echo "== starting a local cluster of 3 daemons over TLS: $nodes"
+# One host, so the data plane is UCX over shared memory, which checks no
+# remote key: a client that reaches a daemon's UCX worker could read any
+# tenant's bytes. stratad refuses two tenants on it unless told to accept
+# that (--allow-shared-dataplane); readers still check every object, so no
+# tenant can be served another's or a changed byte. Across hosts, use
+# libfabric (its providers enforce keys: docs/security.md).
+echo "   (data plane: UCX shared memory, which enforces no keys: --allow-shared-dataplane)"
 for i in 0 1 2; do
     "$bin/cached/stratad" --listen "127.0.0.1:${ports[$i]}" --peers "$nodes" \
         --cluster-secret-file "$work/cluster-secret" --tenants-file "$work/tenants" \
         --tls-cert "$work/tls/server.pem" --tls-key "$work/tls/server.key" \
-        --tls-ca "$work/tls/ca.pem" --memory-limit 768M \
+        --tls-ca "$work/tls/ca.pem" --memory-limit 768M --allow-shared-dataplane \
         --metrics-listen "127.0.0.1:${ports[$((i + 3))]}" \
         --metrics-tls-cert "$work/tls/server.pem" --metrics-tls-key "$work/tls/server.key" \
         --metrics-token-file "$work/metrics-token" \

@@ -34,6 +34,13 @@ strata_add_test(test_tenancy SOURCES integration/test_tenancy.c
                      PkgConfig::OPENSSL PkgConfig::XXHASH Threads::Threads
                 ARGS $<TARGET_FILE:stratad> LABELS integration cached TIMEOUT 300)
 add_dependencies(test_tenancy stratad)
+# Several tenants over a data plane that checks no remote key (UCX): refused at
+# start and at reload unless allow_shared_dataplane; the gauge and /stats say it.
+strata_add_test(test_dataplane_isolation SOURCES integration/test_dataplane_isolation.c
+                LIBS strata_test_cluster strata_rpc strata_proto PkgConfig::CMOCKA
+                     PkgConfig::OPENSSL
+                ARGS $<TARGET_FILE:stratad> LABELS integration cached TIMEOUT 180)
+add_dependencies(test_dataplane_isolation stratad)
 # The same seen by a stock gRPC client (Debian's python3-grpcio, raw protobuf bytes).
 add_test(NAME test_tenancy_grpc
          COMMAND ${STRATA_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/python/test_tenancy_grpc.py
@@ -145,3 +152,10 @@ strata_add_test(test_attack SOURCES attack/attack.c
                 LIBS strata_test_tcall strata_test_cluster strata_client PkgConfig::XXHASH
                 ARGS $<TARGET_FILE:stratad> LABELS attack integration cached TIMEOUT 300)
 add_dependencies(test_attack stratad)
+# The same over libfabric tcp;ofi_rxm, which enforces keys: two tenants start
+# without allow_shared_dataplane, and one tenant's key reads nothing of the
+# other's (cross_tenant_get); the calls over the transport are UCX's (skipped).
+add_test(NAME test_attack_libfabric COMMAND test_attack $<TARGET_FILE:stratad>
+                                            libfabric:tcp+ofi_rxm)
+set_tests_properties(test_attack_libfabric PROPERTIES TIMEOUT 300
+                     LABELS "attack;integration;cached")

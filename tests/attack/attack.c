@@ -19,6 +19,12 @@
  * Quotas: acme's line of the tenants file carries AT_A_QUOTAS (memory, pins,
  * leases, namespaces); the last two cases hold acme at them and check that
  * beta is not starved and that a namespace past the quota is refused.
+ * Transport (argv[2]): "ucx" (the default) or "libfabric:<provider>" ("+"
+ * for ";", as CMake lists split on ';'). UCX checks no remote key, so its
+ * daemon needs allow_shared_dataplane to take two tenants at all
+ * (docs/security-dataplane.md); libfabric's measured providers enforce keys
+ * and start without it. Calls over the transport are UCX's: the tcall cases
+ * are skipped over libfabric. at_xfail[] entries may hold for one transport.
  *
  * Credentials: when stratad's --help lists tenants_file, each tenant gets its
  * own token through a tenants file (name, sha256:<hex of the token>, models);
@@ -61,7 +67,7 @@
 
 /* AT_BROKEN: the case could not make its attack (set-up failed): a failure
  * whether or not the case is an expected one. */
-enum { AT_PASS = 0, AT_FAIL = 1, AT_BROKEN = 2 };
+enum { AT_PASS = 0, AT_FAIL = 1, AT_BROKEN = 2, AT_SKIP = 3 };
 
 /* One tenant: its token, libstrata client, raw gRPC channel, raw transport client. */
 typedef struct at_tenant {
@@ -80,6 +86,9 @@ static struct {
     at_tenant_t a, b;
     const char *stratad;
     char why[AT_MSG];
+    char spec[128];             /* libstrata's transport: "ucx" or "libfabric:<provider>" */
+    const char *provider;       /* libfabric's provider, NULL over UCX */
+    st_transport_config_t tcfg; /* the raw clients' transport */
 } A;
 
 /* Records why a case failed; returns AT_FAIL. */
@@ -132,10 +141,19 @@ static void at_start(const char *stratad)
     A.metrics_port = tc_free_port();
     A.a.token = A.tenants.t[0].token;
     A.b.token = A.tenants.t[1].token; /* acme's, when the daemon has one token */
-    snprintf(args, sizeof(args),
-             "--log-level warn --max-lease 10s --memory-limit 64M --chunk-bytes 2M --max-object 1M "
-             "--metrics-listen 127.0.0.1:%d %s",
-             A.metrics_port, A.tenants.flags);
+    if (A.provider != NULL) {
+        /* Enforced keys: two tenants start without the opt-in. */
+        snprintf(args, sizeof(args),
+                 "--log-level warn --max-lease 10s --memory-limit 64M --chunk-bytes 2M "
+                 "--max-object 1M --metrics-listen 127.0.0.1:%d --transport libfabric "
+                 "--fabric-provider %s %s",
+                 A.metrics_port, A.provider, A.tenants.flags);
+    } else {
+        snprintf(args, sizeof(args),
+                 "--log-level warn --max-lease 10s --memory-limit 64M --chunk-bytes 2M "
+                 "--max-object 1M --metrics-listen 127.0.0.1:%d --transport ucx %s %s",
+                 A.metrics_port, A.tenants.flags, A.tenants.shared);
+    }
     if (tc_start(&A.cl, stratad, 1, args) != 0) {
         at_die("cannot start stratad");
     }
@@ -158,7 +176,7 @@ static void at_tenant_open(at_tenant_t *t, uint64_t stream)
     p.model = AT_MODEL;
     p.token = t->token;
     p.timeout_ms = AT_TIMEOUT;
-    p.transport = "ucx";
+    p.transport = A.spec;
     if (st_client_connect(&p, &t->lib) != ST_OK) {
         at_die("libstrata cannot connect as %s", t->name);
     }
@@ -176,7 +194,9 @@ static void at_tenant_open(at_tenant_t *t, uint64_t stream)
     }
     for (size_t b = 0; b < AT_BLOCKS; b++) {
         for (size_t i = 0; i < AT_OBJ; i++) {
-            t->data[b][i] = (uint8_t)(XXH3_64bits_withSeed(&i, sizeof(i), stream + b) >> 7);
+            /* Per tenant: acme's bytes are never beta's (cross_tenant_get tells them apart). */
+            t->data[b][i] = (uint8_t)(XXH3_64bits_withSeed(&i, sizeof(i), stream + b) >> 7) ^
+                            (uint8_t)t->name[0];
         }
         ops[b] = (st_put_op_t){b, ST_KIND_KV, 0, t->data[b], AT_OBJ, 0, 0};
     }
@@ -191,7 +211,7 @@ static void at_tenant_open(at_tenant_t *t, uint64_t stream)
         }
     }
     if (srpc_channel_open(A.cl.node[0].addr, &cc, &t->ch) != ST_OK ||
-        tr_open(&t->tr, A.cl.node[0].addr, t->token, t->name, AT_MODEL) != ST_OK) {
+        tr_open_cfg(&t->tr, A.cl.node[0].addr, t->token, t->name, AT_MODEL, &A.tcfg) != ST_OK) {
         at_die("%s's raw clients cannot connect", t->name);
     }
 }
@@ -670,73 +690,282 @@ static int at_tcall_no_key(void)
                                         : AT_PASS;
 }
 
-static void at_put_done(void *user, st_status_t status)
+static void at_rma_done(void *user, st_status_t status)
 {
     *(st_status_t *)user = status;
 }
 
-/* acme writes over its own committed object through the key Hello gave:
- * the object must read back unchanged (the write refused or fenced). */
-static int at_committed_write(void)
+/*
+ * A one-sided get (put 0) or put (put 1) of len bytes between local (in mem)
+ * and remote through rkey on c's endpoint, waiting at most AT_TIMEOUT for
+ * it: a refused operation may never complete (libfabric shm). Returns its
+ * status, ST_ERR_TIMEOUT when nothing came.
+ */
+static st_status_t at_rma(tr_client_t *c, int put, void *local, size_t len, st_transport_mem_t *mem,
+                          uint64_t remote, st_transport_rkey_t *rkey)
+{
+    st_status_t done = ST_ERR_BUSY, st;
+
+    st = put ? st_transport_put(c->ep, local, len, mem, remote, rkey, at_rma_done, &done)
+             : st_transport_get(c->ep, local, len, mem, remote, rkey, at_rma_done, &done);
+    if (st != ST_OK) {
+        return st;
+    }
+    for (int i = 0; done == ST_ERR_BUSY && i < AT_TIMEOUT; i++) {
+        st_transport_progress(c->tp);
+        if (done == ST_ERR_BUSY) {
+            usleep(1000);
+        }
+    }
+    if (done == ST_ERR_BUSY) {
+        return ST_ERR_TIMEOUT;
+    }
+    return done == ST_OK && put ? st_transport_ep_flush(c->ep, AT_TIMEOUT) : done;
+}
+
+/*
+ * Where owner's block b is, from a Locate of owner's own: *remote_p the
+ * address in owner's Hello, *region_p the region. Returns 0, or -1.
+ */
+static int at_locate(at_tenant_t *owner, size_t b, uint64_t *remote_p, uint32_t *region_p)
 {
     Strata__V1__LocateRequest q = STRATA__V1__LOCATE_REQUEST__INIT;
-    Strata__V1__ObjectKey k = at_key(&A.a, 3), *kp = &k;
+    Strata__V1__ObjectKey k = at_key(owner, b), *kp = &k;
     Strata__V1__LocateResponse *r;
-    Strata__V1__HelloResponse *h = A.a.tr.hello;
-    st_transport_mem_t *mem = NULL;
-    st_transport_rkey_t *rkey = NULL;
+    Strata__V1__HelloResponse *h = owner->tr.hello;
     srpc_error_t err;
-    st_status_t st = ST_ERR_UNSUPPORTED, done = ST_ERR_TIMEOUT;
-    uint64_t remote = 0;
-    int intact;
+    int found = -1;
 
-    q.namespace_id = A.a.tr.ns;
+    q.namespace_id = owner->tr.ns;
     q.keys = &kp;
     q.n_keys = 1;
-    if (at_call(&A.a, SRPC_CACHE_LOCATE, &q, (ProtobufCMessage **)&r, &err) != 0) {
-        return at_broken("Locate failed: %s", err.message);
+    if (at_call(owner, SRPC_CACHE_LOCATE, &q, (ProtobufCMessage **)&r, &err) != 0) {
+        return -1;
     }
-    for (size_t i = 0; i < h->n_regions && r->locations != NULL && r->locations->n_state == 1;
+    for (size_t i = 0; i < h->n_regions && r->locations != NULL && r->locations->n_state == 1 &&
+                       r->locations->state[0] == STRATA__V1__OBJECT_STATE__OBJECT_PRESENT;
          i++) {
         if (h->regions[i]->id == r->locations->region_id[0]) {
-            remote = h->regions[i]->remote_addr + r->locations->offset[0];
-            if (st_transport_rkey_unpack(A.a.tr.ep, h->regions[i]->rkey.data,
-                                         h->regions[i]->rkey.len, &rkey) != ST_OK) {
-                rkey = NULL;
-            }
+            *remote_p = h->regions[i]->remote_addr + r->locations->offset[0];
+            *region_p = h->regions[i]->id;
+            found = 0;
         }
     }
     at_free(&r->base);
-    if (rkey != NULL && st_transport_mem_alloc(A.a.tr.tp, AT_OBJ, &mem) == ST_OK) {
-        memset(st_transport_mem_addr(mem), 0x77, AT_OBJ);
-        st = st_transport_put(A.a.tr.ep, st_transport_mem_addr(mem), 64, mem, remote, rkey,
-                              at_put_done, &done);
-        if (st == ST_OK) {
-            st = st_transport_ep_flush(A.a.tr.ep, AT_TIMEOUT);
+    return found;
+}
+
+/* The key of region `region` in t's Hello, unpacked for t's endpoint (NULL: none). */
+static st_transport_rkey_t *at_region_key(at_tenant_t *t, uint32_t region)
+{
+    Strata__V1__HelloResponse *h = t->tr.hello;
+    st_transport_rkey_t *rkey = NULL;
+
+    for (size_t i = 0; i < h->n_regions; i++) {
+        if (h->regions[i]->id == region &&
+            st_transport_rkey_unpack(t->tr.ep, h->regions[i]->rkey.data, h->regions[i]->rkey.len,
+                                     &rkey) != ST_OK) {
+            rkey = NULL;
         }
     }
-    /* acme's own object, read back as libstrata would over gRPC. */
+    return rkey;
+}
+
+/*
+ * key (a packed remote key of strata's transport: transport.c's envelope,
+ * 40 bytes of header then the backend's key) re-wrapped with the region
+ * bounds base and len, unpacked for c's endpoint. The bounds are the
+ * initiator's own claim, checked only by the initiator's library (an
+ * unkeyed XXH3 guards the envelope against corruption, not against its
+ * holder): a hostile client skips them, and so does this one, so that only
+ * what the target enforces stands between acme's key and beta's memory.
+ */
+static st_transport_rkey_t *at_forged_key(tr_client_t *c, const ProtobufCBinaryData *key,
+                                          uint64_t base, uint64_t len)
+{
+    enum { HDR = 40 };
+    st_transport_rkey_t *rkey = NULL;
+    uint8_t *blob;
+    XXH3_state_t x;
+    uint64_t sum;
+
+    if (key->len <= HDR || (blob = malloc(key->len)) == NULL) {
+        return NULL;
+    }
+    memcpy(blob, key->data, key->len);
+    for (int i = 0; i < 8; i++) {
+        blob[16 + i] = (uint8_t)(base >> (8 * i));
+        blob[24 + i] = (uint8_t)(len >> (8 * i));
+    }
+    XXH3_64bits_reset(&x);
+    XXH3_64bits_update(&x, blob, HDR - 8);
+    XXH3_64bits_update(&x, blob + HDR, key->len - HDR);
+    sum = XXH3_64bits_digest(&x);
+    for (int i = 0; i < 8; i++) {
+        blob[HDR - 8 + i] = (uint8_t)(sum >> (8 * i));
+    }
+    if (st_transport_rkey_unpack(c->ep, blob, key->len, &rkey) != ST_OK) {
+        rkey = NULL;
+    }
+    free(blob);
+    return rkey;
+}
+
+/*
+ * acme reads beta's committed block with a one-sided get through its own
+ * region key at beta's address (from beta's Locate and Hello, as a
+ * colluder or a guess would give it): refused, or no byte of beta's. First
+ * beta itself reads the same address with its own key (the address is
+ * right). Over UCX acme's client picks tcp (the initiator chooses; sm's
+ * mapped segment ends where acme's region does, cma and tcp reach the whole
+ * process): UCX checks no key, acme reads beta's block, and that is why a
+ * UCX daemon refuses two tenants without allow_shared_dataplane.
+ */
+static int at_cross_tenant_get(void)
+{
+    st_transport_config_t cfg = A.tcfg;
+    tr_client_t x, *c = &A.a.tr;
+    uint64_t remote = 0;
+    uint32_t region = 0;
+    st_transport_rkey_t *bkey = NULL, *akey = NULL;
+    st_transport_mem_t *amem = NULL, *bmem = NULL;
+    st_status_t own, st = ST_ERR_UNSUPPORTED;
+    int res = AT_PASS, leaked = 0, own_client = 0;
+
+    if (A.provider == NULL) {
+        cfg.ucx_tls = "tcp,self";
+        if (tr_open_cfg(&x, A.cl.node[0].addr, A.a.token, "acme", AT_MODEL, &cfg) != ST_OK) {
+            return at_broken("acme cannot connect over tcp,self");
+        }
+        c = &x;
+        own_client = 1;
+    }
+    if (c->hello->n_regions == 0 || at_locate(&A.b, 0, &remote, &region) != 0) {
+        res = at_broken("no region of acme's, or beta's block not located");
+        goto out;
+    }
+    bkey = at_region_key(&A.b, region);
+    for (size_t i = 0; i < A.b.tr.hello->n_regions; i++) {
+        const Strata__V1__Region *br = A.b.tr.hello->regions[i];
+
+        if (br->id == region) {
+            /* acme's own key, with beta's region as its bounds. */
+            akey = at_forged_key(c, &c->hello->regions[0]->rkey, br->remote_addr, br->length);
+        }
+    }
+    if (bkey == NULL || akey == NULL || st_transport_mem_alloc(A.b.tr.tp, AT_OBJ, &bmem) != ST_OK ||
+        st_transport_mem_alloc(c->tp, AT_OBJ, &amem) != ST_OK) {
+        res = at_broken("no keys or no local buffers");
+        goto out;
+    }
+    memset(st_transport_mem_addr(bmem), 0, AT_OBJ);
+    own = at_rma(&A.b.tr, 0, st_transport_mem_addr(bmem), AT_OBJ, bmem, remote, bkey);
+    if (own != ST_OK || memcmp(st_transport_mem_addr(bmem), A.b.data[0], AT_OBJ) != 0) {
+        res = at_broken("beta cannot read its own block at that address (%s)", st_strerror(own));
+        goto out;
+    }
+    memset(st_transport_mem_addr(amem), 0, AT_OBJ);
+    st = at_rma(c, 0, st_transport_mem_addr(amem), AT_OBJ, amem, remote, akey);
+    for (size_t i = 0; st == ST_OK && i + 64 <= AT_OBJ && !leaked; i += 64) {
+        leaked = memcmp((uint8_t *)st_transport_mem_addr(amem) + i, A.b.data[0] + i, 64) == 0;
+    }
+    if (leaked) {
+        res = at_fail("a get with acme's region key at beta's address read beta's block");
+    }
+    printf("         cross_tenant_get: acme's key at beta's address: %s, %s\n", st_strerror(st),
+           leaked ? "beta's bytes" : "none of beta's bytes");
+out:
+    st_transport_rkey_destroy(akey);
+    st_transport_rkey_destroy(bkey);
+    if (amem != NULL) {
+        st_transport_mem_deregister(c->tp, amem);
+    }
+    if (bmem != NULL) {
+        st_transport_mem_deregister(A.b.tr.tp, bmem);
+    }
+    if (own_client) {
+        tr_close(&x);
+    }
+    return res;
+}
+
+/*
+ * acme writes over its own committed object through the key Hello gave.
+ * Where the node says committed_read_only (libfabric) the write must be
+ * refused and the object read back unchanged, by inline Get and by
+ * libstrata. Where it cannot (UCX) the write lands, and then the scribbled
+ * object must never be served as a hit: inline Get checks the object
+ * against its commit checksum (cd_store_get), libstrata checks every object
+ * of such a node; either returns the committed bytes or a miss.
+ */
+static int at_committed_write(void)
+{
+    Strata__V1__HelloResponse *h = A.a.tr.hello;
+    Strata__V1__ObjectKey k = at_key(&A.a, 3), *kp = &k;
+    st_transport_mem_t *mem = NULL;
+    st_transport_rkey_t *rkey = NULL;
+    srpc_error_t err;
+    st_status_t st = ST_ERR_UNSUPPORTED, lib;
+    uint64_t remote = 0;
+    uint32_t region = 0;
+    int served, intact, lib_intact;
+    uint8_t *got = calloc(1, AT_OBJ);
+    st_get_op_t g = {.block = 3, .kind = ST_KIND_KV, .dst = got, .dst_len = AT_OBJ};
+    st_handle_t *hd = NULL;
+
+    if (got == NULL || at_locate(&A.a, 3, &remote, &region) != 0 ||
+        (rkey = at_region_key(&A.a, region)) == NULL ||
+        st_transport_mem_alloc(A.a.tr.tp, AT_OBJ, &mem) != ST_OK) {
+        free(got);
+        st_transport_rkey_destroy(rkey);
+        return at_broken("acme's block 3 not located, or no key or buffer");
+    }
+    memset(st_transport_mem_addr(mem), 0x77, AT_OBJ);
+    st = at_rma(&A.a.tr, 1, st_transport_mem_addr(mem), 64, mem, remote, rkey);
+    st_transport_rkey_destroy(rkey);
+    st_transport_mem_deregister(A.a.tr.tp, mem);
+    /* Inline Get over gRPC. */
     {
-        Strata__V1__GetRequest g = STRATA__V1__GET_REQUEST__INIT;
+        Strata__V1__GetRequest q = STRATA__V1__GET_REQUEST__INIT;
         Strata__V1__GetResponse *gr;
 
-        g.namespace_id = A.a.tr.ns;
-        g.keys = &kp;
-        g.n_keys = 1;
-        intact = at_call(&A.a, SRPC_CACHE_GET, &g, (ProtobufCMessage **)&gr, &err) == 0 &&
-                 gr->n_status == 1 && gr->status[0] == STRATA__V1__KEY_STATUS__KEY_OK &&
-                 gr->objects[0]->data.len == AT_OBJ &&
+        q.namespace_id = A.a.tr.ns;
+        q.keys = &kp;
+        q.n_keys = 1;
+        served = at_call(&A.a, SRPC_CACHE_GET, &q, (ProtobufCMessage **)&gr, &err) == 0 &&
+                 gr->n_status == 1 && gr->status[0] == STRATA__V1__KEY_STATUS__KEY_OK;
+        intact = served && gr->objects[0]->data.len == AT_OBJ &&
                  memcmp(gr->objects[0]->data.data, A.a.data[3], AT_OBJ) == 0;
         at_free(gr ? &gr->base : NULL);
     }
-    st_transport_rkey_destroy(rkey);
-    if (mem != NULL) {
-        st_transport_mem_deregister(A.a.tr.tp, mem);
+    /* libstrata, over the transport. */
+    lib = st_client_get(A.a.lib, A.a.chain, AT_BLOCKS, &g, 1, &hd);
+    if (lib == ST_OK) {
+        lib = st_handle_wait(hd, 60000);
+        st_handle_release(hd);
     }
-    if (!intact) {
-        return at_fail("a one-sided put (%s, completion %s) changed a committed object that Get "
-                       "serves",
-                       st_strerror(st), st_strerror(done));
+    lib = lib == ST_OK ? g.status : lib;
+    lib_intact = lib == ST_OK && g.length == AT_OBJ && memcmp(got, A.a.data[3], AT_OBJ) == 0;
+    free(got);
+    printf("         committed_write: put %s (committed_read_only=%d); inline Get %s; "
+           "libstrata %s%s\n",
+           st_strerror(st), (int)h->committed_read_only,
+           intact   ? "the committed bytes"
+           : served ? "OTHER BYTES"
+                    : "a miss",
+           st_strerror(lib), lib == ST_OK && !lib_intact ? " with OTHER BYTES" : "");
+    if (served && !intact) {
+        return at_fail("inline Get served a scribbled committed object as a hit");
+    }
+    if (lib == ST_OK && !lib_intact) {
+        return at_fail("libstrata returned a scribbled committed object as a hit");
+    }
+    if (h->committed_read_only && (st == ST_OK || !intact || !lib_intact)) {
+        return at_fail("committed_read_only, yet the put was %s and the object %s", st_strerror(st),
+                       intact && lib_intact ? "intact" : "not served");
+    }
+    if (!h->committed_read_only && lib != ST_OK && lib != ST_ERR_NOT_FOUND) {
+        return at_broken("libstrata's get failed: %s", st_strerror(lib));
     }
     return AT_PASS;
 }
@@ -760,7 +989,7 @@ static int at_tcp_client_vanishes(void)
     int alive = 1, rc;
     pid_t pid;
 
-    snprintf(args, sizeof(args), "--log-level warn %s", A.tenants.flags);
+    snprintf(args, sizeof(args), "--log-level warn %s %s", A.tenants.flags, A.tenants.shared);
     setenv("UCX_TLS", "tcp,self", 1);
     /* Started in /tmp: what a crash leaves in its directory stays out of the build. */
     if (getcwd(cwd, sizeof(cwd)) == NULL || chdir("/tmp") != 0) {
@@ -1031,43 +1260,53 @@ static int at_namespaces_quota(void)
 typedef struct at_case {
     const char *name;
     int (*fn)(void);
+    int ucx_only; /* calls over the transport, or UCX's own failure: skipped over libfabric */
 } at_case_t;
 
 static const at_case_t at_cases[] = {
-    {"hello_no_token", at_hello_no_token},
-    {"hello_as_other_tenant", at_hello_as_other},
-    {"unauthenticated_garbage", at_unauth_garbage},
-    {"every_method_bad_token", at_every_method_bad_token},
-    {"lookup_other_namespace", at_lookup_other_ns},
-    {"get_other_namespace", at_get_other_ns},
-    {"put_other_namespace", at_put_other_ns},
-    {"delete_other_namespace", at_delete_other_ns},
-    {"pin_other_namespace", at_pin_other_ns},
-    {"stats_other_namespace", at_stats_other_ns},
-    {"release_other_lease", at_release_other_lease},
-    {"lease_ids_guessable", at_lease_ids_guessable},
-    {"tcall_no_key", at_tcall_no_key},
-    {"tcall_other_namespace", at_tcall_other_ns},
-    {"tcall_locate_release_other", at_tcall_locate_release},
-    {"committed_write", at_committed_write},
-    {"tcp_client_vanishes", at_tcp_client_vanishes},
-    {"namespaces_beyond_quota", at_namespaces_quota},
-    {"quota_holds_spare_others", at_quota_holds}, /* last: it fills acme's memory */
+    {"hello_no_token", at_hello_no_token, 0},
+    {"hello_as_other_tenant", at_hello_as_other, 0},
+    {"unauthenticated_garbage", at_unauth_garbage, 0},
+    {"every_method_bad_token", at_every_method_bad_token, 0},
+    {"lookup_other_namespace", at_lookup_other_ns, 0},
+    {"get_other_namespace", at_get_other_ns, 0},
+    {"put_other_namespace", at_put_other_ns, 0},
+    {"delete_other_namespace", at_delete_other_ns, 0},
+    {"pin_other_namespace", at_pin_other_ns, 0},
+    {"stats_other_namespace", at_stats_other_ns, 0},
+    {"release_other_lease", at_release_other_lease, 0},
+    {"lease_ids_guessable", at_lease_ids_guessable, 0},
+    {"tcall_no_key", at_tcall_no_key, 1},
+    {"tcall_other_namespace", at_tcall_other_ns, 1},
+    {"tcall_locate_release_other", at_tcall_locate_release, 1},
+    {"cross_tenant_get", at_cross_tenant_get, 0},
+    {"committed_write", at_committed_write, 0},
+    {"tcp_client_vanishes", at_tcp_client_vanishes, 1},
+    {"namespaces_beyond_quota", at_namespaces_quota, 0},
+    {"quota_holds_spare_others", at_quota_holds, 0}, /* last: it fills acme's memory */
 };
 
-/* Cases known to fail until a part of issue 16 lands (common.md's parts). */
+/* Cases known to fail (over one transport, or any: NULL), and why: until a
+ * part of issue 16 lands (common.md's parts), or what the daemon does
+ * about it. */
 static const struct {
-    const char *name, *part;
+    const char *name, *transport, *why;
 } at_xfail[] = {
-    {"committed_write", "dpwrite"},  /* committed memory registered read-only */
-    {"tcp_client_vanishes", "open"}, /* UCX 1.13: the initiator picks the error mode */
+    {"cross_tenant_get", "ucx",
+     "UCX does not enforce keys: refused at start without the opt-in"}, /* allow_shared_dataplane */
+    {"tcp_client_vanishes", "ucx",
+     "open: a client over UCX tcp that asks for no peer failure detection can crash the "
+     "daemon"}, /* UCX 1.13: the initiator picks the error mode */
 };
 
-static const char *at_xfail_part(const char *name)
+static const char *at_xfail_why(const char *name)
 {
+    const char *tp = A.provider != NULL ? "libfabric" : "ucx";
+
     for (size_t i = 0; i < sizeof(at_xfail) / sizeof(at_xfail[0]); i++) {
-        if (strcmp(at_xfail[i].name, name) == 0) {
-            return at_xfail[i].part;
+        if (strcmp(at_xfail[i].name, name) == 0 &&
+            (at_xfail[i].transport == NULL || strcmp(at_xfail[i].transport, tp) == 0)) {
+            return at_xfail[i].why;
         }
     }
     return NULL;
@@ -1076,10 +1315,24 @@ static const char *at_xfail_part(const char *name)
 int main(int argc, char **argv)
 {
     const char *only = getenv("STRATA_ATTACK_CASE");
-    int failed = 0, xfail = 0, xpass = 0, passed = 0, ran = 0;
+    int failed = 0, xfail = 0, xpass = 0, passed = 0, ran = 0, skipped = 0;
 
     if (argc < 2) {
-        fprintf(stderr, "usage: %s <stratad>\n", argv[0]);
+        fprintf(stderr, "usage: %s <stratad> [ucx|libfabric:<provider>]\n", argv[0]);
+        return 2;
+    }
+    snprintf(A.spec, sizeof(A.spec), "%s", argc > 2 ? argv[2] : "ucx");
+    for (char *q = A.spec; *q != '\0'; q++) {
+        *q = *q == '+' ? ';' : *q; /* "tcp+ofi_rxm": CMake lists split on ';' */
+    }
+    A.tcfg.backend = ST_TRANSPORT_UCX;
+    if (strncmp(A.spec, "libfabric:", 10) == 0 && A.spec[10] != '\0') {
+        A.provider = A.spec + 10;
+        A.tcfg.backend = ST_TRANSPORT_FABRIC;
+        A.tcfg.fabric_provider = A.provider;
+    } else if (strcmp(A.spec, "ucx") != 0) {
+        fprintf(stderr, "test_attack: transport %s: expected ucx or libfabric:<provider>\n",
+                A.spec);
         return 2;
     }
     A.a.name = "acme";
@@ -1089,8 +1342,10 @@ int main(int argc, char **argv)
         at_die("no stratad at %s", argv[1]);
     }
     at_start(A.stratad);
-    printf("test_attack: %s\n", A.tenants.per_tenant ? "a token per tenant (tenants file)"
-                                                     : "one auth_token for both tenants");
+    printf("test_attack: %s, transport %s\n",
+           A.tenants.per_tenant ? "a token per tenant (tenants file)"
+                                : "one auth_token for both tenants",
+           A.spec);
     at_tenant_open(&A.a, 11);
     at_tenant_open(&A.b, 11);
     if (A.a.tr.ns == A.b.tr.ns) {
@@ -1098,7 +1353,7 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < sizeof(at_cases) / sizeof(at_cases[0]); i++) {
         const at_case_t *c = &at_cases[i];
-        const char *part = at_xfail_part(c->name);
+        const char *part = at_xfail_why(c->name);
         int res;
 
         if (only != NULL && only[0] != '\0' && strcmp(only, c->name) != 0) {
@@ -1106,8 +1361,21 @@ int main(int argc, char **argv)
         }
         ran++;
         A.why[0] = '\0';
-        res = c->fn();
-        if (res == AT_BROKEN) {
+        res = c->ucx_only && A.provider != NULL ? AT_SKIP : c->fn();
+        if (res == AT_SKIP) {
+            printf("  SKIP   %s: UCX only (calls over the transport, UCX's error modes)\n",
+                   c->name);
+            skipped++;
+            continue;
+        }
+        if (part != NULL && strncmp(part, "open", 4) == 0 && res != AT_FAIL) {
+            /* A known, unfixed weakness whose attack does not always land
+             * (a race in UCX's teardown): reported, not judged either way. */
+            printf("  OPEN   %s (%s): the attack %s this time%s%s\n", c->name, part,
+                   res == AT_PASS ? "did not land" : "could not be set up", A.why[0] ? ": " : "",
+                   A.why);
+            xfail++;
+        } else if (res == AT_BROKEN) {
             printf("  BROKEN %s: %s\n", c->name, A.why);
             failed++;
         } else if (res == AT_PASS && part == NULL) {
@@ -1118,7 +1386,7 @@ int main(int argc, char **argv)
                    part);
             xpass++;
         } else if (part != NULL) {
-            printf("  XFAIL  %s (until %s): %s\n", c->name, part, A.why);
+            printf("  XFAIL  %s (%s): %s\n", c->name, part, A.why);
             xfail++;
         } else {
             printf("  FAIL   %s: %s\n", c->name, A.why);
@@ -1127,8 +1395,8 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     printf("test_attack: %d cases: %d passed, %d failed, %d expected failures, %d unexpected "
-           "passes\n",
-           ran, passed, failed, xfail, xpass);
+           "passes, %d skipped\n",
+           ran, passed, failed, xfail, xpass, skipped);
     at_tenant_close(&A.a);
     at_tenant_close(&A.b);
     if (tc_stop(&A.cl, 0, 30000) != 0) {

@@ -37,12 +37,13 @@
 #define FZ_MAX_PACKED      (6u << 20) /* largest mutated request sent (max_message is 4M) */
 
 /* Small limits, so that the fuzzer reaches them cheaply. */
-/* Two tenants of a tenants file: "fuzz" (every model) and "other". */
+/* Two tenants of a tenants file: "fuzz" (every model) and "other", over UCX:
+ * allow_shared_dataplane (docs/security-dataplane.md). */
 #define FZ_TOKEN       "fuzz-token-0123456789"
 #define FZ_OTHER_TOKEN "other-tenant-token-9876543210"
 #define FZ_ARGS                                                                              \
     "--max-message 4M --max-object 256K --max-batch 1024 --max-hashes 4096 --max-lease 60s " \
-    "--reservation-ttl 2s --log-level warn --tenants-file "
+    "--reservation-ttl 2s --log-level warn --allow-shared-dataplane --tenants-file "
 
 #define KIND_KV      STRATA__V1__OBJECT_KIND__KV
 #define KIND_IDX     STRATA__V1__OBJECT_KIND__IDX

@@ -1208,7 +1208,8 @@ int main(int argc, char **argv)
 
         FT_CHECK(tt_prepare(&T.tenants, argv[1], names, tokens, 2, "fz") == 0,
                  "cannot prepare the tenants");
-        snprintf(args, sizeof(args), "%s %s", FT_ARGS, T.tenants.flags);
+        /* Transport calls are UCX's: two tenants need the opt-in. */
+        snprintf(args, sizeof(args), "%s %s %s", FT_ARGS, T.tenants.flags, T.tenants.shared);
         FT_CHECK(tc_start(&T.cl, argv[1], 1, args) == 0, "cannot start stratad");
     }
     ft_store_chain();

@@ -304,9 +304,10 @@ static void test_quotas_over_grpc(void **state)
     assert_non_null(mkdtemp(dir));
     assert_int_equal(tt_prepare_fields(&tns, stratad_path, names, tokens, fields, 2, "k3"), 0);
     assert_true(tns.per_tenant);
-    snprintf(extra, sizeof(extra),
-             "--memory-limit 256M --metrics-listen 127.0.0.1:%d --data-dir %s --ssd-sync none %s",
-             mport, dir, tns.flags);
+    snprintf(
+        extra, sizeof(extra),
+        "--memory-limit 256M --metrics-listen 127.0.0.1:%d --data-dir %s --ssd-sync none %s %s",
+        mport, dir, tns.flags, tns.shared);
     assert_int_equal(tc_start(&cl, stratad_path, 1, extra), 0);
     /* The quotas of the tenants file are the store's from the start, also
      * of a tenant with no namespace yet; namespaces has its default, 8. */

@@ -88,7 +88,9 @@ st_status_t tr_open_cfg(tr_client_t *c, const char *addr, const char *token, con
     hello.protocol_version = 1;
     hello.tenant = (char *)tenant;
     hello.model = (char *)model;
-    hello.transport = STRATA__V1__TRANSPORT_KIND__TRANSPORT_UCX;
+    hello.transport = tcfg.backend == ST_TRANSPORT_FABRIC
+                          ? STRATA__V1__TRANSPORT_KIND__TRANSPORT_LIBFABRIC
+                          : STRATA__V1__TRANSPORT_KIND__TRANSPORT_UCX;
     st = srpc_call(c->ch, &srpc_cache_methods[SRPC_CACHE_HELLO], &hello.base, TR_HELLO_MS,
                    (ProtobufCMessage **)&hr, &err);
     if (st != ST_OK) {
@@ -103,18 +105,22 @@ st_status_t tr_open_cfg(tr_client_t *c, const char *addr, const char *token, con
     if (c->key_len > 0) {
         memcpy(c->key, hr->transport_call_key.data, c->key_len);
     }
-    if (hr->transport != STRATA__V1__TRANSPORT_KIND__TRANSPORT_UCX) {
-        fprintf(stderr, "tcall_raw: %s has no UCX transport (Hello says %d)\n", addr,
-                (int)hr->transport);
+    if (hr->transport != hello.transport) {
+        fprintf(stderr, "tcall_raw: %s has no %s transport (Hello says %d)\n", addr,
+                st_transport_backend_name(tcfg.backend), (int)hr->transport);
         st = ST_ERR_UNSUPPORTED;
         goto err_free_hello;
     }
     st = st_transport_create(&tcfg, &c->tp);
     if (st != ST_OK) {
-        fprintf(stderr, "tcall_raw: cannot create a UCX transport: %s\n", st_strerror(st));
+        fprintf(stderr, "tcall_raw: cannot create a %s transport: %s\n",
+                st_transport_backend_name(tcfg.backend), st_strerror(st));
         goto err_free_hello;
     }
     st = st_transport_msg_listen(c->tp, tr_on_msg, c);
+    if (st == ST_ERR_UNSUPPORTED && tcfg.backend == ST_TRANSPORT_FABRIC) {
+        st = ST_OK; /* no messages: one-sided operations only (c->serves is 0) */
+    }
     if (st == ST_OK) {
         st = st_transport_connect(c->tp, hr->transport_address.data, hr->transport_address.len,
                                   &c->ep);

@@ -69,9 +69,12 @@ st_status_t tr_open(tr_client_t *c, const char *addr, const char *token, const c
                     const char *model);
 
 /*
- * tr_open() with the caller's transport configuration (its backend must be
- * UCX; NULL: the defaults), for a client that chooses its UCX transports or
- * its peer failure detection (cfg->ucx_peer_failure).
+ * tr_open() with the caller's transport configuration (NULL: UCX's
+ * defaults), for a client that chooses its UCX transports or its peer
+ * failure detection (cfg->ucx_peer_failure), or libfabric and its provider
+ * (cfg->backend ST_TRANSPORT_FABRIC): then Hello asks for libfabric, the
+ * daemon must name it, and the client has one-sided operations only (no
+ * messages; c->serves is 0: stratad serves calls over UCX alone).
  */
 st_status_t tr_open_cfg(tr_client_t *c, const char *addr, const char *token, const char *tenant,
                         const char *model, const st_transport_config_t *cfg);

@@ -22,12 +22,17 @@ static int tt_sha256_hex(const char *s, char out[65])
     return 0;
 }
 
-/* Whether `stratad --help` lists a tenants_file setting. */
-static int tt_has_tenants_file(const char *stratad)
+/* Whether `stratad --help` lists the setting (name, or its flag --name with dashes). */
+static int tt_help_lists(const char *stratad, const char *name)
 {
-    char cmd[600], line[512];
+    char cmd[600], line[512], flag[128];
     int found = 0;
     FILE *p;
+
+    snprintf(flag, sizeof(flag), "%s", name);
+    for (char *c = flag; *c != '\0'; c++) {
+        *c = *c == '_' ? '-' : *c;
+    }
 
     snprintf(cmd, sizeof(cmd), "'%s' --help 2>&1", stratad);
     p = popen(cmd, "r");
@@ -35,7 +40,7 @@ static int tt_has_tenants_file(const char *stratad)
         return 0;
     }
     while (fgets(line, sizeof(line), p) != NULL) {
-        found |= strstr(line, "tenants_file") != NULL || strstr(line, "tenants-file") != NULL;
+        found |= strstr(line, name) != NULL || strstr(line, flag) != NULL;
     }
     pclose(p);
     return found;
@@ -57,7 +62,7 @@ int tt_prepare_fields(tt_set_t *s, const char *stratad, const char *const *names
         return -1;
     }
     s->n = n;
-    s->per_tenant = tt_has_tenants_file(stratad);
+    s->per_tenant = tt_help_lists(stratad, "tenants_file");
     for (size_t i = 0; i < n; i++) {
         s->t[i].name = names[i];
         s->t[i].token = s->per_tenant ? tokens[i] : tokens[0];
@@ -88,6 +93,9 @@ int tt_prepare_fields(tt_set_t *s, const char *stratad, const char *const *names
         fclose(f);
     }
     snprintf(s->flags, sizeof(s->flags), "--tenants-file %s", s->path);
+    if (n > 1 && tt_help_lists(stratad, "allow_shared_dataplane")) {
+        snprintf(s->shared, sizeof(s->shared), "--allow-shared-dataplane");
+    }
     return 0;
 }
 

@@ -21,6 +21,10 @@ typedef struct tt_set {
     int per_tenant; /* 1: a tenants file gives each tenant its own token */
     char path[64];  /* the tenants file, when per_tenant */
     char flags[160];
+    /* "--allow-shared-dataplane" when several tenants share a tenants file and
+     * stratad has the setting, else "": what a test that runs them over UCX
+     * (whose keys isolate nothing) must add to flags to start at all. */
+    char shared[32];
     tt_tenant_t t[TT_MAX];
     size_t n;
 } tt_set_t;
@@ -29,8 +33,8 @@ typedef struct tt_set {
  * Prepares flags (s->flags, to append to the daemon's command line) for the
  * n tenants names[i] with tokens[i], allowed the model `models` ("m1,m2").
  * Without tenants-file support s->t[i].token is tokens[0] for every tenant,
- * and the flags are "--auth-token <tokens[0]>". Returns 0, or -1 with the
- * reason on stderr.
+ * and the flags are "--auth-token <tokens[0]>". s->shared: see tt_set_t.
+ * Returns 0, or -1 with the reason on stderr.
  */
 int tt_prepare(tt_set_t *s, const char *stratad, const char *const *names,
                const char *const *tokens, size_t n, const char *models);
