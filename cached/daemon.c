@@ -123,8 +123,8 @@ static const st_cfg_option_t cd_options[] = {
      "gRPC's round trip"},
     {"allow_shared_dataplane", ST_CFG_BOOL, CD_OFF(shared_dataplane), "false", 0, 0, 0, NULL, 0,
      "start with several tenants over a data plane that checks no remote key (ucx over sm, "
-     "posix, cma, tcp): any client can then read every tenant's memory (docs/"
-     "security-dataplane.md); without it such a start or reload is refused"},
+     "posix, cma, tcp): any client can then read every tenant's memory "
+     "(docs/security.md); without it such a start or reload is refused"},
     {"log_level", ST_CFG_ENUM, CD_OFF(log_level), "info", 0, 0, 0, cd_log_levels, 0,
      "lowest level logged"},
     {"tls_cert", ST_CFG_STRING, CD_OFF(tls_cert), "", 0, 0, 0, NULL, 0,
@@ -651,7 +651,7 @@ static st_status_t cd_daemon_isolation(cd_daemon_t *d, size_t n_tenants, const c
         st_warn("allow_shared_dataplane=true: tenants_file names %zu tenants and transport=%s "
                 "does not enforce remote keys: any client that reaches this daemon's data plane "
                 "can read and write every tenant's memory (strata_dataplane_isolated 0; "
-                "docs/security-dataplane.md)",
+                "docs/security.md)",
                 n_tenants, d->cfg.transport);
         return ST_OK;
     }
@@ -661,7 +661,7 @@ static st_status_t cd_daemon_isolation(cd_daemon_t *d, size_t n_tenants, const c
              "transport=libfabric (tcp;ofi_rxm, shm, sockets and udp;ofi_rxd enforce keys), or "
              "one daemon per tenant, or UCX over InfiniBand verbs, whose NIC checks keys but "
              "which stratad cannot measure here and so counts as not enforcing; or set "
-             "allow_shared_dataplane=true to accept the risk (docs/security-dataplane.md)",
+             "allow_shared_dataplane=true to accept the risk (docs/security.md)",
              what, n_tenants, d->cfg.transport,
              strcmp(d->cfg.transport, "libfabric") == 0
                  ? "this fabric_provider is not one measured to enforce them"

@@ -214,7 +214,7 @@ st_status_t cd_daemon_reload(cd_daemon_t *d);
  * transport enforces keys (cd_dp_committed_read_only()), or there is no data
  * plane, or the tenants file names at most one tenant. 0 only when
  * allow_shared_dataplane let several tenants share a transport that checks
- * no key (UCX over sm, posix, cma, tcp; docs/security-dataplane.md).
+ * no key (UCX over sm, posix, cma, tcp; docs/security.md).
  */
 int cd_daemon_dataplane_isolated(cd_daemon_t *d);
 

@@ -94,7 +94,7 @@ st_status_t cd_dp_rkey(cd_dataplane_t *dp, uint32_t ns_id, uint32_t region,
  * reservation ends. 0 for NULL and for transports that enforce nothing
  * (UCX): chunks are registered read-write, clients write through the
  * region keys, and readers must verify checksums (Hello's
- * committed_read_only; docs/security-dataplane.md).
+ * committed_read_only; docs/security.md).
  */
 int cd_dp_committed_read_only(const cd_dataplane_t *dp);
 

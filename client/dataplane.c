@@ -15,7 +15,7 @@
  * Locate's checksum and is a miss if it differs. With verify_reads = always,
  * every whole object is checked; so is every whole object of a node whose
  * Hello says committed_read_only = false (its transport, UCX, lets any key
- * write committed extents: docs/security-dataplane.md). Rows count only if
+ * write committed extents: docs/security.md). Rows count only if
  * each matches its row
  * sum, which the daemon computed at commit and Locate answers (want_row_sums;
  * docs/transport.md "Row verification"), whenever it landed; rows of an

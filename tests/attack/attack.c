@@ -22,7 +22,7 @@
  * Transport (argv[2]): "ucx" (the default) or "libfabric:<provider>" ("+"
  * for ";", as CMake lists split on ';'). UCX checks no remote key, so its
  * daemon needs allow_shared_dataplane to take two tenants at all
- * (docs/security-dataplane.md); libfabric's measured providers enforce keys
+ * (docs/security.md); libfabric's measured providers enforce keys
  * and start without it. Calls over the transport are UCX's: the tcall cases
  * are skipped over libfabric. at_xfail[] entries may hold for one transport.
  *

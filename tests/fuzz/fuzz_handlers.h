@@ -38,7 +38,7 @@
 
 /* Small limits, so that the fuzzer reaches them cheaply. */
 /* Two tenants of a tenants file: "fuzz" (every model) and "other", over UCX:
- * allow_shared_dataplane (docs/security-dataplane.md). */
+ * allow_shared_dataplane (docs/security.md). */
 #define FZ_TOKEN       "fuzz-token-0123456789"
 #define FZ_OTHER_TOKEN "other-tenant-token-9876543210"
 #define FZ_ARGS                                                                              \

@@ -8,7 +8,7 @@
  * one tenant over UCX and two over libfabric start (isolated 1); the opt-in
  * starts (isolated 0, warned); a SIGHUP reload that brings a second tenant
  * without the opt-in is refused and the old table stays; with it, taken
- * and warned again (docs/security-dataplane.md).
+ * and warned again (docs/security.md).
  */
 #include <errno.h>
 #include <fcntl.h>
