@@ -12,7 +12,9 @@ cmake --install "$build_dir" --prefix "$prefix" > "$prefix/install.log"
 test -f "$prefix/include/strata/status.h"
 test -f "$prefix/include/strata/hash.h"
 # The installed commands run (strata-engine links libstrata-engine statically).
-"$prefix/bin/strata-engine" --help | grep -q "^Usage: strata-engine"
+# grep reads to the end: -q would close the pipe early, and under pipefail the
+# writer's SIGPIPE (a --help longer than the pipe buffer) would fail the test.
+"$prefix/bin/strata-engine" --help | grep "^Usage: strata-engine" >/dev/null
 libdir="$(dirname "$(find "$prefix" -name strata.pc | head -1)")/.."
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
 # shellcheck disable=SC2086
