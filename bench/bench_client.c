@@ -14,12 +14,35 @@
  * (41,984 B and 8,448 B copies into their places: what any path that moves
  * the objects one by one can reach on one thread).
  *
- * usage: bench_client STRATAD [--blocks N] [--rounds N] [--transport inline|ucx|libfabric]
+ * usage: bench_client STRATAD [--blocks N] [--rounds N]
+ *                     [--transport inline|ucx|libfabric[:PROVIDER]]
  *                     [--verify-reads lease|always] [--transport-calls on|off]
- *                     [--copy-threads N] [--lookup-only]
+ *                     [--copy-threads N] [--lookup-only | --on-off [--control]]
  * (--lookup-only: no load phases and no Redis; the chain is stored with 64-byte
  * objects and looked up 300 times in each form; --transport-calls off keeps
- * Locate, Release and Lookup on gRPC)
+ * Locate, Release and Lookup on gRPC; libfabric:PROVIDER, e.g.
+ * 'libfabric:tcp;ofi_rxm', also starts the daemons on that provider)
+ *
+ * --on-off (issue 16): no Redis; two clusters of four daemons in the same
+ * run, each holding the prefix. "off" is the plain setup: no tenants file, no
+ * TLS, verify_reads as given (lease). "on" has everything issue 16 adds: a
+ * tenants file (tests/support/tenants.c: token hashes in a file, the client
+ * presents its token) of two tenants, one over UCX unless `stratad --help`
+ * names an --allow-shared... flag (then given), gRPC over TLS (certificates of
+ * tests/tools/make_test_certs.sh in a temp dir; daemons with tls_cert,
+ * tls_key and tls_ca for their peers, the client with tls_ca). Both have the
+ * cluster secret, per-Hello transport keys, row sums at commit and the
+ * reader verification the transport asks for (UCX: committed_read_only
+ * false, every object hashed while copied; libfabric: read-only keys): these
+ * are not switches. Round by round each cluster loads the whole prefix, in
+ * alternating order, then one memcpy of it (the hardware's reference); then
+ * 300 lookups of each chain, alternating. It prints the load's median,
+ * min, max, MAD for on and off, on/off (of the medians, and order-balanced
+ * per pair of rounds), and the lookups' p50 and p99. --control starts the
+ * second cluster plain too: an A/A run, the bias of the setup itself.
+ *
+ * Results (docs/performance.md, "Tenancy, TLS and verification on against
+ * off"), 2-core VM shared with other builds, RESULTS_HERE
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -493,12 +516,12 @@ static void shared_dataplane_flag(const char *stratad, char *flag, size_t len)
  * rounds "on" first), then the whole prefix in one memcpy, the hardware's
  * reference; then 300 lookups of each cluster's chain, alternating too.
  */
-static int on_off(const bc_opts_t *o, size_t n_blocks, size_t rounds)
+static int on_off(const bc_opts_t *o, size_t n_blocks, size_t rounds, int control)
 {
     size_t total = n_blocks * LAYERS * (KV_BYTES + IDX_BYTES), n_ops = n_blocks * LAYERS * 2;
     size_t n_tok = n_blocks * 64, n_tenants = 2, lk_rounds = 300, nb;
     char certs[] = "/tmp/strata-bench-certs-XXXXXX", cmd[512], flag[64];
-    bc_side_t side[2] = {{.name = "off"}, {.name = "on"}};
+    bc_side_t side[2] = {{.name = "off"}, {.name = control ? "off2" : "on"}};
     bench_stats_t s_gb[2], s_lk[2], s_mc, s_ratio;
     double *t_mc = calloc(rounds, sizeof(double)), *ratio = calloc(rounds, sizeof(double));
     uint32_t *tok = malloc(sizeof(uint32_t) * n_tok);
@@ -521,7 +544,7 @@ static int on_off(const bc_opts_t *o, size_t n_blocks, size_t rounds)
         n_tenants = 1; /* no flag: stratad may refuse tenants sharing UCX */
     }
     if (side_start(&side[0], o, NULL, 0, "") != 0 ||
-        side_start(&side[1], o, certs, n_tenants, is_ucx ? flag : "") != 0) {
+        side_start(&side[1], o, control ? NULL : certs, n_tenants, is_ucx ? flag : "") != 0) {
         goto out;
     }
     prefix_fill(src, total, tok, n_tok);
@@ -584,8 +607,12 @@ static int on_off(const bc_opts_t *o, size_t n_blocks, size_t rounds)
     printf("bench_client --on-off: %zu blocks x %d layers (%.2f GB) from %d daemons, transport "
            "%s, verify_reads %s, %zu rounds, on and off alternating\n",
            n_blocks, LAYERS, (double)total / 1e9, NODES, o->transport, o->verify, rounds);
-    printf("on: tenants file of %zu tenant(s)%s%s, TLS (gRPC), token; off: none of them\n",
-           n_tenants, flag[0] != '\0' && is_ucx ? ", " : "", is_ucx ? flag : "");
+    if (control) {
+        printf("--control: both clusters plain (what tells the two clusters' placement apart)\n");
+    } else {
+        printf("on: tenants file of %zu tenant(s)%s%s, TLS (gRPC), token; off: none of them\n",
+               n_tenants, flag[0] != '\0' && is_ucx ? ", " : "", is_ucx ? flag : "");
+    }
     printf("%-34s %10s %10s %10s %10s\n", "", "median", "min", "max", "MAD");
     for (int i = 1; i >= 0; i--) {
         char label[64];
@@ -660,7 +687,7 @@ int main(int argc, char **argv)
 {
     size_t n_blocks = 16384, rounds = 3;
     bc_opts_t o = {NULL, "inline", "lease", "on", 2};
-    int lookup_only_mode = 0, on_off_mode = 0;
+    int lookup_only_mode = 0, on_off_mode = 0, control = 0;
     bc_side_t sd = {.name = "plain"};
     bench_redis_t rd[NODES];
     redisContext *rc[NODES];
@@ -677,17 +704,21 @@ int main(int argc, char **argv)
                         "[--transport inline|ucx|libfabric[:PROVIDER]]\n"
                         "                    [--verify-reads lease|always] "
                         "[--transport-calls on|off] [--copy-threads N]\n"
-                        "                    [--lookup-only | --on-off]\n"
+                        "                    [--lookup-only | --on-off [--control]]\n"
                         "  --lookup-only: no load phases and no Redis: the chain with small\n"
                         "                 objects, then 300 lookups in each form\n"
                         "  --on-off:      no Redis: a plain cluster and one with a tenants file,\n"
-                        "                 TLS and a token, loads alternating round by round\n");
+                        "                 TLS and a token, loads alternating round by round\n"
+                        "  --control:     with --on-off, both clusters plain (an A/A run)\n");
         return 2;
     }
     o.stratad = argv[1];
     for (int i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "--lookup-only") == 0 || strcmp(argv[i], "--on-off") == 0) {
-            *(argv[i][2] == 'l' ? &lookup_only_mode : &on_off_mode) = 1;
+        if (strcmp(argv[i], "--lookup-only") == 0 || strcmp(argv[i], "--on-off") == 0 ||
+            strcmp(argv[i], "--control") == 0) {
+            *(argv[i][2] == 'l'   ? &lookup_only_mode
+              : argv[i][2] == 'o' ? &on_off_mode
+                                  : &control) = 1;
             i--; /* a flag without a value */
         } else if (i + 1 == argc) {
             break;
@@ -715,7 +746,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (on_off_mode) {
-        return on_off(&o, n_blocks, rounds);
+        return on_off(&o, n_blocks, rounds, control);
     }
     total = n_blocks * LAYERS * (KV_BYTES + IDX_BYTES);
     n_ops = n_blocks * LAYERS * 2;
