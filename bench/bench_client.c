@@ -49,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -510,6 +511,34 @@ static void shared_dataplane_flag(const char *stratad, char *flag, size_t len)
     pclose(f);
 }
 
+/* CPU time (user + system) the daemons of cl have used, in ms, from /proc. */
+static double cluster_cpu_ms(const tc_cluster_t *cl)
+{
+    double ms = 0;
+
+    for (int i = 0; i < cl->n; i++) {
+        char path[64], buf[1024], *p;
+        unsigned long long ut = 0, st = 0;
+        FILE *f;
+        size_t n;
+
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)cl->node[i].pid);
+        f = fopen(path, "r");
+        if (f == NULL) {
+            continue;
+        }
+        n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        p = strrchr(buf, ')'); /* fields after the command name: state is the 3rd */
+        if (p != NULL &&
+            sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2) {
+            ms += (double)(ut + st) * 1000.0 / (double)sysconf(_SC_CLK_TCK);
+        }
+    }
+    return ms;
+}
+
 /*
  * --on-off: the plain setup and everything on, two clusters in one run.
  * Round by round each loads the whole prefix, in alternating order (even
@@ -527,6 +556,7 @@ static int on_off(const bc_opts_t *o, size_t n_blocks, size_t rounds, int contro
     uint32_t *tok = malloc(sizeof(uint32_t) * n_tok);
     uint8_t *src = malloc(total), *dst = malloc(total);
     st_get_op_t *gets = calloc(n_ops, sizeof(*gets));
+    double cpu[2][3]; /* the daemons' CPU ms: before the loads, after them, after the lookups */
     int ret = 1, is_ucx = strcmp(o->transport, "ucx") == 0;
     size_t n_ratio;
 
@@ -568,6 +598,9 @@ static int on_off(const bc_opts_t *o, size_t n_blocks, size_t rounds, int contro
             goto out;
         }
     }
+    for (int i = 0; i < 2; i++) {
+        cpu[i][0] = cluster_cpu_ms(&side[i].cl);
+    }
     for (size_t r = 0; r < rounds; r++) {
         uint64_t t0;
 
@@ -581,6 +614,9 @@ static int on_off(const bc_opts_t *o, size_t n_blocks, size_t rounds, int contro
         t0 = bench_now_ns();
         memcpy(dst, src, total);
         t_mc[r] = (double)total / (double)(bench_now_ns() - t0);
+    }
+    for (int i = 0; i < 2; i++) {
+        cpu[i][1] = cluster_cpu_ms(&side[i].cl);
     }
     for (size_t r = 0; r < lk_rounds; r++) {
         for (int pass = 0; pass < 2; pass++) {
@@ -597,7 +633,17 @@ static int on_off(const bc_opts_t *o, size_t n_blocks, size_t rounds, int contro
             }
         }
     }
+    for (int i = 0; i < 2; i++) {
+        cpu[i][2] = cluster_cpu_ms(&side[i].cl);
+    }
     n_ratio = bench_balanced(side[1].gbps, side[0].gbps, rounds, ratio);
+    for (int i = 1; i >= 0; i--) { /* every round, in order, to pool runs */
+        printf("rounds %-4s GB/s:", side[i].name);
+        for (size_t r = 0; r < rounds; r++) {
+            printf(" %.2f", side[i].gbps[r]);
+        }
+        printf("\n");
+    }
     for (int i = 0; i < 2; i++) {
         st_client_deregister(side[i].c, dst);
         bench_stats(side[i].gbps, rounds, &s_gb[i]);
@@ -637,6 +683,12 @@ static int on_off(const bc_opts_t *o, size_t n_blocks, size_t rounds, int contro
     printf("\n        on/memcpy %.3f, off/memcpy %.3f; lookup p99 on %.2f ms, off %.2f ms (goal "
            "< 2)\n",
            s_gb[1].median / s_mc.median, s_gb[0].median / s_mc.median, s_lk[1].p99, s_lk[0].p99);
+    for (int i = 1; i >= 0; i--) { /* each cluster's daemons serve its client alone */
+        printf("daemons' CPU, %-4s: %.1f ms per load of the prefix, %.1f us per lookup (4 "
+               "daemons)\n",
+               side[i].name, (cpu[i][1] - cpu[i][0]) / (double)rounds,
+               (cpu[i][2] - cpu[i][1]) * 1000.0 / (double)lk_rounds);
+    }
     ret = 0;
 out:
     side_stop(&side[1]);
