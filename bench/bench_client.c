@@ -42,7 +42,15 @@
  * second cluster plain too: an A/A run, the bias of the setup itself.
  *
  * Results (docs/performance.md, "Tenancy, TLS and verification on against
- * off"), 2-core VM shared with other builds, RESULTS_HERE
+ * off"; 2026-12-01, the 2-core VM shared with other builds, load 7-13):
+ *   bench_client STRATAD --blocks 16384 --rounds 12 --transport ucx --on-off
+ *     eight runs: load on/off 0.89-1.32, median 1.12 (A/A runs, --control:
+ *     0.81-0.91: the machine's noise is +-20-30 %); lookup p99 on 0.38-1.20 ms
+ *     in six runs, 4.02 and 4.08 in two (off 2.52 and 2.91 there)
+ *   bench_client STRATAD --blocks 16384 --rounds 6  *       --transport 'libfabric:tcp;ofi_rxm' --on-off
+ *     nine runs: on/off 0.66-1.11, median 0.98 (A/A 0.92, 1.01; one run at
+ *     0.66); lookup p99 on 2.36-4.94 ms (gRPC lookups over TLS: goal not met),
+ *     off 1.68-5.75; memcpy 8.2-9.8 GB/s, UCX loads 3.2-6.3, libfabric 0.8-1.4
  */
 #include <inttypes.h>
 #include <pthread.h>
