@@ -47,7 +47,8 @@
  *     eight runs: load on/off 0.89-1.32, median 1.12 (A/A runs, --control:
  *     0.81-0.91: the machine's noise is +-20-30 %); lookup p99 on 0.38-1.20 ms
  *     in six runs, 4.02 and 4.08 in two (off 2.52 and 2.91 there)
- *   bench_client STRATAD --blocks 16384 --rounds 6  *       --transport 'libfabric:tcp;ofi_rxm' --on-off
+ *   bench_client STRATAD --blocks 16384 --rounds 6 --on-off
+ *       --transport 'libfabric:tcp;ofi_rxm'
  *     nine runs: on/off 0.66-1.11, median 0.98 (A/A 0.92, 1.01; one run at
  *     0.66); lookup p99 on 2.36-4.94 ms (gRPC lookups over TLS: goal not met),
  *     off 1.68-5.75; memcpy 8.2-9.8 GB/s, UCX loads 3.2-6.3, libfabric 0.8-1.4
