@@ -44,17 +44,17 @@
  * Results (docs/performance.md, "Tenancy, TLS and verification on against
  * off"; 2026-12-01, the 2-core VM shared with other builds):
  *   bench_client STRATAD --blocks 16384 --rounds 24 --transport ucx --on-off
- *     four runs at load 1.8-4.3: on/off 0.98-1.06, order-balanced 0.98-1.04
+ *     five runs at load 1.8-4.7: on/off 0.98-1.19, order-balanced 0.98-1.05
  *     (A/A, --control: 0.90-1.02); lookup p99 on 0.67-1.40 ms, off 0.76-1.28.
  *     Eight 8-12-round runs at load 7-13: on/off 0.89-1.32, median 1.12
  *     (A/A 0.81-0.91: the noise is +-20-30 % there); lookup p99 on 0.38-1.20
  *     ms in six, 4.02 and 4.08 in two (off 2.52 and 2.91 there)
  *   bench_client STRATAD --blocks 16384 --rounds 6 --on-off
  *       --transport 'libfabric:tcp;ofi_rxm'
- *     ten runs (6 and 12 rounds): on/off 0.66-1.11, median 0.98 (A/A
- *     0.86-1.01; one run at 0.66); lookup p99 on 2.34-4.94 ms (gRPC lookups
- *     over TLS: goal not met), off 1.68-5.75; memcpy 7.8-9.8 GB/s, UCX loads
- *     3.2-6.6, libfabric 0.8-1.4
+ *     twelve runs (6 and 12 rounds): on/off 0.66-1.11, median 0.98 (A/A
+ *     0.86-1.01; one run at 0.66); lookup p99 on 1.87 and 1.98 ms in the two
+ *     quietest runs, 2.34-4.94 in the others (gRPC lookups over TLS), off
+ *     1.36-5.75; memcpy 7.8-9.8 GB/s, UCX loads 3.2-6.6, libfabric 0.8-1.4
  */
 #include <inttypes.h>
 #include <pthread.h>
