@@ -56,6 +56,7 @@
  *     quietest runs, 2.34-4.94 in the others (gRPC lookups over TLS), off
  *     1.36-5.75; memcpy 7.8-9.8 GB/s, UCX loads 3.2-6.6, libfabric 0.8-1.4
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -569,13 +570,18 @@ static int on_off(const bc_opts_t *o, size_t n_blocks, size_t rounds, int contro
     uint8_t *src = malloc(total), *dst = malloc(total);
     st_get_op_t *gets = calloc(n_ops, sizeof(*gets));
     double cpu[2][3]; /* the daemons' CPU ms: before the loads, after them, after the lookups */
-    int ret = 1, is_ucx = strcmp(o->transport, "ucx") == 0;
+    int ret = 1, is_ucx = strcmp(o->transport, "ucx") == 0, certs_made = 0;
     size_t n_ratio;
 
-    if (!t_mc || !ratio || !tok || !src || !dst || !gets || mkdtemp(certs) == NULL) {
+    if (!t_mc || !ratio || !tok || !src || !dst || !gets) {
         fprintf(stderr, "bench_client: out of memory for %zu bytes\n", 2 * total);
         goto out;
     }
+    if (mkdtemp(certs) == NULL) {
+        fprintf(stderr, "bench_client: cannot make %s: %s\n", certs, strerror(errno));
+        goto out;
+    }
+    certs_made = 1;
     snprintf(cmd, sizeof(cmd), "bash '%s' '%s' >/dev/null", BENCH_CERTS_SCRIPT, certs);
     if (system(cmd) != 0) {
         fprintf(stderr, "bench_client: %s failed (openssl missing?)\n", BENCH_CERTS_SCRIPT);
@@ -705,7 +711,7 @@ static int on_off(const bc_opts_t *o, size_t n_blocks, size_t rounds, int contro
 out:
     side_stop(&side[1]);
     side_stop(&side[0]);
-    if (certs[sizeof(certs) - 7] != 'X') {
+    if (certs_made) {
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", certs);
         if (system(cmd) != 0) {
             fprintf(stderr, "bench_client: could not remove %s\n", certs);
