@@ -61,28 +61,6 @@ static void fz_check_alive(void);
 
 /* ------------------------------------------------------------ failures -- */
 
-static void fz_log_tail(const char *path)
-{
-    char line[512];
-    long n = 0, skip;
-    FILE *f = fopen(path, "r");
-
-    if (f == NULL) {
-        return;
-    }
-    while (fgets(line, sizeof(line), f) != NULL) {
-        n++;
-    }
-    rewind(f);
-    skip = n > 40 ? n - 40 : 0;
-    for (long i = 0; fgets(line, sizeof(line), f) != NULL; i++) {
-        if (i >= skip) {
-            fprintf(stderr, "    %s", line);
-        }
-    }
-    fclose(f);
-}
-
 void __attribute__((noreturn, format(printf, 1, 2))) fz_fail(const char *fmt, ...)
 {
     va_list ap;
@@ -115,7 +93,7 @@ void __attribute__((noreturn, format(printf, 1, 2))) fz_fail(const char *fmt, ..
             (unsigned long long)F.seed, F.cur_method ? F.cur_method : "");
     for (int i = 0; i < F.cl.n; i++) {
         fprintf(stderr, "  node %d log (%s), last lines:\n", i, F.cl.node[i].log);
-        fz_log_tail(F.cl.node[i].log);
+        fz_file_tail(F.cl.node[i].log, 40);
     }
     for (int i = 0; i < FZ_NODES; i++) {
         srpc_channel_close(F.node[i].ch); /* or each daemon's stop waits for it */
