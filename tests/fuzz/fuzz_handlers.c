@@ -54,6 +54,7 @@
 #include <openssl/evp.h>
 
 #include "fuzz_handlers.h"
+#include "ns_probe.h"
 
 fz_state_t F;
 
@@ -509,31 +510,6 @@ static void fz_token_probe(int node, fz_rng_t *r)
     srpc_channel_close(ch);
 }
 
-/* A request that is only field 1, namespace_id, as every method but Hello has. */
-static size_t fz_ns_only(uint64_t ns, uint8_t *buf)
-{
-    size_t n = 0;
-
-    buf[n++] = 0x08;
-    do {
-        buf[n++] = (uint8_t)((ns & 0x7f) | (ns >= 0x80 ? 0x80 : 0));
-        ns >>= 7;
-    } while (ns != 0);
-    return n;
-}
-
-/* Replaces the decimal n in s by "N". */
-static void fz_shape(char *s, uint64_t n)
-{
-    char num[32], *p;
-
-    snprintf(num, sizeof(num), "%llu", (unsigned long long)n);
-    while ((p = strstr(s, num)) != NULL) {
-        *p = 'N';
-        memmove(p + 1, p + strlen(num), strlen(p + strlen(num)) + 1);
-    }
-}
-
 /*
  * Every method with a missing, a wrong and the other tenant's credential on
  * the fuzz tenant's namespace: no token and a wrong token are UNAUTHENTICATED
@@ -561,7 +537,7 @@ static void fz_cred_probe(int node)
 
             memset(&err, 0, sizeof(err));
             memset(&err2, 0, sizeof(err2));
-            n = fz_ns_only(F.ns, req);
+            n = np_ns_only(F.ns, req);
             (void)srpc_call_raw(ch, path, req, n, FZ_TIMEOUT_MS, &resp, &resp_len, &err);
             free(resp);
             resp = NULL;
@@ -577,11 +553,11 @@ static void fz_cred_probe(int node)
                          t == 0 ? "no token" : "a wrong token", err.grpc_code, err.message);
                 continue;
             }
-            n = fz_ns_only(bogus, req);
+            n = np_ns_only(bogus, req);
             (void)srpc_call_raw(ch, path, req, n, FZ_TIMEOUT_MS, &resp, &resp_len, &err2);
             free(resp);
-            fz_shape(err.message, F.ns);
-            fz_shape(err2.message, bogus);
+            np_shape(err.message, F.ns);
+            np_shape(err2.message, bogus);
             FZ_CHECK(err.grpc_code != GRPC_STATUS_OK && err.grpc_code == err2.grpc_code &&
                          strcmp(err.message, err2.message) == 0,
                      "node %d: %s of the fuzz tenant's namespace with the other tenant's token "
