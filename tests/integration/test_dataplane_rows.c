@@ -115,24 +115,10 @@ static void expect_rows(const uint8_t *dst, const uint8_t *obj, const uint32_t *
  * sum per row of obj (as it was put), each right. */
 static int raw_sums_right(dh_raw_t *r, const st_hash_t *chain, const uint8_t *obj)
 {
-    Strata__V1__LocateRequest req = STRATA__V1__LOCATE_REQUEST__INIT;
-    Strata__V1__ObjectKey k = STRATA__V1__OBJECT_KEY__INIT, *kp = &k;
-    Strata__V1__LocateResponse *resp = NULL;
-    const Strata__V1__Locations *l;
-    srpc_error_t err;
+    Strata__V1__LocateResponse *resp = dh_raw_locate_resp(r, chain, 1);
+    const Strata__V1__Locations *l = resp->locations;
     int ok;
 
-    k.block_hash.data = (uint8_t *)chain[0].b;
-    k.block_hash.len = ST_HASH_BYTES;
-    k.kind = STRATA__V1__OBJECT_KIND__KV;
-    req.namespace_id = r->ns;
-    req.keys = &kp;
-    req.n_keys = 1;
-    req.want_row_sums = 1;
-    assert_int_equal(srpc_call(r->ch, &srpc_cache_methods[SRPC_CACHE_LOCATE], &req.base, 10000,
-                               (ProtobufCMessage **)&resp, &err),
-                     ST_OK);
-    l = resp->locations;
     ok = l->state[0] == STRATA__V1__OBJECT_STATE__OBJECT_PRESENT && l->n_row_group == 1 &&
          l->row_group[0] == 1 && l->n_row_bytes == 1 && l->row_bytes[0] == RB &&
          l->n_row_sums == 1 && l->row_sums[0].len == ROWS * 8;

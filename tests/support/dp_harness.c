@@ -11,8 +11,6 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "strata.pb-c.h"
-
 void dh_start(tc_cluster_t *cl, const char *stratad, int n, const char *args, const char *more)
 {
     char line[512];
@@ -115,13 +113,13 @@ void dh_cb_done(void *user, st_status_t st)
     *(st_status_t *)user = st;
 }
 
-int dh_raw_locate(dh_raw_t *r, const st_hash_t *chain, uint32_t *region, uint64_t *off)
+Strata__V1__LocateResponse *dh_raw_locate_resp(dh_raw_t *r, const st_hash_t *chain,
+                                               int want_row_sums)
 {
     Strata__V1__LocateRequest req = STRATA__V1__LOCATE_REQUEST__INIT;
     Strata__V1__ObjectKey k = STRATA__V1__OBJECT_KEY__INIT, *kp = &k;
     Strata__V1__LocateResponse *resp = NULL;
     srpc_error_t err;
-    int present;
 
     k.block_hash.data = (uint8_t *)chain[0].b;
     k.block_hash.len = ST_HASH_BYTES;
@@ -129,10 +127,18 @@ int dh_raw_locate(dh_raw_t *r, const st_hash_t *chain, uint32_t *region, uint64_
     req.namespace_id = r->ns;
     req.keys = &kp;
     req.n_keys = 1;
+    req.want_row_sums = want_row_sums;
     assert_int_equal(srpc_call(r->ch, &srpc_cache_methods[SRPC_CACHE_LOCATE], &req.base, 10000,
                                (ProtobufCMessage **)&resp, &err),
                      ST_OK);
-    present = resp->locations->state[0] == STRATA__V1__OBJECT_STATE__OBJECT_PRESENT;
+    return resp;
+}
+
+int dh_raw_locate(dh_raw_t *r, const st_hash_t *chain, uint32_t *region, uint64_t *off)
+{
+    Strata__V1__LocateResponse *resp = dh_raw_locate_resp(r, chain, 0);
+    int present = resp->locations->state[0] == STRATA__V1__OBJECT_STATE__OBJECT_PRESENT;
+
     *region = resp->locations->region_id[0];
     *off = resp->locations->offset[0];
     protobuf_c_message_free_unpacked(&resp->base, NULL);

@@ -18,6 +18,7 @@
 #include "cluster.h"
 #include "srpc.h"
 #include "st_transport.h"
+#include "strata.pb-c.h"
 #include "strata/strata.h"
 
 /*
@@ -55,6 +56,11 @@ void dh_raw_close(dh_raw_t *r);
 
 /* A transport callback: stores st at *(st_status_t *)user. */
 void dh_cb_done(void *user, st_status_t st);
+
+/* The daemon's answer to a Locate of KV block 0 of chain (no lease), with
+ * its row sums when want_row_sums; the caller frees it. */
+Strata__V1__LocateResponse *dh_raw_locate_resp(dh_raw_t *r, const st_hash_t *chain,
+                                               int want_row_sums);
 
 /* Where the daemon holds KV block 0 of chain (no lease); 0 if it is not there. */
 int dh_raw_locate(dh_raw_t *r, const st_hash_t *chain, uint32_t *region, uint64_t *off);
