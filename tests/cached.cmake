@@ -9,8 +9,9 @@ endforeach()
 strata_add_test(test_tenants SOURCES unit/test_tenants.c
                 LIBS strata_daemon PkgConfig::CMOCKA PkgConfig::OPENSSL LABELS unit cached)
 
-# stratad over gRPC: real daemons on loopback (tests/support/cluster.c).
-add_library(strata_test_cluster STATIC support/cluster.c)
+# stratad over gRPC: real daemons on loopback (tests/support/cluster.c), and
+# the pieces of a cross-tenant probe (tests/support/ns_probe.c).
+add_library(strata_test_cluster STATIC support/cluster.c support/ns_probe.c)
 target_include_directories(strata_test_cluster PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/support)
 strata_add_test(test_stratad SOURCES integration/test_stratad.c
                 LIBS strata_test_cluster strata_rpc strata_proto strata_wire PkgConfig::CMOCKA

@@ -20,10 +20,16 @@ if(STRATA_SANITIZE)
                        "LD_PRELOAD=${STRATA_LIBASAN};ASAN_OPTIONS=detect_leaks=0")
 endif()
 
+# The set-up the data-plane tests share: daemons checked to serve a one-sided
+# transport, chains, object bytes, a raw UCX connection (tests/support/dp_harness.c).
+add_library(strata_test_dp STATIC support/dp_harness.c)
+target_link_libraries(strata_test_dp PUBLIC strata_test_cluster strata_client PkgConfig::CMOCKA
+                      PkgConfig::XXHASH)
+
 # The one-sided data plane through stratad and libstrata: one executable,
 # registered once per transport path (a ';' in a provider is written '+').
 strata_add_test(test_dataplane_ucx_shm SOURCES integration/test_dataplane.c
-                LIBS strata_test_cluster strata_client PkgConfig::CMOCKA PkgConfig::XXHASH
+                LIBS strata_test_dp strata_client PkgConfig::CMOCKA PkgConfig::XXHASH
                 ARGS $<TARGET_FILE:stratad> ucx ENV "UCX_TLS=sm,self"
                 LABELS integration client dataplane TIMEOUT 300)
 add_dependencies(test_dataplane_ucx_shm stratad)
@@ -42,7 +48,7 @@ endforeach()
 # How whole objects read over the data plane are vouched for (verify_reads:
 # lease bound or checksum), and batches located in waves over two daemons.
 strata_add_test(test_dataplane_verify SOURCES integration/test_dataplane_verify.c
-                LIBS strata_test_cluster strata_client PkgConfig::CMOCKA PkgConfig::XXHASH
+                LIBS strata_test_dp strata_client PkgConfig::CMOCKA PkgConfig::XXHASH
                 ARGS $<TARGET_FILE:stratad> ENV "UCX_TLS=sm,self"
                 LABELS integration client dataplane TIMEOUT 300)
 add_dependencies(test_dataplane_verify stratad)
@@ -51,7 +57,7 @@ add_dependencies(test_dataplane_verify stratad)
 # and a reused extent are refused, sums survive spill and promote, inline
 # Gets of rows are checked (docs/transport.md "Row verification").
 strata_add_test(test_dataplane_rows SOURCES integration/test_dataplane_rows.c
-                LIBS strata_test_cluster strata_client PkgConfig::CMOCKA PkgConfig::XXHASH
+                LIBS strata_test_dp strata_client PkgConfig::CMOCKA PkgConfig::XXHASH
                 ARGS $<TARGET_FILE:stratad> ENV "UCX_TLS=sm,self"
                 LABELS integration client dataplane TIMEOUT 300)
 add_dependencies(test_dataplane_rows stratad)

@@ -54,34 +54,13 @@
 #include <openssl/evp.h>
 
 #include "fuzz_handlers.h"
+#include "ns_probe.h"
 
 fz_state_t F;
 
 static void fz_check_alive(void);
 
 /* ------------------------------------------------------------ failures -- */
-
-static void fz_log_tail(const char *path)
-{
-    char line[512];
-    long n = 0, skip;
-    FILE *f = fopen(path, "r");
-
-    if (f == NULL) {
-        return;
-    }
-    while (fgets(line, sizeof(line), f) != NULL) {
-        n++;
-    }
-    rewind(f);
-    skip = n > 40 ? n - 40 : 0;
-    for (long i = 0; fgets(line, sizeof(line), f) != NULL; i++) {
-        if (i >= skip) {
-            fprintf(stderr, "    %s", line);
-        }
-    }
-    fclose(f);
-}
 
 void __attribute__((noreturn, format(printf, 1, 2))) fz_fail(const char *fmt, ...)
 {
@@ -115,7 +94,7 @@ void __attribute__((noreturn, format(printf, 1, 2))) fz_fail(const char *fmt, ..
             (unsigned long long)F.seed, F.cur_method ? F.cur_method : "");
     for (int i = 0; i < F.cl.n; i++) {
         fprintf(stderr, "  node %d log (%s), last lines:\n", i, F.cl.node[i].log);
-        fz_log_tail(F.cl.node[i].log);
+        fz_file_tail(F.cl.node[i].log, 40);
     }
     for (int i = 0; i < FZ_NODES; i++) {
         srpc_channel_close(F.node[i].ch); /* or each daemon's stop waits for it */
@@ -531,31 +510,6 @@ static void fz_token_probe(int node, fz_rng_t *r)
     srpc_channel_close(ch);
 }
 
-/* A request that is only field 1, namespace_id, as every method but Hello has. */
-static size_t fz_ns_only(uint64_t ns, uint8_t *buf)
-{
-    size_t n = 0;
-
-    buf[n++] = 0x08;
-    do {
-        buf[n++] = (uint8_t)((ns & 0x7f) | (ns >= 0x80 ? 0x80 : 0));
-        ns >>= 7;
-    } while (ns != 0);
-    return n;
-}
-
-/* Replaces the decimal n in s by "N". */
-static void fz_shape(char *s, uint64_t n)
-{
-    char num[32], *p;
-
-    snprintf(num, sizeof(num), "%llu", (unsigned long long)n);
-    while ((p = strstr(s, num)) != NULL) {
-        *p = 'N';
-        memmove(p + 1, p + strlen(num), strlen(p + strlen(num)) + 1);
-    }
-}
-
 /*
  * Every method with a missing, a wrong and the other tenant's credential on
  * the fuzz tenant's namespace: no token and a wrong token are UNAUTHENTICATED
@@ -583,7 +537,7 @@ static void fz_cred_probe(int node)
 
             memset(&err, 0, sizeof(err));
             memset(&err2, 0, sizeof(err2));
-            n = fz_ns_only(F.ns, req);
+            n = np_ns_only(F.ns, req);
             (void)srpc_call_raw(ch, path, req, n, FZ_TIMEOUT_MS, &resp, &resp_len, &err);
             free(resp);
             resp = NULL;
@@ -599,11 +553,11 @@ static void fz_cred_probe(int node)
                          t == 0 ? "no token" : "a wrong token", err.grpc_code, err.message);
                 continue;
             }
-            n = fz_ns_only(bogus, req);
+            n = np_ns_only(bogus, req);
             (void)srpc_call_raw(ch, path, req, n, FZ_TIMEOUT_MS, &resp, &resp_len, &err2);
             free(resp);
-            fz_shape(err.message, F.ns);
-            fz_shape(err2.message, bogus);
+            np_shape(err.message, F.ns);
+            np_shape(err2.message, bogus);
             FZ_CHECK(err.grpc_code != GRPC_STATUS_OK && err.grpc_code == err2.grpc_code &&
                          strcmp(err.message, err2.message) == 0,
                      "node %d: %s of the fuzz tenant's namespace with the other tenant's token "

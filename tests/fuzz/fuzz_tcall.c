@@ -154,28 +154,6 @@ static struct {
 
 /* ------------------------------------------------------------ failures -- */
 
-static void ft_log_tail(const char *path)
-{
-    char line[512];
-    long n = 0, skip;
-    FILE *f = fopen(path, "r");
-
-    if (f == NULL) {
-        return;
-    }
-    while (fgets(line, sizeof(line), f) != NULL) {
-        n++;
-    }
-    rewind(f);
-    skip = n > 30 ? n - 30 : 0;
-    for (long i = 0; fgets(line, sizeof(line), f) != NULL; i++) {
-        if (i >= skip) {
-            fprintf(stderr, "    %s", line);
-        }
-    }
-    fclose(f);
-}
-
 static void __attribute__((noreturn, format(printf, 1, 2))) ft_fail(const char *fmt, ...)
 {
     va_list ap;
@@ -208,7 +186,7 @@ static void __attribute__((noreturn, format(printf, 1, 2))) ft_fail(const char *
     fprintf(stderr, "  replay: STRATA_TEST_SEED=0x%016llx\n", (unsigned long long)T.seed);
     for (int i = 0; i < T.cl.n; i++) {
         fprintf(stderr, "  daemon log (%s), last lines:\n", T.cl.node[i].log);
-        ft_log_tail(T.cl.node[i].log);
+        fz_file_tail(T.cl.node[i].log, 30);
     }
     tc_stop_all(&T.cl);
     tt_cleanup(&T.tenants);

@@ -694,3 +694,25 @@ void fz_hex(const uint8_t *buf, size_t len, char *out, size_t outlen)
         snprintf(out + o, outlen - o, "...");
     }
 }
+
+void fz_file_tail(const char *path, long lines)
+{
+    char line[512];
+    long n = 0, skip;
+    FILE *f = fopen(path, "r");
+
+    if (f == NULL) {
+        return;
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        n++;
+    }
+    rewind(f);
+    skip = n > lines ? n - lines : 0;
+    for (long i = 0; fgets(line, sizeof(line), f) != NULL; i++) {
+        if (i >= skip) {
+            fprintf(stderr, "    %s", line);
+        }
+    }
+    fclose(f);
+}

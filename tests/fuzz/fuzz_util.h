@@ -114,4 +114,8 @@ uint8_t *fz_pb_pack(const ProtobufCMessage *m, size_t *len_p);
 /* Hex of the first bytes of buf, for failure reports. */
 void fz_hex(const uint8_t *buf, size_t len, char *out, size_t outlen);
 
+/* Prints the last `lines` lines of the file at path (a daemon's log) to
+ * stderr, indented; nothing when it cannot be opened. */
+void fz_file_tail(const char *path, long lines);
+
 #endif /* STRATA_FUZZ_UTIL_H */

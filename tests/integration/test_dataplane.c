@@ -26,6 +26,7 @@
 #include <xxhash.h>
 
 #include "cluster.h"
+#include "dp_harness.h"
 #include "st_log.h"
 #include "srpc.h"
 #include "st_transport.h"
@@ -36,17 +37,6 @@ static const char *stratad_path;
 static const char *spec; /* the client's transport */
 static char daemon_args[256];
 static char spec_buf[128];
-
-/* Deterministic bytes of object (block, salt): a cheap generator. */
-static void fill(uint8_t *p, size_t len, uint64_t block, uint64_t salt)
-{
-    uint64_t x = XXH3_64bits_withSeed(&block, sizeof(block), salt) | 1;
-
-    for (size_t i = 0; i < len; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        p[i] = (uint8_t)x;
-    }
-}
 
 static st_client_t *connect_to(const tc_cluster_t *cl)
 {
@@ -63,55 +53,11 @@ static st_client_t *connect_to(const tc_cluster_t *cl)
     return c;
 }
 
-static st_hash_t *make_chain(st_client_t *c, uint32_t stream, size_t n)
-{
-    size_t bt = st_client_block_tokens(c), nb = 0;
-    uint32_t *tok = malloc(sizeof(*tok) * bt * n);
-    st_hash_t *chain = malloc(sizeof(*chain) * n);
-
-    assert_non_null(tok);
-    assert_non_null(chain);
-    for (size_t i = 0; i < bt * n; i++) {
-        tok[i] = (uint32_t)(i * 2654435761u) ^ stream;
-    }
-    assert_int_equal(st_client_hash(c, tok, bt * n, NULL, 0, chain, n, &nb), ST_OK);
-    assert_int_equal(nb, n);
-    free(tok);
-    return chain;
-}
-
-static void run(st_handle_t *h)
-{
-    assert_int_equal(st_handle_wait(h, -1), ST_OK);
-    st_handle_release(h);
-}
-
 /* Starts one daemon and checks that it really serves the transport (skips
  * when this machine cannot run it: the daemon then falls back to inline). */
 static void start(tc_cluster_t *cl, const char *more)
 {
-    char args[512];
-    srpc_channel_t *ch;
-    srpc_channel_config_t cc = {.token = NULL};
-    Strata__V1__HelloRequest req = STRATA__V1__HELLO_REQUEST__INIT;
-    Strata__V1__HelloResponse *resp = NULL;
-    srpc_error_t err;
-    int kind;
-
-    snprintf(args, sizeof(args), "%s %s", daemon_args, more);
-    assert_int_equal(tc_start(cl, stratad_path, 1, args), 0);
-    assert_int_equal(srpc_channel_open(cl->node[0].addr, &cc, &ch), ST_OK);
-    req.protocol_version = 1;
-    assert_int_equal(srpc_call(ch, &srpc_cache_methods[SRPC_CACHE_HELLO], &req.base, 10000,
-                               (ProtobufCMessage **)&resp, &err),
-                     ST_OK);
-    kind = resp->transport;
-    protobuf_c_message_free_unpacked(&resp->base, NULL);
-    srpc_channel_close(ch);
-    if (kind == STRATA__V1__TRANSPORT_KIND__TRANSPORT_NONE) {
-        tc_stop_all(cl);
-        skip();
-    }
+    dh_start(cl, stratad_path, 1, daemon_args, more);
 }
 
 /* ------------------------------------------------------------ round trip -- */
@@ -131,7 +77,7 @@ static void test_roundtrip_random_sizes(void **state)
     (void)state;
     start(&cl, "--memory-limit 512M --chunk-bytes 32M");
     c = connect_to(&cl);
-    chain = make_chain(c, 1, N);
+    chain = dh_make_chain(c, 1, N);
     srand(7);
     for (int i = 0; i < N; i++) {
         /* log-uniform in 1 B .. 8 MiB, both ends included */
@@ -140,13 +86,13 @@ static void test_roundtrip_random_sizes(void **state)
         len[i] = len[i] > (8u << 20) ? (8u << 20) : len[i];
         src[i] = malloc(len[i]);
         assert_non_null(src[i]);
-        fill(src[i], len[i], (uint64_t)i, 11);
+        dh_fill(src[i], len[i], (uint64_t)i, 11);
         puts[i] =
             (st_put_op_t){.block = (uint64_t)i, .kind = ST_KIND_KV, .src = src[i], .len = len[i]};
         reg_len += len[i];
     }
     assert_int_equal(st_client_put(c, chain, N, puts, N, 0, &h), ST_OK);
-    run(h);
+    dh_run(h);
     for (int i = 0; i < N; i++) {
         assert_int_equal(puts[i].status, ST_OK);
     }
@@ -161,7 +107,7 @@ static void test_roundtrip_random_sizes(void **state)
             .block = (uint64_t)i, .kind = ST_KIND_KV, .dst = dst[i], .dst_len = len[i]};
     }
     assert_int_equal(st_client_get(c, chain, N, gets, N, &h), ST_OK);
-    run(h);
+    dh_run(h);
     for (int i = 0; i < N; i++) {
         assert_int_equal(gets[i].status, ST_OK);
         assert_int_equal(gets[i].length, len[i]);
@@ -171,7 +117,7 @@ static void test_roundtrip_random_sizes(void **state)
     /* A buffer too small is refused, and says how much is needed. */
     gets[1].dst_len = len[1] - 1;
     assert_int_equal(st_client_get(c, chain, N, &gets[1], 1, &h), ST_OK);
-    run(h);
+    dh_run(h);
     assert_int_equal(gets[1].status, ST_ERR_INVALID);
     assert_int_equal(st_client_deregister(c, reg), ST_OK);
     assert_int_equal(st_client_deregister(c, reg), ST_ERR_NOT_FOUND);
@@ -208,12 +154,12 @@ static void test_row_reads(void **state)
     assert_non_null(rows);
     start(&cl, "--memory-limit 256M --chunk-bytes 16M --max-object 16M");
     c = connect_to(&cl);
-    chain = make_chain(c, 2, 1);
-    fill(obj, ROWS * RB, 0, 22);
+    chain = dh_make_chain(c, 2, 1);
+    dh_fill(obj, ROWS * RB, 0, 22);
     put = (st_put_op_t){
         .block = 0, .kind = ST_KIND_IDX, .layer = 3, .src = obj, .len = ROWS * RB, .row_bytes = RB};
     assert_int_equal(st_client_put(c, chain, 1, &put, 1, 0, &h), ST_OK);
-    run(h);
+    dh_run(h);
     assert_int_equal(put.status, ST_OK);
     assert_int_equal(st_client_register(c, dst, (size_t)OPS * PER * RB), ST_OK);
     srand(3);
@@ -231,7 +177,7 @@ static void test_row_reads(void **state)
                                 .n_rows = PER};
     }
     assert_int_equal(st_client_get(c, chain, 1, gets, OPS, &h), ST_OK);
-    run(h);
+    dh_run(h);
     for (int k = 0; k < OPS; k++) {
         assert_int_equal(gets[k].status, ST_OK);
         assert_int_equal(gets[k].length, PER * RB);
@@ -243,7 +189,7 @@ static void test_row_reads(void **state)
     /* A row past the end is refused. */
     rows[0] = ROWS;
     assert_int_equal(st_client_get(c, chain, 1, gets, 1, &h), ST_OK);
-    run(h);
+    dh_run(h);
     assert_int_equal(gets[0].status, ST_ERR_INVALID);
     free(obj), free(dst), free(rows), free(chain);
     st_client_close(c);
@@ -290,12 +236,12 @@ static void test_row_lease_cache(void **state)
     snprintf(more, sizeof(more), "--memory-limit 128M --metrics-listen 127.0.0.1:%d", port);
     start(&cl, more);
     c = connect_to(&cl);
-    chain = make_chain(c, 9, 1);
-    fill(obj, ROWS * RB, 0, 77);
+    chain = dh_make_chain(c, 9, 1);
+    dh_fill(obj, ROWS * RB, 0, 77);
     put = (st_put_op_t){
         .block = 0, .kind = ST_KIND_KV, .layer = 1, .src = obj, .len = ROWS * RB, .row_bytes = RB};
     assert_int_equal(st_client_put(c, chain, 1, &put, 1, 0, &h), ST_OK);
-    run(h);
+    dh_run(h);
     assert_int_equal(put.status, ST_OK);
     for (int round = 0; round < 4; round++) {
         for (int r = 0; r < PER; r++) {
@@ -320,7 +266,7 @@ static void test_row_lease_cache(void **state)
         if (round == 1 || round == 2) {
             assert_int_equal(st_handle_test(h), 1); /* read on this thread */
         }
-        run(h);
+        dh_run(h);
         n1 = locate_calls(port);
         assert_int_equal(g.status, ST_OK);
         for (int r = 0; r < PER; r++) {
@@ -334,7 +280,7 @@ static void test_row_lease_cache(void **state)
     g = (st_get_op_t){.block = 0, .kind = ST_KIND_KV, .layer = 1, .dst = dst, .dst_len = ROWS * RB};
     n0 = locate_calls(port);
     assert_int_equal(st_client_get(c, chain, 1, &g, 1, &h), ST_OK);
-    run(h);
+    dh_run(h);
     assert_int_equal(g.status, ST_OK);
     assert_memory_equal(dst, obj, ROWS * RB);
     assert_int_equal(locate_calls(port) - n0, 1);
@@ -369,9 +315,9 @@ static void test_row_lease_cache_many(void **state)
     assert_non_null(gets);
     start(&cl, "--memory-limit 128M");
     c = connect_to(&cl);
-    chain = make_chain(c, 11, BLOCKS);
+    chain = dh_make_chain(c, 11, BLOCKS);
     for (int i = 0; i < N; i++) {
-        fill(obj + (size_t)i * ROWS * RB, ROWS * RB, (uint64_t)i, 5);
+        dh_fill(obj + (size_t)i * ROWS * RB, ROWS * RB, (uint64_t)i, 5);
         puts[i] = (st_put_op_t){.block = (uint64_t)(i / LAYERS),
                                 .kind = ST_KIND_KV,
                                 .layer = (uint16_t)(i % LAYERS),
@@ -380,7 +326,7 @@ static void test_row_lease_cache_many(void **state)
                                 .row_bytes = RB};
     }
     assert_int_equal(st_client_put(c, chain, BLOCKS, puts, N, 0, &h), ST_OK);
-    run(h);
+    dh_run(h);
     for (int i = 0; i < N; i++) {
         assert_int_equal(puts[i].status, ST_OK);
     }
@@ -399,12 +345,12 @@ static void test_row_lease_cache_many(void **state)
         }
         if (round == 0) {
             assert_int_equal(st_client_get(c, chain, BLOCKS, gets, N, &h), ST_OK);
-            run(h);
+            dh_run(h);
         }
         for (int i = 0; round == 1 && i < N; i += 200) { /* batches of up to 256 ops */
             assert_int_equal(st_client_get(c, chain, BLOCKS, gets + i, 200, &h), ST_OK);
             assert_int_equal(st_handle_test(h), 1); /* every location was cached */
-            run(h);
+            dh_run(h);
         }
         for (int i = 0; i < N; i++) {
             assert_int_equal(gets[i].status, ST_OK);
@@ -464,7 +410,7 @@ static void *ev_reader(void *arg)
                 s->misses++;
                 continue;
             }
-            fill(want, EV_OBJ, g[k].block, 33);
+            dh_fill(want, EV_OBJ, g[k].block, 33);
             s->hits++;
             if (g[k].length != EV_OBJ || memcmp(buf + (size_t)k * EV_OBJ, want, EV_OBJ) != 0) {
                 s->wrong++;
@@ -489,7 +435,7 @@ static void test_readers_during_eviction(void **state)
     start(&cl, "--memory-limit 64M --chunk-bytes 2M --max-object 1M");
     w = connect_to(&cl);
     s.cl = &cl;
-    s.chain = make_chain(w, 3, EV_BLOCKS);
+    s.chain = dh_make_chain(w, 3, EV_BLOCKS);
     for (int r = 0; r < EV_READERS; r++) {
         assert_int_equal(pthread_create(&rd[r], NULL, ev_reader, &s), 0);
     }
@@ -499,14 +445,14 @@ static void test_readers_during_eviction(void **state)
         st_handle_t *h;
 
         for (int k = 0; k < 8; k++) {
-            fill(obj + (size_t)k * EV_OBJ, EV_OBJ, b + (size_t)k, 33);
+            dh_fill(obj + (size_t)k * EV_OBJ, EV_OBJ, b + (size_t)k, 33);
             p[k] = (st_put_op_t){.block = b + (size_t)k,
                                  .kind = ST_KIND_KV,
                                  .src = obj + (size_t)k * EV_OBJ,
                                  .len = EV_OBJ};
         }
         assert_int_equal(st_client_put(w, s.chain, EV_BLOCKS, p, 8, 0, &h), ST_OK);
-        run(h);
+        dh_run(h);
         s.written = b + 8;
     }
     usleep(200000);
@@ -771,7 +717,7 @@ static void test_commit_checksum_abort_expiry(void **state)
     }
     /* Write with a one-sided put, commit with a wrong checksum: refused. */
     rv = raw_reserve(r, &h[0], 4096, 0);
-    fill(r->buf, 4096, 0, 44);
+    dh_fill(r->buf, 4096, 0, 44);
     assert_int_equal(raw_put_resv(r, rv, 4096), ST_OK);
     sum = XXH3_64bits(r->buf, 4096) ^ 1;
     cr.namespace_id = r->ns;
@@ -854,13 +800,13 @@ static void test_read_after_lease_expiry_is_a_miss(void **state)
     start(&cl, "--memory-limit 128M --chunk-bytes 4M --max-object 4M");
     c = connect_to(&cl);
     raw_open(r, cl.node[0].addr);
-    a = make_chain(c, 5, 1);
-    b = make_chain(c, 6, 1);
-    fill(x, LEN, 0, 55);
-    fill(y, LEN, 0, 66);
+    a = dh_make_chain(c, 5, 1);
+    b = dh_make_chain(c, 6, 1);
+    dh_fill(x, LEN, 0, 55);
+    dh_fill(y, LEN, 0, 66);
     p = (st_put_op_t){.block = 0, .kind = ST_KIND_KV, .src = x, .len = LEN};
     assert_int_equal(st_client_put(c, a, 1, &p, 1, 0, &hd), ST_OK);
-    run(hd);
+    dh_run(hd);
     assert_int_equal(p.status, ST_OK);
     /* Locate with a 20 ms lease, then let it lapse. */
     k = key_of(&a[0]);
@@ -880,7 +826,7 @@ static void test_read_after_lease_expiry_is_a_miss(void **state)
     assert_int_equal(st_client_delete(c, a, 1, 1u << ST_KIND_KV, 1), ST_OK);
     p = (st_put_op_t){.block = 0, .kind = ST_KIND_KV, .src = y, .len = LEN};
     assert_int_equal(st_client_put(c, b, 1, &p, 1, 0, &hd), ST_OK);
-    run(hd);
+    dh_run(hd);
     assert_int_equal(p.status, ST_OK);
     k = key_of(&b[0]);
     lq.lease = 0;
@@ -903,10 +849,10 @@ static void test_read_after_lease_expiry_is_a_miss(void **state)
     /* Through libstrata the old object is a miss, the new one a hit. */
     g = (st_get_op_t){.block = 0, .kind = ST_KIND_KV, .dst = x, .dst_len = LEN};
     assert_int_equal(st_client_get(c, a, 1, &g, 1, &hd), ST_OK);
-    run(hd);
+    dh_run(hd);
     assert_int_equal(g.status, ST_ERR_NOT_FOUND);
     assert_int_equal(st_client_get(c, b, 1, &g, 1, &hd), ST_OK);
-    run(hd);
+    dh_run(hd);
     assert_int_equal(g.status, ST_OK);
     assert_memory_equal(x, y, LEN);
     protobuf_c_message_free_unpacked(&rr->base, NULL);
@@ -951,11 +897,11 @@ static void test_committed_not_writable(void **state)
     (void)state;
     start(&cl, "--memory-limit 128M --chunk-bytes 4M --max-object 4M");
     c = connect_to(&cl);
-    a = make_chain(c, 9, 1);
-    fill(x, LEN, 0, 31);
+    a = dh_make_chain(c, 9, 1);
+    dh_fill(x, LEN, 0, 31);
     p = (st_put_op_t){.block = 0, .kind = ST_KIND_KV, .src = x, .len = LEN};
     assert_int_equal(st_client_put(c, a, 1, &p, 1, 0, &hd), ST_OK);
-    run(hd);
+    dh_run(hd);
     assert_int_equal(p.status, ST_OK);
     raw_open(r, cl.node[0].addr);
     assert_int_equal(r->committed_ro, strncmp(spec, "libfabric", 9) == 0);
@@ -987,7 +933,7 @@ static void test_committed_not_writable(void **state)
     memset(got, 0, LEN);
     g = (st_get_op_t){.block = 0, .kind = ST_KIND_KV, .dst = got, .dst_len = LEN};
     assert_int_equal(st_client_get(c, a, 1, &g, 1, &hd), ST_OK);
-    run(hd);
+    dh_run(hd);
     if (r->committed_ro) {
         /* Enforced: the put failed and the bytes are the committed ones. */
         assert_int_not_equal(by_region, ST_OK);
@@ -1036,9 +982,9 @@ static void test_put_outlives_reservation(void **state)
     if (st_client_connect(&cp, &c) != ST_OK) {
         fail_msg("connect: %s", st_client_last_error());
     }
-    chain = make_chain(c, 10, N);
+    chain = dh_make_chain(c, 10, N);
     for (int i = 0; i < N; i++) {
-        fill(src + (size_t)i * LEN, LEN, (uint64_t)i, 5);
+        dh_fill(src + (size_t)i * LEN, LEN, (uint64_t)i, 5);
         puts[i] = (st_put_op_t){
             .block = (uint32_t)i, .kind = ST_KIND_KV, .src = src + (size_t)i * LEN, .len = LEN};
     }
@@ -1053,7 +999,7 @@ static void test_put_outlives_reservation(void **state)
         ok++;
         g = (st_get_op_t){.block = (uint32_t)i, .kind = ST_KIND_KV, .dst = dst, .dst_len = LEN};
         assert_int_equal(st_client_get(c, chain, N, &g, 1, &h), ST_OK);
-        run(h);
+        dh_run(h);
         assert_int_equal(g.status, ST_OK);
         assert_memory_equal(dst, src + (size_t)i * LEN, LEN);
     }
@@ -1096,7 +1042,7 @@ static void test_put_after_expiry_fenced(void **state)
     start(&cl, "--memory-limit 128M --chunk-bytes 4M --max-object 4M --reservation-ttl 300ms");
     c = connect_to(&cl);
     raw_open(r, cl.node[0].addr);
-    a = make_chain(c, 8, 1);
+    a = dh_make_chain(c, 8, 1);
     /* The stalled writer: reserves, takes its key, and writes nothing yet. */
     rv = raw_reserve(r, &a[0], LEN, 0);
     key = raw_resv_key(r, rv, &wkey, &addr);
@@ -1105,10 +1051,10 @@ static void test_put_after_expiry_fenced(void **state)
     }
     assert_int_equal(stat_of(r, "reservations_expired"), 1);
     /* Another writer puts the same key: same size, the same extent again. */
-    fill(y, LEN, 0, 77);
+    dh_fill(y, LEN, 0, 77);
     p = (st_put_op_t){.block = 0, .kind = ST_KIND_KV, .src = y, .len = LEN};
     assert_int_equal(st_client_put(c, a, 1, &p, 1, 0, &hd), ST_OK);
-    run(hd);
+    dh_run(hd);
     assert_int_equal(p.status, ST_OK);
     k = key_of(&a[0]);
     lq.namespace_id = r->ns;
@@ -1120,7 +1066,7 @@ static void test_put_after_expiry_fenced(void **state)
     assert_int_equal(lr->locations->region_id[0], rv->extents->region_id[0]);
     assert_int_equal(lr->locations->offset[0], rv->extents->offset[0]);
     /* The late put. */
-    fill(r->buf, LEN, 0, 99);
+    dh_fill(r->buf, LEN, 0, 99);
     late = raw_put_key(r, key, addr, LEN, 3000);
     printf("late put through the %s key: %s\n", wkey != NULL ? "write" : "region",
            st_strerror(late));
@@ -1128,7 +1074,7 @@ static void test_put_after_expiry_fenced(void **state)
     memset(got, 0, LEN);
     g = (st_get_op_t){.block = 0, .kind = ST_KIND_KV, .dst = got, .dst_len = LEN};
     assert_int_equal(st_client_get(c, a, 1, &g, 1, &hd), ST_OK);
-    run(hd);
+    dh_run(hd);
     printf("reader after the late put: %s\n", st_strerror(g.status));
     if (g.status == ST_OK) {
         assert_memory_equal(got, y, LEN);

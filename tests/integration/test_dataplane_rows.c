@@ -28,6 +28,7 @@
 
 #include "client_internal.h"
 #include "cluster.h"
+#include "dp_harness.h"
 #include "rowsum.h"
 #include "srpc.h"
 #include "st_transport.h"
@@ -64,47 +65,10 @@ static st_client_t *connect_to(const char *nodes, const char *transport_calls)
     return c;
 }
 
-static st_hash_t *make_chain(st_client_t *c, uint32_t stream)
-{
-    size_t bt = st_client_block_tokens(c), nb = 0;
-    uint32_t *tok = malloc(sizeof(*tok) * bt);
-    st_hash_t *chain = malloc(sizeof(*chain));
-
-    assert_non_null(tok);
-    assert_non_null(chain);
-    for (size_t i = 0; i < bt; i++) {
-        tok[i] = (uint32_t)(i * 2654435761u) ^ stream;
-    }
-    assert_int_equal(st_client_hash(c, tok, bt, NULL, 0, chain, 1, &nb), ST_OK);
-    assert_int_equal(nb, 1);
-    free(tok);
-    return chain;
-}
-
+/* One daemon over UCX; skips when UCX cannot run here. */
 static void start(tc_cluster_t *cl, const char *more)
 {
-    char args[512];
-    srpc_channel_t *ch;
-    srpc_channel_config_t cc = {.token = NULL};
-    Strata__V1__HelloRequest req = STRATA__V1__HELLO_REQUEST__INIT;
-    Strata__V1__HelloResponse *resp = NULL;
-    srpc_error_t err;
-    int kind;
-
-    snprintf(args, sizeof(args), "--transport ucx %s", more);
-    assert_int_equal(tc_start(cl, stratad_path, 1, args), 0);
-    assert_int_equal(srpc_channel_open(cl->node[0].addr, &cc, &ch), ST_OK);
-    req.protocol_version = 1;
-    assert_int_equal(srpc_call(ch, &srpc_cache_methods[SRPC_CACHE_HELLO], &req.base, 10000,
-                               (ProtobufCMessage **)&resp, &err),
-                     ST_OK);
-    kind = resp->transport;
-    protobuf_c_message_free_unpacked(&resp->base, NULL);
-    srpc_channel_close(ch);
-    if (kind == STRATA__V1__TRANSPORT_KIND__TRANSPORT_NONE) {
-        tc_stop_all(cl);
-        skip();
-    }
+    dh_start(cl, stratad_path, 1, "--transport ucx", more);
 }
 
 static void put_rows(st_client_t *c, const st_hash_t *chain, const uint8_t *src)
@@ -147,107 +111,14 @@ static void expect_rows(const uint8_t *dst, const uint8_t *obj, const uint32_t *
 
 /* ------------------------------------------------ a raw UCX connection -- */
 
-typedef struct raw {
-    srpc_channel_t *ch;
-    uint64_t ns;
-    st_transport_t *tp;
-    st_transport_ep_t *ep;
-    st_transport_rkey_t *rkey[64];
-    uint64_t base[64];
-    st_transport_mem_t *mem;
-    uint8_t buf[1 << 16];
-} raw_t;
-
-static void raw_open(raw_t *r, const char *addr)
-{
-    srpc_channel_config_t cc = {.token = NULL};
-    st_transport_config_t tc = {0};
-    Strata__V1__HelloRequest req = STRATA__V1__HELLO_REQUEST__INIT;
-    Strata__V1__HelloResponse *resp = NULL;
-    srpc_error_t err;
-
-    memset(r, 0, sizeof(*r));
-    assert_int_equal(srpc_channel_open(addr, &cc, &r->ch), ST_OK);
-    tc.backend = ST_TRANSPORT_UCX;
-    assert_int_equal(st_transport_create(&tc, &r->tp), ST_OK);
-    assert_int_equal(st_transport_mem_register(r->tp, r->buf, sizeof(r->buf), &r->mem), ST_OK);
-    req.protocol_version = 1;
-    assert_int_equal(srpc_call(r->ch, &srpc_cache_methods[SRPC_CACHE_HELLO], &req.base, 10000,
-                               (ProtobufCMessage **)&resp, &err),
-                     ST_OK);
-    r->ns = resp->namespace_id;
-    assert_int_equal(st_transport_connect(r->tp, resp->transport_address.data,
-                                          resp->transport_address.len, &r->ep),
-                     ST_OK);
-    for (size_t i = 0; i < resp->n_regions; i++) {
-        const Strata__V1__Region *g = resp->regions[i];
-
-        assert_true(g->id < 64);
-        assert_int_equal(
-            st_transport_rkey_unpack(r->ep, g->rkey.data, g->rkey.len, &r->rkey[g->id]), ST_OK);
-        r->base[g->id] = g->remote_addr;
-    }
-    protobuf_c_message_free_unpacked(&resp->base, NULL);
-}
-
-static void raw_close(raw_t *r)
-{
-    st_transport_destroy(r->tp);
-    srpc_channel_close(r->ch);
-}
-
-static void cb_done(void *user, st_status_t st)
-{
-    *(st_status_t *)user = st;
-}
-
-/* Where the daemon holds KV block 0 of chain (no lease); 0 if it is not there. */
-static int raw_locate(raw_t *r, const st_hash_t *chain, uint32_t *region, uint64_t *off)
-{
-    Strata__V1__LocateRequest req = STRATA__V1__LOCATE_REQUEST__INIT;
-    Strata__V1__ObjectKey k = STRATA__V1__OBJECT_KEY__INIT, *kp = &k;
-    Strata__V1__LocateResponse *resp = NULL;
-    srpc_error_t err;
-    int present;
-
-    k.block_hash.data = (uint8_t *)chain[0].b;
-    k.block_hash.len = ST_HASH_BYTES;
-    k.kind = STRATA__V1__OBJECT_KIND__KV;
-    req.namespace_id = r->ns;
-    req.keys = &kp;
-    req.n_keys = 1;
-    assert_int_equal(srpc_call(r->ch, &srpc_cache_methods[SRPC_CACHE_LOCATE], &req.base, 10000,
-                               (ProtobufCMessage **)&resp, &err),
-                     ST_OK);
-    present = resp->locations->state[0] == STRATA__V1__OBJECT_STATE__OBJECT_PRESENT;
-    *region = resp->locations->region_id[0];
-    *off = resp->locations->offset[0];
-    protobuf_c_message_free_unpacked(&resp->base, NULL);
-    return present;
-}
-
 /* KV block 0 of chain located with its row sums: 1 when present with one
  * sum per row of obj (as it was put), each right. */
-static int raw_sums_right(raw_t *r, const st_hash_t *chain, const uint8_t *obj)
+static int raw_sums_right(dh_raw_t *r, const st_hash_t *chain, const uint8_t *obj)
 {
-    Strata__V1__LocateRequest req = STRATA__V1__LOCATE_REQUEST__INIT;
-    Strata__V1__ObjectKey k = STRATA__V1__OBJECT_KEY__INIT, *kp = &k;
-    Strata__V1__LocateResponse *resp = NULL;
-    const Strata__V1__Locations *l;
-    srpc_error_t err;
+    Strata__V1__LocateResponse *resp = dh_raw_locate_resp(r, chain, 1);
+    const Strata__V1__Locations *l = resp->locations;
     int ok;
 
-    k.block_hash.data = (uint8_t *)chain[0].b;
-    k.block_hash.len = ST_HASH_BYTES;
-    k.kind = STRATA__V1__OBJECT_KIND__KV;
-    req.namespace_id = r->ns;
-    req.keys = &kp;
-    req.n_keys = 1;
-    req.want_row_sums = 1;
-    assert_int_equal(srpc_call(r->ch, &srpc_cache_methods[SRPC_CACHE_LOCATE], &req.base, 10000,
-                               (ProtobufCMessage **)&resp, &err),
-                     ST_OK);
-    l = resp->locations;
     ok = l->state[0] == STRATA__V1__OBJECT_STATE__OBJECT_PRESENT && l->n_row_group == 1 &&
          l->row_group[0] == 1 && l->n_row_bytes == 1 && l->row_bytes[0] == RB &&
          l->n_row_sums == 1 && l->row_sums[0].len == ROWS * 8;
@@ -263,24 +134,6 @@ static int raw_sums_right(raw_t *r, const st_hash_t *chain, const uint8_t *obj)
     return ok;
 }
 
-/* Writes bytes[0..len) at (region, off), behind the daemon's back. */
-static void raw_scribble(raw_t *r, uint32_t region, uint64_t off, const uint8_t *bytes, size_t len)
-{
-    st_status_t done = ST_ERR_BUSY;
-
-    assert_non_null(r->rkey[region]);
-    assert_true(len <= sizeof(r->buf));
-    memcpy(r->buf, bytes, len);
-    assert_int_equal(st_transport_put(r->ep, r->buf, len, r->mem, r->base[region] + off,
-                                      r->rkey[region], cb_done, &done),
-                     ST_OK);
-    while (done == ST_ERR_BUSY) {
-        st_transport_progress(r->tp);
-    }
-    assert_int_equal(done, ST_OK);
-    assert_int_equal(st_transport_ep_flush(r->ep, 10000), ST_OK);
-}
-
 /* ------------------------------------------------------------- tests -- */
 
 /* Rows changed after the commit are refused under a live lease; the others
@@ -289,7 +142,7 @@ static void test_scribbled_rows_refused(void **state)
 {
     static const uint32_t rows[3] = {1, 5, 9}, clean[2] = {1, 9};
     tc_cluster_t cl;
-    raw_t *r = calloc(1, sizeof(*r));
+    dh_raw_t *r = calloc(1, sizeof(*r));
     uint8_t *x = malloc(LEN), *bad = malloc(RB), *dst = malloc(3 * RB);
     st_client_t *c;
     st_hash_t *chain;
@@ -300,11 +153,11 @@ static void test_scribbled_rows_refused(void **state)
     assert_non_null(r);
     start(&cl, "--memory-limit 128M --chunk-bytes 4M --max-object 4M");
     c = connect_to(cl.node[0].addr, NULL);
-    chain = make_chain(c, 41);
+    chain = dh_make_chain(c, 41, 1);
     fill(x, LEN, 41);
     fill(bad, RB, 42);
     put_rows(c, chain, x);
-    raw_open(r, cl.node[0].addr);
+    dh_raw_open(r, cl.node[0].addr);
 
     assert_int_equal(read_rows(c, chain, rows, 3, dst), ST_OK); /* located, leased, cached */
     expect_rows(dst, x, rows, 3);
@@ -313,8 +166,8 @@ static void test_scribbled_rows_refused(void **state)
     refused = sc_dp_rows_refused(c);
 
     /* Row 5 changed in the arena, under the client's live lease. */
-    assert_true(raw_locate(r, chain, &region, &off));
-    raw_scribble(r, region, off + 5 * RB, bad, RB);
+    assert_true(dh_raw_locate(r, chain, &region, &off));
+    dh_raw_scribble(r, region, off + 5 * RB, bad, RB);
     {
         st_status_t st = read_rows(c, chain, rows, 3, dst);
 
@@ -328,12 +181,12 @@ static void test_scribbled_rows_refused(void **state)
     assert_int_equal(read_rows(c, chain, clean, 2, dst), ST_OK);
     expect_rows(dst, x, clean, 2);
     /* The committed row back in place: the rows read again. */
-    raw_scribble(r, region, off + 5 * RB, x + 5 * RB, RB);
+    dh_raw_scribble(r, region, off + 5 * RB, x + 5 * RB, RB);
     assert_int_equal(read_rows(c, chain, rows, 3, dst), ST_OK);
     expect_rows(dst, x, rows, 3);
 
     free(x), free(bad), free(dst), free(chain);
-    raw_close(r);
+    dh_raw_close(r);
     free(r);
     st_client_close(c);
     tc_stop_all(&cl);
@@ -345,7 +198,7 @@ static void test_reused_extent_never_served(void **state)
 {
     static const uint32_t rows[4] = {0, 7, 8, 63};
     tc_cluster_t cl;
-    raw_t *r = calloc(1, sizeof(*r));
+    dh_raw_t *r = calloc(1, sizeof(*r));
     uint8_t *a = malloc(LEN), *b = malloc(LEN), *dst = malloc(4 * RB);
     st_client_t *c, *w;
     st_hash_t *ca, *cb;
@@ -358,29 +211,29 @@ static void test_reused_extent_never_served(void **state)
     start(&cl, "--memory-limit 128M --chunk-bytes 4M --max-object 4M --lease 1500ms");
     c = connect_to(cl.node[0].addr, NULL);
     w = connect_to(cl.node[0].addr, NULL);
-    ca = make_chain(c, 51);
+    ca = dh_make_chain(c, 51, 1);
     cb = NULL;
     fill(a, LEN, 51);
     put_rows(w, ca, a);
-    raw_open(r, cl.node[0].addr);
-    assert_true(raw_locate(r, ca, &region_a, &off_a));
+    dh_raw_open(r, cl.node[0].addr);
+    assert_true(dh_raw_locate(r, ca, &region_a, &off_a));
 
     assert_int_equal(read_rows(c, ca, rows, 4, dst), ST_OK); /* leased, cached */
     expect_rows(dst, a, rows, 4);
     /* The daemon's lease ends (1.5 s); A is deleted and B takes its extent. */
-    for (int i = 0; i < 100 && raw_locate(r, ca, &region_b, &off_b); i++) {
+    for (int i = 0; i < 100 && dh_raw_locate(r, ca, &region_b, &off_b); i++) {
         usleep(100000); /* a leased block is not deleted */
         assert_int_equal(st_client_delete(w, ca, 1, 1u << ST_KIND_KV, 1), ST_OK);
     }
-    assert_false(raw_locate(r, ca, &region_b, &off_b));
+    assert_false(dh_raw_locate(r, ca, &region_b, &off_b));
     /* Objects of A's size until one lands in A's extent. */
     for (uint32_t k = 0;; k++) {
         assert_true(k < 256);
         free(cb);
-        cb = make_chain(c, 1000 + k);
+        cb = dh_make_chain(c, 1000 + k, 1);
         fill(b, LEN, 1000 + k);
         put_rows(w, cb, b);
-        assert_true(raw_locate(r, cb, &region_b, &off_b));
+        assert_true(dh_raw_locate(r, cb, &region_b, &off_b));
         if (region_b == region_a && off_b == off_a) {
             break;
         }
@@ -400,7 +253,7 @@ static void test_reused_extent_never_served(void **state)
     expect_rows(dst, b, rows, 4);
 
     free(a), free(b), free(dst), free(ca), free(cb);
-    raw_close(r);
+    dh_raw_close(r);
     free(r);
     st_client_close(c);
     st_client_close(w);
@@ -420,7 +273,7 @@ static void test_spill_promote_keeps_row_sums(void **state)
     for (int m = 0; m < 2; m++) {
         char dir[] = "/tmp/test_dataplane_rows_XXXXXX", args[512], cmd[600];
         tc_cluster_t cl;
-        raw_t *r = calloc(1, sizeof(*r));
+        dh_raw_t *r = calloc(1, sizeof(*r));
         uint8_t *a = malloc(LEN), *big = malloc(FILL), *dst = malloc(3 * RB);
         st_client_t *c;
         st_hash_t *ca, *cf;
@@ -437,10 +290,10 @@ static void test_spill_promote_keeps_row_sums(void **state)
                  dir, mport, modes[m]);
         start(&cl, args);
         c = connect_to(cl.node[0].addr, NULL);
-        ca = make_chain(c, 61);
+        ca = dh_make_chain(c, 61, 1);
         fill(a, LEN, 61);
         put_rows(c, ca, a);
-        raw_open(r, cl.node[0].addr);
+        dh_raw_open(r, cl.node[0].addr);
         assert_true(raw_sums_right(r, ca, a));
         /* 96 MiB of other blocks through a 64 MiB daemon: A goes to SSD. */
         fill(big, FILL, 62);
@@ -474,7 +327,7 @@ static void test_spill_promote_keeps_row_sums(void **state)
         assert_int_equal(sc_dp_rows_refused(c), refused);
 
         free(a), free(big), free(dst), free(ca), free(cf), free(fp);
-        raw_close(r);
+        dh_raw_close(r);
         free(r);
         st_client_close(c);
         tc_stop_all(&cl);
@@ -484,7 +337,7 @@ static void test_spill_promote_keeps_row_sums(void **state)
 }
 
 /* KV block 0 of chain put inline (gRPC Put) with row_bytes rb. */
-static void raw_put(raw_t *r, const st_hash_t *chain, const uint8_t *obj, uint32_t rb)
+static void raw_put(dh_raw_t *r, const st_hash_t *chain, const uint8_t *obj, uint32_t rb)
 {
     Strata__V1__PutRequest req = STRATA__V1__PUT_REQUEST__INIT;
     Strata__V1__ObjectKey k = STRATA__V1__OBJECT_KEY__INIT;
@@ -512,7 +365,7 @@ static void raw_put(raw_t *r, const st_hash_t *chain, const uint8_t *obj, uint32
 
 /* An inline Get of rows[0..n) of KV block 0 of chain: the key's status;
  * with KEY_OK, the rows are checked against obj and the answer's checksum. */
-static int raw_get_rows(raw_t *r, const st_hash_t *chain, const uint32_t *rows, size_t n,
+static int raw_get_rows(dh_raw_t *r, const st_hash_t *chain, const uint32_t *rows, size_t n,
                         const uint8_t *obj)
 {
     Strata__V1__GetRequest req = STRATA__V1__GET_REQUEST__INIT;
@@ -560,7 +413,7 @@ static void test_inline_rows(void **state)
 {
     static const uint32_t rows[3] = {9, 5, 1}, clean[2] = {1, 9}, past[1] = {ROWS};
     tc_cluster_t cl;
-    raw_t *r = calloc(1, sizeof(*r));
+    dh_raw_t *r = calloc(1, sizeof(*r));
     uint8_t *x = malloc(LEN), *bad = malloc(RB), *dst = malloc(3 * RB);
     st_client_t *c;
     st_hash_t *chain, *plain;
@@ -571,15 +424,15 @@ static void test_inline_rows(void **state)
     assert_non_null(r);
     start(&cl, "--memory-limit 128M --chunk-bytes 4M --max-object 4M");
     c = connect_to(cl.node[0].addr, NULL);
-    chain = make_chain(c, 71);
-    plain = make_chain(c, 72);
+    chain = dh_make_chain(c, 71, 1);
+    plain = dh_make_chain(c, 72, 1);
     fill(x, LEN, 71);
     fill(bad, RB, 72);
-    raw_open(r, cl.node[0].addr);
+    dh_raw_open(r, cl.node[0].addr);
     raw_put(r, chain, x, RB);
     raw_put(r, plain, x, 0);
-    raw_close(r);
-    raw_open(r, cl.node[0].addr); /* the keys of the region the puts made */
+    dh_raw_close(r);
+    dh_raw_open(r, cl.node[0].addr); /* the keys of the region the puts made */
     assert_true(raw_sums_right(r, chain, x));
     assert_int_equal(raw_get_rows(r, chain, rows, 3, x), STRATA__V1__KEY_STATUS__KEY_OK);
     assert_int_equal(raw_get_rows(r, chain, past, 1, x), STRATA__V1__KEY_STATUS__KEY_INVALID);
@@ -588,13 +441,13 @@ static void test_inline_rows(void **state)
     assert_int_equal(read_rows(c, chain, rows, 3, dst), ST_OK);
     expect_rows(dst, x, rows, 3);
 
-    assert_true(raw_locate(r, chain, &region, &off));
-    raw_scribble(r, region, off + 5 * RB, bad, RB);
+    assert_true(dh_raw_locate(r, chain, &region, &off));
+    dh_raw_scribble(r, region, off + 5 * RB, bad, RB);
     assert_int_equal(raw_get_rows(r, chain, rows, 3, x), STRATA__V1__KEY_STATUS__KEY_CORRUPT);
     assert_int_equal(raw_get_rows(r, chain, clean, 2, x), STRATA__V1__KEY_STATUS__KEY_OK);
 
     free(x), free(bad), free(dst), free(chain), free(plain);
-    raw_close(r);
+    dh_raw_close(r);
     free(r);
     st_client_close(c);
     tc_stop_all(&cl);

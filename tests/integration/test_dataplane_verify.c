@@ -51,22 +51,13 @@
 
 #include "client_internal.h"
 #include "cluster.h"
+#include "dp_harness.h"
 #include "srpc.h"
 #include "st_transport.h"
 #include "strata.pb-c.h"
 #include "strata/strata.h"
 
 static const char *stratad_path;
-
-static void fill(uint8_t *p, size_t len, uint64_t block, uint64_t salt)
-{
-    uint64_t x = XXH3_64bits_withSeed(&block, sizeof(block), salt) | 1;
-
-    for (size_t i = 0; i < len; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        p[i] = (uint8_t)x;
-    }
-}
 
 static st_client_t *connect_cache(const char *nodes, const char *verify, const char *cache)
 {
@@ -105,54 +96,10 @@ static long locate_calls(int port)
     return (long)v;
 }
 
-static st_hash_t *make_chain(st_client_t *c, uint32_t stream, size_t n)
-{
-    size_t bt = st_client_block_tokens(c), nb = 0;
-    uint32_t *tok = malloc(sizeof(*tok) * bt * n);
-    st_hash_t *chain = malloc(sizeof(*chain) * n);
-
-    assert_non_null(tok);
-    assert_non_null(chain);
-    for (size_t i = 0; i < bt * n; i++) {
-        tok[i] = (uint32_t)(i * 2654435761u) ^ stream;
-    }
-    assert_int_equal(st_client_hash(c, tok, bt * n, NULL, 0, chain, n, &nb), ST_OK);
-    assert_int_equal(nb, n);
-    free(tok);
-    return chain;
-}
-
-static void run(st_handle_t *h)
-{
-    assert_int_equal(st_handle_wait(h, -1), ST_OK);
-    st_handle_release(h);
-}
-
 /* Starts n daemons over UCX; skips when UCX cannot run here. */
 static void start(tc_cluster_t *cl, int n, const char *more)
 {
-    char args[512];
-    srpc_channel_t *ch;
-    srpc_channel_config_t cc = {.token = NULL};
-    Strata__V1__HelloRequest req = STRATA__V1__HELLO_REQUEST__INIT;
-    Strata__V1__HelloResponse *resp = NULL;
-    srpc_error_t err;
-    int kind;
-
-    snprintf(args, sizeof(args), "--transport ucx %s", more);
-    assert_int_equal(tc_start(cl, stratad_path, n, args), 0);
-    assert_int_equal(srpc_channel_open(cl->node[0].addr, &cc, &ch), ST_OK);
-    req.protocol_version = 1;
-    assert_int_equal(srpc_call(ch, &srpc_cache_methods[SRPC_CACHE_HELLO], &req.base, 10000,
-                               (ProtobufCMessage **)&resp, &err),
-                     ST_OK);
-    kind = resp->transport;
-    protobuf_c_message_free_unpacked(&resp->base, NULL);
-    srpc_channel_close(ch);
-    if (kind == STRATA__V1__TRANSPORT_KIND__TRANSPORT_NONE) {
-        tc_stop_all(cl);
-        skip();
-    }
+    dh_start(cl, stratad_path, n, "--transport ucx", more);
 }
 
 /* One whole-object read of block 0 (KV, layer 0) into dst. */
@@ -163,7 +110,7 @@ static st_status_t read_one(st_client_t *c, const st_hash_t *chain, uint8_t *dst
 
     memset(dst, 0, len);
     assert_int_equal(st_client_get(c, chain, 1, &g, 1, &h), ST_OK);
-    run(h);
+    dh_run(h);
     if (g.status == ST_OK) {
         assert_int_equal(g.length, len);
     } else {
@@ -174,99 +121,11 @@ static st_status_t read_one(st_client_t *c, const st_hash_t *chain, uint8_t *dst
 
 /* ------------------------------------------------ a raw UCX connection -- */
 
-typedef struct raw {
-    srpc_channel_t *ch;
-    uint64_t ns;
-    st_transport_t *tp;
-    st_transport_ep_t *ep;
-    st_transport_rkey_t *rkey[64];
-    uint64_t base[64];
-    st_transport_mem_t *mem;
-    uint8_t buf[1 << 16];
-} raw_t;
-
-static void raw_open(raw_t *r, const char *addr)
+/* Where the daemon holds KV block 0 of chain (no lease): it must be there. */
+static void raw_locate(dh_raw_t *r, const st_hash_t *chain, uint32_t *region, uint64_t *off)
 {
-    srpc_channel_config_t cc = {.token = NULL};
-    st_transport_config_t tc = {0};
-    Strata__V1__HelloRequest req = STRATA__V1__HELLO_REQUEST__INIT;
-    Strata__V1__HelloResponse *resp = NULL;
-    srpc_error_t err;
-
-    memset(r, 0, sizeof(*r));
-    assert_int_equal(srpc_channel_open(addr, &cc, &r->ch), ST_OK);
-    tc.backend = ST_TRANSPORT_UCX;
-    assert_int_equal(st_transport_create(&tc, &r->tp), ST_OK);
-    assert_int_equal(st_transport_mem_register(r->tp, r->buf, sizeof(r->buf), &r->mem), ST_OK);
-    req.protocol_version = 1;
-    assert_int_equal(srpc_call(r->ch, &srpc_cache_methods[SRPC_CACHE_HELLO], &req.base, 10000,
-                               (ProtobufCMessage **)&resp, &err),
-                     ST_OK);
-    r->ns = resp->namespace_id;
-    assert_int_equal(st_transport_connect(r->tp, resp->transport_address.data,
-                                          resp->transport_address.len, &r->ep),
-                     ST_OK);
-    for (size_t i = 0; i < resp->n_regions; i++) {
-        const Strata__V1__Region *g = resp->regions[i];
-
-        assert_true(g->id < 64);
-        assert_int_equal(
-            st_transport_rkey_unpack(r->ep, g->rkey.data, g->rkey.len, &r->rkey[g->id]), ST_OK);
-        r->base[g->id] = g->remote_addr;
-    }
-    protobuf_c_message_free_unpacked(&resp->base, NULL);
-}
-
-static void raw_close(raw_t *r)
-{
-    st_transport_destroy(r->tp);
-    srpc_channel_close(r->ch);
-}
-
-static void cb_done(void *user, st_status_t st)
-{
-    *(st_status_t *)user = st;
-}
-
-/* Where the daemon holds KV block 0 of chain (no lease). */
-static void raw_locate(raw_t *r, const st_hash_t *chain, uint32_t *region, uint64_t *off)
-{
-    Strata__V1__LocateRequest req = STRATA__V1__LOCATE_REQUEST__INIT;
-    Strata__V1__ObjectKey k = STRATA__V1__OBJECT_KEY__INIT, *kp = &k;
-    Strata__V1__LocateResponse *resp = NULL;
-    srpc_error_t err;
-
-    k.block_hash.data = (uint8_t *)chain[0].b;
-    k.block_hash.len = ST_HASH_BYTES;
-    k.kind = STRATA__V1__OBJECT_KIND__KV;
-    req.namespace_id = r->ns;
-    req.keys = &kp;
-    req.n_keys = 1;
-    assert_int_equal(srpc_call(r->ch, &srpc_cache_methods[SRPC_CACHE_LOCATE], &req.base, 10000,
-                               (ProtobufCMessage **)&resp, &err),
-                     ST_OK);
-    assert_int_equal(resp->locations->state[0], STRATA__V1__OBJECT_STATE__OBJECT_PRESENT);
-    *region = resp->locations->region_id[0];
-    *off = resp->locations->offset[0];
-    protobuf_c_message_free_unpacked(&resp->base, NULL);
+    assert_true(dh_raw_locate(r, chain, region, off));
     assert_non_null(r->rkey[*region]);
-}
-
-/* Writes bytes[0..len) over the extent at (region, off), behind the daemon's back. */
-static void raw_scribble(raw_t *r, uint32_t region, uint64_t off, const uint8_t *bytes, size_t len)
-{
-    st_status_t done = ST_ERR_BUSY;
-
-    assert_true(len <= sizeof(r->buf));
-    memcpy(r->buf, bytes, len);
-    assert_int_equal(st_transport_put(r->ep, r->buf, len, r->mem, r->base[region] + off,
-                                      r->rkey[region], cb_done, &done),
-                     ST_OK);
-    while (done == ST_ERR_BUSY) {
-        st_transport_progress(r->tp);
-    }
-    assert_int_equal(done, ST_OK);
-    assert_int_equal(st_transport_ep_flush(r->ep, 10000), ST_OK);
 }
 
 /* ------------------------------------------------------------- tests -- */
@@ -275,7 +134,7 @@ static void test_late_or_always_reads_are_checked(void **state)
 {
     enum { LEN = 60000 };
     tc_cluster_t cl;
-    raw_t *r = calloc(1, sizeof(*r));
+    dh_raw_t *r = calloc(1, sizeof(*r));
     st_client_t *lease, *always, *file_always;
     st_hash_t *chain;
     uint8_t *x = malloc(LEN), *y = malloc(LEN), *dst = malloc(LEN);
@@ -307,14 +166,14 @@ static void test_late_or_always_reads_are_checked(void **state)
         assert_int_equal(st_client_connect(&fp, &file_always), ST_OK);
     }
     unlink(path);
-    chain = make_chain(lease, 7, 1);
-    fill(x, LEN, 0, 11);
-    fill(y, LEN, 0, 12);
+    chain = dh_make_chain(lease, 7, 1);
+    dh_fill(x, LEN, 0, 11);
+    dh_fill(y, LEN, 0, 12);
     p = (st_put_op_t){.block = 0, .kind = ST_KIND_KV, .src = x, .len = LEN};
     assert_int_equal(st_client_put(lease, chain, 1, &p, 1, 0, &h), ST_OK);
-    run(h);
+    dh_run(h);
     assert_int_equal(p.status, ST_OK);
-    raw_open(r, cl.node[0].addr); /* after the put: its region exists now */
+    dh_raw_open(r, cl.node[0].addr); /* after the put: its region exists now */
 
     /* Committed bytes: a hit in every mode, checked or not. */
     assert_int_equal(read_one(lease, chain, dst, LEN), ST_OK);
@@ -327,7 +186,7 @@ static void test_late_or_always_reads_are_checked(void **state)
 
     /* The extent now holds other bytes (as if reused after a lease ran out). */
     raw_locate(r, chain, &region, &off);
-    raw_scribble(r, region, off, y, LEN);
+    dh_raw_scribble(r, region, off, y, LEN);
     /* Late (the lease clock runs an hour ahead): checked, a miss, never data. */
     assert_int_equal(read_one(lease, chain, dst, LEN), ST_ERR_NOT_FOUND);
     /* verify_reads = always: checked under a live lease too, a miss. */
@@ -342,7 +201,7 @@ static void test_late_or_always_reads_are_checked(void **state)
     assert_int_equal(read_one(lease, chain, dst, LEN), ST_ERR_NOT_FOUND);
 
     /* The committed bytes back in place: hits again. */
-    raw_scribble(r, region, off, x, LEN);
+    dh_raw_scribble(r, region, off, x, LEN);
     assert_int_equal(read_one(always, chain, dst, LEN), ST_OK);
     assert_memory_equal(dst, x, LEN);
     sc_dp_test_lease_skew(lease, 3600ll * 1000000000ll);
@@ -350,7 +209,7 @@ static void test_late_or_always_reads_are_checked(void **state)
     assert_memory_equal(dst, x, LEN);
 
     free(x), free(y), free(dst), free(chain);
-    raw_close(r);
+    dh_raw_close(r);
     free(r);
     st_client_close(lease);
     st_client_close(always);
@@ -367,7 +226,7 @@ static void test_cache_locations_all(void **state)
 {
     enum { LEN = 60000 };
     tc_cluster_t cl;
-    raw_t *r = calloc(1, sizeof(*r));
+    dh_raw_t *r = calloc(1, sizeof(*r));
     st_client_t *all, *rows;
     st_hash_t *chain;
     uint8_t *x = malloc(LEN), *y = malloc(LEN), *dst = malloc(LEN);
@@ -387,14 +246,14 @@ static void test_cache_locations_all(void **state)
     start(&cl, 1, more);
     all = connect_cache(cl.node[0].addr, NULL, "all");
     rows = connect_cache(cl.node[0].addr, NULL, NULL);
-    chain = make_chain(all, 8, 1);
-    fill(x, LEN, 0, 21);
-    fill(y, LEN, 0, 22);
+    chain = dh_make_chain(all, 8, 1);
+    dh_fill(x, LEN, 0, 21);
+    dh_fill(y, LEN, 0, 22);
     p = (st_put_op_t){.block = 0, .kind = ST_KIND_KV, .src = x, .len = LEN};
     assert_int_equal(st_client_put(all, chain, 1, &p, 1, 0, &h), ST_OK);
-    run(h);
+    dh_run(h);
     assert_int_equal(p.status, ST_OK);
-    raw_open(r, cl.node[0].addr);
+    dh_raw_open(r, cl.node[0].addr);
 
     n0 = locate_calls(port);
     assert_int_equal(read_one(all, chain, dst, LEN), ST_OK);
@@ -409,7 +268,7 @@ static void test_cache_locations_all(void **state)
 
     /* Through the cached location, late, of changed bytes: a miss, never data. */
     raw_locate(r, chain, &region, &off);
-    raw_scribble(r, region, off, y, LEN);
+    dh_raw_scribble(r, region, off, y, LEN);
     sc_dp_test_lease_skew(all, 3600ll * 1000000000ll);
     {
         /* A cached location that fails is read again inline, where the daemon's
@@ -418,12 +277,12 @@ static void test_cache_locations_all(void **state)
 
         assert_true(st == ST_ERR_NOT_FOUND || st == ST_ERR_CORRUPT);
     }
-    raw_scribble(r, region, off, x, LEN);
+    dh_raw_scribble(r, region, off, x, LEN);
     assert_int_equal(read_one(all, chain, dst, LEN), ST_OK);
     assert_memory_equal(dst, x, LEN);
 
     free(x), free(y), free(dst), free(chain);
-    raw_close(r);
+    dh_raw_close(r);
     free(r);
     st_client_close(all);
     st_client_close(rows);
@@ -490,13 +349,13 @@ static void test_waves_over_two_nodes(void **state)
     snprintf(nodes, sizeof(nodes), "%s,%s", cl.node[0].addr, cl.node[1].addr);
     c[0] = connect_mode(nodes, "lease");
     c[1] = connect_mode(nodes, "always");
-    chain = make_chain(c[0], 21, BLOCKS);
+    chain = dh_make_chain(c[0], 21, BLOCKS);
     for (size_t b = 0; b < BLOCKS; b++) {
-        fill(src + b * OBJ, OBJ, b, 5);
+        dh_fill(src + b * OBJ, OBJ, b, 5);
         puts[b] = (st_put_op_t){.block = b, .kind = ST_KIND_KV, .src = src + b * OBJ, .len = OBJ};
     }
     assert_int_equal(st_client_put(c[0], chain, BLOCKS, puts, BLOCKS, 0, &h), ST_OK);
-    run(h);
+    dh_run(h);
     for (size_t b = 0; b < BLOCKS; b++) {
         assert_int_equal(puts[b].status, ST_OK);
     }
@@ -511,7 +370,7 @@ static void test_waves_over_two_nodes(void **state)
                 (st_get_op_t){.block = b, .kind = ST_KIND_KV, .dst = dst + b * OBJ, .dst_len = OBJ};
         }
         assert_int_equal(st_client_get(cc, chain, BLOCKS, gets, BLOCKS, &h), ST_OK);
-        run(h);
+        dh_run(h);
         for (size_t b = 0; b < BLOCKS; b++) {
             assert_int_equal(gets[b].status, ST_OK);
             assert_int_equal(gets[b].length, OBJ);
@@ -584,14 +443,14 @@ static void test_copy_threads(void **state)
     start(&cl, 2, "--memory-limit 512M --chunk-bytes 8M --max-object 4M");
     snprintf(nodes, sizeof(nodes), "%s,%s", cl.node[0].addr, cl.node[1].addr);
     c = connect_mode(nodes, NULL);
-    chain = make_chain(c, 33, BLOCKS);
+    chain = dh_make_chain(c, 33, BLOCKS);
     for (size_t b = 0; b < BLOCKS; b++) {
-        fill(src + off[b], off[b + 1] - off[b], b, 9);
+        dh_fill(src + off[b], off[b + 1] - off[b], b, 9);
         puts[b] = (st_put_op_t){
             .block = b, .kind = ST_KIND_KV, .src = src + off[b], .len = off[b + 1] - off[b]};
     }
     assert_int_equal(st_client_put(c, chain, BLOCKS, puts, BLOCKS, 0, &h), ST_OK);
-    run(h);
+    dh_run(h);
     for (size_t b = 0; b < BLOCKS; b++) {
         assert_int_equal(puts[b].status, ST_OK);
     }
@@ -618,7 +477,7 @@ static void test_copy_threads(void **state)
                                     .dst_len = off[b + 1] - off[b]};
         }
         assert_int_equal(st_client_get(c, chain, BLOCKS, gets, BLOCKS, &h), ST_OK);
-        run(h);
+        dh_run(h);
         for (size_t b = 0; b < BLOCKS; b++) {
             assert_int_equal(gets[b].status, ST_OK);
             assert_int_equal(gets[b].length, off[b + 1] - off[b]);

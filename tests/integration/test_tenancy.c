@@ -31,6 +31,7 @@
 #include <xxhash.h>
 
 #include "cluster.h"
+#include "ns_probe.h"
 #include "srpc.h"
 #include "strata.pb-c.h"
 
@@ -127,19 +128,6 @@ static st_status_t hello(srpc_channel_t *ch, const char *tenant, const char *mod
     return st;
 }
 
-/* A request of n bytes that is only field 1 (namespace_id), as every method but Hello has. */
-static size_t ns_only(uint64_t ns, uint8_t *buf)
-{
-    size_t n = 0;
-
-    buf[n++] = 0x08;
-    do {
-        buf[n++] = (uint8_t)((ns & 0x7f) | (ns >= 0x80 ? 0x80 : 0));
-        ns >>= 7;
-    } while (ns != 0);
-    return n;
-}
-
 static int raw(srpc_channel_t *ch, int m, const void *req, size_t len, srpc_error_t *err)
 {
     void *resp = NULL;
@@ -153,18 +141,6 @@ static int raw(srpc_channel_t *ch, int m, const void *req, size_t len, srpc_erro
         err->message[0] = '\0';
     }
     return err->grpc_code;
-}
-
-/* Replaces the decimal number n in s by "N", so that two messages compare by shape. */
-static void shape(char *s, uint64_t n)
-{
-    char num[32], *p;
-
-    snprintf(num, sizeof(num), "%llu", (unsigned long long)n);
-    while ((p = strstr(s, num)) != NULL) {
-        *p = 'N';
-        memmove(p + 1, p + strlen(num), strlen(p + strlen(num)) + 1);
-    }
 }
 
 /* ------------------------------------------------------------------ tests -- */
@@ -287,26 +263,26 @@ static void test_cross_tenant_calls_answer_as_unknown(void **state)
         if (m == SRPC_CACHE_STATS) {
             continue;
         }
-        n = ns_only(ns_b, req);
+        n = np_ns_only(ns_b, req);
         raw(a, m, req, n, &err);
-        n = ns_only(bogus, req);
+        n = np_ns_only(bogus, req);
         raw(a, m, req, n, &err2);
         print_message("%s: B's namespace with A's token: %d %s\n", srpc_cache_methods[m].path,
                       err.grpc_code, err.message);
         assert_int_not_equal(err.grpc_code, GRPC_STATUS_OK);
         /* Exactly as an unknown id: same code, same message but for the number. */
         assert_int_equal(err.grpc_code, err2.grpc_code);
-        shape(err.message, ns_b);
-        shape(err2.message, bogus);
+        np_shape(err.message, ns_b);
+        np_shape(err2.message, bogus);
         assert_string_equal(err.message, err2.message);
     }
     /* Stats: B's namespace as unknown; the node as a whole refused to a tenant. */
-    n = ns_only(ns_b, req);
+    n = np_ns_only(ns_b, req);
     assert_int_equal(raw(a, SRPC_CACHE_STATS, req, n, &err), GRPC_STATUS_NOT_FOUND);
     assert_int_equal(raw(a, SRPC_CACHE_STATS, "", 0, &err), GRPC_STATUS_PERMISSION_DENIED);
     /* Each tenant on its own namespace is served. */
     assert_int_equal(raw(b, SRPC_CACHE_STATS, req, n, &err), GRPC_STATUS_OK);
-    n = ns_only(ns_a, req);
+    n = np_ns_only(ns_a, req);
     assert_int_equal(raw(a, SRPC_CACHE_STATS, req, n, &err), GRPC_STATUS_OK);
     {
         /* A tenant's Stats hold its namespace's counters, not the node's calls of everyone. */
@@ -356,7 +332,7 @@ static uint64_t reserve_one(srpc_channel_t *ch, uint64_t ns, uint8_t tag)
 static int abort_or_commit(srpc_channel_t *ch, int m, uint64_t ns, uint64_t id, srpc_error_t *err)
 {
     uint8_t buf[32];
-    size_t n = ns_only(ns, buf);
+    size_t n = np_ns_only(ns, buf);
 
     buf[n++] = 0x10; /* field 2, reservation_id */
     do {
@@ -591,7 +567,7 @@ static void *caller_main(void *arg)
     caller_t *c = arg;
     srpc_channel_t *ch = chan(c->addr, TOK_A, NULL);
     uint8_t req[16];
-    size_t n = ns_only(c->ns, req);
+    size_t n = np_ns_only(c->ns, req);
     srpc_error_t err;
 
     while (!c->stop) {
@@ -711,7 +687,7 @@ static void test_peer_credential(void **state)
     /* The credential does Lookup on any namespace, and nothing else. */
     peer = chan(cl.node[1].addr, cred, NULL);
     assert_int_equal(hello(peer, "alpha", "m1", NULL, NULL, &err), ST_ERR_PERMISSION);
-    len = ns_only(ns_a, req);
+    len = np_ns_only(ns_a, req);
     {
         /* Past authentication and the namespace check: an empty Lookup is the handler's to refuse. */
         int code = raw(peer, SRPC_CACHE_LOOKUP, req, len, &err);
