@@ -179,44 +179,13 @@ static st_status_t pin_blocks(conn_t *c, int first, int n, int *ks, srpc_error_t
 /* Puts n KV objects of len bytes, each a root block of its own. */
 static void put_roots(conn_t *c, int n, size_t len)
 {
-    uint8_t *data = calloc(1, len);
-
-    assert_non_null(data);
     for (int i = 0; i < n; i++) {
-        Strata__V1__PutRequest req = STRATA__V1__PUT_REQUEST__INIT;
-        Strata__V1__InlineObject obj = STRATA__V1__INLINE_OBJECT__INIT, *op = &obj;
-        Strata__V1__ObjectKey key = STRATA__V1__OBJECT_KEY__INIT;
-        Strata__V1__BlockLink link = STRATA__V1__BLOCK_LINK__INIT, *lp = &link;
-        Strata__V1__PutResponse *resp = NULL;
-        uint8_t h[16] = {0};
         srpc_error_t err;
+        int ks = -1;
 
-        memcpy(h, &i, sizeof(i));
-        h[15] = 0x5a;
-        data[0] = (uint8_t)i;
-        link.hash.data = h;
-        link.hash.len = 16;
-        link.parent_hash.data = c->seed;
-        link.parent_hash.len = 16;
-        key.block_hash.data = h;
-        key.block_hash.len = 16;
-        key.kind = STRATA__V1__OBJECT_KIND__KV;
-        obj.key = &key;
-        obj.data.data = data;
-        obj.data.len = len;
-        obj.checksum = XXH3_64bits(data, len);
-        req.namespace_id = c->ns;
-        req.objects = &op;
-        req.n_objects = 1;
-        req.links = &lp;
-        req.n_links = 1;
-        assert_int_equal(srpc_call(c->ch, &srpc_cache_methods[SRPC_CACHE_PUT], &req.base, 30000,
-                                   (ProtobufCMessage **)&resp, &err),
-                         ST_OK);
-        assert_int_equal(resp->status[0], STRATA__V1__KEY_STATUS__KEY_OK);
-        protobuf_c_message_free_unpacked(&resp->base, NULL);
+        assert_int_equal(put_one(c, i, len, STRATA__V1__OBJECT_KIND__KV, 0, &ks, &err), ST_OK);
+        assert_int_equal(ks, STRATA__V1__KEY_STATUS__KEY_OK);
     }
-    free(data);
 }
 
 /* How many sample lines of /metrics start with prefix. */
