@@ -20,6 +20,7 @@
 
 #include "bench_util.h"
 #include "store_internal.h"
+#include "mkhash.h"
 
 #define NB   16384
 #define SEG  16
@@ -33,16 +34,6 @@ static uint64_t clock_ms(void *ctx)
 {
     (void)ctx;
     return fake_now;
-}
-
-static st_hash_t hash_of(uint32_t chain, uint32_t i)
-{
-    st_hash_t h;
-    XXH128_hash_t x = XXH3_128bits_withSeed(&i, sizeof(i), chain);
-
-    memcpy(h.b, &x.low64, 8);
-    memcpy(h.b + 8, &x.high64, 8);
-    return h;
 }
 
 static void report(const char *name, double *v, size_t n, const char *unit)
@@ -112,7 +103,7 @@ int main(int argc, char **argv)
     }
     /* The 1M-token chain: 2 layers of small KV objects per block. */
     for (uint32_t i = 0; i < NB; i++) {
-        hs[i] = hash_of(1, i);
+        hs[i] = mh_hash(1, i);
         for (uint32_t layer = 0; layer < 2; layer++) {
             cd_key_t k = {hs[i], CD_KIND_KV, layer};
 
@@ -161,7 +152,7 @@ int main(int argc, char **argv)
         uint64_t t0 = bench_now_ns(), len;
 
         for (uint32_t i = 0; i < NPUT; i++) {
-            cd_key_t k = {hash_of(2 + (uint32_t)r, i), CD_KIND_KV, 0};
+            cd_key_t k = {mh_hash(2 + (uint32_t)r, i), CD_KIND_KV, 0};
 
             obj[0] = (uint8_t)i;
             if (cd_store_put(s, ns, &k, NULL, obj, OBJ, &err) != ST_OK) {
@@ -172,7 +163,7 @@ int main(int argc, char **argv)
         t_put[r] = (double)OBJ * NPUT / (double)(bench_now_ns() - t0); /* GB/s */
         t0 = bench_now_ns();
         for (uint32_t i = 0; i < NPUT; i++) {
-            cd_key_t k = {hash_of(2 + (uint32_t)r, i), CD_KIND_KV, 0};
+            cd_key_t k = {mh_hash(2 + (uint32_t)r, i), CD_KIND_KV, 0};
 
             cd_store_get(s, ns, &k, out, OBJ, &len, NULL, &err);
             sink += out[0];

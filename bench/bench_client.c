@@ -552,109 +552,123 @@ static double cluster_cpu_ms(const tc_cluster_t *cl)
     return ms;
 }
 
-/*
- * --on-off: the plain setup and everything on, two clusters in one run.
- * Round by round each loads the whole prefix, in alternating order (even
- * rounds "on" first), then the whole prefix in one memcpy, the hardware's
- * reference; then 300 lookups of each cluster's chain, alternating too.
- */
-static int on_off(const bc_opts_t *o, size_t n_blocks, size_t rounds, int control)
-{
-    size_t total = n_blocks * LAYERS * (KV_BYTES + IDX_BYTES), n_ops = n_blocks * LAYERS * 2;
-    size_t n_tok = n_blocks * 64, n_tenants = 2, lk_rounds = 300, nb;
-    char certs[] = "/tmp/strata-bench-certs-XXXXXX", cmd[512], flag[64];
-    bc_side_t side[2] = {{.name = "off"}, {.name = control ? "off2" : "on"}};
-    bench_stats_t s_gb[2], s_lk[2], s_mc, s_ratio;
-    double *t_mc = calloc(rounds, sizeof(double)), *ratio = calloc(rounds, sizeof(double));
-    uint32_t *tok = malloc(sizeof(uint32_t) * n_tok);
-    uint8_t *src = malloc(total), *dst = malloc(total);
-    st_get_op_t *gets = calloc(n_ops, sizeof(*gets));
+/* One --on-off run: the two clusters, the prefix, the timings. */
+typedef struct oo_run {
+    const bc_opts_t *o;
+    size_t n_blocks, rounds, lk_rounds, total, n_tok, n_tenants;
+    int control, is_ucx;
+    bc_side_t side[2];
+    double *t_mc, *ratio;
+    uint32_t *tok;
+    uint8_t *src, *dst;
+    st_get_op_t *gets;
     double cpu[2][3]; /* the daemons' CPU ms: before the loads, after them, after the lookups */
-    int ret = 1, is_ucx = strcmp(o->transport, "ucx") == 0, certs_made = 0;
-    size_t n_ratio;
+    char flag[64];
+} oo_run_t;
 
-    if (!t_mc || !ratio || !tok || !src || !dst || !gets) {
-        fprintf(stderr, "bench_client: out of memory for %zu bytes\n", 2 * total);
-        goto out;
-    }
+/* Makes the certificates into certs (a mkdtemp template); *made once the
+ * directory exists. Returns 0 or 1. */
+static int oo_certs(char *certs, int *made)
+{
+    char cmd[512];
+
     if (mkdtemp(certs) == NULL) {
         fprintf(stderr, "bench_client: cannot make %s: %s\n", certs, strerror(errno));
-        goto out;
+        return 1;
     }
-    certs_made = 1;
+    *made = 1;
     snprintf(cmd, sizeof(cmd), "bash '%s' '%s' >/dev/null", BENCH_CERTS_SCRIPT, certs);
     if (system(cmd) != 0) {
         fprintf(stderr, "bench_client: %s failed (openssl missing?)\n", BENCH_CERTS_SCRIPT);
-        goto out;
+        return 1;
     }
-    shared_dataplane_flag(o->stratad, flag, sizeof(flag));
-    if (is_ucx && flag[0] == '\0') {
-        n_tenants = 1; /* no flag: stratad may refuse tenants sharing UCX */
-    }
-    if (side_start(&side[0], o, NULL, 0, "") != 0 ||
-        side_start(&side[1], o, control ? NULL : certs, n_tenants, is_ucx ? flag : "") != 0) {
-        goto out;
-    }
-    prefix_fill(src, total, tok, n_tok);
-    for (int i = 0; i < 2; i++) {
-        bc_side_t *s = &side[i];
+    return 0;
+}
 
-        s->chain = malloc(sizeof(st_hash_t) * n_blocks);
-        s->gbps = calloc(rounds, sizeof(double));
-        s->lk = calloc(lk_rounds, sizeof(double));
+/* Each side's chain, buffers and registration; the prefix put into both. */
+static int oo_fill(oo_run_t *u)
+{
+    size_t nb;
+
+    prefix_fill(u->src, u->total, u->tok, u->n_tok);
+    for (int i = 0; i < 2; i++) {
+        bc_side_t *s = &u->side[i];
+
+        s->chain = malloc(sizeof(st_hash_t) * u->n_blocks);
+        s->gbps = calloc(u->rounds, sizeof(double));
+        s->lk = calloc(u->lk_rounds, sizeof(double));
         if (!s->chain || !s->gbps || !s->lk) {
-            goto out;
+            return 1;
         }
         /* The chains differ: the namespace seed is the tenant's. */
-        st_client_hash(s->c, tok, n_tok, NULL, 0, s->chain, n_blocks, &nb);
-        if (st_client_register(s->c, dst, total) != ST_OK) {
+        st_client_hash(s->c, u->tok, u->n_tok, NULL, 0, s->chain, u->n_blocks, &nb);
+        if (st_client_register(s->c, u->dst, u->total) != ST_OK) {
             fprintf(stderr, "bench_client: %s: cannot register the buffer: %s\n", s->name,
                     st_client_last_error());
-            goto out;
+            return 1;
         }
-        if (prefix_put(s->c, s->chain, n_blocks, src) != 0) {
-            goto out;
+        if (prefix_put(s->c, s->chain, u->n_blocks, u->src) != 0) {
+            return 1;
         }
     }
+    return 0;
+}
+
+/* Round by round both sides load the prefix, alternating, then one
+ * memcpy; then the lookups, alternating too; the daemons' CPU around each. */
+static int oo_measure(oo_run_t *u)
+{
     for (int i = 0; i < 2; i++) {
-        cpu[i][0] = cluster_cpu_ms(&side[i].cl);
+        u->cpu[i][0] = cluster_cpu_ms(&u->side[i].cl);
     }
-    for (size_t r = 0; r < rounds; r++) {
+    for (size_t r = 0; r < u->rounds; r++) {
         uint64_t t0;
 
         for (int pass = 0; pass < 2; pass++) {
-            bc_side_t *s = &side[(r + (size_t)pass + 1) % 2]; /* even rounds: on first */
+            bc_side_t *s = &u->side[(r + (size_t)pass + 1) % 2]; /* even rounds: on first */
 
-            if (prefix_load(s->c, s->chain, n_blocks, gets, dst, src, &s->gbps[r]) != 0) {
-                goto out;
+            if (prefix_load(s->c, s->chain, u->n_blocks, u->gets, u->dst, u->src, &s->gbps[r]) !=
+                0) {
+                return 1;
             }
         }
         t0 = bench_now_ns();
-        memcpy(dst, src, total);
-        t_mc[r] = (double)total / (double)(bench_now_ns() - t0);
+        memcpy(u->dst, u->src, u->total);
+        u->t_mc[r] = (double)u->total / (double)(bench_now_ns() - t0);
     }
     for (int i = 0; i < 2; i++) {
-        cpu[i][1] = cluster_cpu_ms(&side[i].cl);
+        u->cpu[i][1] = cluster_cpu_ms(&u->side[i].cl);
     }
-    for (size_t r = 0; r < lk_rounds; r++) {
+    for (size_t r = 0; r < u->lk_rounds; r++) {
         for (int pass = 0; pass < 2; pass++) {
-            bc_side_t *s = &side[(r + (size_t)pass + 1) % 2];
+            bc_side_t *s = &u->side[(r + (size_t)pass + 1) % 2];
             st_lookup_result_t lr;
             uint64_t t0 = bench_now_ns();
 
-            st_client_lookup(s->c, s->chain, n_blocks, LAYERS, &lr);
+            st_client_lookup(s->c, s->chain, u->n_blocks, LAYERS, &lr);
             s->lk[r] = (double)(bench_now_ns() - t0) / 1e6;
-            if (lr.matched_blocks != n_blocks) {
+            if (lr.matched_blocks != u->n_blocks) {
                 fprintf(stderr, "bench_client: %s: lookup matched %" PRIu64 "\n", s->name,
                         lr.matched_blocks);
-                goto out;
+                return 1;
             }
         }
     }
     for (int i = 0; i < 2; i++) {
-        cpu[i][2] = cluster_cpu_ms(&side[i].cl);
+        u->cpu[i][2] = cluster_cpu_ms(&u->side[i].cl);
     }
-    n_ratio = bench_balanced(side[1].gbps, side[0].gbps, rounds, ratio);
+    return 0;
+}
+
+/* Prints every round, the statistics and the ratios of a measured run. */
+static void oo_print(oo_run_t *u)
+{
+    const bc_opts_t *o = u->o;
+    bc_side_t *side = u->side;
+    bench_stats_t s_gb[2], s_lk[2], s_mc, s_ratio;
+    size_t rounds = u->rounds,
+           n_ratio = bench_balanced(side[1].gbps, side[0].gbps, rounds, u->ratio);
+
     for (int i = 1; i >= 0; i--) { /* every round, in order, to pool runs */
         printf("rounds %-4s GB/s:", side[i].name);
         for (size_t r = 0; r < rounds; r++) {
@@ -663,19 +677,19 @@ static int on_off(const bc_opts_t *o, size_t n_blocks, size_t rounds, int contro
         printf("\n");
     }
     for (int i = 0; i < 2; i++) {
-        st_client_deregister(side[i].c, dst);
+        st_client_deregister(side[i].c, u->dst);
         bench_stats(side[i].gbps, rounds, &s_gb[i]);
-        bench_stats(side[i].lk, lk_rounds, &s_lk[i]);
+        bench_stats(side[i].lk, u->lk_rounds, &s_lk[i]);
     }
-    bench_stats(t_mc, rounds, &s_mc);
+    bench_stats(u->t_mc, rounds, &s_mc);
     printf("bench_client --on-off: %zu blocks x %d layers (%.2f GB) from %d daemons, transport "
            "%s, verify_reads %s, %zu rounds, on and off alternating\n",
-           n_blocks, LAYERS, (double)total / 1e9, NODES, o->transport, o->verify, rounds);
-    if (control) {
+           u->n_blocks, LAYERS, (double)u->total / 1e9, NODES, o->transport, o->verify, rounds);
+    if (u->control) {
         printf("--control: both clusters plain (what tells the two clusters' placement apart)\n");
     } else {
         printf("on: tenants file of %zu tenant(s)%s%s, TLS (gRPC), token; off: none of them\n",
-               n_tenants, flag[0] != '\0' && is_ucx ? ", " : "", is_ucx ? flag : "");
+               u->n_tenants, u->flag[0] != '\0' && u->is_ucx ? ", " : "", u->is_ucx ? u->flag : "");
     }
     printf("%-34s %10s %10s %10s %10s\n", "", "median", "min", "max", "MAD");
     for (int i = 1; i >= 0; i--) {
@@ -694,7 +708,7 @@ static int on_off(const bc_opts_t *o, size_t n_blocks, size_t rounds, int contro
     }
     printf("ratios: on/off %.3f of the medians (goal >= 0.95)", s_gb[1].median / s_gb[0].median);
     if (n_ratio > 0) {
-        bench_stats(ratio, n_ratio, &s_ratio);
+        bench_stats(u->ratio, n_ratio, &s_ratio);
         printf("; per pair of rounds, order-balanced: median %.3f, min %.3f, max %.3f",
                s_ratio.median, s_ratio.min, s_ratio.max);
     }
@@ -704,20 +718,69 @@ static int on_off(const bc_opts_t *o, size_t n_blocks, size_t rounds, int contro
     for (int i = 1; i >= 0; i--) { /* each cluster's daemons serve its client alone */
         printf("daemons' CPU, %-4s: %.1f ms per load of the prefix, %.1f us per lookup (4 "
                "daemons)\n",
-               side[i].name, (cpu[i][1] - cpu[i][0]) / (double)rounds,
-               (cpu[i][2] - cpu[i][1]) * 1000.0 / (double)lk_rounds);
+               side[i].name, (u->cpu[i][1] - u->cpu[i][0]) / (double)rounds,
+               (u->cpu[i][2] - u->cpu[i][1]) * 1000.0 / (double)u->lk_rounds);
     }
+}
+
+/*
+ * --on-off: the plain setup and everything on, two clusters in one run.
+ * Round by round each loads the whole prefix, in alternating order (even
+ * rounds "on" first), then the whole prefix in one memcpy, the hardware's
+ * reference; then 300 lookups of each cluster's chain, alternating too.
+ */
+static int on_off(const bc_opts_t *o, size_t n_blocks, size_t rounds, int control)
+{
+    oo_run_t u = {.o = o,
+                  .n_blocks = n_blocks,
+                  .rounds = rounds,
+                  .lk_rounds = 300,
+                  .n_tenants = 2,
+                  .control = control,
+                  .side = {{.name = "off"}, {.name = control ? "off2" : "on"}}};
+    char certs[] = "/tmp/strata-bench-certs-XXXXXX", cmd[512];
+    int ret = 1, certs_made = 0;
+
+    u.total = n_blocks * LAYERS * (KV_BYTES + IDX_BYTES);
+    u.n_tok = n_blocks * 64;
+    u.is_ucx = strcmp(o->transport, "ucx") == 0;
+    u.t_mc = calloc(rounds, sizeof(double));
+    u.ratio = calloc(rounds, sizeof(double));
+    u.tok = malloc(sizeof(uint32_t) * u.n_tok);
+    u.src = malloc(u.total);
+    u.dst = malloc(u.total);
+    u.gets = calloc(n_blocks * LAYERS * 2, sizeof(*u.gets));
+    if (!u.t_mc || !u.ratio || !u.tok || !u.src || !u.dst || !u.gets) {
+        fprintf(stderr, "bench_client: out of memory for %zu bytes\n", 2 * u.total);
+        goto out;
+    }
+    if (oo_certs(certs, &certs_made) != 0) {
+        goto out;
+    }
+    shared_dataplane_flag(o->stratad, u.flag, sizeof(u.flag));
+    if (u.is_ucx && u.flag[0] == '\0') {
+        u.n_tenants = 1; /* no flag: stratad may refuse tenants sharing UCX */
+    }
+    if (side_start(&u.side[0], o, NULL, 0, "") != 0 ||
+        side_start(&u.side[1], o, control ? NULL : certs, u.n_tenants, u.is_ucx ? u.flag : "") !=
+            0) {
+        goto out;
+    }
+    if (oo_fill(&u) != 0 || oo_measure(&u) != 0) {
+        goto out;
+    }
+    oo_print(&u);
     ret = 0;
 out:
-    side_stop(&side[1]);
-    side_stop(&side[0]);
+    side_stop(&u.side[1]);
+    side_stop(&u.side[0]);
     if (certs_made) {
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", certs);
         if (system(cmd) != 0) {
             fprintf(stderr, "bench_client: could not remove %s\n", certs);
         }
     }
-    free(t_mc), free(ratio), free(tok), free(src), free(dst), free(gets);
+    free(u.t_mc), free(u.ratio), free(u.tok), free(u.src), free(u.dst), free(u.gets);
     return ret;
 }
 
@@ -753,86 +816,69 @@ static int memcpy_refs(uint8_t *dst, const uint8_t *src, size_t n_blocks, size_t
     return 0;
 }
 
-int main(int argc, char **argv)
+/* The modes the flags choose. */
+typedef struct bc_modes {
+    int lookup_only, on_off, control;
+} bc_modes_t;
+
+/* Reads the flags after STRATAD; returns 0, or 2 after the reason. */
+static int bc_args(int argc, char **argv, bc_opts_t *o, size_t *n_blocks, size_t *rounds,
+                   bc_modes_t *md)
 {
-    size_t n_blocks = 16384, rounds = 3;
-    bc_opts_t o = {NULL, "inline", "lease", "on", 2};
-    int lookup_only_mode = 0, on_off_mode = 0, control = 0;
-    bc_side_t sd = {.name = "plain"};
+    o->stratad = argv[1];
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--lookup-only") == 0 || strcmp(argv[i], "--on-off") == 0 ||
+            strcmp(argv[i], "--control") == 0) {
+            *(argv[i][2] == 'l'   ? &md->lookup_only
+              : argv[i][2] == 'o' ? &md->on_off
+                                  : &md->control) = 1;
+            i--; /* a flag without a value */
+        } else if (i + 1 == argc) {
+            break;
+        } else if (strcmp(argv[i], "--blocks") == 0) {
+            *n_blocks = strtoul(argv[i + 1], NULL, 10);
+        } else if (strcmp(argv[i], "--rounds") == 0) {
+            *rounds = strtoul(argv[i + 1], NULL, 10);
+        } else if (strcmp(argv[i], "--transport") == 0) {
+            o->transport = argv[i + 1];
+        } else if (strcmp(argv[i], "--verify-reads") == 0) {
+            o->verify = argv[i + 1];
+        } else if (strcmp(argv[i], "--transport-calls") == 0) {
+            o->tcalls = argv[i + 1];
+        } else if (strcmp(argv[i], "--copy-threads") == 0) {
+            o->copy_threads = strtoul(argv[i + 1], NULL, 10);
+        }
+        i++;
+    }
+    if (*n_blocks == 0 || *rounds == 0) {
+        fprintf(stderr, "bench_client: blocks and rounds must be positive\n");
+        return 2;
+    }
+    if (o->copy_threads < 1 || o->copy_threads > 16) {
+        fprintf(stderr, "bench_client: --copy-threads must be 1 to 16\n");
+        return 2;
+    }
+    return 0;
+}
+
+/* The plain run: the prefix from the daemons of sd against four Redis
+ * servers and memcpy, then the lookups. Returns 0 or 1. */
+static int plain_run(bc_side_t *sd, const bc_opts_t *o, size_t n_blocks, size_t rounds)
+{
     bench_redis_t rd[NODES];
     redisContext *rc[NODES];
     st_hash_t *chain;
     uint32_t *tok;
     uint8_t *src, *dst;
-    size_t total, n_ops, nb;
+    size_t total = n_blocks * LAYERS * (KV_BYTES + IDX_BYTES), n_ops = n_blocks * LAYERS * 2, nb;
     st_get_op_t *gets;
     double *t_st, *t_rd, *t_mc, *t_mo, *t_mt;
     bench_stats_t s_st, s_rd, s_mc, s_mo, s_mt, s_lk, s_lkf;
 
-    if (argc < 2) {
-        fprintf(stderr, "usage: bench_client STRATAD [--blocks N] [--rounds N] "
-                        "[--transport inline|ucx|libfabric[:PROVIDER]]\n"
-                        "                    [--verify-reads lease|always] "
-                        "[--transport-calls on|off] [--copy-threads N]\n"
-                        "                    [--lookup-only | --on-off [--control]]\n"
-                        "  --lookup-only: no load phases and no Redis: the chain with small\n"
-                        "                 objects, then 300 lookups in each form\n"
-                        "  --on-off:      no Redis: a plain cluster and one with a tenants file,\n"
-                        "                 TLS and a token, loads alternating round by round\n"
-                        "  --control:     with --on-off, both clusters plain (an A/A run)\n");
-        return 2;
-    }
-    o.stratad = argv[1];
-    for (int i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "--lookup-only") == 0 || strcmp(argv[i], "--on-off") == 0 ||
-            strcmp(argv[i], "--control") == 0) {
-            *(argv[i][2] == 'l'   ? &lookup_only_mode
-              : argv[i][2] == 'o' ? &on_off_mode
-                                  : &control) = 1;
-            i--; /* a flag without a value */
-        } else if (i + 1 == argc) {
-            break;
-        } else if (strcmp(argv[i], "--blocks") == 0) {
-            n_blocks = strtoul(argv[i + 1], NULL, 10);
-        } else if (strcmp(argv[i], "--rounds") == 0) {
-            rounds = strtoul(argv[i + 1], NULL, 10);
-        } else if (strcmp(argv[i], "--transport") == 0) {
-            o.transport = argv[i + 1];
-        } else if (strcmp(argv[i], "--verify-reads") == 0) {
-            o.verify = argv[i + 1];
-        } else if (strcmp(argv[i], "--transport-calls") == 0) {
-            o.tcalls = argv[i + 1];
-        } else if (strcmp(argv[i], "--copy-threads") == 0) {
-            o.copy_threads = strtoul(argv[i + 1], NULL, 10);
-        }
-        i++;
-    }
-    if (n_blocks == 0 || rounds == 0) {
-        fprintf(stderr, "bench_client: blocks and rounds must be positive\n");
-        return 2;
-    }
-    if (o.copy_threads < 1 || o.copy_threads > 16) {
-        fprintf(stderr, "bench_client: --copy-threads must be 1 to 16\n");
-        return 2;
-    }
-    if (on_off_mode) {
-        return on_off(&o, n_blocks, rounds, control);
-    }
-    total = n_blocks * LAYERS * (KV_BYTES + IDX_BYTES);
-    n_ops = n_blocks * LAYERS * 2;
-    if (side_start(&sd, &o, NULL, 0, "") != 0) {
-        return 1;
-    }
-    if (lookup_only_mode) {
-        int ret = lookup_only(sd.c, n_blocks);
-
-        side_stop(&sd);
-        return ret;
-    }
     for (int i = 0; i < NODES; i++) {
         if (bench_redis_start(&rd[i], 0) != 0 || (rc[i] = bench_redis_connect(&rd[i])) == NULL) {
             fprintf(stderr, "bench_client: no Redis peer (install redis-server)\n");
-            side_stop(&sd);
+            side_stop(sd);
             return 1;
         }
     }
@@ -851,24 +897,25 @@ int main(int argc, char **argv)
         return 1;
     }
     prefix_fill(src, total, tok, n_blocks * 64);
-    st_client_hash(sd.c, tok, n_blocks * 64, NULL, 0, chain, n_blocks, &nb);
+    st_client_hash(sd->c, tok, n_blocks * 64, NULL, 0, chain, n_blocks, &nb);
     /* An engine registers its KV pool once; so does the benchmark. */
-    if (st_client_register(sd.c, dst, total) != ST_OK) {
+    if (st_client_register(sd->c, dst, total) != ST_OK) {
         fprintf(stderr, "bench_client: cannot register the buffer: %s\n", st_client_last_error());
         return 1;
     }
     /* Store the prefix in both. */
-    if (redis_store(rc, chain, n_blocks, src) != 0 || prefix_put(sd.c, chain, n_blocks, src) != 0) {
+    if (redis_store(rc, chain, n_blocks, src) != 0 ||
+        prefix_put(sd->c, chain, n_blocks, src) != 0) {
         return 1;
     }
     for (size_t r = 0; r < rounds; r++) {
-        if (prefix_load(sd.c, chain, n_blocks, gets, dst, src, &t_st[r]) != 0 ||
+        if (prefix_load(sd->c, chain, n_blocks, gets, dst, src, &t_st[r]) != 0 ||
             redis_load(rc, chain, n_blocks, dst, src, &t_rd[r]) != 0 ||
-            memcpy_refs(dst, src, n_blocks, o.copy_threads, &t_mc[r], &t_mo[r], &t_mt[r]) != 0) {
+            memcpy_refs(dst, src, n_blocks, o->copy_threads, &t_mc[r], &t_mo[r], &t_mt[r]) != 0) {
             return 1;
         }
     }
-    if (lookup_both(sd.c, chain, n_blocks, 100, &s_lk, &s_lkf) != 0) {
+    if (lookup_both(sd->c, chain, n_blocks, 100, &s_lk, &s_lkf) != 0) {
         return 1;
     }
     bench_stats(t_st, rounds, &s_st);
@@ -878,7 +925,7 @@ int main(int argc, char **argv)
     bench_stats(t_mt, rounds, &s_mt);
     printf("bench_client: %zu blocks x %d layers (%.2f GB) from %d daemons, transport %s, "
            "verify_reads %s, %zu rounds\n",
-           n_blocks, LAYERS, (double)total / 1e9, NODES, o.transport, o.verify, rounds);
+           n_blocks, LAYERS, (double)total / 1e9, NODES, o->transport, o->verify, rounds);
     printf("%-34s %10s %10s %10s\n", "", "median", "min", "MAD");
     printf("%-34s %10.2f %10.2f %10.2f GB/s\n", "strata load (libstrata get)", s_st.median,
            s_st.min, s_st.mad);
@@ -888,7 +935,7 @@ int main(int argc, char **argv)
            s_mc.mad);
     printf("%-34s %10.2f %10.2f %10.2f GB/s\n", "memcpy object by object", s_mo.median, s_mo.min,
            s_mo.mad);
-    printf("memcpy on %zu threads (copy_threads) %10.2f %10.2f %10.2f GB/s\n", o.copy_threads,
+    printf("memcpy on %zu threads (copy_threads) %10.2f %10.2f %10.2f GB/s\n", o->copy_threads,
            s_mt.median, s_mt.min, s_mt.mad);
     lookup_print(&s_lk, &s_lkf);
     printf("ratios: strata/memcpy %.3f (goal >= 0.7), strata/redis %.2fx; lookup p99 %.2f ms "
@@ -896,15 +943,55 @@ int main(int argc, char **argv)
            s_st.median / s_mc.median, s_st.median / s_rd.median, s_lk.p99);
     printf("        strata/per-object memcpy %.3f; per-object/whole memcpy %.3f; strata/memcpy on "
            "%zu threads %.3f\n",
-           s_st.median / s_mo.median, s_mo.median / s_mc.median, o.copy_threads,
+           s_st.median / s_mo.median, s_mo.median / s_mc.median, o->copy_threads,
            s_st.median / s_mt.median);
-    st_client_deregister(sd.c, dst);
+    st_client_deregister(sd->c, dst);
     for (int i = 0; i < NODES; i++) {
         redisFree(rc[i]);
         bench_redis_stop(&rd[i]);
     }
-    side_stop(&sd);
+    side_stop(sd);
     free(tok), free(chain), free(src), free(dst), free(gets);
     free(t_st), free(t_rd), free(t_mc), free(t_mo), free(t_mt);
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    size_t n_blocks = 16384, rounds = 3;
+    bc_opts_t o = {NULL, "inline", "lease", "on", 2};
+    bc_modes_t md = {0};
+    bc_side_t sd = {.name = "plain"};
+    int rc;
+
+    if (argc < 2) {
+        fprintf(stderr, "usage: bench_client STRATAD [--blocks N] [--rounds N] "
+                        "[--transport inline|ucx|libfabric[:PROVIDER]]\n"
+                        "                    [--verify-reads lease|always] "
+                        "[--transport-calls on|off] [--copy-threads N]\n"
+                        "                    [--lookup-only | --on-off [--control]]\n"
+                        "  --lookup-only: no load phases and no Redis: the chain with small\n"
+                        "                 objects, then 300 lookups in each form\n"
+                        "  --on-off:      no Redis: a plain cluster and one with a tenants file,\n"
+                        "                 TLS and a token, loads alternating round by round\n"
+                        "  --control:     with --on-off, both clusters plain (an A/A run)\n");
+        return 2;
+    }
+    rc = bc_args(argc, argv, &o, &n_blocks, &rounds, &md);
+    if (rc != 0) {
+        return rc;
+    }
+    if (md.on_off) {
+        return on_off(&o, n_blocks, rounds, md.control);
+    }
+    if (side_start(&sd, &o, NULL, 0, "") != 0) {
+        return 1;
+    }
+    if (md.lookup_only) {
+        int ret = lookup_only(sd.c, n_blocks);
+
+        side_stop(&sd);
+        return ret;
+    }
+    return plain_run(&sd, &o, n_blocks, rounds);
 }

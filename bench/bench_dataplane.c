@@ -16,7 +16,7 @@
  *   bare+xxh  the bare loop plus XXH3-64 of every landed object, checked
  *             against Locate's checksum: what libstrata's verification costs;
  *   target    bench_tp_stream_gets() against a spawned target process that
- *             allocated one region with st_transport_mem_alloc() (the
+ *             allocated one region with tp_mem_alloc() (the
  *             transport's limit, as in docs/performance.md "Transport");
  *   redis     pipelined GET of the same bytes from a redis-server through
  *             hiredis, each reply copied into place in the same buffer;
@@ -59,7 +59,7 @@
 #include "cluster.h"
 #include "peer_redis.h"
 #include "srpc.h"
-#include "st_transport.h"
+#include "transport.h"
 #include "strata.pb-c.h"
 #include "strata/strata.h"
 
@@ -82,7 +82,7 @@ typedef struct size_case {
     size_t n_obj;
     size_t per_batch;
     uint64_t *raddr; /* extents in the daemon, for the bare loop */
-    st_transport_rkey_t **rkey;
+    tp_rkey_t **rkey;
     uint64_t *sum;
     double gbps[N_PATHS][1024];
 } size_case_t;
@@ -94,10 +94,10 @@ typedef struct bench {
     uint8_t *src, *dst;
     size_t dst_len;
     /* the bare loop: this process's own transport */
-    st_transport_t *tp;
-    st_transport_ep_t *ep;
-    st_transport_mem_t *mem;
-    st_transport_rkey_t *reg_rkey[MAX_REG];
+    tp_transport_t *tp;
+    tp_ep_t *ep;
+    tp_mem_t *mem;
+    tp_rkey_t *reg_rkey[MAX_REG];
     uint64_t reg_base[MAX_REG];
     bench_tp_loop_t target;
     redisContext *rc;
@@ -250,14 +250,13 @@ static void run_bare(bench_t *b, size_case_t *sc, int check)
         size_t pending = k;
 
         for (size_t j = 0; j < k; j++) {
-            if (st_transport_get(b->ep, b->dst + j * sc->bytes, sc->bytes, b->mem,
-                                 sc->raddr[first + j], sc->rkey[first + j], on_get,
-                                 &pending) != ST_OK) {
+            if (tp_get(b->ep, b->dst + j * sc->bytes, sc->bytes, b->mem, sc->raddr[first + j],
+                       sc->rkey[first + j], on_get, &pending) != ST_OK) {
                 die("bare get refused");
             }
         }
         while (pending > 0) {
-            st_transport_progress(b->tp);
+            tp_progress(b->tp);
         }
         for (size_t j = 0; check && j < k; j++) {
             if (BD_XXH3(b->dst + j * sc->bytes, sc->bytes) != sc->sum[first + j]) {
@@ -379,8 +378,8 @@ static void bare_hello(bench_t *b, srpc_channel_t *ch, uint64_t *ns_p)
         die("the daemon serves no UCX data plane");
     }
     *ns_p = resp->namespace_id;
-    if (b->ep == NULL && st_transport_connect(b->tp, resp->transport_address.data,
-                                              resp->transport_address.len, &b->ep) != ST_OK) {
+    if (b->ep == NULL && tp_connect(b->tp, resp->transport_address.data,
+                                    resp->transport_address.len, &b->ep) != ST_OK) {
         die("cannot connect to the daemon's worker");
     }
     for (size_t i = 0; i < resp->n_regions; i++) {
@@ -389,8 +388,8 @@ static void bare_hello(bench_t *b, srpc_channel_t *ch, uint64_t *ns_p)
         if (g->id >= MAX_REG) {
             die("region id out of the bench's table");
         }
-        if (b->reg_rkey[g->id] == NULL && st_transport_rkey_unpack(b->ep, g->rkey.data, g->rkey.len,
-                                                                   &b->reg_rkey[g->id]) != ST_OK) {
+        if (b->reg_rkey[g->id] == NULL &&
+            tp_rkey_unpack(b->ep, g->rkey.data, g->rkey.len, &b->reg_rkey[g->id]) != ST_OK) {
             die("cannot unpack a region key");
         }
         b->reg_base[g->id] = g->remote_addr;
@@ -480,172 +479,106 @@ static double run_path(bench_t *b, size_case_t *sc, int p)
     return (double)(sc->n_obj * sc->bytes) / s / 1e9;
 }
 
-int main(int argc, char **argv)
-{
-    static const size_t sizes[N_SIZES] = {64 << 10, 256 << 10, 1 << 20};
-    size_t rounds = 15, ws_mib = 256, batch_mib = 16;
-    int only = -1; /* --only P: run path P alone (for profiling) */
-    const char *verify = "lease", *cache = "rows", *tcalls = "on";
-    size_case_t *sc = calloc(N_SIZES, sizeof(*sc));
-    bench_t b = {0};
-    tc_cluster_t *clp = &g_cl;
-    bench_redis_t *rdp = &g_rd;
-    bench_tp_peer_t *pp = &g_peer;
-    st_transport_config_t tcfg = {0};
-    st_client_params_t p = {0};
-    srpc_channel_config_t cc = {.token = NULL};
-    srpc_channel_t *ch;
-    uint32_t *tok;
-    uint64_t ns = 0;
-    size_t ws;
-    char args[256];
+/* The flags of one run. */
+typedef struct opts {
+    size_t rounds, ws_mib, batch_mib;
+    int only; /* --only P: run path P alone (for profiling) */
+    const char *verify, *cache, *tcalls;
+} opts_t;
 
-    if (argc < 2 || sc == NULL) {
-        fprintf(stderr, "usage: bench_dataplane STRATAD [--rounds N] [--ws-mib M] "
-                        "[--batch-mib B] [--only P] [--verify-reads lease|always] "
-                        "[--cache-locations rows|all] [--transport-calls on|off]\n");
+/* Reads the flags after STRATAD into o; returns 0, or 2 after the reason. */
+static int parse_args(opts_t *o, int argc, char **argv)
+{
+    const bench_opt_t opts[] = {{"--rounds", BENCH_OPT_SIZE, &o->rounds},
+                                {"--ws-mib", BENCH_OPT_SIZE, &o->ws_mib},
+                                {"--only", BENCH_OPT_INT, &o->only},
+                                {"--batch-mib", BENCH_OPT_SIZE, &o->batch_mib},
+                                {"--verify-reads", BENCH_OPT_STR, &o->verify},
+                                {"--cache-locations", BENCH_OPT_STR, &o->cache},
+                                {"--transport-calls", BENCH_OPT_STR, &o->tcalls}};
+    int bad = bench_opt_pairs(argc, argv, 2, opts, sizeof(opts) / sizeof(opts[0]));
+
+    if (bad != 0) {
+        fprintf(stderr, "bench_dataplane: unknown option %s\n", argv[bad]);
         return 2;
     }
-    for (int i = 2; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--rounds") == 0) {
-            rounds = strtoul(argv[i + 1], NULL, 10);
-        } else if (strcmp(argv[i], "--ws-mib") == 0) {
-            ws_mib = strtoul(argv[i + 1], NULL, 10);
-        } else if (strcmp(argv[i], "--only") == 0) {
-            only = atoi(argv[i + 1]);
-        } else if (strcmp(argv[i], "--batch-mib") == 0) {
-            batch_mib = strtoul(argv[i + 1], NULL, 10);
-        } else if (strcmp(argv[i], "--verify-reads") == 0) {
-            verify = argv[i + 1];
-        } else if (strcmp(argv[i], "--cache-locations") == 0) {
-            cache = argv[i + 1];
-        } else if (strcmp(argv[i], "--transport-calls") == 0) {
-            tcalls = argv[i + 1];
-        } else {
-            fprintf(stderr, "bench_dataplane: unknown option %s\n", argv[i]);
-            return 2;
-        }
-    }
-    if (rounds == 0 || rounds > 1024 || ws_mib < 1 || batch_mib < 1 || batch_mib > ws_mib ||
-        ws_mib > 4096) {
+    if (o->rounds == 0 || o->rounds > 1024 || o->ws_mib < 1 || o->batch_mib < 1 ||
+        o->batch_mib > o->ws_mib || o->ws_mib > 4096) {
         fprintf(stderr, "bench_dataplane: rounds 1..1024, 1 <= batch-mib <= ws-mib <= 4096\n");
         return 2;
     }
-    ws = ws_mib << 20;
-    b.dst_len = batch_mib << 20;
+    return 0;
+}
 
-    /* The target first: it must fork before this process has a transport. */
-    tcfg.backend = ST_TRANSPORT_UCX;
-    if (bench_tp_spawn_target(&tcfg, ws, false, pp) != ST_OK) {
-        die("cannot spawn the bare target");
-    }
-    g_have_peer = 1;
-    /* Every size's objects stay in the daemon at once: 3 x ws plus slack. */
-    snprintf(args, sizeof(args), "--transport ucx --memory-limit %zuM --max-object 4M",
-             3 * ws_mib + 512);
-    if (tc_start(clp, argv[1], 1, args) != 0) {
-        die("cannot start stratad");
-    }
-    g_have_cl = 1;
-    if (bench_redis_start(rdp, 0) != 0) {
-        die("no Redis peer (install redis-server)");
-    }
-    g_have_rd = 1;
-    if ((b.rc = bench_redis_connect(rdp)) == NULL) {
-        die("cannot connect to redis-server");
-    }
+/* libstrata's client of the daemon with o's settings, its buffers, the
+ * source bytes (ws of them) and the chain. */
+static void setup_client(bench_t *b, const opts_t *o, size_t ws, size_t obj_min)
+{
+    st_client_params_t p = {0};
+    uint32_t *tok;
+    uint64_t x = 0x9e3779b97f4a7c15ULL;
+    size_t nb = 0;
+
     p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_TIMEOUT |
                    ST_CLIENT_FIELD_VERIFY_READS | ST_CLIENT_FIELD_CACHE_LOCATIONS |
                    ST_CLIENT_FIELD_TRANSPORT_CALLS;
-    p.verify_reads = verify;
-    p.cache_locations = cache;
-    p.transport_calls = strcmp(tcalls, "off") != 0;
-    p.nodes = clp->node[0].addr;
+    p.verify_reads = o->verify;
+    p.cache_locations = o->cache;
+    p.transport_calls = strcmp(o->tcalls, "off") != 0;
+    p.nodes = g_cl.node[0].addr;
     p.transport = "ucx";
     p.timeout_ms = 30000;
-    if (st_client_connect(&p, &b.c) != ST_OK) {
+    if (st_client_connect(&p, &b->c) != ST_OK) {
         die(st_client_last_error());
     }
-    b.src = malloc(ws);
-    b.dst = aligned_alloc(4096, b.dst_len);
-    b.ops = calloc(b.dst_len / sizes[0], sizeof(*b.ops));
-    b.n_chain = ws / sizes[0];
-    b.chain = calloc(b.n_chain, sizeof(*b.chain));
-    tok = calloc(b.n_chain * st_client_block_tokens(b.c), sizeof(*tok));
-    if (!b.src || !b.dst || !b.ops || !b.chain || !tok) {
+    b->src = malloc(ws);
+    b->dst = aligned_alloc(4096, b->dst_len);
+    b->ops = calloc(b->dst_len / obj_min, sizeof(*b->ops));
+    b->n_chain = ws / obj_min;
+    b->chain = calloc(b->n_chain, sizeof(*b->chain));
+    tok = calloc(b->n_chain * st_client_block_tokens(b->c), sizeof(*tok));
+    if (!b->src || !b->dst || !b->ops || !b->chain || !tok) {
         die("out of memory");
     }
-    {
-        uint64_t x = 0x9e3779b97f4a7c15ULL;
-        size_t nb = 0;
-
-        for (size_t i = 0; i < ws / 8; i++) {
-            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-            memcpy(b.src + 8 * i, &x, 8);
-        }
-        for (size_t i = 0; i < b.n_chain * st_client_block_tokens(b.c); i++) {
-            tok[i] = (uint32_t)(BD_XXH3(&i, sizeof(i)) % 150000);
-        }
-        if (st_client_hash(b.c, tok, b.n_chain * st_client_block_tokens(b.c), NULL, 0, b.chain,
-                           b.n_chain, &nb) != ST_OK ||
-            nb != b.n_chain) {
-            die("hashing the chain failed");
-        }
-        free(tok);
+    for (size_t i = 0; i < ws / 8; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        memcpy(b->src + 8 * i, &x, 8);
     }
-    memset(b.dst, 0, b.dst_len);
-    if (st_client_register(b.c, b.dst, b.dst_len) != ST_OK) {
+    for (size_t i = 0; i < b->n_chain * st_client_block_tokens(b->c); i++) {
+        tok[i] = (uint32_t)(BD_XXH3(&i, sizeof(i)) % 150000);
+    }
+    if (st_client_hash(b->c, tok, b->n_chain * st_client_block_tokens(b->c), NULL, 0, b->chain,
+                       b->n_chain, &nb) != ST_OK ||
+        nb != b->n_chain) {
+        die("hashing the chain failed");
+    }
+    free(tok);
+    memset(b->dst, 0, b->dst_len);
+    if (st_client_register(b->c, b->dst, b->dst_len) != ST_OK) {
         die(st_client_last_error());
     }
+}
 
-    /* The bare loop's own transport, with the same buffer registered. */
-    if (st_transport_create(&tcfg, &b.tp) != ST_OK ||
-        st_transport_mem_register(b.tp, b.dst, b.dst_len, &b.mem) != ST_OK ||
-        st_transport_connect(b.tp, pp->addr, pp->addr_len, &b.target.ep) != ST_OK ||
-        st_transport_rkey_unpack(b.target.ep, pp->rkey, pp->rkey_len, &b.target.rkey) != ST_OK) {
+/* The bare loop's own transport, with the same buffer registered. */
+static void setup_bare(bench_t *b, const tp_config_t *tcfg, const bench_tp_peer_t *pp)
+{
+    if (tp_create(tcfg, &b->tp) != ST_OK ||
+        tp_mem_register(b->tp, b->dst, b->dst_len, &b->mem) != ST_OK ||
+        tp_connect(b->tp, pp->addr, pp->addr_len, &b->target.ep) != ST_OK ||
+        tp_rkey_unpack(b->target.ep, pp->rkey, pp->rkey_len, &b->target.rkey) != ST_OK) {
         die("cannot set up the bare loop's transport");
     }
-    b.target.tp = b.tp;
-    b.target.local_mem = b.mem;
-    b.target.local = b.dst;
-    b.target.local_len = b.dst_len;
-    b.target.remote_base = pp->base;
-    b.target.remote_len = pp->len;
+    b->target.tp = b->tp;
+    b->target.local_mem = b->mem;
+    b->target.local = b->dst;
+    b->target.local_len = b->dst_len;
+    b->target.remote_base = pp->base;
+    b->target.remote_len = pp->len;
+}
 
-    for (int s = 0; s < N_SIZES; s++) {
-        sc[s].bytes = sizes[s];
-        sc[s].layer = (uint16_t)s;
-        sc[s].n_obj = ws / sizes[s];
-        sc[s].per_batch = b.dst_len / sizes[s];
-        store(&b, &sc[s]);
-    }
-    if (srpc_channel_open(clp->node[0].addr, &cc, &ch) != ST_OK) {
-        die("cannot open a channel to the daemon");
-    }
-    bare_hello(&b, ch, &ns);
-    for (int s = 0; s < N_SIZES; s++) {
-        take_extents(&b, ch, ns, &sc[s]);
-    }
-
-    printf("bench_dataplane: one stratad (transport ucx) and one redis-server on loopback\n");
-    printf("working set %zu MiB per size (%zu MiB in the daemon), batches of %zu MiB into one "
-           "registered buffer, %zu rounds, UCX_TLS=%s, verify_reads=%s, cache_locations=%s, "
-           "transport_calls=%s\n",
-           ws_mib, 3 * ws_mib, batch_mib, rounds,
-           getenv("UCX_TLS") ? getenv("UCX_TLS") : "(default)", verify, cache, tcalls);
-    /* A warm-up round, then the measured ones; paths take turns. */
-    for (size_t r = 0; r <= rounds; r++) {
-        for (int s = 0; s < N_SIZES; s++) {
-            for (int q = 0; q < N_PATHS; q++) {
-                int path = (int)((q + r) % N_PATHS);
-                double g = only < 0 || only == path ? run_path(&b, &sc[s], path) : 0;
-
-                if (r > 0) {
-                    sc[s].gbps[path][r - 1] = g;
-                }
-            }
-        }
-    }
+/* Each size's rates per path over the rounds, and the ratios. */
+static void print_report(size_case_t *sc, size_t rounds)
+{
     for (int s = 0; s < N_SIZES; s++) {
         bench_stats_t st[N_PATHS];
 
@@ -667,10 +600,104 @@ int main(int argc, char **argv)
                st[P_STRATA].median / st[P_REDIS].median, sc[s].bytes >= (256 << 10) ? "" : ", n/a");
         printf("  strata / memcpy         %5.2f\n", st[P_STRATA].median / st[P_MEMCPY].median);
     }
+}
+
+int main(int argc, char **argv)
+{
+    static const size_t sizes[N_SIZES] = {64 << 10, 256 << 10, 1 << 20};
+    opts_t o = {.rounds = 15,
+                .ws_mib = 256,
+                .batch_mib = 16,
+                .only = -1,
+                .verify = "lease",
+                .cache = "rows",
+                .tcalls = "on"};
+    size_case_t *sc = calloc(N_SIZES, sizeof(*sc));
+    bench_t b = {0};
+    tc_cluster_t *clp = &g_cl;
+    bench_redis_t *rdp = &g_rd;
+    bench_tp_peer_t *pp = &g_peer;
+    tp_config_t tcfg = {0};
+    srpc_channel_config_t cc = {.token = NULL};
+    srpc_channel_t *ch;
+    uint64_t ns = 0;
+    size_t ws;
+    char args[256];
+
+    if (argc < 2 || sc == NULL) {
+        fprintf(stderr, "usage: bench_dataplane STRATAD [--rounds N] [--ws-mib M] "
+                        "[--batch-mib B] [--only P] [--verify-reads lease|always] "
+                        "[--cache-locations rows|all] [--transport-calls on|off]\n");
+        return 2;
+    }
+    if (parse_args(&o, argc, argv) != 0) {
+        return 2;
+    }
+    ws = o.ws_mib << 20;
+    b.dst_len = o.batch_mib << 20;
+
+    /* The target first: it must fork before this process has a transport. */
+    tcfg.backend = TP_UCX;
+    if (bench_tp_spawn_target(&tcfg, ws, false, pp) != ST_OK) {
+        die("cannot spawn the bare target");
+    }
+    g_have_peer = 1;
+    /* Every size's objects stay in the daemon at once: 3 x ws plus slack. */
+    snprintf(args, sizeof(args), "--transport ucx --memory-limit %zuM --max-object 4M",
+             3 * o.ws_mib + 512);
+    if (tc_start(clp, argv[1], 1, args) != 0) {
+        die("cannot start stratad");
+    }
+    g_have_cl = 1;
+    if (bench_redis_start(rdp, 0) != 0) {
+        die("no Redis peer (install redis-server)");
+    }
+    g_have_rd = 1;
+    if ((b.rc = bench_redis_connect(rdp)) == NULL) {
+        die("cannot connect to redis-server");
+    }
+    setup_client(&b, &o, ws, sizes[0]);
+    setup_bare(&b, &tcfg, pp);
+
+    for (int s = 0; s < N_SIZES; s++) {
+        sc[s].bytes = sizes[s];
+        sc[s].layer = (uint16_t)s;
+        sc[s].n_obj = ws / sizes[s];
+        sc[s].per_batch = b.dst_len / sizes[s];
+        store(&b, &sc[s]);
+    }
+    if (srpc_channel_open(clp->node[0].addr, &cc, &ch) != ST_OK) {
+        die("cannot open a channel to the daemon");
+    }
+    bare_hello(&b, ch, &ns);
+    for (int s = 0; s < N_SIZES; s++) {
+        take_extents(&b, ch, ns, &sc[s]);
+    }
+
+    printf("bench_dataplane: one stratad (transport ucx) and one redis-server on loopback\n");
+    printf("working set %zu MiB per size (%zu MiB in the daemon), batches of %zu MiB into one "
+           "registered buffer, %zu rounds, UCX_TLS=%s, verify_reads=%s, cache_locations=%s, "
+           "transport_calls=%s\n",
+           o.ws_mib, 3 * o.ws_mib, o.batch_mib, o.rounds,
+           getenv("UCX_TLS") ? getenv("UCX_TLS") : "(default)", o.verify, o.cache, o.tcalls);
+    /* A warm-up round, then the measured ones; paths take turns. */
+    for (size_t r = 0; r <= o.rounds; r++) {
+        for (int s = 0; s < N_SIZES; s++) {
+            for (int q = 0; q < N_PATHS; q++) {
+                int path = (int)((q + r) % N_PATHS);
+                double g = o.only < 0 || o.only == path ? run_path(&b, &sc[s], path) : 0;
+
+                if (r > 0) {
+                    sc[s].gbps[path][r - 1] = g;
+                }
+            }
+        }
+    }
+    print_report(sc, o.rounds);
 
     srpc_channel_close(ch);
     st_client_close(b.c);
-    st_transport_destroy(b.tp);
+    tp_destroy(b.tp);
     redisFree(b.rc);
     stop_peers();
     for (int s = 0; s < N_SIZES; s++) {

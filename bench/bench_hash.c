@@ -55,17 +55,11 @@ int main(int argc, char **argv)
     bench_stats_t s_st, s_sha, s_rd;
     uint8_t shaout[32];
 
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--rounds") == 0) {
-            rounds = strtoul(argv[i + 1], NULL, 10);
-        } else if (strcmp(argv[i], "--tokens") == 0) {
-            n_tokens = strtoul(argv[i + 1], NULL, 10);
-        } else {
-            fprintf(stderr, "usage: bench_hash [--rounds N] [--tokens N]\n");
-            return 2;
-        }
-    }
-    if (argc % 2 == 0 || rounds == 0 || n_tokens < BT) {
+    const bench_opt_t opts[] = {{"--rounds", BENCH_OPT_SIZE, &rounds},
+                                {"--tokens", BENCH_OPT_SIZE, &n_tokens}};
+
+    if (bench_opt_pairs(argc, argv, 1, opts, sizeof(opts) / sizeof(opts[0])) != 0 ||
+        argc % 2 == 0 || rounds == 0 || n_tokens < BT) {
         fprintf(stderr, "usage: bench_hash [--rounds N] [--tokens N]\n");
         return 2;
     }

@@ -2,13 +2,13 @@
  * bench_metrics.c - the cost of the metrics hot path and of a scrape.
  *
  * Interleaved round by round, in one process:
- *   counter   st_counter_inc() on a cached child (one relaxed atomic add);
+ *   counter   mx_counter_inc() on a cached child (one relaxed atomic add);
  *   plain     a non-atomic increment of a volatile uint64 (the floor);
  *   mutex     a pthread mutex around the increment (the naive peer);
- *   histogram st_histogram_observe() with the 17 latency buckets;
+ *   histogram mx_histogram_observe() with the 17 latency buckets;
  *   shared    two threads incrementing the same counter (contended);
  *   private   two threads, each with its own label set (no sharing).
- * Then the scrape: st_metrics_write_text() of 8 families × 128 label sets.
+ * Then the scrape: mx_write_text() of 8 families × 128 label sets.
  * Prints ns per operation (median, p99, MAD) and the ratios.
  *
  * usage: bench_metrics [--rounds N] [--ops N]
@@ -20,14 +20,14 @@
 #include <string.h>
 
 #include "bench_util.h"
-#include "st_metrics.h"
+#include "metrics.h"
 
 static volatile uint64_t plain_counter;
 static uint64_t locked_counter;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 typedef struct {
-    st_counter_t *c;
+    mx_counter_t *c;
     size_t ops;
     pthread_barrier_t *start;
 } thread_arg_t;
@@ -37,13 +37,13 @@ static void *spin(void *p)
     thread_arg_t *a = p;
     pthread_barrier_wait(a->start);
     for (size_t i = 0; i < a->ops; i++) {
-        st_counter_inc(a->c);
+        mx_counter_inc(a->c);
     }
     return NULL;
 }
 
 /* ns per increment with two threads on counters a and b. */
-static double two_threads(st_counter_t *a, st_counter_t *b, size_t ops)
+static double two_threads(mx_counter_t *a, mx_counter_t *b, size_t ops)
 {
     pthread_barrier_t start;
     pthread_barrier_init(&start, NULL, 3);
@@ -76,42 +76,39 @@ static void die(const char *what)
 int main(int argc, char **argv)
 {
     size_t rounds = 21, ops = 1u << 22;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--rounds") == 0) {
-            rounds = strtoul(argv[i + 1], NULL, 10);
-        } else if (strcmp(argv[i], "--ops") == 0) {
-            ops = strtoul(argv[i + 1], NULL, 10);
-        } else {
-            fprintf(stderr, "bench_metrics: unknown option %s\n", argv[i]);
-            return 2;
-        }
+    const bench_opt_t opts[] = {{"--rounds", BENCH_OPT_SIZE, &rounds},
+                                {"--ops", BENCH_OPT_SIZE, &ops}};
+    int bad = bench_opt_pairs(argc, argv, 1, opts, sizeof(opts) / sizeof(opts[0]));
+
+    if (bad != 0) {
+        fprintf(stderr, "bench_metrics: unknown option %s\n", argv[bad]);
+        return 2;
     }
     if (rounds < 1 || ops < 1) {
         fprintf(stderr, "bench_metrics: --rounds and --ops must be at least 1\n");
         return 2;
     }
-    st_metrics_t *m;
-    st_metric_family_t *fc, *fh;
-    st_counter_t *c, *c2;
-    st_histogram_t *hist;
-    if (st_metrics_create(&m) != ST_OK) {
-        die("st_metrics_create");
+    mx_metrics_t *m;
+    mx_metric_family_t *fc, *fh;
+    mx_counter_t *c, *c2;
+    mx_histogram_t *hist;
+    if (mx_create(&m) != ST_OK) {
+        die("mx_create");
     }
-    st_metric_desc_t dc = {.name = "bench_ops_total",
+    mx_metric_desc_t dc = {.name = "bench_ops_total",
                            .help = "ops",
-                           .type = ST_METRIC_COUNTER,
-                           .label_names = ST_LABELS("t"),
+                           .type = MX_METRIC_COUNTER,
+                           .label_names = MX_LABELS("t"),
                            .n_labels = 1};
-    st_metric_desc_t dh = {.name = "bench_seconds",
+    mx_metric_desc_t dh = {.name = "bench_seconds",
                            .help = "latency",
-                           .type = ST_METRIC_HISTOGRAM,
-                           .buckets = st_metrics_latency_buckets,
-                           .n_buckets = st_metrics_latency_buckets_n,
+                           .type = MX_METRIC_HISTOGRAM,
+                           .buckets = mx_latency_buckets,
+                           .n_buckets = mx_latency_buckets_n,
                            .scale = 1e-9};
-    if (st_metrics_register(m, &dc, &fc) != ST_OK || st_metrics_register(m, &dh, &fh) != ST_OK ||
-        st_metrics_counter(fc, ST_LABELS("a"), &c) != ST_OK ||
-        st_metrics_counter(fc, ST_LABELS("b"), &c2) != ST_OK ||
-        st_metrics_histogram(fh, NULL, &hist) != ST_OK) {
+    if (mx_register(m, &dc, &fc) != ST_OK || mx_register(m, &dh, &fh) != ST_OK ||
+        mx_counter(fc, MX_LABELS("a"), &c) != ST_OK ||
+        mx_counter(fc, MX_LABELS("b"), &c2) != ST_OK || mx_histogram(fh, NULL, &hist) != ST_OK) {
         die("registration");
     }
 
@@ -125,7 +122,7 @@ int main(int argc, char **argv)
     for (size_t r = 0; r < rounds; r++) {
         uint64_t t0 = bench_now_ns();
         for (size_t i = 0; i < ops; i++) {
-            st_counter_inc(c);
+            mx_counter_inc(c);
         }
         uint64_t t1 = bench_now_ns();
         for (size_t i = 0; i < ops; i++) {
@@ -139,7 +136,7 @@ int main(int argc, char **argv)
         }
         uint64_t t3 = bench_now_ns();
         for (size_t i = 0; i < ops; i++) {
-            st_histogram_observe(hist, (i * 2654435761u) % 200000000u); /* up to 200 ms */
+            mx_histogram_observe(hist, (i * 2654435761u) % 200000000u); /* up to 200 ms */
         }
         uint64_t t4 = bench_now_ns();
         t[0][r] = (double)(t1 - t0) / (double)ops;
@@ -163,35 +160,35 @@ int main(int argc, char **argv)
     for (int f = 0; f < 8; f++) {
         char name[64];
         snprintf(name, sizeof(name), "bench_family_%d_total", f);
-        st_metric_desc_t d = {.name = name,
+        mx_metric_desc_t d = {.name = name,
                               .help = "A family.",
-                              .type = ST_METRIC_COUNTER,
-                              .label_names = ST_LABELS("namespace", "kind"),
+                              .type = MX_METRIC_COUNTER,
+                              .label_names = MX_LABELS("namespace", "kind"),
                               .n_labels = 2};
-        st_metric_family_t *fam;
-        if (st_metrics_register(m, &d, &fam) != ST_OK) {
+        mx_metric_family_t *fam;
+        if (mx_register(m, &d, &fam) != ST_OK) {
             die("register");
         }
         for (int i = 0; i < 128; i++) {
             char ns[32];
-            st_counter_t *x;
+            mx_counter_t *x;
             snprintf(ns, sizeof(ns), "tenant-%03d", i / 2);
-            if (st_metrics_counter(fam, ST_LABELS(ns, i % 2 ? "kv" : "vis"), &x) != ST_OK) {
+            if (mx_counter(fam, MX_LABELS(ns, i % 2 ? "kv" : "vis"), &x) != ST_OK) {
                 die("child");
             }
-            st_counter_add(x, (uint64_t)i * 1000003u);
+            mx_counter_add(x, (uint64_t)i * 1000003u);
         }
     }
     size_t bytes = 0;
     for (size_t r = 0; r < rounds; r++) {
-        st_mbuf_t b = {0};
+        mx_mbuf_t b = {0};
         uint64_t t0 = bench_now_ns();
-        if (st_metrics_write_text(m, &b) != ST_OK) {
-            die("st_metrics_write_text");
+        if (mx_write_text(m, &b) != ST_OK) {
+            die("mx_write_text");
         }
         t[0][r] = (double)(bench_now_ns() - t0) / 1000.0;
         bytes = b.len;
-        st_mbuf_free(&b);
+        mx_mbuf_free(&b);
     }
     bench_stats(t[0], rounds, &s[0]);
     printf("scrape     median %7.1f us  p99 %7.1f us  for %zu bytes (1024 label sets + "
@@ -200,6 +197,6 @@ int main(int argc, char **argv)
     for (int k = 0; k < 6; k++) {
         free(t[k]);
     }
-    st_metrics_destroy(m);
+    mx_destroy(m);
     return 0;
 }

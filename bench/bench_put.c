@@ -46,17 +46,14 @@ int main(int argc, char **argv)
         return 2;
     }
     stratad = argv[1];
-    for (int i = 2; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--transport") == 0) {
-            spec = argv[i + 1];
-        } else if (strcmp(argv[i], "--rounds") == 0) {
-            rounds = strtoul(argv[i + 1], NULL, 10);
-        } else if (strcmp(argv[i], "--batch-mib") == 0) {
-            batch_mib = strtoul(argv[i + 1], NULL, 10);
-        } else {
-            fprintf(stderr, "bench_put: unknown option %s\n", argv[i]);
-            return 2;
-        }
+    const bench_opt_t opts[] = {{"--transport", BENCH_OPT_STR, &spec},
+                                {"--rounds", BENCH_OPT_SIZE, &rounds},
+                                {"--batch-mib", BENCH_OPT_SIZE, &batch_mib}};
+    int bad = bench_opt_pairs(argc, argv, 2, opts, sizeof(opts) / sizeof(opts[0]));
+
+    if (bad != 0) {
+        fprintf(stderr, "bench_put: unknown option %s\n", argv[bad]);
+        return 2;
     }
     if (rounds == 0 || batch_mib == 0) {
         fprintf(stderr, "bench_put: --rounds and --batch-mib must be positive\n");

@@ -29,7 +29,7 @@
 
 #include "bench_util.h"
 #include "srpc.h"
-#include "st_log.h"
+#include "log.h"
 #include "strata.pb-c.h"
 
 static const srpc_method_t echo_method = {"/strata.bench.Bench/Echo",
@@ -342,7 +342,7 @@ int main(int argc, char **argv)
         return 2;
     }
     /* BENCH_RPC_LOG=debug shows gRPC's own lines (with GRPC_TRACE=...). */
-    st_log_set_level(getenv("BENCH_RPC_LOG") ? ST_LOG_DEBUG : ST_LOG_WARN);
+    lg_set_level(getenv("BENCH_RPC_LOG") ? LG_DEBUG : LG_WARN);
     printf("control plane: %s\n", g_cert ? "TLS (--tls)" : "plaintext");
     for (int i = 0; i < 3; i++) {
         srv[i] = start((unsigned)server_threads);

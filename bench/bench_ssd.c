@@ -3,7 +3,7 @@
  *
  * 1. Restart: an environment with --blocks blocks indexed (one KV object per
  *    block, a KDA checkpoint every 16 blocks) is created once; then
- *    open + recovery iteration (st_ssd_iterate over every object) is timed
+ *    open + recovery iteration (ssd_iterate over every object) is timed
  *    --opens times, warm (file in the page cache) and cold (the file's pages
  *    dropped with posix_fadvise first).
  * 2. Throughput: --total-mb of 42 KB KV values are spilled (queued, batched,
@@ -15,7 +15,7 @@
  *    writes comes second can run at half speed. Reported as GB/s and as the
  *    ratio tier / plain file, median and MAD over --rounds rounds, and for
  *    spill also order-balanced over pairs of rounds (bench_balanced).
- * 3. Durable puts: --durable 4 KB SESSION puts with ST_SSD_DURABLE from 1 and
+ * 3. Durable puts: --durable 4 KB SESSION puts with SSD_DURABLE from 1 and
  *    from 8 threads (group commit), against pwrite + fdatasync per record on
  *    a plain file: puts per second, p50 and p99 latency.
  *
@@ -35,14 +35,14 @@
 #include <xxhash.h>
 
 #include "bench_util.h"
-#include "st_log.h"
-#include "st_ssd.h"
+#include "log.h"
+#include "ssd.h"
 
 #define VALUE_BYTES 43008 /* one 64-token block of one DSA layer: 42 KB */
 #define SMALL_BYTES 128
 
 static uint64_t batch_mb = 64;
-static st_ssd_sync_t sync_mode = ST_SSD_SYNC_DURABLE;
+static ssd_sync_t sync_mode = SSD_SYNC_DURABLE;
 
 static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
@@ -86,9 +86,9 @@ static void drop_env_cache(const char *dir)
     drop_cache(path);
 }
 
-static st_ssd_key_t bkey(uint64_t ns, uint64_t n, unsigned kind, uint16_t layer)
+static ssd_key_t bkey(uint64_t ns, uint64_t n, unsigned kind, uint16_t layer)
 {
-    st_ssd_key_t k;
+    ssd_key_t k;
     uint64_t h1 = XXH3_64bits(&n, sizeof(n)), h2 = XXH3_64bits_withSeed(&n, sizeof(n), ns);
 
     memset(&k, 0, sizeof(k));
@@ -100,10 +100,10 @@ static st_ssd_key_t bkey(uint64_t ns, uint64_t n, unsigned kind, uint16_t layer)
     return k;
 }
 
-static st_ssd_t *open_env(const char *dir, uint64_t map_size, uint64_t budget)
+static ssd_t *open_env(const char *dir, uint64_t map_size, uint64_t budget)
 {
-    st_ssd_params_t p = {0};
-    st_ssd_t *ssd = NULL;
+    ssd_params_t p = {0};
+    ssd_t *ssd = NULL;
     st_status_t status;
 
     p.dir = dir;
@@ -112,7 +112,7 @@ static st_ssd_t *open_env(const char *dir, uint64_t map_size, uint64_t budget)
     p.batch_bytes = batch_mb << 20;
     p.sync = sync_mode;
     p.queue_bytes = 2 * p.batch_bytes;
-    status = st_ssd_open(&p, &ssd);
+    status = ssd_open(&p, &ssd);
     if (status != ST_OK) {
         die("open", status);
     }
@@ -125,7 +125,7 @@ typedef struct recov {
     uint64_t bytes;
 } recov_t;
 
-static int recov_cb(void *arg, const st_ssd_key_t *key, const st_ssd_meta_t *meta)
+static int recov_cb(void *arg, const ssd_key_t *key, const ssd_meta_t *meta)
 {
     recov_t *r = arg;
 
@@ -149,12 +149,12 @@ static void bench_restart(const char *top, uint64_t blocks, int opens)
 {
     char dir[1024];
     uint8_t payload[SMALL_BYTES];
-    st_ssd_t *ssd;
+    ssd_t *ssd;
     double *warm = calloc((size_t)opens, sizeof(double));
     double *cold = calloc((size_t)opens, sizeof(double));
     double *openonly = calloc((size_t)opens, sizeof(double));
     uint64_t t0, expect = blocks + (blocks + 15) / 16;
-    st_ssd_stats_t st;
+    ssd_stats_t st;
     st_status_t status;
 
     if (snprintf(dir, sizeof(dir), "%s/restart", top) >= (int)sizeof(dir)) {
@@ -166,31 +166,31 @@ static void bench_restart(const char *top, uint64_t blocks, int opens)
     ssd = open_env(dir, 8ull << 30, 4ull << 30);
     t0 = bench_now_ns();
     for (uint64_t i = 0; i < blocks; i++) {
-        st_ssd_key_t k = bkey(1 + i / 65536, i, ST_SSD_KV, 0);
+        ssd_key_t k = bkey(1 + i / 65536, i, SSD_KV, 0);
 
         memset(payload, (int)(i & 0xff), sizeof(payload));
         memcpy(payload, &i, sizeof(i));
-        status = st_ssd_spill(ssd, &k, payload, sizeof(payload), 0, NULL, NULL);
+        status = ssd_spill(ssd, &k, payload, sizeof(payload), 0, NULL, NULL);
         if (status != ST_OK) {
             die("spill", status);
         }
         if (i % 16 == 0) {
-            k.kind = ST_SSD_KDA;
-            status = st_ssd_put(ssd, &k, payload, sizeof(payload), 0, NULL, NULL);
+            k.kind = SSD_KDA;
+            status = ssd_put(ssd, &k, payload, sizeof(payload), 0, NULL, NULL);
             if (status != ST_OK) {
                 die("put", status);
             }
         }
     }
-    status = st_ssd_flush(ssd, 1);
+    status = ssd_flush(ssd, 1);
     if (status != ST_OK) {
         die("flush", status);
     }
-    st_ssd_stats(ssd, &st);
+    ssd_stats(ssd, &st);
     printf("restart: %llu blocks, %llu objects, data file %.1f MB, built in %.1f s\n",
            (unsigned long long)blocks, (unsigned long long)expect, (double)st.map_used / 1e6,
            (double)(bench_now_ns() - t0) / 1e9);
-    st_ssd_close(ssd);
+    ssd_close(ssd);
 
     for (int cold_run = 0; cold_run < 2; cold_run++) {
         for (int r = 0; r < opens; r++) {
@@ -203,7 +203,7 @@ static void bench_restart(const char *top, uint64_t blocks, int opens)
             t0 = bench_now_ns();
             ssd = open_env(dir, 8ull << 30, 4ull << 30);
             t1 = bench_now_ns();
-            status = st_ssd_iterate(ssd, recov_cb, &rc, NULL);
+            status = ssd_iterate(ssd, recov_cb, &rc, NULL);
             if (status != ST_OK) {
                 die("iterate", status);
             }
@@ -216,14 +216,14 @@ static void bench_restart(const char *top, uint64_t blocks, int opens)
                         (unsigned long long)rc.n, (unsigned long long)expect);
                 exit(1);
             }
-            st_ssd_close(ssd);
+            ssd_close(ssd);
         }
     }
     printf("restart (open + recovery iteration of %llu objects), %d opens each:\n",
            (unsigned long long)expect, opens);
     print_stats("warm page cache", warm, (size_t)opens, "s");
     print_stats("cold (data.mdb dropped from cache)", cold, (size_t)opens, "s");
-    print_stats("st_ssd_open alone (warm)", openonly, (size_t)opens, "us");
+    print_stats("ssd_open alone (warm)", openonly, (size_t)opens, "us");
     rm_tree(dir);
     free(warm);
     free(cold);
@@ -232,7 +232,7 @@ static void bench_restart(const char *top, uint64_t blocks, int opens)
 
 static uint64_t spills_done, spills_failed;
 
-static void count_done(void *arg, const st_ssd_key_t *key, st_status_t status)
+static void count_done(void *arg, const ssd_key_t *key, st_status_t status)
 {
     if (status == ST_OK) {
         spills_done++;
@@ -245,7 +245,7 @@ typedef struct rbuf {
     uint8_t *buf;
 } rbuf_t;
 
-static void *rbuf_alloc(void *arg, size_t length, const st_ssd_meta_t *meta)
+static void *rbuf_alloc(void *arg, size_t length, const ssd_meta_t *meta)
 {
     return length <= VALUE_BYTES ? ((rbuf_t *)arg)->buf : NULL;
 }
@@ -277,21 +277,21 @@ static double plain_write(const char *path, uint64_t n, const uint8_t *src, doub
 /* The tier: spill everything, then a durable flush. GB/s. */
 static double tier_spill(const char *dir, uint64_t n, const uint8_t *src, double gb, int round)
 {
-    st_ssd_t *ssd = open_env(dir, 16ull << 30, 12ull << 30);
+    ssd_t *ssd = open_env(dir, 16ull << 30, 12ull << 30);
     uint64_t t0 = bench_now_ns();
     st_status_t status;
     double rate;
 
     for (uint64_t i = 0; i < n; i++) {
-        st_ssd_key_t k = bkey(9, i, ST_SSD_KV, (uint16_t)(i % 24));
+        ssd_key_t k = bkey(9, i, SSD_KV, (uint16_t)(i % 24));
 
         /* As the daemon spills: not copied, the buffer stays valid until done. */
-        status = st_ssd_spill(ssd, &k, src + (i % 64) * 4096, VALUE_BYTES, 0, count_done, NULL);
+        status = ssd_spill(ssd, &k, src + (i % 64) * 4096, VALUE_BYTES, 0, count_done, NULL);
         if (status != ST_OK) {
             die("spill", status);
         }
     }
-    status = st_ssd_flush(ssd, 1);
+    status = ssd_flush(ssd, 1);
     if (status != ST_OK) {
         die("flush", status);
     }
@@ -304,13 +304,13 @@ static double tier_spill(const char *dir, uint64_t n, const uint8_t *src, double
     }
     spills_done = 0;
     {
-        st_ssd_stats_t st;
+        ssd_stats_t st;
 
-        st_ssd_stats(ssd, &st);
+        ssd_stats(ssd, &st);
         printf("  round %d: spill committed %llu values in %llu write transactions\n", round,
                (unsigned long long)st.spills, (unsigned long long)st.txns);
     }
-    st_ssd_close(ssd);
+    ssd_close(ssd);
     return rate;
 }
 
@@ -322,7 +322,7 @@ static void bench_round(const char *top, uint64_t n, const uint8_t *src, int rou
     double gb = (double)n * VALUE_BYTES / 1e9;
     uint8_t *buf = malloc(VALUE_BYTES);
     rbuf_t rb = {buf};
-    st_ssd_t *ssd;
+    ssd_t *ssd;
     uint64_t t0;
     int fd;
     st_status_t status;
@@ -370,17 +370,17 @@ static void bench_round(const char *top, uint64_t n, const uint8_t *src, int rou
         ssd = open_env(dir, 16ull << 30, 12ull << 30);
         t0 = bench_now_ns();
         for (uint64_t i = 0; i < n; i++) {
-            st_ssd_key_t k = bkey(9, i, ST_SSD_KV, (uint16_t)(i % 24));
+            ssd_key_t k = bkey(9, i, SSD_KV, (uint16_t)(i % 24));
 
-            status = cold ? st_ssd_promote(ssd, &k, rbuf_alloc, &rb, NULL)
-                          : st_ssd_get(ssd, &k, rbuf_alloc, &rb, NULL);
+            status = cold ? ssd_promote(ssd, &k, rbuf_alloc, &rb, NULL)
+                          : ssd_get(ssd, &k, rbuf_alloc, &rb, NULL);
             if (status != ST_OK) {
                 die("promote", status);
             }
         }
-        st_ssd_flush(ssd, 0);
+        ssd_flush(ssd, 0);
         *(cold ? prom_cold : prom_warm) = gb / ((double)(bench_now_ns() - t0) / 1e9);
-        st_ssd_close(ssd);
+        ssd_close(ssd);
     }
     unlink(path);
     rm_tree(dir);
@@ -454,7 +454,7 @@ static void bench_throughput(const char *top, uint64_t total_mb, int rounds)
 #define DUR_BYTES 4096
 
 typedef struct dur_arg {
-    st_ssd_t *ssd; /* NULL: the plain-file baseline on fd */
+    ssd_t *ssd; /* NULL: the plain-file baseline on fd */
     int fd;
     int id;
     int n;
@@ -472,9 +472,8 @@ static void *dur_thread(void *p)
 
         memcpy(buf, &i, sizeof(i));
         if (a->ssd != NULL) {
-            st_ssd_key_t k = bkey(30 + (uint64_t)a->id, (uint64_t)i, ST_SSD_SESSION, 0);
-            st_status_t status =
-                st_ssd_put(a->ssd, &k, buf, sizeof(buf), ST_SSD_DURABLE, NULL, NULL);
+            ssd_key_t k = bkey(30 + (uint64_t)a->id, (uint64_t)i, SSD_SESSION, 0);
+            st_status_t status = ssd_put(a->ssd, &k, buf, sizeof(buf), SSD_DURABLE, NULL, NULL);
 
             if (status != ST_OK) {
                 die("durable put", status);
@@ -494,7 +493,7 @@ static void *dur_thread(void *p)
 }
 
 /* Runs threads x n durable writes; returns writes per second, fills *p50 and *p99. */
-static double dur_run(st_ssd_t *ssd, int fd, int threads, int n, double *p50, double *p99)
+static double dur_run(ssd_t *ssd, int fd, int threads, int n, double *p50, double *p99)
 {
     pthread_t th[16];
     dur_arg_t args[16];
@@ -534,7 +533,7 @@ static void bench_durable(const char *top, int n)
     for (int c = 0; c < 2; c++) {
         int threads = thread_counts[c], per = n / threads;
         double tier, plain, t50, t99, f50, f99;
-        st_ssd_t *ssd = open_env(dir, 1ull << 30, 1ull << 29);
+        ssd_t *ssd = open_env(dir, 1ull << 30, 1ull << 29);
         int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0600);
 
         if (fd < 0) {
@@ -545,7 +544,7 @@ static void bench_durable(const char *top, int n)
         tier = dur_run(ssd, -1, threads, per, &t50, &t99);
         close(fd);
         unlink(path);
-        st_ssd_close(ssd);
+        ssd_close(ssd);
         rm_tree(dir);
         printf("  %d thread(s): tier %7.0f puts/s (p50 %6.0f us, p99 %6.0f us); plain %7.0f "
                "writes/s (p50 %6.0f us, p99 %6.0f us); ratio %.2f\n",
@@ -557,44 +556,35 @@ int main(int argc, char **argv)
 {
     const char *base = "/tmp";
     uint64_t blocks = 1000000, total_mb = 2048;
-    int opens = 5, rounds = 3, skip_restart = 0, skip_tp = 0, durable = 800;
+    int opens = 5, rounds = 3, skip_restart = 0, skip_tp = 0, durable = 800, sync_none = 0;
     char top[1024];
+    const bench_opt_t opts[] = {{"--dir", BENCH_OPT_STR, &base},
+                                {"--blocks", BENCH_OPT_U64, &blocks},
+                                {"--opens", BENCH_OPT_INT, &opens},
+                                {"--total-mb", BENCH_OPT_U64, &total_mb},
+                                {"--rounds", BENCH_OPT_INT, &rounds},
+                                {"--batch-mb", BENCH_OPT_U64, &batch_mb},
+                                {"--sync-none", BENCH_OPT_FLAG, &sync_none},
+                                {"--durable", BENCH_OPT_INT, &durable},
+                                {"--skip-restart", BENCH_OPT_FLAG, &skip_restart},
+                                {"--skip-throughput", BENCH_OPT_FLAG, &skip_tp}};
 
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
-            base = argv[++i];
-        } else if (strcmp(argv[i], "--blocks") == 0 && i + 1 < argc) {
-            blocks = strtoull(argv[++i], NULL, 10);
-        } else if (strcmp(argv[i], "--opens") == 0 && i + 1 < argc) {
-            opens = atoi(argv[++i]);
-        } else if (strcmp(argv[i], "--total-mb") == 0 && i + 1 < argc) {
-            total_mb = strtoull(argv[++i], NULL, 10);
-        } else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
-            rounds = atoi(argv[++i]);
-        } else if (strcmp(argv[i], "--batch-mb") == 0 && i + 1 < argc) {
-            batch_mb = strtoull(argv[++i], NULL, 10);
-        } else if (strcmp(argv[i], "--sync-none") == 0) {
-            sync_mode = ST_SSD_SYNC_NONE;
-        } else if (strcmp(argv[i], "--durable") == 0 && i + 1 < argc) {
-            durable = atoi(argv[++i]);
-        } else if (strcmp(argv[i], "--skip-restart") == 0) {
-            skip_restart = 1;
-        } else if (strcmp(argv[i], "--skip-throughput") == 0) {
-            skip_tp = 1;
-        } else {
-            fprintf(stderr,
-                    "usage: %s [--dir DIR] [--blocks N] [--opens N] [--total-mb N] "
-                    "[--rounds N] [--batch-mb N] [--sync-none] [--durable N (0: skip)] "
-                    "[--skip-restart] [--skip-throughput]\n",
-                    argv[0]);
-            return 2;
-        }
+    if (bench_opts(argc, argv, 1, opts, sizeof(opts) / sizeof(opts[0])) != 0) {
+        fprintf(stderr,
+                "usage: %s [--dir DIR] [--blocks N] [--opens N] [--total-mb N] "
+                "[--rounds N] [--batch-mb N] [--sync-none] [--durable N (0: skip)] "
+                "[--skip-restart] [--skip-throughput]\n",
+                argv[0]);
+        return 2;
+    }
+    if (sync_none) {
+        sync_mode = SSD_SYNC_NONE;
     }
     if (opens < 1 || rounds < 1 || blocks < 1 || total_mb < 1) {
         fprintf(stderr, "bench_ssd: counts must be at least 1\n");
         return 2;
     }
-    st_log_set_level(ST_LOG_WARN);
+    lg_set_level(LG_WARN);
     if (snprintf(top, sizeof(top), "%s/st_bench_ssd_XXXXXX", base) >= (int)sizeof(top)) {
         fprintf(stderr, "bench_ssd: path too long\n");
         exit(2);

@@ -51,9 +51,10 @@
 
 #include "bench_util.h"
 #include "daemon.h"
-#include "st_log.h"
-#include "st_ssd.h"
+#include "log.h"
+#include "ssd.h"
 #include "tier.h"
+#include "mkhash.h"
 
 #define VALUE_BYTES 43008
 
@@ -106,16 +107,6 @@ static void warm_cache(const char *dir)
     }
 }
 
-static st_hash_t bhash(uint64_t stream, uint64_t i)
-{
-    st_hash_t h;
-    XXH128_hash_t x = XXH3_128bits_withSeed(&i, sizeof(i), stream);
-
-    memcpy(h.b, &x.low64, 8);
-    memcpy(h.b + 8, &x.high64, 8);
-    return h;
-}
-
 static void start(cd_daemon_t *d, const char *dir, const char *mem)
 {
     cd_config_t cfg;
@@ -142,13 +133,13 @@ static void start(cd_daemon_t *d, const char *dir, const char *mem)
     st_status_t st;
 
     memset(&cfg, 0, sizeof(cfg));
-    if (st_config_defaults(&cd_config_table, &cfg) != ST_OK ||
-        st_config_parse_args(&cd_config_table, &cfg, 17, (char **)argv, &npos, &help, err,
-                             sizeof(err)) != ST_OK) {
+    if (cfg_defaults(&cd_config_table, &cfg) != ST_OK ||
+        cfg_parse_args(&cd_config_table, &cfg, 17, (char **)argv, &npos, &help, err, sizeof(err)) !=
+            ST_OK) {
         fprintf(stderr, "bench_tier: config: %s\n", err);
         exit(1);
     }
-    st_log_set_level(ST_LOG_WARN);
+    lg_set_level(LG_WARN);
     st = cd_daemon_start(d, &cfg);
     if (st != ST_OK) {
         die("daemon start", st);
@@ -182,8 +173,8 @@ static void bench_restart(const char *top, uint64_t blocks, int opens)
 {
     char dir[1100];
     uint8_t payload[128];
-    st_ssd_params_t p = {0};
-    st_ssd_t *ssd = NULL;
+    ssd_params_t p = {0};
+    ssd_t *ssd = NULL;
     double *tot[2], *rec[2];
     uint64_t t0;
     st_status_t st;
@@ -191,33 +182,33 @@ static void bench_restart(const char *top, uint64_t blocks, int opens)
     snprintf(dir, sizeof(dir), "%s/restart", top);
     p.dir = dir;
     p.map_size = 16ull << 30;
-    p.sync = ST_SSD_SYNC_NONE;
-    if ((st = st_ssd_open(&p, &ssd)) != ST_OK) {
+    p.sync = SSD_SYNC_NONE;
+    if ((st = ssd_open(&p, &ssd)) != ST_OK) {
         die("open", st);
     }
     t0 = bench_now_ns();
     for (uint64_t i = 0; i < blocks; i++) {
-        st_ssd_key_t k;
+        ssd_key_t k;
 
         memset(&k, 0, sizeof(k));
         k.ns = 42;
-        k.id = bhash(1, i);
-        k.kind = ST_SSD_KV;
+        k.id = mh_hash(1, i);
+        k.kind = SSD_KV;
         memset(payload, (int)(i & 0xff), sizeof(payload));
-        if ((st = st_ssd_spill(ssd, &k, payload, sizeof(payload), 0, NULL, NULL)) != ST_OK) {
+        if ((st = ssd_spill(ssd, &k, payload, sizeof(payload), 0, NULL, NULL)) != ST_OK) {
             die("spill", st);
         }
         if (i % 16 == 0) {
-            k.kind = ST_SSD_KDA;
-            if ((st = st_ssd_put(ssd, &k, payload, sizeof(payload), 0, NULL, NULL)) != ST_OK) {
+            k.kind = SSD_KDA;
+            if ((st = ssd_put(ssd, &k, payload, sizeof(payload), 0, NULL, NULL)) != ST_OK) {
                 die("put", st);
             }
         }
     }
-    if ((st = st_ssd_flush(ssd, 1)) != ST_OK) {
+    if ((st = ssd_flush(ssd, 1)) != ST_OK) {
         die("flush", st);
     }
-    st_ssd_close(ssd);
+    ssd_close(ssd);
     printf("restart: %llu blocks (%llu objects) on SSD, written in %.1f s\n",
            (unsigned long long)blocks, (unsigned long long)(blocks + (blocks + 15) / 16),
            (double)(bench_now_ns() - t0) / 1e9);
@@ -274,7 +265,7 @@ static void tier_half(const char *top, int r, uint64_t n, uint8_t *src, const ch
     st_hash_t *h = malloc(sizeof(st_hash_t) * n);
     uint64_t t0, t_spill0 = 0;
     cd_tier_counters_t put_tc, tc;
-    st_ssd_stats_t ss;
+    ssd_stats_t ss;
     char dir[1100];
 
     if (h == NULL) {
@@ -290,7 +281,7 @@ static void tier_half(const char *top, int r, uint64_t n, uint8_t *src, const ch
     for (uint64_t i = 0; i < n; i++) {
         cd_key_t k;
 
-        h[i] = bhash(7 + (uint64_t)r, i);
+        h[i] = mh_hash(7 + (uint64_t)r, i);
         k.hash = h[i];
         k.kind = CD_KIND_KV;
         k.layer = 0;
@@ -325,7 +316,7 @@ static void tier_half(const char *top, int r, uint64_t n, uint8_t *src, const ch
     /* Promote back the first quarter (what is on SSD), as lookups would. */
     t0 = bench_now_ns();
     for (uint64_t i = 0; i < n / 4; i++) {
-        o->got += (uint64_t)cd_tier_promote(d.tier, e, &h[i]);
+        o->got += (uint64_t)cd_tier_promote(d.tier, e->local_id, &h[i]);
     }
     o->warm = (double)(o->got * VALUE_BYTES) / (double)(bench_now_ns() - t0);
     /* What the warm promote's evictions did: copied and queued (or dropped),
@@ -344,7 +335,7 @@ static void tier_half(const char *top, int r, uint64_t n, uint8_t *src, const ch
     drop_cache(dir);
     t0 = bench_now_ns();
     for (uint64_t i = n / 4; i < n / 2; i++) {
-        o->got_cold += (uint64_t)cd_tier_promote(d.tier, e, &h[i]);
+        o->got_cold += (uint64_t)cd_tier_promote(d.tier, e->local_id, &h[i]);
     }
     o->cold = (double)(o->got_cold * VALUE_BYTES) / (double)(bench_now_ns() - t0);
     /* Steady state, warm: the first quarter again (its tier copies were
@@ -354,7 +345,7 @@ static void tier_half(const char *top, int r, uint64_t n, uint8_t *src, const ch
     warm_cache(dir);
     t0 = bench_now_ns();
     for (uint64_t i = 0; i < n / 4; i++) {
-        o->got_again += (uint64_t)cd_tier_promote(d.tier, e, &h[i]);
+        o->got_again += (uint64_t)cd_tier_promote(d.tier, e->local_id, &h[i]);
     }
     o->steady = (double)(o->got_again * VALUE_BYTES) / (double)(bench_now_ns() - t0);
     stop(&d);
@@ -515,25 +506,15 @@ int main(int argc, char **argv)
     uint64_t blocks = 1000000, total_mb = 1024;
     int opens = 3, rounds = 4;
     char top[1024];
+    const bench_opt_t opts[] = {
+        {"--dir", BENCH_OPT_STR, &base},      {"--blocks", BENCH_OPT_U64, &blocks},
+        {"--opens", BENCH_OPT_INT, &opens},   {"--total-mb", BENCH_OPT_U64, &total_mb},
+        {"--rounds", BENCH_OPT_INT, &rounds}, {"--writeback", BENCH_OPT_STR, &g_writeback}};
 
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
-            base = argv[++i];
-        } else if (strcmp(argv[i], "--blocks") == 0 && i + 1 < argc) {
-            blocks = strtoull(argv[++i], NULL, 10);
-        } else if (strcmp(argv[i], "--opens") == 0 && i + 1 < argc) {
-            opens = atoi(argv[++i]);
-        } else if (strcmp(argv[i], "--total-mb") == 0 && i + 1 < argc) {
-            total_mb = strtoull(argv[++i], NULL, 10);
-        } else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
-            rounds = atoi(argv[++i]);
-        } else if (strcmp(argv[i], "--writeback") == 0 && i + 1 < argc) {
-            g_writeback = argv[++i];
-        } else {
-            fprintf(stderr, "usage: bench_tier [--dir DIR] [--blocks N] [--opens N] "
-                            "[--total-mb N] [--rounds N] [--writeback SIZE]\n");
-            return 2;
-        }
+    if (bench_opts(argc, argv, 1, opts, sizeof(opts) / sizeof(opts[0])) != 0) {
+        fprintf(stderr, "usage: bench_tier [--dir DIR] [--blocks N] [--opens N] "
+                        "[--total-mb N] [--rounds N] [--writeback SIZE]\n");
+        return 2;
     }
     snprintf(top, sizeof(top), "%s/bench_tier-XXXXXX", base);
     if (mkdtemp(top) == NULL) {

@@ -27,7 +27,7 @@
 #define MAX_SIZES 16
 
 typedef struct opts {
-    st_transport_config_t cfg;
+    tp_config_t cfg;
     size_t region_bytes;
     size_t round_bytes;
     unsigned inflight;
@@ -68,7 +68,7 @@ static int parse_opts(int argc, char **argv, opts_t *o)
                                              {"row-mb", required_argument, NULL, 'M'},
                                              {NULL, 0, NULL, 0}};
     memset(o, 0, sizeof(*o));
-    o->cfg.backend = ST_TRANSPORT_UCX;
+    o->cfg.backend = TP_UCX;
     o->region_bytes = (size_t)512 << 20;
     o->round_bytes = (size_t)1024 << 20;
     o->inflight = 16;
@@ -84,7 +84,7 @@ static int parse_opts(int argc, char **argv, opts_t *o)
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
         case 'b':
-            if (st_transport_parse_backend(optarg, &o->cfg.backend) != ST_OK) {
+            if (tp_parse_backend(optarg, &o->cfg.backend) != ST_OK) {
                 return -1;
             }
             break;
@@ -162,23 +162,22 @@ int main(int argc, char **argv)
 
     bench_tp_loop_t loop = {
         .local = local, .local_len = local_len, .remote_base = peer.base, .remote_len = peer.len};
-    if ((st = st_transport_create(&o.cfg, &loop.tp)) != ST_OK ||
-        (st = st_transport_mem_register(loop.tp, local, local_len, &loop.local_mem)) != ST_OK ||
-        (st = st_transport_connect(loop.tp, peer.addr, peer.addr_len, &loop.ep)) != ST_OK ||
-        (st = st_transport_rkey_unpack(loop.ep, peer.rkey, peer.rkey_len, &loop.rkey)) != ST_OK) {
+    if ((st = tp_create(&o.cfg, &loop.tp)) != ST_OK ||
+        (st = tp_mem_register(loop.tp, local, local_len, &loop.local_mem)) != ST_OK ||
+        (st = tp_connect(loop.tp, peer.addr, peer.addr_len, &loop.ep)) != ST_OK ||
+        (st = tp_rkey_unpack(loop.ep, peer.rkey, peer.rkey_len, &loop.rkey)) != ST_OK) {
         fprintf(stderr, "transport setup failed: %s\n", st_strerror(st));
         bench_tp_stop_target(&peer);
         return 1;
     }
 
-    const char *path = o.cfg.backend == ST_TRANSPORT_UCX
+    const char *path = o.cfg.backend == TP_UCX
                            ? (o.cfg.ucx_tls ? o.cfg.ucx_tls : "default TLS")
                            : (o.cfg.fabric_provider ? o.cfg.fabric_provider : "first provider");
     printf("transport limit: %s (%s), region %zu MB, %zu MB per round, %u in flight, "
            "%u rounds, target %s\n",
-           st_transport_backend_name(o.cfg.backend), path, o.region_bytes >> 20,
-           o.round_bytes >> 20, o.inflight, o.rounds,
-           o.target_busy ? "busy-polls" : "sleeps on its event fd");
+           tp_backend_name(o.cfg.backend), path, o.region_bytes >> 20, o.round_bytes >> 20,
+           o.inflight, o.rounds, o.target_busy ? "busy-polls" : "sleeps on its event fd");
     printf("%-8s | %-28s | %-28s | %s\n", "size", "memcpy GB/s median (MAD)",
            "get GB/s median (MAD) [min-max]", "get/memcpy");
 
@@ -252,7 +251,7 @@ int main(int argc, char **argv)
     }
     free(mc);
     free(tg);
-    st_transport_destroy(loop.tp);
+    tp_destroy(loop.tp);
     bench_tp_stop_target(&peer);
     munmap(local, local_len);
     munmap(src, o.region_bytes);

@@ -15,6 +15,7 @@
 
 #include "bench_transport_loop.h"
 #include "bench_util.h"
+#include "fd_io.h"
 
 typedef struct bench_tp_hello {
     uint32_t addr_len;
@@ -23,74 +24,39 @@ typedef struct bench_tp_hello {
     uint64_t len;
 } bench_tp_hello_t;
 
-static int bench_tp_write(int fd, const void *buf, size_t len)
-{
-    const uint8_t *p = buf;
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            return -1;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-static int bench_tp_read(int fd, void *buf, size_t len)
-{
-    uint8_t *p = buf;
-    while (len > 0) {
-        ssize_t n = read(fd, p, len);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            return -1;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 /* The target: register, announce, then progress until the socket closes. */
-static int bench_tp_target(const st_transport_config_t *cfg, size_t region_bytes, bool busy,
-                           int sock)
+static int bench_tp_target(const tp_config_t *cfg, size_t region_bytes, bool busy, int sock)
 {
-    st_transport_t *tp;
-    if (st_transport_create(cfg, &tp) != ST_OK) {
+    tp_transport_t *tp;
+    if (tp_create(cfg, &tp) != ST_OK) {
         return 2;
     }
     /* Allocated by the transport, as the daemon's arenas are. */
-    st_transport_mem_t *mem;
-    if (st_transport_mem_alloc(tp, region_bytes, &mem) != ST_OK) {
+    tp_mem_t *mem;
+    if (tp_mem_alloc(tp, region_bytes, &mem) != ST_OK) {
         return 4;
     }
-    uint8_t *region = st_transport_mem_addr(mem);
+    uint8_t *region = tp_mem_addr(mem);
     memset(region, 0x5a, region_bytes);
     const void *addr, *rkey;
     size_t addr_len, rkey_len;
-    st_transport_address(tp, &addr, &addr_len);
-    st_transport_mem_rkey(mem, &rkey, &rkey_len);
+    tp_address(tp, &addr, &addr_len);
+    tp_mem_rkey(mem, &rkey, &rkey_len);
     bench_tp_hello_t h = {(uint32_t)addr_len, (uint32_t)rkey_len, (uint64_t)(uintptr_t)region,
                           region_bytes};
-    if (bench_tp_write(sock, &h, sizeof(h)) || bench_tp_write(sock, addr, addr_len) ||
-        bench_tp_write(sock, rkey, rkey_len)) {
+    if (fio_write_full(sock, &h, sizeof(h)) || fio_write_full(sock, addr, addr_len) ||
+        fio_write_full(sock, rkey, rkey_len)) {
         return 5;
     }
     int efd = -1;
-    (void)st_transport_event_fd(tp, &efd);
+    (void)tp_event_fd(tp, &efd);
     for (;;) {
-        while (st_transport_progress(tp) > 0) {
+        while (tp_progress(tp) > 0) {
         }
         struct pollfd pfd[2] = {{.fd = sock, .events = POLLIN}, {.fd = efd, .events = POLLIN}};
         nfds_t nfds = 1;
         int timeout = 0;
-        if (efd >= 0 && st_transport_arm(tp) == ST_OK) {
+        if (efd >= 0 && tp_arm(tp) == ST_OK) {
             nfds = 2;
             timeout = busy ? 0 : 1; /* bounded: some providers need polling */
         }
@@ -98,11 +64,11 @@ static int bench_tp_target(const st_transport_config_t *cfg, size_t region_bytes
             break; /* the initiator closed the socket */
         }
     }
-    st_transport_destroy(tp);
+    tp_destroy(tp);
     return 0;
 }
 
-st_status_t bench_tp_spawn_target(const st_transport_config_t *cfg, size_t region_bytes, bool busy,
+st_status_t bench_tp_spawn_target(const tp_config_t *cfg, size_t region_bytes, bool busy,
                                   bench_tp_peer_t *peer)
 {
     int sv[2];
@@ -125,7 +91,7 @@ st_status_t bench_tp_spawn_target(const st_transport_config_t *cfg, size_t regio
     peer->pid = pid;
     peer->sock = sv[0];
     bench_tp_hello_t h;
-    if (bench_tp_read(peer->sock, &h, sizeof(h)) != 0) {
+    if (fio_read_full(peer->sock, &h, sizeof(h)) != 0) {
         bench_tp_stop_target(peer);
         return ST_ERR_IO;
     }
@@ -135,8 +101,8 @@ st_status_t bench_tp_spawn_target(const st_transport_config_t *cfg, size_t regio
         bench_tp_stop_target(peer);
         return ST_ERR_NOMEM;
     }
-    if (bench_tp_read(peer->sock, peer->addr, h.addr_len) ||
-        bench_tp_read(peer->sock, peer->rkey, h.rkey_len)) {
+    if (fio_read_full(peer->sock, peer->addr, h.addr_len) ||
+        fio_read_full(peer->sock, peer->rkey, h.rkey_len)) {
         bench_tp_stop_target(peer);
         return ST_ERR_IO;
     }
@@ -231,23 +197,22 @@ static st_status_t bench_tp_gets(const bench_tp_loop_t *loop, size_t op_bytes, u
         while (s.n_free > 0 && posted < total_bytes) {
             unsigned i = s.free_slots[--s.n_free];
             size_t off = bench_tp_offset(k++, op_bytes, span, seed);
-            st = st_transport_get(loop->ep, loop->local + (size_t)i * op_bytes, op_bytes,
-                                  loop->local_mem, loop->remote_base + off, loop->rkey,
-                                  bench_tp_on_get, &slots[i]);
+            st = tp_get(loop->ep, loop->local + (size_t)i * op_bytes, op_bytes, loop->local_mem,
+                        loop->remote_base + off, loop->rkey, bench_tp_on_get, &slots[i]);
             if (st != ST_OK) {
                 s.error = st;
                 break;
             }
             posted += op_bytes;
         }
-        int n = st_transport_progress(loop->tp);
+        int n = tp_progress(loop->tp);
         if (n < 0) {
             s.error = (st_status_t)n;
         }
     }
     *seconds_p = (double)(bench_now_ns() - t0) * 1e-9;
     /* Let what is still in flight land before the slots go away. */
-    while (st_transport_inflight(loop->tp) > 0 && st_transport_progress(loop->tp) >= 0) {
+    while (tp_inflight(loop->tp) > 0 && tp_progress(loop->tp) >= 0) {
     }
     free(slots);
     free(s.free_slots);

@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "st_transport.h"
+#include "transport.h"
 
 /* A peer as the control plane would describe it. */
 typedef struct bench_tp_peer {
@@ -32,13 +32,13 @@ typedef struct bench_tp_peer {
 /*
  * Forks a target process (call before creating any transport in this one):
  * it creates a transport from cfg, allocates region_bytes of registered
- * memory (st_transport_mem_alloc(), as the daemon's arenas), touches it, and
+ * memory (tp_mem_alloc(), as the daemon's arenas), touches it, and
  * progresses until bench_tp_stop_target(): busy, never sleeping, or like a
  * daemon's progress thread, sleeping on the event fd (at most 1 ms) when
  * there is one. Fills *peer. Returns ST_OK or the status of what failed
  * (the target's failure shows as ST_ERR_IO).
  */
-st_status_t bench_tp_spawn_target(const st_transport_config_t *cfg, size_t region_bytes, bool busy,
+st_status_t bench_tp_spawn_target(const tp_config_t *cfg, size_t region_bytes, bool busy,
                                   bench_tp_peer_t *peer);
 
 /* Stops the target and frees peer's buffers. */
@@ -46,10 +46,10 @@ void bench_tp_stop_target(bench_tp_peer_t *peer);
 
 /* The initiator's side of the loop. */
 typedef struct bench_tp_loop {
-    st_transport_t *tp;
-    st_transport_ep_t *ep;
-    st_transport_rkey_t *rkey;
-    st_transport_mem_t *local_mem;
+    tp_transport_t *tp;
+    tp_ep_t *ep;
+    tp_rkey_t *rkey;
+    tp_mem_t *local_mem;
     uint8_t *local; /* at least inflight x op_bytes, inside local_mem */
     size_t local_len;
     uint64_t remote_base;

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 uint64_t bench_now_ns(void)
@@ -60,4 +61,42 @@ size_t bench_balanced(const double *a, const double *b, size_t rounds, double *o
         out[k++] = sqrt(a[r] * a[r + 1] / (b[r] * b[r + 1]));
     }
     return k;
+}
+
+static const bench_opt_t *bench_opt_find(const char *name, const bench_opt_t *opts, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        if (strcmp(name, opts[k].name) == 0) {
+            return &opts[k];
+        }
+    }
+    return NULL;
+}
+
+int bench_opts(int argc, char **argv, int first, const bench_opt_t *opts, size_t n_opts)
+{
+    for (int i = first; i < argc; i++) {
+        const bench_opt_t *o = bench_opt_find(argv[i], opts, n_opts);
+
+        if (o == NULL || (o->kind != BENCH_OPT_FLAG && i + 1 == argc)) {
+            return i;
+        }
+        if (o->kind == BENCH_OPT_FLAG) {
+            *(int *)o->at = 1;
+        } else if (o->kind == BENCH_OPT_SIZE) {
+            *(size_t *)o->at = strtoul(argv[++i], NULL, 10);
+        } else if (o->kind == BENCH_OPT_U64) {
+            *(uint64_t *)o->at = strtoull(argv[++i], NULL, 10);
+        } else if (o->kind == BENCH_OPT_INT) {
+            *(int *)o->at = atoi(argv[++i]);
+        } else {
+            *(const char **)o->at = argv[++i];
+        }
+    }
+    return 0;
+}
+
+int bench_opt_pairs(int argc, char **argv, int first, const bench_opt_t *opts, size_t n_opts)
+{
+    return bench_opts(argc - (argc - first) % 2, argv, first, opts, n_opts);
 }

@@ -1,30 +1,42 @@
+# strata_engine_bench(<name>): <name>.c over libstrata-engine, starting its
+# own daemons (tests/support/cluster.c).
+function(strata_engine_bench name)
+  add_executable(${name} ${name}.c bench_util.c ${PROJECT_SOURCE_DIR}/tests/support/cluster.c)
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
+  target_link_libraries(${name} PRIVATE strata_engine m)
+  add_dependencies(${name} stratad)
+endfunction()
+
 # engine: time to first token computed in full against resumed from a stratad.
 # Run by hand: bench_engine $(build)/cached/stratad [TOKENS] [REPS].
 if(TARGET stratad)
-  add_executable(bench_engine bench_engine.c bench_util.c
-                 ${PROJECT_SOURCE_DIR}/tests/support/cluster.c)
-  target_include_directories(bench_engine PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
-  target_link_libraries(bench_engine PRIVATE strata_engine m)
-  add_dependencies(bench_engine stratad)
+  strata_engine_bench(bench_engine)
 endif()
 
 # engine at long context: TTFT with a cached history, overlap efficiency, decode
 # with 10% of the blocks local. Run by hand:
 # bench_engine_long $(build)/cached/stratad [HISTORY] [DECODE] [REPS] [TRANSPORT].
 if(TARGET stratad)
-  add_executable(bench_engine_long bench_engine_long.c bench_util.c
-                 ${PROJECT_SOURCE_DIR}/tests/support/cluster.c)
-  target_include_directories(bench_engine_long PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
-  target_link_libraries(bench_engine_long PRIVATE strata_engine m)
-  add_dependencies(bench_engine_long stratad)
+  strata_engine_bench(bench_engine_long)
 endif()
 
 # the engine's CUDA path against its CPU path at long context (where CUDA is built).
 # Run by hand on a GPU: bench_engine_gpu $(build)/cached/stratad [HISTORY] [DECODE] [REPS] [TOPK].
 if(TARGET stratad AND TARGET strata_engine_cuda)
-  add_executable(bench_engine_gpu bench_engine_gpu.c bench_util.c
-                 ${PROJECT_SOURCE_DIR}/tests/support/cluster.c)
-  target_include_directories(bench_engine_gpu PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
-  target_link_libraries(bench_engine_gpu PRIVATE strata_engine m)
-  add_dependencies(bench_engine_gpu stratad)
+  strata_engine_bench(bench_engine_gpu)
+endif()
+
+# the engine's near-data scoring (issue #20) at long context over four stratad:
+# local scoring against remote_scoring, bytes, decode time, memory, break-even.
+# Run by hand: bench_engine_score $(build)/cached/stratad [HISTORY] [DECODE] [REPS] [POOL] [TRANSPORT].
+if(TARGET stratad)
+  strata_engine_bench(bench_engine_score)
+endif()
+
+# engine images: a multi-turn, multi-session workload whose images recur, with
+# and without the VIS cache in the same run (docs/performance.md, "Images").
+# Run by hand: bench_engine_vis $(build)/cached/stratad [--sessions N] [--turns N] ...
+if(TARGET stratad)
+  strata_engine_bench(bench_engine_vis)
+  target_link_libraries(bench_engine_vis PRIVATE strata_image)
 endif()

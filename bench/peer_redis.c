@@ -1,44 +1,22 @@
 /* peer_redis.c - see peer_redis.h. */
 #include "peer_redis.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
+#include "cluster.h" /* tc_free_port: the daemons' own choice of a free port */
+
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-static int bench_free_port(void)
-{
-    struct sockaddr_in a;
-    socklen_t len = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    int port = -1;
-
-    if (fd < 0) {
-        return -1;
-    }
-    memset(&a, 0, sizeof(a));
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0) {
-        port = ntohs(a.sin_port);
-    }
-    close(fd);
-    return port;
-}
 
 int bench_redis_start(bench_redis_t *r, unsigned long long mem_bytes)
 {
     char port[16], mem[32];
 
     memset(r, 0, sizeof(*r));
-    r->port = bench_free_port();
+    r->port = tc_free_port();
     snprintf(r->dir, sizeof(r->dir), "/tmp/strata_bench_redis_XXXXXX");
     if (r->port < 0 || mkdtemp(r->dir) == NULL) {
         fprintf(stderr, "redis peer: cannot get a port or a directory\n");

@@ -4,8 +4,6 @@
  */
 #include "auth.h"
 
-#include "daemon.h"
-
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +12,7 @@
 
 #include <openssl/crypto.h>
 
-#include "st_log.h"
+#include "log.h"
 
 _Static_assert(sizeof(cd_principal_t) <= SRPC_PRINCIPAL_MAX, "the principal fits srpc's buffer");
 
@@ -24,7 +22,7 @@ uint64_t cd_au_random64(void)
 
     for (int i = 0; i < 8 && v == 0; i++) {
         if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v)) {
-            st_error("cannot draw random bytes: %s", strerror(errno));
+            lg_error("cannot draw random bytes: %s", strerror(errno));
             return 0;
         }
     }
@@ -48,7 +46,7 @@ st_status_t cd_au_init(cd_auth_t *a, const char *tenants_path, const char *token
     }
     if (tenants_path != NULL && tenants_path[0] != '\0') {
         if (a->au_token[0] != '\0') {
-            st_error("auth_token and tenants_file are both set: with a tenants file every "
+            lg_error("auth_token and tenants_file are both set: with a tenants file every "
                      "token belongs to a tenant of the file; drop auth_token");
             cd_tn_init(&a->au_tenants, NULL);
             return ST_ERR_INVALID;
@@ -64,7 +62,7 @@ st_status_t cd_au_init(cd_auth_t *a, const char *tenants_path, const char *token
             cd_tn_init(&a->au_tenants, t);
             return ST_ERR_NOMEM;
         }
-        st_info("tenants loaded tenants_file=%s tenants=%zu", tenants_path, t->tt_n);
+        lg_info("tenants loaded tenants_file=%s tenants=%zu", tenants_path, t->tt_n);
     }
     cd_tn_init(&a->au_tenants, t);
     return cd_tn_peer_token(secret, a->au_peer_token);
@@ -94,7 +92,7 @@ st_status_t cd_au_reload(cd_auth_t *a)
     }
     status = cd_tn_load(a->au_tenants_path, &t);
     if (status != ST_OK) {
-        st_warn("tenants_file not reloaded, the old table stays path=%s: %s", a->au_tenants_path,
+        lg_warn("tenants_file not reloaded, the old table stays path=%s: %s", a->au_tenants_path,
                 st_strerror(status));
         return status;
     }
@@ -106,7 +104,7 @@ st_status_t cd_au_reload(cd_auth_t *a)
         }
     }
     cd_tn_swap(&a->au_tenants, t);
-    st_info("tenants reloaded tenants_file=%s tenants=%zu", a->au_tenants_path, t->tt_n);
+    lg_info("tenants reloaded tenants_file=%s tenants=%zu", a->au_tenants_path, t->tt_n);
     return ST_OK;
 }
 
@@ -154,7 +152,7 @@ st_status_t cd_au_key_issue(cd_auth_t *a, const cd_principal_t *pr, uint64_t cli
     cd_au_key_t *set, *victim;
 
     if (getrandom(key, CD_AU_KEY_BYTES, 0) != CD_AU_KEY_BYTES) {
-        st_error("cannot draw a transport-call key: %s", strerror(errno));
+        lg_error("cannot draw a transport-call key: %s", strerror(errno));
         return ST_ERR_INTERNAL;
     }
     set = cd_au_set(a, key);
@@ -203,11 +201,9 @@ static st_status_t cd_au_key_find(cd_auth_t *a, const char *token, cd_principal_
     return ST_OK;
 }
 
-st_status_t cd_au_authenticate(void *arg, const char *path, const char *token, const char *peer,
+st_status_t cd_au_authenticate(cd_auth_t *a, const char *path, const char *token, const char *peer,
                                const char *identity, void *principal, char *msg, size_t msg_cap)
 {
-    cd_daemon_t *d = arg;
-    cd_auth_t *a = &d->auth;
     cd_principal_t *pr = principal;
     const char *hello = srpc_cache_methods[SRPC_CACHE_HELLO].path;
 
@@ -219,8 +215,12 @@ st_status_t cd_au_authenticate(void *arg, const char *path, const char *token, c
         return ST_OK;
     }
     if (token != NULL && cd_au_equal(token, a->au_peer_token)) {
-        if (strcmp(path, srpc_cache_methods[SRPC_CACHE_LOOKUP].path) != 0) {
-            snprintf(msg, msg_cap, "the cluster credential serves the peers' Lookup only, not %s",
+        if (strcmp(path, srpc_cache_methods[SRPC_CACHE_LOOKUP].path) != 0 &&
+            strcmp(path, srpc_cache_methods[SRPC_CACHE_REPLICATE].path) != 0 &&
+            strcmp(path, srpc_cache_methods[SRPC_CACHE_DRAIN].path) != 0) {
+            snprintf(msg, msg_cap,
+                     "the cluster credential serves the peers' Lookup, Replicate and Drain "
+                     "only, not %s",
                      path);
             return ST_ERR_PERMISSION;
         }

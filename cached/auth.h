@@ -76,7 +76,7 @@ void cd_au_destroy(cd_auth_t *a);
 st_status_t cd_au_reload(cd_auth_t *a);
 
 /*
- * The srpc_auth_fn of stratad's server; arg is the cd_daemon_t. With a
+ * Authenticates a call for a (the daemon's srpc_auth_fn forwards to it). With a
  * tenants file, a verified client certificate (identity: its subject CN)
  * whose CN is a tenant's cert= authenticates that tenant without a token; a
  * token and a certificate that name different tenants are PERMISSION_DENIED.
@@ -84,7 +84,7 @@ st_status_t cd_au_reload(cd_auth_t *a);
  * credential like auth_token (a principal allowed every tenant), so remote
  * clients with one are served.
  */
-st_status_t cd_au_authenticate(void *arg, const char *path, const char *token, const char *peer,
+st_status_t cd_au_authenticate(cd_auth_t *a, const char *path, const char *token, const char *peer,
                                const char *identity, void *principal, char *msg, size_t msg_cap);
 
 /* The principal of a call (never NULL while stratad's server runs the call). */

@@ -16,19 +16,23 @@
 #define STRATA_CACHED_DAEMON_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "auth.h"
+#include "notify.h"
+#include "members.h"
 #include "observe.h"
 #include "ring.h"
 #include "srpc.h"
-#include "st_config.h"
+#include "config.h"
 #include "store.h"
 
 #define CD_VERSION       "0.1.0"
 #define CD_MAX_NS        64
 #define CD_MAX_REGIONS   1024
 #define CD_MAX_PEERS     256
+#define CD_MAX_CHANNELS  (2 * CD_MAX_PEERS) /* peer channels kept, by address */
 #define CD_BATCH_RETIRED 4096 /* finished batch ids remembered, so that Abort stays idempotent */
 
 /* stratad's settings, filled from the config table (cd_config_table). */
@@ -36,6 +40,10 @@ typedef struct cd_config {
     char *listen;
     char *node_id;
     char *peers;               /* "host:port,..." of the whole cluster, this node included */
+    char *etcd;                /* etcd endpoints (membership on etcd); "" static peers */
+    char *etcd_prefix;         /* key prefix of the cluster in etcd */
+    int64_t etcd_ttl;          /* lease TTL in seconds */
+    char *advertise;           /* host others reach this node at; "" the listen host */
     char *cluster_secret;      /* sensitive */
     char *auth_token;          /* sensitive */
     char *auth_token_file;     /* auth_token read from this file */
@@ -48,6 +56,11 @@ typedef struct cd_config {
     uint64_t memory_limit;
     uint64_t chunk_bytes;
     int64_t threads;
+    int64_t max_serving_calls; /* fair queueing: handlers at once; 0 off */
+    int64_t max_queued_calls;  /* admission control, the daemon; 0 no limit */
+    uint64_t max_queued_bytes;
+    int64_t tenant_max_queued_calls; /* admission control, one tenant; 0 no limit */
+    uint64_t tenant_max_queued_bytes;
     int64_t block_tokens;
     int64_t segment_blocks;
     int64_t kda_interval;
@@ -72,7 +85,7 @@ typedef struct cd_config {
     uint64_t ssd_map_size;     /* SSD tier (tier.h): LMDB map size */
     int ssd_spill;             /* spill evicted KV and IDX objects to the tier */
     uint64_t ssd_spill_budget; /* bytes of spilled objects kept; 0: half the map */
-    int ssd_sync;              /* 0 durable, 1 none (st_ssd_sync_t) */
+    int ssd_sync;              /* 0 durable, 1 none (ssd_sync_t) */
     uint64_t ssd_writeback;    /* bytes at each namespace's cold end written ahead of eviction */
     char *tls_cert;            /* PEM files of the gRPC server's TLS; "" off (daemon_tls.c) */
     char *tls_key;
@@ -83,9 +96,13 @@ typedef struct cd_config {
     char *metrics_token;       /* sensitive: bearer token of /metrics and /stats; "" none */
     char *metrics_token_file;  /* or read from this file */
     char *metrics_cors_origin; /* origins that may read /stats from a browser */
+    int huge_pages;            /* cd_huge_mode_t of the arenas: off, thp, hugetlb */
+    uint64_t rebalance_rate;   /* bytes/s of the rebalancer's pushes; 0 unbounded */
+    int drain_on_term;         /* SIGTERM drains before it stops (static mode) */
+    uint64_t drain_timeout_ms; /* how long a drain waits for its objects to be handed over */
 } cd_config_t;
 
-extern const st_cfg_table_t cd_config_table;
+extern const cfg_table_t cd_config_table;
 
 /* One arena chunk of a namespace, as Hello hands it out. */
 typedef struct cd_region {
@@ -147,12 +164,20 @@ typedef struct cd_daemon {
     } retired[CD_BATCH_RETIRED];
     uint32_t n_retired;
 
-    char *peer_list[CD_MAX_PEERS]; /* parsed cfg.peers */
-    uint32_t n_peers;
-    srpc_channel_t *peer_ch[CD_MAX_PEERS]; /* lazily opened, under peer_lock */
-    st_ring_t ring;                        /* over peer_list, when there are peers */
-    int self_peer;                         /* this node's index in peer_list */
+    /* The member list and the ring over it (members.h): swapped by
+     * cd_members_apply(), taken by handlers with cd_view_get(). */
+    cd_view_t *view; /* under peer_lock */
+    struct cd_peer_ch {
+        char *addr;
+        srpc_channel_t *ch;     /* lazily opened */
+    } peer_ch[CD_MAX_CHANNELS]; /* under peer_lock; kept until destroy */
+    uint32_t n_peer_ch;
+    cd_membership_ops_t mops; /* the membership source's (static: no-ops); under peer_lock */
+    struct cd_etcd *etcd;     /* membership on etcd (daemon_etcd.h); NULL: static peers */
     pthread_mutex_t peer_lock;
+    struct cd_rb *rb;           /* the rebalancer (rebalance.h) */
+    atomic_int draining;        /* a drain was asked for (Drain, or SIGTERM with drain_on_term) */
+    uint64_t drain_timeout_req; /* the Drain call's timeout_ms (0: drain_timeout) */
 
     char *tls_cert_pem; /* the files of cfg.tls_*, NULL when not set; under peer_lock */
     char *tls_key_pem;
@@ -169,6 +194,8 @@ typedef struct cd_daemon {
     pthread_mutex_t stop_lock;
     pthread_cond_t stop_cond;
     int stopping;
+
+    cd_notify_t notify; /* READY=1, STATUS=, WATCHDOG=1 to $NOTIFY_SOCKET (notify.h) */
 } cd_daemon_t;
 
 /*
@@ -222,6 +249,10 @@ int cd_daemon_dataplane_isolated(cd_daemon_t *d);
  * tenants file, when there is one, still names the tenant). */
 int cd_daemon_tenant_known(cd_daemon_t *d, const char *tenant);
 
+/* Opens the SSD tier of cfg.data_dir into d->tier, with the ssd_* settings
+ * and the daemon's namespace resolver (daemon_tier.c). As cd_tier_open. */
+st_status_t cd_daemon_tier_open(cd_daemon_t *d);
+
 /* Finds a namespace by its wire id; NULL if this daemon does not know it. */
 cd_ns_entry_t *cd_daemon_ns_find(cd_daemon_t *d, uint64_t wire_id);
 
@@ -246,8 +277,9 @@ int cd_batch_issued(cd_daemon_t *d, uint32_t ns_local, uint64_t client, uint64_t
 void cd_batch_free(cd_batch_t *b);
 void cd_batch_expire(cd_daemon_t *d, uint64_t now_ms);
 
-/* The channel to peer i (opened on first use), or NULL. */
-srpc_channel_t *cd_daemon_peer(cd_daemon_t *d, uint32_t i);
+/* The channel to the peer serving gRPC at addr (opened on first use, with the
+ * cluster credential), or NULL when it cannot be opened. */
+srpc_channel_t *cd_daemon_peer_ch(cd_daemon_t *d, const char *addr);
 
 /*
  * TLS (daemon_tls.c). cd_tls_load() checks the tls_* settings and reads their
@@ -259,10 +291,58 @@ srpc_channel_t *cd_daemon_peer(cd_daemon_t *d, uint32_t i);
  */
 st_status_t cd_tls_load(cd_daemon_t *d);
 /* Reads metrics_tls_* and metrics_token(_file) and fills sec's TLS, token and CORS fields. */
-st_status_t cd_tls_metrics(cd_daemon_t *d, st_metrics_http_opts_t *sec);
+st_status_t cd_tls_metrics(cd_daemon_t *d, mx_http_opts_t *sec);
 st_status_t cd_daemon_reload_tls(cd_daemon_t *d);
 void cd_tls_peer_config(const cd_daemon_t *d, srpc_channel_config_t *cc);
 void cd_tls_free(cd_daemon_t *d);
+
+/*
+ * Between the daemon's files. cd_daemon_secrets() (daemon_config.c) reads
+ * the secrets from their files or the environment and refuses an insecure
+ * start (ST_ERR_INVALID, logged); *secret_p is the cluster secret to use.
+ * cd_region_added()/cd_region_removed() (daemon_ns.c) are the store's
+ * region callbacks (ctx: the daemon), run with the namespace lock held.
+ */
+st_status_t cd_daemon_secrets(cd_daemon_t *d, const char **secret_p);
+void cd_region_added(void *ctx, uint32_t ns_id, uint32_t region, void *base, size_t len);
+void cd_region_removed(void *ctx, uint32_t ns_id, uint32_t region, void *base, size_t len);
+
+/* daemon_members.c: closes the peer channels and drops the view (destroy). */
+void cd_daemon_peers_free(cd_daemon_t *d);
+
+/*
+ * Static mode's member change (SIGHUP): applies the peer list peers (the
+ * config file's, re-read) through cd_members_apply() when it differs from
+ * the current members. Returns ST_OK (also when unchanged) or as
+ * cd_members_parse() / cd_members_apply() (logged; the old ring stays).
+ */
+st_status_t cd_members_reload_static(cd_daemon_t *d, const char *peers);
+
+/*
+ * Drain (docs/daemon.md "Membership changes"). cd_daemon_drain_start() marks
+ * the node draining and asks the main thread to drain and stop (SIGTERM to
+ * this process); timeout_ms 0 is drain_timeout. Any thread; ST_OK, also when
+ * a drain is under way. cd_daemon_drain() (main thread): publishes the
+ * draining state (ops.set_state), waits until the source applied the ring
+ * without this node at the epoch of that change (or, without one, applies
+ * its own ring without this node), waits until the rebalancer handed every
+ * durable object over, deregisters (ops.leave). Returns ST_OK, or ST_ERR_TIMEOUT with objects left (logged).
+ */
+st_status_t cd_daemon_drain_start(cd_daemon_t *d, uint64_t timeout_ms);
+st_status_t cd_daemon_drain(cd_daemon_t *d);
+
+/*
+ * daemon_tenancy.c. cd_daemon_n_tenants(): tenants of the current table (0
+ * without a tenants file). cd_daemon_isolation(): whether n_tenants tenants
+ * may share this daemon's data plane (ST_ERR_INVALID, logged, naming the
+ * fixes; `what` says what is refused). cd_daemon_reload_check(): that check
+ * as the auth module's au_check. cd_daemon_apply_quotas(): every tenant's
+ * quotas to the store.
+ */
+size_t cd_daemon_n_tenants(const cd_daemon_t *d);
+st_status_t cd_daemon_isolation(cd_daemon_t *d, size_t n_tenants, const char *what);
+st_status_t cd_daemon_reload_check(void *arg, size_t n_tenants);
+st_status_t cd_daemon_apply_quotas(cd_daemon_t *d);
 
 /* The method table served by stratad (handlers_*.c). */
 extern const srpc_method_def_t cd_method_table[SRPC_CACHE_N_METHODS];

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "st_log.h"
+#include "log.h"
 
 /* Reads the configured files into *cert_p, *key_p, *ca_p (NULL when not configured). */
 static st_status_t cd_tls_read(const cd_config_t *cfg, char **cert_p, char **key_p, char **ca_p)
@@ -48,22 +48,22 @@ st_status_t cd_tls_load(cd_daemon_t *d)
     int has_cert = cfg->tls_cert[0] != '\0', has_key = cfg->tls_key[0] != '\0';
 
     if (has_cert != has_key) {
-        st_error("tls_cert and tls_key go together (only %s is set)",
+        lg_error("tls_cert and tls_key go together (only %s is set)",
                  has_cert ? "tls_cert" : "tls_key");
         return ST_ERR_INVALID;
     }
     if (!has_cert && cfg->tls_client_auth != SRPC_TLS_CLIENT_AUTH_NONE) {
-        st_error("tls_client_auth=%s needs TLS: set tls_cert and tls_key",
+        lg_error("tls_client_auth=%s needs TLS: set tls_cert and tls_key",
                  cfg->tls_client_auth == SRPC_TLS_CLIENT_AUTH_REQUIRE ? "require" : "request");
         return ST_ERR_INVALID;
     }
     if (cfg->tls_client_auth != SRPC_TLS_CLIENT_AUTH_NONE && cfg->tls_ca[0] == '\0') {
-        st_error("tls_client_auth=%s needs tls_ca, the CA that client certificates chain to",
+        lg_error("tls_client_auth=%s needs tls_ca, the CA that client certificates chain to",
                  cfg->tls_client_auth == SRPC_TLS_CLIENT_AUTH_REQUIRE ? "require" : "request");
         return ST_ERR_INVALID;
     }
-    if (has_cert && d->n_peers > 1 && cfg->tls_ca[0] == '\0') {
-        st_error("with TLS and peers, tls_ca must name the CA that the peers' certificates "
+    if (has_cert && d->view != NULL && d->view->n > 1 && cfg->tls_ca[0] == '\0') {
+        lg_error("with TLS and peers, tls_ca must name the CA that the peers' certificates "
                  "chain to (peer calls verify it) peers=%s",
                  cfg->peers);
         return ST_ERR_INVALID;
@@ -82,7 +82,7 @@ static st_status_t cd_tls_reload_grpc(cd_daemon_t *d)
         st = srpc_server_reload_tls(d->server, cert, key, ca);
     }
     if (st != ST_OK) {
-        st_error("SIGHUP: the TLS files were not taken, the old certificate stays in use "
+        lg_error("SIGHUP: the TLS files were not taken, the old certificate stays in use "
                  "tls_cert=%s tls_key=%s tls_ca=%s",
                  d->cfg.tls_cert, d->cfg.tls_key, d->cfg.tls_ca);
         free(cert), free(key), free(ca);
@@ -95,7 +95,7 @@ static st_status_t cd_tls_reload_grpc(cd_daemon_t *d)
     d->tls_key_pem = key;
     d->tls_ca_pem = ca;
     pthread_mutex_unlock(&d->peer_lock);
-    st_info("SIGHUP: TLS certificate reloaded tls_cert=%s", d->cfg.tls_cert);
+    lg_info("SIGHUP: TLS certificate reloaded tls_cert=%s", d->cfg.tls_cert);
     return ST_OK;
 }
 
@@ -113,7 +113,7 @@ static st_status_t cd_tls_reload_metrics(cd_daemon_t *d)
         st = cd_obs_reload_tls(d->obs, cert, key);
     }
     if (st != ST_OK) {
-        st_error("SIGHUP: the metrics TLS files were not taken, the old certificate stays in "
+        lg_error("SIGHUP: the metrics TLS files were not taken, the old certificate stays in "
                  "use metrics_tls_cert=%s metrics_tls_key=%s",
                  d->cfg.metrics_tls_cert, d->cfg.metrics_tls_key);
         free(cert), free(key);
@@ -122,7 +122,7 @@ static st_status_t cd_tls_reload_metrics(cd_daemon_t *d)
     free(d->mx_cert_pem), free(d->mx_key_pem);
     d->mx_cert_pem = cert;
     d->mx_key_pem = key;
-    st_info("SIGHUP: metrics TLS certificate reloaded metrics_tls_cert=%s",
+    lg_info("SIGHUP: metrics TLS certificate reloaded metrics_tls_cert=%s",
             d->cfg.metrics_tls_cert);
     return ST_OK;
 }
@@ -132,7 +132,7 @@ st_status_t cd_daemon_reload_tls(cd_daemon_t *d)
     st_status_t st = ST_OK, mst = ST_OK;
 
     if (d->tls_cert_pem == NULL && d->mx_cert_pem == NULL) {
-        st_info("SIGHUP: TLS is off (no tls_cert, no metrics_tls_cert): nothing to reload");
+        lg_info("SIGHUP: TLS is off (no tls_cert, no metrics_tls_cert): nothing to reload");
         return ST_OK;
     }
     if (d->tls_cert_pem != NULL) {
@@ -153,19 +153,19 @@ void cd_tls_peer_config(const cd_daemon_t *d, srpc_channel_config_t *cc)
     }
 }
 
-st_status_t cd_tls_metrics(cd_daemon_t *d, st_metrics_http_opts_t *sec)
+st_status_t cd_tls_metrics(cd_daemon_t *d, mx_http_opts_t *sec)
 {
     const cd_config_t *cfg = &d->cfg;
     int has_cert = cfg->metrics_tls_cert[0] != '\0', has_key = cfg->metrics_tls_key[0] != '\0';
     st_status_t st;
 
     if (has_cert != has_key) {
-        st_error("metrics_tls_cert and metrics_tls_key go together (only %s is set)",
+        lg_error("metrics_tls_cert and metrics_tls_key go together (only %s is set)",
                  has_cert ? "metrics_tls_cert" : "metrics_tls_key");
         return ST_ERR_INVALID;
     }
     if (cfg->metrics_token[0] != '\0' && cfg->metrics_token_file[0] != '\0') {
-        st_error("set metrics_token or metrics_token_file, not both");
+        lg_error("set metrics_token or metrics_token_file, not both");
         return ST_ERR_INVALID;
     }
     if (has_cert && ((st = srpc_pem_load(cfg->metrics_tls_cert, &d->mx_cert_pem)) != ST_OK ||
@@ -184,7 +184,7 @@ st_status_t cd_tls_metrics(cd_daemon_t *d, st_metrics_http_opts_t *sec)
             d->mx_token[--n] = '\0';
         }
         if (n == 0 || strpbrk(d->mx_token, "\r\n") != NULL) {
-            st_error("metrics_token_file=%s must hold one non-empty line", cfg->metrics_token_file);
+            lg_error("metrics_token_file=%s must hold one non-empty line", cfg->metrics_token_file);
             return ST_ERR_INVALID;
         }
     }

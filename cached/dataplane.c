@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "srpc.h"
-#include "st_log.h"
-#include "st_transport.h"
+#include "log.h"
+#include "transport.h"
 #include "strata.pb-c.h"
 #include "tcall.h"
 
@@ -29,19 +29,19 @@ typedef struct dp_wkey {
     struct dp_wkey *next;
     uint32_t ns_id;
     uint64_t resv_id;
-    st_transport_mem_t *mem;
+    tp_mem_t *mem;
 } dp_wkey_t;
 
 /* The registered chunks of one namespace, by region id. */
 typedef struct dp_ns {
-    st_transport_mem_t **mem;
+    tp_mem_t **mem;
     uint32_t cap;
 } dp_ns_t;
 
 struct cd_dataplane {
     pthread_mutex_t lock; /* serialises every use of tp and the tables */
-    st_transport_t *tp;
-    st_transport_backend_t backend;
+    tp_transport_t *tp;
+    tp_backend_t backend;
     dp_ns_t *ns[DP_MAX_NS + 1];
     pthread_t thread;
     int running;
@@ -50,7 +50,7 @@ struct cd_dataplane {
     /* Calls over the transport: received under lock, served without it. */
     pthread_mutex_t calls_lock; /* held while a call is served; guards srv */
     srpc_server_t *srv;         /* NULL: calls are not served */
-    st_transport_msg_t **pending;
+    tp_msg_t **pending;
     size_t n_pending, cap_pending;
     /* Write keys (lock): only where the transport enforces access. */
     int enforced;
@@ -59,7 +59,7 @@ struct cd_dataplane {
 };
 
 /* The transport's listener (lock held): keeps the message for the loop. */
-static void dp_on_msg(void *arg, st_transport_msg_t *msg, const void *data, size_t len)
+static void dp_on_msg(void *arg, tp_msg_t *msg, const void *data, size_t len)
 {
     cd_dataplane_t *dp = arg;
 
@@ -67,33 +67,33 @@ static void dp_on_msg(void *arg, st_transport_msg_t *msg, const void *data, size
     (void)len;
     if (dp->n_pending == dp->cap_pending) {
         size_t cap = dp->cap_pending ? 2 * dp->cap_pending : 64;
-        st_transport_msg_t **p = realloc(dp->pending, cap * sizeof(*p));
+        tp_msg_t **p = realloc(dp->pending, cap * sizeof(*p));
 
         if (p == NULL) {
-            st_warn_ratelimited("dataplane: call dropped: out of memory");
+            lg_warn_ratelimited("dataplane: call dropped: out of memory");
             return; /* the caller's deadline answers for it */
         }
         dp->pending = p;
         dp->cap_pending = cap;
     }
-    st_transport_msg_keep(msg);
+    tp_msg_keep(msg);
     dp->pending[dp->n_pending++] = msg;
 }
 
 /* Serves one kept call (lock not held), then answers it under the lock. */
-static void dp_serve_call(cd_dataplane_t *dp, st_transport_msg_t *msg, const void *data, size_t len)
+static void dp_serve_call(cd_dataplane_t *dp, tp_msg_t *msg, const void *data, size_t len)
 {
-    st_tcall_frame_t f;
-    char why[ST_TCALL_MSG_MAX];
+    tcall_frame_t f;
+    char why[TCALL_MSG_MAX];
     void *body = NULL;
     size_t body_len = 0;
     int code;
     uint8_t *out;
 
-    if (st_tcall_parse(data, len, 0, &f, why, sizeof(why)) != ST_OK) {
-        st_warn_ratelimited("dataplane: call over the transport refused: %s bytes=%zu", why, len);
+    if (tcall_parse(data, len, 0, &f, why, sizeof(why)) != ST_OK) {
+        lg_warn_ratelimited("dataplane: call over the transport refused: %s bytes=%zu", why, len);
         code = 3; /* INVALID_ARGUMENT */
-        if (len < ST_TCALL_HDR) {
+        if (len < TCALL_HDR) {
             return; /* no call id to answer */
         }
     } else {
@@ -106,7 +106,7 @@ static void dp_serve_call(cd_dataplane_t *dp, st_transport_msg_t *msg, const voi
         }
         pthread_mutex_lock(&dp->calls_lock);
         if (dp->srv != NULL) {
-            srpc_server_invoke(dp->srv, st_tcall_path(f.method), key[0] ? key : NULL, f.body,
+            srpc_server_invoke(dp->srv, tcall_path(f.method), key[0] ? key : NULL, f.body,
                                f.body_len, &body, &body_len, &code, why, sizeof(why));
         } else {
             code = 14; /* UNAVAILABLE */
@@ -119,15 +119,15 @@ static void dp_serve_call(cd_dataplane_t *dp, st_transport_msg_t *msg, const voi
         body = NULL;
         body_len = 0;
     }
-    out = malloc(ST_TCALL_HDR + ST_TCALL_MSG_MAX + body_len);
+    out = malloc(TCALL_HDR + TCALL_MSG_MAX + body_len);
     if (out != NULL) {
-        size_t n = st_tcall_head(out, 1, (uint32_t)code, f.id, why, code ? strlen(why) : 0);
+        size_t n = tcall_head(out, 1, (uint32_t)code, f.id, why, code ? strlen(why) : 0);
 
         if (body_len > 0) {
             memcpy(out + n, body, body_len);
         }
         pthread_mutex_lock(&dp->lock);
-        (void)st_transport_msg_reply(msg, out, n + body_len);
+        (void)tp_msg_reply(msg, out, n + body_len);
         pthread_mutex_unlock(&dp->lock);
     }
     free(out);
@@ -138,7 +138,7 @@ static void dp_serve_call(cd_dataplane_t *dp, st_transport_msg_t *msg, const voi
 static void dp_serve_pending(cd_dataplane_t *dp)
 {
     for (;;) {
-        st_transport_msg_t *msg;
+        tp_msg_t *msg;
         size_t n;
 
         pthread_mutex_lock(&dp->lock);
@@ -152,9 +152,9 @@ static void dp_serve_pending(cd_dataplane_t *dp)
         if (msg == NULL) {
             return;
         }
-        dp_serve_call(dp, msg, st_transport_msg_data(msg), st_transport_msg_len(msg));
+        dp_serve_call(dp, msg, tp_msg_data(msg), tp_msg_len(msg));
         pthread_mutex_lock(&dp->lock);
-        st_transport_msg_free(msg);
+        tp_msg_free(msg);
         pthread_mutex_unlock(&dp->lock);
     }
 }
@@ -165,7 +165,7 @@ static void *dp_progress_main(void *arg)
     int efd = -1;
 
     pthread_mutex_lock(&dp->lock);
-    if (st_transport_event_fd(dp->tp, &efd) != ST_OK) {
+    if (tp_event_fd(dp->tp, &efd) != ST_OK) {
         efd = -1;
     }
     pthread_mutex_unlock(&dp->lock);
@@ -176,9 +176,9 @@ static void *dp_progress_main(void *arg)
         st_status_t st = ST_ERR_UNSUPPORTED;
 
         pthread_mutex_lock(&dp->lock);
-        n = st_transport_progress(dp->tp);
+        n = tp_progress(dp->tp);
         if (n == 0 && efd >= 0) {
-            st = st_transport_arm(dp->tp);
+            st = tp_arm(dp->tp);
         }
         pthread_mutex_unlock(&dp->lock);
         if (n > 0) {
@@ -188,7 +188,7 @@ static void *dp_progress_main(void *arg)
             continue;
         }
         if (n < 0) {
-            st_warn_ratelimited("dataplane: progress failed: %s", st_strerror((st_status_t)n));
+            lg_warn_ratelimited("dataplane: progress failed: %s", st_strerror((st_status_t)n));
         }
         if (st == ST_OK) {
             /* Asleep until the transport has work; bounded, since some
@@ -208,18 +208,18 @@ static void *dp_progress_main(void *arg)
 
 st_status_t cd_dp_create(const char *kind, const char *provider, cd_dataplane_t **dp_p)
 {
-    st_transport_config_t cfg;
+    tp_config_t cfg;
     cd_dataplane_t *dp;
     st_status_t st;
 
     *dp_p = NULL;
     if (kind == NULL || kind[0] == '\0' || strcmp(kind, "none") == 0) {
-        st_info("dataplane: transport=none: inline Put/Get only");
+        lg_info("dataplane: transport=none: inline Put/Get only");
         return ST_OK;
     }
     memset(&cfg, 0, sizeof(cfg));
-    if (st_transport_parse_backend(kind, &cfg.backend) != ST_OK) {
-        st_error("transport=%s: expected none, ucx or libfabric", kind);
+    if (tp_parse_backend(kind, &cfg.backend) != ST_OK) {
+        lg_error("transport=%s: expected none, ucx or libfabric", kind);
         return ST_ERR_INVALID;
     }
     cfg.fabric_provider = provider != NULL && provider[0] != '\0' ? provider : NULL;
@@ -231,9 +231,9 @@ st_status_t cd_dp_create(const char *kind, const char *provider, cd_dataplane_t 
     pthread_mutex_init(&dp->calls_lock, NULL);
     dp->backend = cfg.backend;
     dp->wake_fd = -1;
-    st = st_transport_create(&cfg, &dp->tp);
+    st = tp_create(&cfg, &dp->tp);
     if (st != ST_OK) {
-        st_warn("dataplane: transport=%s%s%s cannot start (%s): serving inline Put/Get only", kind,
+        lg_warn("dataplane: transport=%s%s%s cannot start (%s): serving inline Put/Get only", kind,
                 cfg.fabric_provider ? " fabric_provider=" : "",
                 cfg.fabric_provider ? cfg.fabric_provider : "", st_strerror(st));
         pthread_mutex_destroy(&dp->lock);
@@ -243,14 +243,14 @@ st_status_t cd_dp_create(const char *kind, const char *provider, cd_dataplane_t 
     }
     dp->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (dp->wake_fd < 0 || pthread_create(&dp->thread, NULL, dp_progress_main, dp) != 0) {
-        st_error("dataplane: cannot start the progress thread: %s", strerror(errno));
+        lg_error("dataplane: cannot start the progress thread: %s", strerror(errno));
         cd_dp_destroy(dp);
         return ST_ERR_NOMEM;
     }
     dp->running = 1;
-    dp->enforced = st_transport_enforces_access(dp->tp);
-    st_info("dataplane: transport=%s%s%s ready committed_read_only=%d%s",
-            st_transport_backend_name(dp->backend), cfg.fabric_provider ? " fabric_provider=" : "",
+    dp->enforced = tp_enforces_access(dp->tp);
+    lg_info("dataplane: transport=%s%s%s ready committed_read_only=%d%s",
+            tp_backend_name(dp->backend), cfg.fabric_provider ? " fabric_provider=" : "",
             cfg.fabric_provider ? cfg.fabric_provider : "", dp->enforced,
             dp->enforced ? "" : " (the transport does not enforce keys: readers verify checksums)");
     *dp_p = dp;
@@ -275,7 +275,7 @@ void cd_dp_destroy(cd_dataplane_t *dp)
         close(dp->wake_fd);
     }
     for (size_t i = 0; i < dp->n_pending; i++) {
-        st_transport_msg_free(dp->pending[i]);
+        tp_msg_free(dp->pending[i]);
     }
     free(dp->pending);
     for (uint32_t b = 0; b < DP_WK_BUCKETS; b++) {
@@ -283,13 +283,13 @@ void cd_dp_destroy(cd_dataplane_t *dp)
             dp_wkey_t *w = dp->wkeys[b];
 
             dp->wkeys[b] = w->next;
-            st_transport_mem_deregister(dp->tp, w->mem);
+            tp_mem_deregister(dp->tp, w->mem);
             free(w);
         }
     }
     /* Regions still registered (the store normally frees them first) go
      * with the transport. */
-    st_transport_destroy(dp->tp);
+    tp_destroy(dp->tp);
     for (uint32_t i = 0; i <= DP_MAX_NS; i++) {
         if (dp->ns[i] != NULL) {
             free(dp->ns[i]->mem);
@@ -310,9 +310,9 @@ int cd_dp_serve_calls(cd_dataplane_t *dp, srpc_server_t *srv)
     }
     pthread_mutex_lock(&dp->calls_lock); /* waits for a call being served */
     pthread_mutex_lock(&dp->lock);
-    on = srv != NULL && st_transport_msg_listen(dp->tp, dp_on_msg, dp) == ST_OK;
+    on = srv != NULL && tp_msg_listen(dp->tp, dp_on_msg, dp) == ST_OK;
     if (srv == NULL) {
-        (void)st_transport_msg_listen(dp->tp, NULL, NULL);
+        (void)tp_msg_listen(dp->tp, NULL, NULL);
     }
     dp->srv = on ? srv : NULL;
     pthread_mutex_unlock(&dp->lock);
@@ -335,7 +335,7 @@ int cd_dp_serves_calls(cd_dataplane_t *dp, uint8_t *key)
 }
 
 /* The slot of (ns_id, region), grown as needed; NULL without memory. Lock held. */
-static st_transport_mem_t **dp_slot(cd_dataplane_t *dp, uint32_t ns_id, uint32_t region, int grow)
+static tp_mem_t **dp_slot(cd_dataplane_t *dp, uint32_t ns_id, uint32_t region, int grow)
 {
     dp_ns_t *t;
 
@@ -350,7 +350,7 @@ static st_transport_mem_t **dp_slot(cd_dataplane_t *dp, uint32_t ns_id, uint32_t
     }
     if (region >= t->cap) {
         uint32_t cap = t->cap ? t->cap : 16;
-        st_transport_mem_t **m;
+        tp_mem_t **m;
 
         if (!grow) {
             return NULL;
@@ -372,7 +372,7 @@ static st_transport_mem_t **dp_slot(cd_dataplane_t *dp, uint32_t ns_id, uint32_t
 st_status_t cd_dp_chunk_alloc(void *ctx, uint32_t ns_id, uint32_t region, size_t len, void **base_p)
 {
     cd_dataplane_t *dp = ctx;
-    st_transport_mem_t **slot, *mem = NULL;
+    tp_mem_t **slot, *mem = NULL;
     st_status_t st;
 
     pthread_mutex_lock(&dp->lock);
@@ -383,15 +383,14 @@ st_status_t cd_dp_chunk_alloc(void *ctx, uint32_t ns_id, uint32_t region, size_t
     }
     /* Committed bytes are read-only for peers where the transport enforces
      * it; writes then land through each reservation's own key. */
-    st = st_transport_mem_map(
-        dp->tp, NULL, len, dp->enforced ? ST_TRANSPORT_REMOTE_READ : ST_TRANSPORT_REMOTE_RW, &mem);
+    st = tp_mem_map(dp->tp, NULL, len, dp->enforced ? TP_REMOTE_READ : TP_REMOTE_RW, &mem);
     if (st == ST_OK) {
         *slot = mem;
-        *base_p = st_transport_mem_addr(mem);
+        *base_p = tp_mem_addr(mem);
     }
     pthread_mutex_unlock(&dp->lock);
     if (st == ST_OK) {
-        st_debug("dataplane: region registered ns=%u region=%u bytes=%zu addr=%p", ns_id, region,
+        lg_debug("dataplane: region registered ns=%u region=%u bytes=%zu addr=%p", ns_id, region,
                  len, *base_p);
     }
     return st;
@@ -400,15 +399,15 @@ st_status_t cd_dp_chunk_alloc(void *ctx, uint32_t ns_id, uint32_t region, size_t
 void cd_dp_chunk_free(void *ctx, uint32_t ns_id, uint32_t region, void *base, size_t len)
 {
     cd_dataplane_t *dp = ctx;
-    st_transport_mem_t **slot;
+    tp_mem_t **slot;
 
     pthread_mutex_lock(&dp->lock);
     slot = dp_slot(dp, ns_id, region, 0);
-    if (slot != NULL && *slot != NULL && st_transport_mem_addr(*slot) == base) {
-        st_transport_mem_deregister(dp->tp, *slot);
+    if (slot != NULL && *slot != NULL && tp_mem_addr(*slot) == base) {
+        tp_mem_deregister(dp->tp, *slot);
         *slot = NULL;
     } else {
-        st_error("dataplane: freeing a chunk that is not registered ns=%u region=%u addr=%p "
+        lg_error("dataplane: freeing a chunk that is not registered ns=%u region=%u addr=%p "
                  "bytes=%zu",
                  ns_id, region, base, len);
     }
@@ -420,8 +419,8 @@ int cd_dp_kind(const cd_dataplane_t *dp)
     if (dp == NULL) {
         return STRATA__V1__TRANSPORT_KIND__TRANSPORT_NONE;
     }
-    return dp->backend == ST_TRANSPORT_UCX ? STRATA__V1__TRANSPORT_KIND__TRANSPORT_UCX
-                                           : STRATA__V1__TRANSPORT_KIND__TRANSPORT_LIBFABRIC;
+    return dp->backend == TP_UCX ? STRATA__V1__TRANSPORT_KIND__TRANSPORT_UCX
+                                 : STRATA__V1__TRANSPORT_KIND__TRANSPORT_LIBFABRIC;
 }
 
 static st_status_t dp_copy(const void *src, size_t len, void *(*alloc)(void *, size_t), void *actx,
@@ -449,7 +448,7 @@ st_status_t cd_dp_address(cd_dataplane_t *dp, void *(*alloc)(void *actx, size_t 
         return ST_ERR_NOT_FOUND;
     }
     pthread_mutex_lock(&dp->lock);
-    st = st_transport_address(dp->tp, &addr, &len);
+    st = tp_address(dp->tp, &addr, &len);
     if (st == ST_OK) {
         st = dp_copy(addr, len, alloc, actx, data_p, len_p);
     }
@@ -461,7 +460,7 @@ st_status_t cd_dp_rkey(cd_dataplane_t *dp, uint32_t ns_id, uint32_t region,
                        void *(*alloc)(void *actx, size_t len), void *actx, uint8_t **data_p,
                        size_t *len_p)
 {
-    st_transport_mem_t **slot;
+    tp_mem_t **slot;
     const void *key;
     size_t len;
     st_status_t st = ST_ERR_NOT_FOUND;
@@ -472,7 +471,7 @@ st_status_t cd_dp_rkey(cd_dataplane_t *dp, uint32_t ns_id, uint32_t region,
     pthread_mutex_lock(&dp->lock);
     slot = dp_slot(dp, ns_id, region, 0);
     if (slot != NULL && *slot != NULL) {
-        st = st_transport_mem_rkey(*slot, &key, &len);
+        st = tp_mem_rkey(*slot, &key, &len);
         if (st == ST_OK) {
             st = dp_copy(key, len, alloc, actx, data_p, len_p);
         }
@@ -497,7 +496,7 @@ st_status_t cd_dp_write_key(cd_dataplane_t *dp, uint32_t ns_id, uint64_t resv_id
                             uint64_t offset, uint64_t len, void *(*alloc)(void *actx, size_t len),
                             void *actx, uint8_t **data_p, size_t *len_p)
 {
-    st_transport_mem_t **slot;
+    tp_mem_t **slot;
     dp_wkey_t *w;
     const void *key;
     size_t key_len;
@@ -512,25 +511,24 @@ st_status_t cd_dp_write_key(cd_dataplane_t *dp, uint32_t ns_id, uint64_t resv_id
     }
     pthread_mutex_lock(&dp->lock);
     slot = dp_slot(dp, ns_id, region, 0);
-    if (slot == NULL || *slot == NULL || len == 0 || offset > st_transport_mem_len(*slot) ||
-        len > st_transport_mem_len(*slot) - offset) {
+    if (slot == NULL || *slot == NULL || len == 0 || offset > tp_mem_len(*slot) ||
+        len > tp_mem_len(*slot) - offset) {
         pthread_mutex_unlock(&dp->lock);
         free(w);
-        st_error("dataplane: write key for an extent outside its region ns=%u region=%u "
+        lg_error("dataplane: write key for an extent outside its region ns=%u region=%u "
                  "offset=%llu bytes=%llu",
                  ns_id, region, (unsigned long long)offset, (unsigned long long)len);
         return ST_ERR_INTERNAL;
     }
-    st = st_transport_mem_map(dp->tp, (uint8_t *)st_transport_mem_addr(*slot) + offset, len,
-                              ST_TRANSPORT_REMOTE_RW, &w->mem);
+    st = tp_mem_map(dp->tp, (uint8_t *)tp_mem_addr(*slot) + offset, len, TP_REMOTE_RW, &w->mem);
     if (st == ST_OK) {
-        st = st_transport_mem_rkey(w->mem, &key, &key_len);
+        st = tp_mem_rkey(w->mem, &key, &key_len);
     }
     if (st == ST_OK) {
         st = dp_copy(key, key_len, alloc, actx, data_p, len_p);
     }
     if (st != ST_OK) {
-        st_transport_mem_deregister(dp->tp, w->mem);
+        tp_mem_deregister(dp->tp, w->mem);
         pthread_mutex_unlock(&dp->lock);
         free(w);
         return st;
@@ -561,7 +559,7 @@ void cd_dp_resv_end(void *ctx, uint32_t ns_id, uint64_t resv_id)
             dp->n_wkeys--;
             /* Under the lock that serialises the progress thread: once this
              * returns, the target refuses every later write through the key. */
-            st_transport_mem_deregister(dp->tp, w->mem);
+            tp_mem_deregister(dp->tp, w->mem);
             break;
         }
     }

@@ -4,7 +4,7 @@
  * keys for Hello, and the progress thread.
  *
  * Each arena chunk of each namespace is allocated with
- * st_transport_mem_alloc() when the arena grows (registered once, never per
+ * tp_mem_alloc() when the arena grows (registered once, never per
  * request) and deregistered when the arena gives it back; its packed remote
  * key reaches clients through Hello. A key covers one chunk of one
  * namespace's arena, nothing else.
@@ -88,7 +88,7 @@ st_status_t cd_dp_rkey(cd_dataplane_t *dp, uint32_t ns_id, uint32_t region,
 
 /*
  * 1 when dp's transport refuses, at this daemon, writes through a read-only
- * key and through a revoked key (st_transport_enforces_access()): arena
+ * key and through a revoked key (tp_enforces_access()): arena
  * chunks are then registered for remote read only, and each reservation's
  * extent gets its own write key (cd_dp_write_key()), revoked when the
  * reservation ends. 0 for NULL and for transports that enforce nothing

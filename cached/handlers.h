@@ -15,6 +15,18 @@ static inline cd_daemon_t *cd_h_daemon(srpc_ctx_t *ctx)
     return srpc_ctx_server_arg(ctx);
 }
 
+/* Checks a batch size against max_batch (ST_ERR_INVALID, message set). */
+static inline st_status_t cd_h_batch_limit(srpc_ctx_t *ctx, cd_daemon_t *d, size_t n,
+                                           const char *what)
+{
+    if (n > (size_t)d->cfg.max_batch) {
+        srpc_ctx_set_error(ctx, "%zu %s exceed max_batch=%lld", n, what,
+                           (long long)d->cfg.max_batch);
+        return ST_ERR_INVALID;
+    }
+    return ST_OK;
+}
+
 /*
  * Checks the caller: with an auth_token configured, the call must carry it;
  * without one, protected mode refuses callers that are not on loopback.
@@ -34,6 +46,13 @@ st_status_t cd_h_key(const Strata__V1__ObjectKey *k, cd_key_t *out);
 /* Appends the cells of a grid to keys[*n..cap); ST_ERR_INVALID on a bad grid. */
 st_status_t cd_h_grid(srpc_ctx_t *ctx, const Strata__V1__KeyGrid *g, cd_key_t *keys, size_t *n,
                       size_t cap);
+
+/* Reads a request's keys, then its grid's cells, into keys (room for cap;
+ * *n_p: how many). A bad key is ST_ERR_INVALID naming it (detailed: with
+ * what a key must be); a bad grid as cd_h_grid (handlers_data.c). */
+st_status_t cd_h_read_keys(srpc_ctx_t *ctx, Strata__V1__ObjectKey *const *in, size_t n_in,
+                           const Strata__V1__KeyGrid *grid, int detailed, cd_key_t *keys,
+                           size_t cap, size_t *n_p);
 
 /* Number of cells of a grid (0 for NULL). */
 size_t cd_h_grid_cells(const Strata__V1__KeyGrid *g);
@@ -65,6 +84,30 @@ st_status_t cd_h_lookup_check(srpc_ctx_t *ctx, cd_daemon_t *d, const uint32_t *l
 /* Returns the handler's error for a store failure, with the store's message. */
 st_status_t cd_h_fail(srpc_ctx_t *ctx, st_status_t status, const cd_err_t *err);
 
+/*
+ * The store asked with the SSD tier behind it (handlers_promote.c;
+ * docs/tiers.md, "In stratad", Promote). ask(arg) asks the store and
+ * returns its status. After an answer (ST_OK, or ST_ERR_NOT_FOUND for a
+ * one-key ask), promote(arg, status) promotes what it missed that the tier
+ * may hold (cd_tier_promote) and returns how many objects came back. The
+ * store is asked again while something came back or a promotion finished
+ * meanwhile (cd_tier_generation moved: another call's, or one of this
+ * call's that did not fit in DRAM and left its object in the tier), at most
+ * CD_H_PROMOTE_ROUNDS times: a chain may alternate between the tiers, as
+ * promotions into a full DRAM evict. An ask that repeats must release what
+ * the one before took (a lease). Without a tier the store is asked once.
+ * Returns the last ask's status.
+ */
+#define CD_H_PROMOTE_ROUNDS 16
+
+typedef struct cd_h_ask {
+    st_status_t (*ask)(void *arg);
+    int (*promote)(void *arg, st_status_t asked);
+    void *arg;
+} cd_h_ask_t;
+
+st_status_t cd_h_ask_promoting(cd_daemon_t *d, const cd_h_ask_t *a);
+
 /* Handlers of strata.v1.Cache (handlers_*.c). */
 st_status_t cd_h_hello(srpc_ctx_t *, const ProtobufCMessage *, ProtobufCMessage *, void *);
 st_status_t cd_h_lookup(srpc_ctx_t *, const ProtobufCMessage *, ProtobufCMessage *, void *);
@@ -84,5 +127,15 @@ st_status_t cd_h_session_get(srpc_ctx_t *, const ProtobufCMessage *, ProtobufCMe
 st_status_t cd_h_session_close(srpc_ctx_t *, const ProtobufCMessage *, ProtobufCMessage *, void *);
 st_status_t cd_h_stats(srpc_ctx_t *, const ProtobufCMessage *, ProtobufCMessage *, void *);
 st_status_t cd_h_cluster_lookup(srpc_ctx_t *, const ProtobufCMessage *, ProtobufCMessage *, void *);
+st_status_t cd_h_score(srpc_ctx_t *, const ProtobufCMessage *, ProtobufCMessage *, void *);
+st_status_t cd_h_replicate(srpc_ctx_t *, const ProtobufCMessage *, ProtobufCMessage *, void *);
+st_status_t cd_h_drain(srpc_ctx_t *, const ProtobufCMessage *, ProtobufCMessage *, void *);
+
+/* The rebalancer's catalog (handlers_rebal.c): a KDA object stored with its
+ * link (moved when members change if the link names its placement), a
+ * session record stored. */
+void cd_h_note_kda(cd_daemon_t *d, const cd_ns_entry_t *e, const cd_key_t *key,
+                   const Strata__V1__BlockLink *link);
+void cd_h_note_session(cd_daemon_t *d, const cd_ns_entry_t *e, const st_hash_t *id);
 
 #endif /* STRATA_CACHED_HANDLERS_H */

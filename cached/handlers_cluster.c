@@ -9,22 +9,19 @@
  * does not answer counts as a miss for its segments, so lost data is never
  * claimed. Without locations or a lease the owners get compact segments, and
  * the blocks they leave undecided are asked again with their hashes, so each
- * segment's answer is the full form's.
+ * segment's answer is the full form's. Placing, grouping, the compact form
+ * and the merging of answers are the lookup planner's (proto/plan.h), the
+ * client's too; what is the daemon's own is how a group is sent (a peer over
+ * gRPC, this node's own segments through its Lookup handler) and the answer
+ * per segment that it writes.
  */
 #include "handlers.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "compose.h"
-#include "st_log.h"
-
-typedef struct cd_h_owner {
-    Strata__V1__LookupRequest req;
-    Strata__V1__Segment **segs;
-    size_t *seg_index; /* request segment i -> chain segment */
-    size_t n;
-} cd_h_owner_t;
+#include "plan.h"
+#include "log.h"
 
 /* Copies n elements of size sz into the call's memory (peer answers are
  * freed before the response is packed). */
@@ -84,278 +81,215 @@ static Strata__V1__SegmentMatch *cd_h_match_copy(srpc_ctx_t *ctx, const Strata__
     return c;
 }
 
-#define CD_H_PROBE_EVERY 64
-
-/* Moves an owner's request segments to the compact fields of its request
- * (docs/protocol.md "Compact segments"): the hashes of every 64th block and
- * of the last. */
-static st_status_t cd_h_cl_compact(srpc_ctx_t *ctx, cd_h_owner_t *ow)
+/* The planner's placer: a segment's owner on the whole ring (every peer, up
+ * or not: one that does not answer counts as a miss). */
+static int cd_h_cl_place(void *arg, const st_hash_t *first)
 {
-    Strata__V1__LookupRequest *q = &ow->req;
-    size_t n = q->n_segments, room = 0, at = 0;
-    st_hash_t *h;
+    const cd_view_t *v = arg;
 
-    for (size_t j = 0; j < n; j++) {
-        room += q->segments[j]->block_hashes.len / ST_HASH_BYTES / CD_H_PROBE_EVERY + 2;
-    }
-    q->compact_first = srpc_ctx_alloc(ctx, sizeof(uint64_t) * n);
-    q->compact_blocks = srpc_ctx_alloc(ctx, sizeof(uint32_t) * n);
-    q->compact_probes = srpc_ctx_alloc(ctx, sizeof(uint32_t) * n);
-    q->compact_offsets = srpc_ctx_alloc(ctx, sizeof(uint32_t) * room);
-    h = srpc_ctx_alloc(ctx, sizeof(*h) * room);
-    if (!q->compact_first || !q->compact_blocks || !q->compact_probes || !q->compact_offsets ||
-        h == NULL) {
+    return v->n ? (int)ring_home(&v->ring, first) : 0;
+}
+
+/* The peer calls of one round; their answers and messages live until freed. */
+typedef struct cd_h_cl_calls {
+    srpc_fanout_item_t *items;
+    size_t n_items;
+} cd_h_cl_calls_t;
+
+/* This node's own group, answered by its Lookup handler. */
+static st_status_t cd_h_cl_local(srpc_ctx_t *ctx, lp_group_t *g)
+{
+    Strata__V1__LookupResponse *local = srpc_ctx_alloc(ctx, sizeof(*local));
+
+    if (local == NULL) {
         return ST_ERR_NOMEM;
     }
-    for (size_t j = 0; j < n; j++) {
-        const Strata__V1__Segment *sg = q->segments[j];
-        const st_hash_t *src = (const st_hash_t *)sg->block_hashes.data;
-        uint32_t len = (uint32_t)(sg->block_hashes.len / ST_HASH_BYTES), np = 0;
-
-        for (uint32_t o = 0; o < len; o += CD_H_PROBE_EVERY) {
-            q->compact_offsets[at + np] = o;
-            h[at + np++] = src[o];
-        }
-        if (q->compact_offsets[at + np - 1] != len - 1) {
-            q->compact_offsets[at + np] = len - 1;
-            h[at + np++] = src[len - 1];
-        }
-        q->compact_first[j] = sg->first_block;
-        q->compact_blocks[j] = len;
-        q->compact_probes[j] = np;
-        at += np;
-    }
-    q->n_compact_first = q->n_compact_blocks = q->n_compact_probes = n;
-    q->n_compact_offsets = at;
-    q->compact_hashes.data = (uint8_t *)h->b;
-    q->compact_hashes.len = at * ST_HASH_BYTES;
-    q->n_segments = 0;
+    strata__v1__lookup_response__init(local);
+    g->status = cd_h_lookup(ctx, &g->req.base, &local->base, NULL);
+    g->resp = g->status == ST_OK ? local : NULL;
+    g->msg = st_strerror(g->status);
     return ST_OK;
 }
 
-/* Request segment j's answer in lr: matched blocks, undecided ones, and its
- * checkpoints (from the compact fields when compact; *kda_at runs over
- * compact_kda). Returns 0 when lr has no answer for it. */
-static int cd_h_cl_answer(const Strata__V1__LookupResponse *lr, int compact, size_t n, size_t j,
-                          size_t *kda_at, uint32_t *m, uint32_t *u, const uint64_t **kda,
-                          size_t *n_kda)
+/*
+ * Sends a round's groups: one Lookup per peer, in parallel, then this
+ * node's own group through its handler; a peer without a channel is
+ * unreachable. Sets each group's answer, status and message. Returns ST_OK,
+ * or ST_ERR_NOMEM or srpc_fanout()'s status (the call fails then).
+ */
+static st_status_t cd_h_cl_send(srpc_ctx_t *ctx, cd_daemon_t *d, const cd_view_t *v,
+                                lp_group_t *groups, size_t n, cd_h_cl_calls_t *calls)
 {
-    if (!compact) {
-        if (j >= lr->n_segments) {
-            return 0;
+    int64_t left = srpc_ctx_remaining_ms(ctx);
+    size_t *item_group = srpc_ctx_alloc(ctx, sizeof(*item_group) * (n + 1));
+    st_status_t status;
+
+    calls->n_items = 0;
+    calls->items = srpc_ctx_alloc(ctx, sizeof(*calls->items) * (n + 1));
+    if (calls->items == NULL || item_group == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    for (size_t g = 0; g < n; g++) {
+        srpc_fanout_item_t *it = &calls->items[calls->n_items];
+
+        groups[g].resp = NULL;
+        groups[g].status = ST_ERR_UNAVAILABLE;
+        groups[g].msg = "peer unreachable";
+        if (v->n == 0 || (int)groups[g].node == v->self) {
+            continue;
         }
-        *m = lr->segments[j]->matched_blocks;
-        *u = 0;
-        *kda = lr->segments[j]->kda_checkpoints;
-        *n_kda = lr->segments[j]->n_kda_checkpoints;
-        return 1;
+        memset(it, 0, sizeof(*it));
+        it->ch = cd_daemon_peer_ch(d, v->members[groups[g].node].grpc);
+        it->req = &groups[g].req.base;
+        if (it->ch != NULL) {
+            item_group[calls->n_items++] = g;
+        }
     }
-    if (!lr->compact || lr->n_compact_matched != n || lr->n_compact_unresolved != n ||
-        lr->n_compact_kda_counts != n || *kda_at + lr->compact_kda_counts[j] > lr->n_compact_kda) {
-        return 0;
+    if (calls->n_items > 0) {
+        status = srpc_fanout(&srpc_cache_methods[SRPC_CACHE_LOOKUP], calls->items, calls->n_items,
+                             left == INT64_MAX ? 5000 : (int)(left > 60000 ? 60000 : left));
+        if (status != ST_OK) {
+            calls->n_items = 0; /* nothing was issued */
+            return status;
+        }
     }
-    *m = lr->compact_matched[j];
-    *u = lr->compact_unresolved[j];
-    *kda = lr->compact_kda != NULL ? lr->compact_kda + *kda_at : NULL;
-    *n_kda = lr->compact_kda_counts[j];
-    *kda_at += *n_kda;
-    return 1;
+    for (size_t i = 0; i < calls->n_items; i++) {
+        lp_group_t *g = &groups[item_group[i]];
+
+        g->status = calls->items[i].status;
+        g->msg = calls->items[i].err.message;
+        g->resp = g->status == ST_OK ? (const void *)calls->items[i].resp : NULL;
+    }
+    for (size_t g = 0; g < n; g++) {
+        if ((v->n == 0 || (int)groups[g].node == v->self) &&
+            cd_h_cl_local(ctx, &groups[g]) != ST_OK) {
+            return ST_ERR_NOMEM;
+        }
+    }
+    return ST_OK;
 }
 
 /*
  * The second round of a compact ClusterLookup: the segments whose owner left
- * blocks undecided (undecided[k] > 0) are asked again, those blocks with
- * their hashes, one full-form Lookup per owner in parallel; each answer is
- * added to the segment's match. A segment whose owner fails now is answered
- * as a failed owner. Returns ST_OK or ST_ERR_NOMEM.
+ * blocks undecided are asked again, those blocks with their hashes, one
+ * full-form Lookup per owner in parallel; each answer is added to the
+ * segment's match. A segment whose owner fails now is answered as a failed
+ * owner. Returns ST_OK, ST_ERR_NOMEM or srpc_fanout()'s status.
  */
-static st_status_t cd_h_cl_resolve(srpc_ctx_t *ctx, cd_daemon_t *d,
-                                   const Strata__V1__ClusterLookupRequest *req,
-                                   const st_hash_t *hashes, const uint32_t *seg_owner,
-                                   const uint32_t *undecided, size_t n_segs, uint32_t S,
-                                   Strata__V1__ClusterLookupResponse *resp, st_seg_answer_t *ans)
+static st_status_t cd_h_cl_resolve(srpc_ctx_t *ctx, cd_daemon_t *d, const cd_view_t *v,
+                                   lp_plan_t *p, cd_h_cl_calls_t *calls)
 {
-    uint32_t n_nodes = d->n_peers ? d->n_peers : 1;
-    cd_h_owner_t *own = srpc_ctx_alloc(ctx, sizeof(*own) * n_nodes);
-    srpc_fanout_item_t *items = srpc_ctx_alloc(ctx, sizeof(*items) * n_nodes);
-    size_t *item_owner = srpc_ctx_alloc(ctx, sizeof(*item_owner) * n_nodes), n_items = 0;
-    int64_t left = srpc_ctx_remaining_ms(ctx);
+    size_t *runs = srpc_ctx_alloc(ctx, sizeof(*runs) * (p->n_runs + 1)), n;
+    lp_round_t r;
     st_status_t status;
 
-    if (own == NULL || items == NULL || item_owner == NULL) {
+    if (runs == NULL) {
         return ST_ERR_NOMEM;
     }
-    memset(own, 0, sizeof(*own) * n_nodes);
-    for (size_t k = 0; k < n_segs; k++) {
-        own[seg_owner[k]].n += undecided[k] > 0;
+    n = lp_plan_undecided(p, runs);
+    if (n == 0) {
+        return ST_OK;
     }
-    for (uint32_t o = 0; o < n_nodes; o++) {
-        cd_h_owner_t *ow = &own[o];
-        size_t cnt = ow->n;
-
-        strata__v1__lookup_request__init(&ow->req);
-        if (cnt == 0) {
-            continue;
-        }
-        ow->segs = srpc_ctx_alloc(ctx, sizeof(*ow->segs) * cnt);
-        ow->seg_index = srpc_ctx_alloc(ctx, sizeof(*ow->seg_index) * cnt);
-        if (ow->segs == NULL || ow->seg_index == NULL) {
-            return ST_ERR_NOMEM;
-        }
-        ow->n = 0;
-        ow->req.namespace_id = req->namespace_id;
-        ow->req.kinds_mask = req->kinds_mask;
-        ow->req.layers = req->layers;
-        ow->req.n_layers = req->n_layers;
-        ow->req.segments = ow->segs;
-    }
-    for (size_t k = 0; k < n_segs; k++) {
-        cd_h_owner_t *ow = &own[seg_owner[k]];
-        Strata__V1__Segment *sg;
-        uint32_t m;
-
-        if (undecided[k] == 0) {
-            continue; /* decided, or its owner failed (no match) */
-        }
-        m = resp->segments[k]->match->matched_blocks;
-        sg = srpc_ctx_alloc(ctx, sizeof(*sg));
-        if (sg == NULL) {
-            return ST_ERR_NOMEM;
-        }
-        strata__v1__segment__init(sg);
-        sg->first_block = req->first_block + k * S + m;
-        sg->block_hashes.data = (uint8_t *)&hashes[k * S + m];
-        sg->block_hashes.len = (size_t)undecided[k] * ST_HASH_BYTES;
-        ow->seg_index[ow->n] = k;
-        ow->segs[ow->n++] = sg;
-        ow->req.n_segments = ow->n;
-    }
-    for (uint32_t o = 0; o < n_nodes; o++) {
-        if (own[o].n == 0 || d->n_peers == 0 || (int)o == d->self_peer) {
-            continue;
-        }
-        items[n_items].ch = cd_daemon_peer(d, o);
-        items[n_items].req = &own[o].req.base;
-        items[n_items].resp = NULL;
-        if (items[n_items].ch == NULL) {
-            continue;
-        }
-        item_owner[n_items++] = o;
-    }
-    if (n_items > 0) {
-        status = srpc_fanout(&srpc_cache_methods[SRPC_CACHE_LOOKUP], items, n_items,
-                             left == INT64_MAX ? 5000 : (int)(left > 60000 ? 60000 : left));
-        if (status != ST_OK) {
-            return status;
-        }
-    }
-    for (uint32_t o = 0; o < n_nodes; o++) {
-        const Strata__V1__LookupResponse *lr = NULL;
-        srpc_fanout_item_t *it = NULL;
-        st_status_t why = ST_ERR_UNAVAILABLE;
-        const char *msg = "peer unreachable";
-
-        if (own[o].n == 0) {
-            continue;
-        }
-        if (d->n_peers == 0 || (int)o == d->self_peer) {
-            Strata__V1__LookupResponse *local = srpc_ctx_alloc(ctx, sizeof(*local));
-
-            if (local == NULL) {
-                srpc_fanout_free(items, n_items);
-                return ST_ERR_NOMEM;
-            }
-            strata__v1__lookup_response__init(local);
-            why = cd_h_lookup(ctx, &own[o].req.base, &local->base, NULL);
-            lr = why == ST_OK ? local : NULL;
-            msg = st_strerror(why);
-        } else {
-            for (size_t i = 0; i < n_items; i++) {
-                if (item_owner[i] == o) {
-                    it = &items[i];
-                    why = it->status;
-                    msg = it->err.message;
-                    lr = it->status == ST_OK ? (const void *)it->resp : NULL;
-                }
-            }
-        }
-        for (size_t j = 0; j < own[o].n; j++) {
-            size_t k = own[o].seg_index[j];
-            Strata__V1__SegmentAnswer *sa = resp->segments[k];
-            Strata__V1__SegmentMatch *m = sa->match;
-
-            if (lr != NULL && j < lr->n_segments &&
-                lr->segments[j]->matched_blocks <= undecided[k]) {
-                const Strata__V1__SegmentMatch *m2 = lr->segments[j];
-                uint64_t *kda = srpc_ctx_alloc(
-                    ctx, sizeof(*kda) * (m->n_kda_checkpoints + m2->n_kda_checkpoints + 1));
-
-                if (kda == NULL) {
-                    srpc_fanout_free(items, n_items);
-                    return ST_ERR_NOMEM;
-                }
-                if (m->n_kda_checkpoints > 0) {
-                    memcpy(kda, m->kda_checkpoints, sizeof(*kda) * m->n_kda_checkpoints);
-                }
-                if (m2->n_kda_checkpoints > 0) {
-                    memcpy(kda + m->n_kda_checkpoints, m2->kda_checkpoints,
-                           sizeof(*kda) * m2->n_kda_checkpoints);
-                }
-                m->kda_checkpoints = kda;
-                m->n_kda_checkpoints += m2->n_kda_checkpoints;
-                m->matched_blocks += m2->matched_blocks;
-                ans[k].matched = m->matched_blocks;
-                ans[k].kda = m->kda_checkpoints;
-                ans[k].n_kda = m->n_kda_checkpoints;
-                continue;
-            }
-            /* The owner failed now: as a failed owner. */
-            if (why == ST_OK) {
-                why = ST_ERR_PROTOCOL;
-                msg = "the owner's second answer does not fit";
-            }
-            sa->match = NULL;
-            sa->grpc_status = (uint32_t)st_status_to_grpc(why);
-            sa->error = cd_h_dup(ctx, msg, strlen(msg) + 1, 1);
-            if (sa->error == NULL) {
-                srpc_fanout_free(items, n_items);
-                return ST_ERR_NOMEM;
-            }
-            ans[k].answered = 0;
-        }
-    }
-    srpc_fanout_free(items, n_items);
-    return ST_OK;
-}
-
-st_status_t cd_h_cluster_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm,
-                                ProtobufCMessage *respm, void *arg)
-{
-    const Strata__V1__ClusterLookupRequest *req = (const void *)reqm;
-    Strata__V1__ClusterLookupResponse *resp = (void *)respm;
-    cd_daemon_t *d = cd_h_daemon(ctx);
-    uint32_t S = (uint32_t)d->cfg.segment_blocks;
-    uint32_t n_nodes = d->n_peers ? d->n_peers : 1;
-    size_t n_hashes, n_segs;
-    const st_hash_t *hashes;
-    cd_h_owner_t *own;
-    uint32_t *seg_owner;
-    st_seg_answer_t *ans;
-    srpc_fanout_item_t *items;
-    size_t *item_owner, n_items = 0, n_undecided = 0;
-    uint32_t *undecided;
-    int compact;
-    cd_ns_entry_t *e;
-    st_prefix_t prefix;
-    int64_t left;
-    st_status_t status;
-
-    status = cd_h_ns(ctx, d, req->namespace_id, &e);
+    status = lp_round_init(p, &r, runs, n);
     if (status != ST_OK) {
         return status;
     }
-    hashes = cd_h_hashes(ctx, &req->block_hashes, &n_hashes, "block_hashes");
-    if (hashes == NULL) {
+    status = cd_h_cl_send(ctx, d, v, r.groups, r.n_groups, calls);
+    for (size_t g = 0; status == ST_OK && g < r.n_groups; g++) {
+        if (lp_round_take(p, &r, g) == ST_ERR_NOMEM) {
+            status = ST_ERR_NOMEM;
+        }
+    }
+    lp_round_free(&r);
+    return status;
+}
+
+/* A segment answered: its match as the owner gave it (compact: the merged
+ * counts and checkpoints; full form: a copy, with locations and lease). */
+static st_status_t cd_h_cl_match(srpc_ctx_t *ctx, const lp_plan_t *p, size_t k,
+                                 Strata__V1__SegmentAnswer *sa)
+{
+    const lp_run_t *run = &p->runs[p->seg_run[k]];
+    const Strata__V1__LookupResponse *lr = p->groups[run->group].resp;
+    Strata__V1__SegmentMatch *m;
+
+    if (!p->compact) {
+        m = cd_h_match_copy(ctx, lr->segments[run->index]);
+        sa->lease_id = lr->lease_id;
+        sa->lease_ms = lr->lease_ms;
+    } else if ((m = srpc_ctx_alloc(ctx, sizeof(*m))) != NULL) {
+        strata__v1__segment_match__init(m);
+        m->matched_blocks = p->ans[k].matched;
+        m->kda_checkpoints = cd_h_dup(ctx, p->ans[k].kda, p->ans[k].n_kda, sizeof(uint64_t));
+        m->n_kda_checkpoints = p->ans[k].n_kda;
+        if (m->kda_checkpoints == NULL) {
+            return ST_ERR_NOMEM;
+        }
+    }
+    if (m == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    sa->match = m;
+    sa->region_epoch = lr->region_epoch;
+    return ST_OK;
+}
+
+/* Segment k's answer in the response: its match, or why its owner failed. */
+static st_status_t cd_h_cl_segment(srpc_ctx_t *ctx, const cd_daemon_t *d, const cd_view_t *v,
+                                   const lp_plan_t *p, size_t k, Strata__V1__SegmentAnswer **sa_p)
+{
+    const lp_run_t *run = &p->runs[p->seg_run[k]];
+    const lp_fail_t *f = &p->fail[k];
+    Strata__V1__SegmentAnswer *sa = srpc_ctx_alloc(ctx, sizeof(*sa));
+    const char *msg = f->msg;
+
+    if (sa == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    strata__v1__segment_answer__init(sa);
+    sa->first_block = p->ans[k].first_block;
+    sa->n_blocks = p->ans[k].n_blocks;
+    msg = v->n ? v->members[p->groups[run->group].node].grpc : d->cfg.node_id;
+    /* A copy: the view may go before the answer is sent. */
+    sa->node_id = cd_h_dup(ctx, msg, strlen(msg) + 1, 1);
+    sa->address = sa->node_id;
+    *sa_p = sa;
+    msg = f->msg;
+    if (sa->node_id == NULL) {
+        return ST_ERR_NOMEM;
+    }
+    if (p->ans[k].answered) {
+        return cd_h_cl_match(ctx, p, k, sa);
+    }
+    /* The owner failed: a peer's error, this node's own, no peer, or an
+     * answer that does not fit the request. */
+    if (msg == NULL) {
+        msg = f->round == 2 ? "the owner's second answer does not fit"
+                            : "the owner's answer does not fit the request";
+    }
+    if (f->round == 2) {
+        sa->region_epoch = p->groups[run->group].resp->region_epoch; /* its first answer's */
+    }
+    sa->grpc_status = (uint32_t)st_status_to_grpc(f->why);
+    sa->error = cd_h_dup(ctx, msg, strlen(msg) + 1, 1);
+    return sa->error != NULL ? ST_OK : ST_ERR_NOMEM;
+}
+
+/* The checks of a ClusterLookup before it is planned; sets its hashes. */
+static st_status_t cd_h_cl_check(srpc_ctx_t *ctx, cd_daemon_t *d,
+                                 const Strata__V1__ClusterLookupRequest *req,
+                                 const st_hash_t **hashes_p, size_t *n_hashes_p)
+{
+    uint32_t S = (uint32_t)d->cfg.segment_blocks;
+    size_t n_hashes;
+    cd_ns_entry_t *e;
+    st_status_t status = cd_h_ns(ctx, d, req->namespace_id, &e);
+
+    if (status != ST_OK) {
+        return status;
+    }
+    *hashes_p = cd_h_hashes(ctx, &req->block_hashes, &n_hashes, "block_hashes");
+    if (*hashes_p == NULL) {
         return ST_ERR_INVALID;
     }
     if (n_hashes == 0 || n_hashes > (size_t)d->cfg.max_hashes) {
@@ -373,226 +307,96 @@ st_status_t cd_h_cluster_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm,
                            (unsigned long long)req->first_block, S);
         return ST_ERR_INVALID;
     }
+    *n_hashes_p = n_hashes;
     /* What every owner's Lookup checks, checked here: a request no owner
      * accepts fails as a whole instead of segment by segment. */
-    status = cd_h_lookup_check(ctx, d, req->layers, req->n_layers, req->kinds_mask,
-                               req->want_locations || req->lease, req->lease_ms);
+    return cd_h_lookup_check(ctx, d, req->layers, req->n_layers, req->kinds_mask,
+                             req->want_locations || req->lease, req->lease_ms);
+}
+
+/* The planner's parameters of a ClusterLookup (tmpl: its requests' template). */
+static void cd_h_cl_params(cd_daemon_t *d, cd_view_t *v,
+                           const Strata__V1__ClusterLookupRequest *req, const st_hash_t *hashes,
+                           size_t n_hashes, Strata__V1__LookupRequest *tmpl, lp_params_t *prm)
+{
+    strata__v1__lookup_request__init(tmpl);
+    tmpl->namespace_id = req->namespace_id;
+    tmpl->kinds_mask = req->kinds_mask;
+    tmpl->layers = req->layers;
+    tmpl->n_layers = req->n_layers;
+    tmpl->want_locations = req->want_locations;
+    tmpl->lease = req->lease;
+    tmpl->lease_ms = req->lease_ms;
+    /* One request per owner, one request segment per segment (the answer
+     * says, per segment, its owner and its match). */
+    *prm = (lp_params_t){.hashes = hashes,
+                         .n_blocks = n_hashes,
+                         .first_block = req->first_block,
+                         .segment_blocks = (uint32_t)d->cfg.segment_blocks,
+                         .n_nodes = v->n ? v->n : 1,
+                         .place = cd_h_cl_place,
+                         .place_arg = v,
+                         .max_segments = LP_UNLIMITED,
+                         .max_hashes = LP_UNLIMITED,
+                         .merge_runs = 0,
+                         .tmpl = tmpl};
+}
+
+st_status_t cd_h_cluster_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm,
+                                ProtobufCMessage *respm, void *arg)
+{
+    const Strata__V1__ClusterLookupRequest *req = (const void *)reqm;
+    Strata__V1__ClusterLookupResponse *resp = (void *)respm;
+    cd_daemon_t *d = cd_h_daemon(ctx);
+    cd_h_cl_calls_t first = {0}, second = {0};
+    cd_view_t *v;
+    Strata__V1__LookupRequest tmpl;
+    const st_hash_t *hashes;
+    size_t n_hashes;
+    lp_params_t prm;
+    lp_plan_t p;
+    compose_prefix_t prefix;
+    st_status_t status;
+
+    (void)arg;
+    status = cd_h_cl_check(ctx, d, req, &hashes, &n_hashes);
     if (status != ST_OK) {
         return status;
     }
-    n_segs = (n_hashes + S - 1) / S;
-    own = srpc_ctx_alloc(ctx, sizeof(*own) * n_nodes);
-    seg_owner = srpc_ctx_alloc(ctx, sizeof(*seg_owner) * n_segs);
-    ans = srpc_ctx_alloc(ctx, sizeof(*ans) * n_segs);
-    items = srpc_ctx_alloc(ctx, sizeof(*items) * n_nodes);
-    item_owner = srpc_ctx_alloc(ctx, sizeof(*item_owner) * n_nodes);
-    resp->segments = srpc_ctx_alloc(ctx, sizeof(*resp->segments) * n_segs);
-    if (!own || !seg_owner || !ans || !items || !item_owner || !resp->segments) {
-        return ST_ERR_NOMEM;
+    v = cd_view_get(d);
+    cd_h_cl_params(d, v, req, hashes, n_hashes, &tmpl, &prm);
+    if ((status = lp_plan_init(&p, &prm)) != ST_OK) {
+        cd_view_put(d, v);
+        return status;
     }
-
-    /* Place every segment. */
-    for (size_t k = 0; k < n_segs; k++) {
-        seg_owner[k] = d->n_peers ? st_ring_home(&d->ring, &hashes[k * S]) : 0;
-        own[seg_owner[k]].n++;
-    }
-    for (uint32_t o = 0; o < n_nodes; o++) {
-        cd_h_owner_t *ow = &own[o];
-        size_t cnt = ow->n;
-
-        strata__v1__lookup_request__init(&ow->req);
-        if (cnt == 0) {
-            continue;
-        }
-        ow->segs = srpc_ctx_alloc(ctx, sizeof(*ow->segs) * cnt);
-        ow->seg_index = srpc_ctx_alloc(ctx, sizeof(*ow->seg_index) * cnt);
-        if (ow->segs == NULL || ow->seg_index == NULL) {
-            return ST_ERR_NOMEM;
-        }
-        ow->n = 0;
-        ow->req.namespace_id = req->namespace_id;
-        ow->req.kinds_mask = req->kinds_mask;
-        ow->req.layers = req->layers;
-        ow->req.n_layers = req->n_layers;
-        ow->req.want_locations = req->want_locations;
-        ow->req.lease = req->lease;
-        ow->req.lease_ms = req->lease_ms;
-        ow->req.segments = ow->segs;
-    }
-    for (size_t k = 0; k < n_segs; k++) {
-        cd_h_owner_t *ow = &own[seg_owner[k]];
-        Strata__V1__Segment *sg = srpc_ctx_alloc(ctx, sizeof(*sg));
-        size_t nb = n_hashes - k * S < S ? n_hashes - k * S : S;
-
-        if (sg == NULL) {
-            return ST_ERR_NOMEM;
-        }
-        strata__v1__segment__init(sg);
-        sg->first_block = req->first_block + k * S;
-        sg->block_hashes.data = (uint8_t *)&hashes[k * S];
-        sg->block_hashes.len = nb * ST_HASH_BYTES;
-        ow->seg_index[ow->n] = k;
-        ow->segs[ow->n++] = sg;
-        ow->req.n_segments = ow->n;
-        ans[k].first_block = sg->first_block;
-        ans[k].n_blocks = (uint32_t)nb;
-        ans[k].answered = 0;
-    }
-
+    resp->segments = srpc_ctx_alloc(ctx, sizeof(*resp->segments) * p.n_segs);
+    status = resp->segments != NULL ? ST_OK : ST_ERR_NOMEM;
     /* Without locations or a lease, owners get compact segments (docs/protocol.md
-     * "Compact segments"); what they leave undecided is asked again below. */
-    compact = !req->want_locations && !req->lease;
-    for (uint32_t o = 0; compact && o < n_nodes; o++) {
-        if (own[o].n > 0 && (status = cd_h_cl_compact(ctx, &own[o])) != ST_OK) {
-            return status;
-        }
+     * "Compact segments"); what they leave undecided is asked again. */
+    if (status == ST_OK && !req->want_locations && !req->lease) {
+        status = lp_plan_compact(&p);
     }
-    undecided = srpc_ctx_alloc(ctx, sizeof(*undecided) * n_segs);
-    if (undecided == NULL) {
-        return ST_ERR_NOMEM;
+    if (status == ST_OK) {
+        status = cd_h_cl_send(ctx, d, v, p.groups, p.n_groups, &first);
     }
-    memset(undecided, 0, sizeof(*undecided) * n_segs);
-
-    /* Ask the peers in parallel; answer our own segments meanwhile. */
-    left = srpc_ctx_remaining_ms(ctx);
-    for (uint32_t o = 0; o < n_nodes; o++) {
-        if (own[o].n == 0 || d->n_peers == 0 || (int)o == d->self_peer) {
-            continue;
-        }
-        items[n_items].ch = cd_daemon_peer(d, o);
-        items[n_items].req = &own[o].req.base;
-        items[n_items].resp = NULL;
-        if (items[n_items].ch == NULL) {
-            continue;
-        }
-        item_owner[n_items++] = o;
+    for (size_t g = 0; status == ST_OK && g < p.n_groups; g++) {
+        lp_plan_take(&p, g);
     }
-    if (n_items > 0) {
-        status = srpc_fanout(&srpc_cache_methods[SRPC_CACHE_LOOKUP], items, n_items,
-                             left == INT64_MAX ? 5000 : (int)(left > 60000 ? 60000 : left));
-        if (status != ST_OK) {
-            return status;
-        }
+    if (status == ST_OK && p.compact) {
+        status = cd_h_cl_resolve(ctx, d, v, &p, &second);
     }
-
-    for (uint32_t o = 0; o < n_nodes; o++) {
-        const Strata__V1__LookupResponse *lr = NULL;
-        Strata__V1__LookupResponse *local = NULL;
-        srpc_fanout_item_t *it = NULL;
-        st_status_t local_status = ST_OK;
-        size_t kda_at = 0;
-
-        if (own[o].n == 0) {
-            continue;
-        }
-        if (d->n_peers == 0 || (int)o == d->self_peer) {
-            local = srpc_ctx_alloc(ctx, sizeof(*local));
-            if (local == NULL) {
-                return ST_ERR_NOMEM;
-            }
-            strata__v1__lookup_response__init(local);
-            local_status = cd_h_lookup(ctx, &own[o].req.base, &local->base, NULL);
-            if (local_status == ST_OK) {
-                lr = local;
-            }
-        } else {
-            for (size_t i = 0; i < n_items; i++) {
-                if (item_owner[i] == o) {
-                    it = &items[i];
-                    if (it->status == ST_OK) {
-                        lr = (const void *)it->resp;
-                    }
-                }
-            }
-        }
-        for (size_t j = 0; j < own[o].n; j++) {
-            size_t k = own[o].seg_index[j];
-            Strata__V1__SegmentAnswer *sa = srpc_ctx_alloc(ctx, sizeof(*sa));
-            uint32_t cm, cu;
-            const uint64_t *ckda;
-            size_t cn_kda;
-
-            if (sa == NULL) {
-                srpc_fanout_free(items, n_items);
-                return ST_ERR_NOMEM;
-            }
-            strata__v1__segment_answer__init(sa);
-            sa->first_block = ans[k].first_block;
-            sa->n_blocks = ans[k].n_blocks;
-            sa->node_id = d->n_peers ? d->peer_list[o] : d->cfg.node_id;
-            sa->address = sa->node_id;
-            if (lr != NULL && compact &&
-                cd_h_cl_answer(lr, compact, own[o].n, j, &kda_at, &cm, &cu, &ckda, &cn_kda) &&
-                (uint64_t)cm + cu <= ans[k].n_blocks) {
-                Strata__V1__SegmentMatch *m = srpc_ctx_alloc(ctx, sizeof(*m));
-
-                if (m == NULL) {
-                    srpc_fanout_free(items, n_items);
-                    return ST_ERR_NOMEM;
-                }
-                strata__v1__segment_match__init(m);
-                m->matched_blocks = cm;
-                m->kda_checkpoints = cd_h_dup(ctx, ckda, cn_kda, sizeof(*ckda));
-                m->n_kda_checkpoints = cn_kda;
-                if (m->kda_checkpoints == NULL) {
-                    srpc_fanout_free(items, n_items);
-                    return ST_ERR_NOMEM;
-                }
-                undecided[k] = cu;
-                n_undecided += cu > 0;
-                ans[k].answered = 1;
-                ans[k].matched = m->matched_blocks;
-                ans[k].kda = m->kda_checkpoints;
-                ans[k].n_kda = m->n_kda_checkpoints;
-                sa->match = m;
-                sa->region_epoch = lr->region_epoch;
-            } else if (lr != NULL && !compact && j < lr->n_segments) {
-                Strata__V1__SegmentMatch *m = cd_h_match_copy(ctx, lr->segments[j]);
-
-                if (m == NULL) {
-                    srpc_fanout_free(items, n_items);
-                    return ST_ERR_NOMEM;
-                }
-                ans[k].answered = 1;
-                ans[k].matched = m->matched_blocks;
-                ans[k].kda = m->kda_checkpoints;
-                ans[k].n_kda = m->n_kda_checkpoints;
-                sa->match = m;
-                sa->lease_id = lr->lease_id;
-                sa->lease_ms = lr->lease_ms;
-                sa->region_epoch = lr->region_epoch;
-            } else {
-                /* The owner failed: a peer's error, this node's own, or no peer. */
-                st_status_t why = it != NULL ? it->status : local_status;
-                const char *msg = it != NULL ? it->err.message : st_strerror(why);
-
-                if (it == NULL && why == ST_OK) {
-                    why = ST_ERR_UNAVAILABLE;
-                    msg = "peer unreachable";
-                } else if (why == ST_OK) {
-                    why = ST_ERR_PROTOCOL; /* an answer that does not fit the request */
-                    msg = "the owner's answer does not fit the request";
-                }
-                sa->grpc_status = (uint32_t)st_status_to_grpc(why);
-                sa->error = cd_h_dup(ctx, msg, strlen(msg) + 1, 1);
-                if (sa->error == NULL) {
-                    srpc_fanout_free(items, n_items);
-                    return ST_ERR_NOMEM;
-                }
-            }
-            resp->segments[k] = sa;
-        }
+    for (size_t k = 0; status == ST_OK && k < p.n_segs; k++) {
+        status = cd_h_cl_segment(ctx, d, v, &p, k, &resp->segments[k]);
     }
-    resp->n_segments = n_segs;
-    srpc_fanout_free(items, n_items);
-    if (n_undecided > 0) {
-        status = cd_h_cl_resolve(ctx, d, req, hashes, seg_owner, undecided, n_segs, S, resp, ans);
-        if (status != ST_OK) {
-            return status;
-        }
+    if (status == ST_OK) {
+        resp->n_segments = p.n_segs;
+        lp_plan_compose(&p, &prefix);
+        resp->matched_blocks = prefix.matched_blocks;
+        resp->resumable_blocks = prefix.resumable_blocks;
     }
-    st_compose_prefix(ans, n_segs, &prefix);
-    resp->matched_blocks = prefix.matched_blocks;
-    resp->resumable_blocks = prefix.resumable_blocks;
-    return ST_OK;
+    srpc_fanout_free(first.items, first.n_items);
+    srpc_fanout_free(second.items, second.n_items);
+    lp_plan_free(&p);
+    cd_view_put(d, v);
+    return status;
 }

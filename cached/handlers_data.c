@@ -1,6 +1,7 @@
 /*
- * handlers_data.c - the object calls of strata.v1.Cache: Lookup, Locate,
- * Reserve, Commit, Abort, Release, Put, Get, Delete, Pin and Unpin.
+ * handlers_data.c - the object calls of strata.v1.Cache that write, read
+ * and hold objects: Reserve, Commit, Abort, Release, Put, Get, Delete, Pin
+ * and Unpin (Lookup and Locate: handlers_lookup.c).
  *
  * Every request is validated (sizes, hash lengths, kinds, limits) before it
  * reaches the store; per-key outcomes go into KeyStatus arrays and the call
@@ -14,576 +15,7 @@
 #include <string.h>
 
 #include "rowsum.h"
-#include "st_log.h"
-
-#define CD_KIND_BIT(k) (1u << (k))
-
-/* Checks a batch size against max_batch. */
-static st_status_t cd_h_batch_limit(srpc_ctx_t *ctx, cd_daemon_t *d, size_t n, const char *what)
-{
-    if (n > (size_t)d->cfg.max_batch) {
-        srpc_ctx_set_error(ctx, "%zu %s exceed max_batch=%lld", n, what,
-                           (long long)d->cfg.max_batch);
-        return ST_ERR_INVALID;
-    }
-    return ST_OK;
-}
-
-/* The store's lease argument for a request's lease flag and duration. */
-static uint64_t cd_h_lease_ms(int lease, uint32_t lease_ms)
-{
-    if (!lease) {
-        return CD_LEASE_NONE;
-    }
-    return lease_ms != 0 ? lease_ms : CD_LEASE_DEFAULT;
-}
-
-/* Maps a protocol kinds_mask (bit 1 << ObjectKind) to the store's kinds of
- * the blocks' KV and IDX requirements (KDA checkpoints are reported apart). */
-static uint32_t cd_h_require_kinds(uint32_t mask)
-{
-    uint32_t kinds = 0;
-
-    if (mask & (1u << STRATA__V1__OBJECT_KIND__KV)) {
-        kinds |= CD_KIND_BIT(CD_KIND_KV);
-    }
-    if (mask & (1u << STRATA__V1__OBJECT_KIND__IDX)) {
-        kinds |= CD_KIND_BIT(CD_KIND_IDX);
-    }
-    return kinds;
-}
-
-/* ------------------------------------------------------------- Lookup -- */
-
-st_status_t cd_h_lookup_check(srpc_ctx_t *ctx, cd_daemon_t *d, const uint32_t *layers,
-                              size_t n_layers, uint32_t kinds_mask, int want_loc, uint32_t lease_ms)
-{
-    uint64_t seen[(CD_LAYERS_MAX + 63) / 64] = {0};
-
-    for (size_t i = 0; i < n_layers; i++) {
-        if (layers[i] >= CD_LAYERS_MAX) {
-            srpc_ctx_set_error(ctx, "layers[%zu]=%u: layers are < %d", i, layers[i], CD_LAYERS_MAX);
-            return ST_ERR_INVALID;
-        }
-        if (seen[layers[i] / 64] & (1ull << (layers[i] % 64))) {
-            srpc_ctx_set_error(ctx, "layers[%zu]=%u is given twice", i, layers[i]);
-            return ST_ERR_INVALID;
-        }
-        seen[layers[i] / 64] |= 1ull << (layers[i] % 64);
-    }
-    if (want_loc && n_layers == 0 && cd_h_require_kinds(kinds_mask) != 0) {
-        srpc_ctx_set_error(ctx, "want_locations needs the layers to locate");
-        return ST_ERR_INVALID;
-    }
-    if (lease_ms > d->cfg.max_lease_ms) {
-        srpc_ctx_set_error(ctx, "lease_ms=%u exceeds max_lease=%llu", lease_ms,
-                           (unsigned long long)d->cfg.max_lease_ms);
-        return ST_ERR_INVALID;
-    }
-    return ST_OK;
-}
-
-/* Locations of the matched blocks x required kinds x layers of one segment. */
-static st_status_t cd_h_segment_locations(srpc_ctx_t *ctx, cd_daemon_t *d, uint32_t ns,
-                                          const st_hash_t *hashes, uint32_t matched, uint32_t kinds,
-                                          const uint32_t *layers, size_t n_layers,
-                                          Strata__V1__SegmentMatch *m, const uint64_t *kda,
-                                          uint32_t n_kda, uint64_t first_block)
-{
-    size_t nk = (size_t)__builtin_popcount(kinds), n = (size_t)matched * nk * n_layers;
-    cd_key_t *keys = srpc_ctx_alloc(ctx, sizeof(*keys) * (n + n_kda + 1));
-    cd_located_t *out = srpc_ctx_alloc(ctx, sizeof(*out) * (n + n_kda + 1));
-    cd_err_t err = {""};
-    size_t k = 0;
-    st_status_t status;
-
-    if (keys == NULL || out == NULL) {
-        return ST_ERR_NOMEM;
-    }
-    for (uint32_t b = 0; b < matched; b++) {
-        for (uint32_t kind = 0; kind < CD_KIND_COUNT; kind++) {
-            if (!(kinds & CD_KIND_BIT(kind))) {
-                continue;
-            }
-            for (size_t l = 0; l < n_layers; l++) {
-                keys[k].hash = hashes[b];
-                keys[k].kind = kind;
-                keys[k].layer = layers[l];
-                k++;
-            }
-        }
-    }
-    for (uint32_t i = 0; i < n_kda; i++) {
-        keys[k].hash = hashes[kda[i] - first_block];
-        keys[k].kind = CD_KIND_KDA;
-        keys[k].layer = 0;
-        k++;
-    }
-    m->locations = cd_h_locations(ctx, n);
-    m->kda_locations = cd_h_locations(ctx, n_kda);
-    if (m->locations == NULL || m->kda_locations == NULL) {
-        return ST_ERR_NOMEM;
-    }
-    if (k == 0) {
-        return ST_OK;
-    }
-    /* In chunks of max_batch; the lookup's lease already holds these blocks. */
-    for (size_t off = 0; off < k; off += (size_t)d->cfg.max_batch) {
-        size_t cnt = k - off < (size_t)d->cfg.max_batch ? k - off : (size_t)d->cfg.max_batch;
-
-        status = cd_store_locate(d->store, ns, keys + off, cnt, CD_LEASE_NONE, out + off, NULL,
-                                 NULL, &err);
-        if (status != ST_OK) {
-            return cd_h_fail(ctx, status, &err);
-        }
-    }
-    for (size_t i = 0; i < k; i++) {
-        Strata__V1__Locations *l = i < n ? m->locations : m->kda_locations;
-        size_t j = i < n ? i : i - n;
-
-        cd_h_location_set(l, j,
-                          out[i].status == ST_OK ? STRATA__V1__OBJECT_STATE__OBJECT_PRESENT
-                                                 : STRATA__V1__OBJECT_STATE__OBJECT_MISSING,
-                          &out[i].where);
-    }
-    return ST_OK;
-}
-
-/*
- * Reads the compact segments of a Lookup (docs/protocol.md "Compact
- * segments") into segs[base..] and probes[base..], adding their blocks to
- * *total. Everything is checked before the index is touched: parallel arrays
- * of one length, a hash per offset, offsets rising from 0 to the last block,
- * no locations or lease. Returns ST_OK or ST_ERR_INVALID (the message set).
- */
-static st_status_t cd_h_compact_read(srpc_ctx_t *ctx, const Strata__V1__LookupRequest *req,
-                                     int want_loc, cd_segment_t *segs, cd_probes_t *probes,
-                                     size_t base, size_t *total)
-{
-    size_t n = req->n_compact_first, n_hashes, at = 0;
-    const st_hash_t *h;
-
-    if (req->n_compact_blocks != n || req->n_compact_probes != n) {
-        srpc_ctx_set_error(ctx,
-                           "compact_first, compact_blocks and compact_probes differ in length");
-        return ST_ERR_INVALID;
-    }
-    if (n > 0 && want_loc) {
-        srpc_ctx_set_error(ctx, "compact segments take no locations or lease (send their hashes)");
-        return ST_ERR_INVALID;
-    }
-    h = cd_h_hashes(ctx, &req->compact_hashes, &n_hashes, "compact_hashes");
-    if (h == NULL) {
-        return ST_ERR_INVALID;
-    }
-    if (n_hashes != req->n_compact_offsets) {
-        srpc_ctx_set_error(ctx, "%zu compact_hashes for %zu compact_offsets", n_hashes,
-                           req->n_compact_offsets);
-        return ST_ERR_INVALID;
-    }
-    for (size_t i = 0; i < n; i++) {
-        uint32_t blocks = req->compact_blocks[i], np = req->compact_probes[i];
-        const uint32_t *off = req->compact_offsets + at;
-
-        if (blocks == 0 || np == 0 || np > req->n_compact_offsets - at) {
-            srpc_ctx_set_error(ctx, "compact segment %zu: %u blocks, %u probes (%zu offsets left)",
-                               i, blocks, np, req->n_compact_offsets - at);
-            return ST_ERR_INVALID;
-        }
-        if (off[0] != 0 || off[np - 1] != blocks - 1) {
-            srpc_ctx_set_error(ctx, "compact segment %zu: offsets must run from 0 to %u", i,
-                               blocks - 1);
-            return ST_ERR_INVALID;
-        }
-        for (uint32_t j = 1; j < np; j++) {
-            if (off[j] <= off[j - 1]) {
-                srpc_ctx_set_error(ctx, "compact segment %zu: offset %u does not rise", i, off[j]);
-                return ST_ERR_INVALID;
-            }
-        }
-        if (req->compact_first[i] > UINT64_MAX - (blocks - 1)) {
-            srpc_ctx_set_error(ctx,
-                               "compact segment %zu: first=%llu plus %u blocks passes the largest "
-                               "chain index",
-                               i, (unsigned long long)req->compact_first[i], blocks);
-            return ST_ERR_INVALID;
-        }
-        segs[base + i] = (cd_segment_t){req->compact_first[i], blocks, h + at};
-        probes[base + i] = (cd_probes_t){off, np};
-        *total += blocks;
-        at += np;
-    }
-    if (at != req->n_compact_offsets) {
-        srpc_ctx_set_error(ctx, "compact_probes name %zu of %zu compact_offsets", at,
-                           req->n_compact_offsets);
-        return ST_ERR_INVALID;
-    }
-    return ST_OK;
-}
-
-/* Fills the compact_* answer fields for the compact segments, which follow
- * the n_full segments in ans[]. */
-static st_status_t cd_h_compact_answer(srpc_ctx_t *ctx, Strata__V1__LookupResponse *resp,
-                                       const cd_seg_answer_t *ans, size_t n_full, size_t n,
-                                       const uint64_t *kda)
-{
-    size_t n_kda = 0;
-
-    resp->compact = 1;
-    resp->compact_matched = srpc_ctx_alloc(ctx, sizeof(uint32_t) * n);
-    resp->compact_unresolved = srpc_ctx_alloc(ctx, sizeof(uint32_t) * n);
-    resp->compact_kda_counts = srpc_ctx_alloc(ctx, sizeof(uint32_t) * n);
-    if (!resp->compact_matched || !resp->compact_unresolved || !resp->compact_kda_counts) {
-        return ST_ERR_NOMEM;
-    }
-    for (size_t i = 0; i < n; i++) {
-        n_kda += ans[n_full + i].kda_count;
-    }
-    resp->compact_kda = srpc_ctx_alloc(ctx, sizeof(uint64_t) * (n_kda + 1));
-    if (resp->compact_kda == NULL) {
-        return ST_ERR_NOMEM;
-    }
-    n_kda = 0;
-    for (size_t i = 0; i < n; i++) {
-        const cd_seg_answer_t *a = &ans[n_full + i];
-
-        resp->compact_matched[i] = a->matched;
-        resp->compact_unresolved[i] = a->unresolved;
-        resp->compact_kda_counts[i] = a->kda_count;
-        if (a->kda_count > 0) {
-            memcpy(resp->compact_kda + n_kda, kda + a->kda_first, sizeof(uint64_t) * a->kda_count);
-        }
-        n_kda += a->kda_count;
-    }
-    resp->n_compact_matched = resp->n_compact_unresolved = resp->n_compact_kda_counts = n;
-    resp->n_compact_kda = n_kda;
-    return ST_OK;
-}
-
-st_status_t cd_h_lookup(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMessage *respm,
-                        void *arg)
-{
-    const Strata__V1__LookupRequest *req = (const void *)reqm;
-    Strata__V1__LookupResponse *resp = (void *)respm;
-    cd_daemon_t *d = cd_h_daemon(ctx);
-    cd_ns_entry_t *e;
-    cd_segment_t *segs;
-    cd_probes_t *probes;
-    cd_seg_answer_t *ans;
-    cd_require_t rq = {0};
-    uint64_t *kda, lease_id = 0, lease_exp = 0, gen;
-    size_t total = 0, kda_n = 0;
-    cd_err_t err = {""};
-    int want_loc = req->want_locations || req->lease;
-    size_t n_seg;
-    st_status_t status;
-
-    status = cd_h_ns(ctx, d, req->namespace_id, &e);
-    if (status != ST_OK) {
-        return status;
-    }
-    n_seg = req->n_segments + req->n_compact_first;
-    if (n_seg == 0) {
-        srpc_ctx_set_error(ctx, "lookup without segments");
-        return ST_ERR_INVALID;
-    }
-    if ((status = cd_h_batch_limit(ctx, d, n_seg, "segments")) != ST_OK) {
-        return status;
-    }
-    if ((status = cd_h_lookup_check(ctx, d, req->layers, req->n_layers, req->kinds_mask, want_loc,
-                                    req->lease_ms)) != ST_OK) {
-        return status;
-    }
-    segs = srpc_ctx_alloc(ctx, sizeof(*segs) * n_seg);
-    probes = srpc_ctx_alloc(ctx, sizeof(*probes) * n_seg);
-    ans = srpc_ctx_alloc(ctx, sizeof(*ans) * n_seg);
-    if (segs == NULL || probes == NULL || ans == NULL) {
-        return ST_ERR_NOMEM;
-    }
-    for (size_t i = 0; i < req->n_segments; i++) {
-        size_t n;
-        const st_hash_t *h =
-            cd_h_hashes(ctx, &req->segments[i]->block_hashes, &n, "segments.block_hashes");
-
-        if (h == NULL) {
-            return ST_ERR_INVALID;
-        }
-        if (n == 0) {
-            srpc_ctx_set_error(ctx, "segment %zu has no block hashes", i);
-            return ST_ERR_INVALID;
-        }
-        if (req->segments[i]->first_block > UINT64_MAX - (n - 1)) {
-            srpc_ctx_set_error(ctx,
-                               "segment %zu: first_block=%llu plus %zu blocks passes the largest "
-                               "chain index",
-                               i, (unsigned long long)req->segments[i]->first_block, n);
-            return ST_ERR_INVALID;
-        }
-        total += n;
-        if (total > (size_t)d->cfg.max_hashes) {
-            break; /* refused below */
-        }
-        segs[i].first_block = req->segments[i]->first_block;
-        segs[i].n = (uint32_t)n;
-        segs[i].hashes = h;
-        probes[i] = (cd_probes_t){NULL, 0};
-    }
-    if (total <= (size_t)d->cfg.max_hashes &&
-        (status = cd_h_compact_read(ctx, req, want_loc, segs, probes, req->n_segments, &total)) !=
-            ST_OK) {
-        return status;
-    }
-    if (total > (size_t)d->cfg.max_hashes) {
-        srpc_ctx_set_error(ctx, "lookup of more than max_hashes=%lld block hashes",
-                           (long long)d->cfg.max_hashes);
-        return ST_ERR_INVALID;
-    }
-    rq.kinds = cd_h_require_kinds(req->kinds_mask);
-    for (size_t i = 0; i < req->n_layers; i++) {
-        rq.layers[req->layers[i] / 64] |= 1ull << (req->layers[i] % 64);
-    }
-    kda = srpc_ctx_alloc(ctx, sizeof(*kda) * total);
-    if (kda == NULL) {
-        return ST_ERR_NOMEM;
-    }
-    gen = cd_tier_generation(d->tier);
-    status = cd_store_lookup_probes(d->store, e->local_id, segs, probes, n_seg, &rq,
-                                    cd_h_lease_ms(req->lease, req->lease_ms), ans, kda, total,
-                                    &kda_n, &lease_id, &lease_exp, &err);
-    if (status != ST_OK) {
-        return cd_h_fail(ctx, status, &err);
-    }
-    /* Blocks on SSD past the DRAM match come back, then the store is asked again
-     * (a few rounds: a chain may alternate between the tiers, and another call
-     * may have promoted a block this one found gone from the index). */
-    for (int round = 0; d->tier != NULL && round < 16; round++) {
-        int promoted = 0;
-
-        for (size_t i = 0; i < req->n_segments; i++) { /* compact ones: see below */
-            for (uint32_t j = ans[i].matched; j < segs[i].n; j++) {
-                int p = cd_tier_promote(d->tier, e, &segs[i].hashes[j]);
-
-                if (p == 0) {
-                    break;
-                }
-                promoted += p;
-            }
-        }
-        if (promoted == 0 && cd_tier_generation(d->tier) == gen) {
-            break;
-        }
-        if (lease_id != 0) {
-            cd_store_release(d->store, e->local_id, lease_id);
-            lease_id = 0;
-        }
-        gen = cd_tier_generation(d->tier);
-        status = cd_store_lookup_probes(d->store, e->local_id, segs, probes, n_seg, &rq,
-                                        cd_h_lease_ms(req->lease, req->lease_ms), ans, kda, total,
-                                        &kda_n, &lease_id, &lease_exp, &err);
-        if (status != ST_OK) {
-            return cd_h_fail(ctx, status, &err);
-        }
-    }
-    /* With an SSD tier, a compact segment's blocks past its match may be on
-     * disk: what the index did not match stays undecided, and the client's
-     * second lookup (full hashes) promotes them as above. */
-    for (size_t i = req->n_segments; d->tier != NULL && i < n_seg; i++) {
-        ans[i].unresolved = segs[i].n - ans[i].matched;
-    }
-    resp->segments = srpc_ctx_alloc(ctx, sizeof(*resp->segments) * (req->n_segments + 1));
-    if (resp->segments == NULL) {
-        return ST_ERR_NOMEM;
-    }
-    if (req->n_compact_first > 0 &&
-        cd_h_compact_answer(ctx, resp, ans, req->n_segments, req->n_compact_first, kda) != ST_OK) {
-        return ST_ERR_NOMEM;
-    }
-    for (size_t i = 0; i < req->n_segments; i++) {
-        Strata__V1__SegmentMatch *m = srpc_ctx_alloc(ctx, sizeof(*m));
-
-        if (m == NULL) {
-            return ST_ERR_NOMEM;
-        }
-        strata__v1__segment_match__init(m);
-        m->matched_blocks = ans[i].matched;
-        m->kda_checkpoints = kda + ans[i].kda_first;
-        m->n_kda_checkpoints = ans[i].kda_count;
-        if (want_loc) {
-            status = cd_h_segment_locations(
-                ctx, d, e->local_id, segs[i].hashes, ans[i].matched, rq.kinds, req->layers,
-                req->n_layers, m, kda + ans[i].kda_first, ans[i].kda_count, segs[i].first_block);
-            if (status != ST_OK) {
-                if (lease_id != 0) {
-                    cd_store_release(d->store, e->local_id, lease_id);
-                }
-                return status;
-            }
-        }
-        resp->segments[i] = m;
-    }
-    resp->n_segments = req->n_segments;
-    resp->lease_id = lease_id != 0 ? lease_id ^ cd_au_client(ctx) : 0; /* owned: auth.h */
-    {
-        /* Hit rates, per segment this node owns (docs/observability.md §1). */
-        uint64_t matched = 0, resumable = 0, bt = e->block_tokens;
-
-        for (size_t i = 0; i < n_seg; i++) {
-            total -= ans[i].unresolved; /* counted when asked again */
-            matched += ans[i].matched;
-            if (ans[i].kda_count > 0) {
-                resumable += kda[ans[i].kda_first + ans[i].kda_count - 1] + 1 - segs[i].first_block;
-            }
-        }
-        st_counter_inc(e->mx->lookups);
-        st_counter_add(e->mx->lookup_tokens, total * bt);
-        st_counter_add(e->mx->matched_tokens, matched * bt);
-        st_counter_add(e->mx->resumable_tokens, resumable * bt);
-        if (matched > 0) {
-            st_counter_inc(e->mx->lookups_hit);
-        }
-    }
-    if (lease_id != 0) {
-        uint64_t now = cd_store_now(d->store);
-
-        resp->lease_ms = lease_exp > now ? (uint32_t)(lease_exp - now) : 0;
-    }
-    resp->region_epoch = cd_daemon_ns_region_epoch(d, e);
-    return ST_OK;
-}
-
-/* ------------------------------------------------------------- Locate -- */
-
-/*
- * Row sums for a Locate that asked for them (want_row_sums): copied from the
- * store into the answer's arena, at most a quarter of max_message_bytes in
- * all (objects past that go without, and their rows are read inline), and
- * the answer's row_sums column made.
- */
-static st_status_t cd_h_row_sums(srpc_ctx_t *ctx, cd_daemon_t *d, const cd_ns_entry_t *e,
-                                 const cd_key_t *keys, cd_located_t *out, size_t n,
-                                 Strata__V1__Locations *l)
-{
-    uint64_t want = 0, cap;
-    uint8_t *buf;
-
-    for (size_t i = 0; i < n; i++) {
-        want += out[i].status == ST_OK ? out[i].where.n_rowsum * 8 : 0;
-    }
-    cap = want < d->cfg.max_message_bytes / 4 ? want : d->cfg.max_message_bytes / 4;
-    buf = srpc_ctx_alloc(ctx, cap + 1);
-    if (buf == NULL) {
-        return ST_ERR_NOMEM;
-    }
-    l->row_sums = srpc_ctx_alloc(ctx, sizeof(*l->row_sums) * (n + 1));
-    if (l->row_sums == NULL) {
-        return ST_ERR_NOMEM;
-    }
-    memset(l->row_sums, 0, sizeof(*l->row_sums) * (n + 1));
-    l->n_row_sums = n;
-    (void)cd_store_row_sums(d->store, e->local_id, keys, out, n, buf, cap);
-    return ST_OK;
-}
-
-st_status_t cd_h_locate(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMessage *respm,
-                        void *arg)
-{
-    const Strata__V1__LocateRequest *req = (const void *)reqm;
-    Strata__V1__LocateResponse *resp = (void *)respm;
-    cd_daemon_t *d = cd_h_daemon(ctx);
-    size_t n = 0, cap = req->n_keys + cd_h_grid_cells(req->grid);
-    cd_ns_entry_t *e;
-    cd_key_t *keys;
-    cd_located_t *out;
-    uint64_t lease_id = 0, lease_exp = 0, gen;
-    cd_err_t err = {""};
-    st_status_t status;
-
-    status = cd_h_ns(ctx, d, req->namespace_id, &e);
-    if (status != ST_OK) {
-        return status;
-    }
-    if (cap == 0) {
-        srpc_ctx_set_error(ctx, "locate without keys");
-        return ST_ERR_INVALID;
-    }
-    if ((status = cd_h_batch_limit(ctx, d, cap, "keys")) != ST_OK) {
-        return status;
-    }
-    if (req->lease_ms > d->cfg.max_lease_ms) { /* as in Lookup, with or without lease */
-        srpc_ctx_set_error(ctx, "lease_ms=%u exceeds max_lease=%llu", req->lease_ms,
-                           (unsigned long long)d->cfg.max_lease_ms);
-        return ST_ERR_INVALID;
-    }
-    keys = srpc_ctx_alloc(ctx, sizeof(*keys) * cap);
-    out = srpc_ctx_alloc(ctx, sizeof(*out) * cap);
-    if (keys == NULL || out == NULL) {
-        return ST_ERR_NOMEM;
-    }
-    for (size_t i = 0; i < req->n_keys; i++) {
-        if (cd_h_key(req->keys[i], &keys[n]) != ST_OK) {
-            srpc_ctx_set_error(ctx,
-                               "keys[%zu]: block_hash must be 16 bytes, kind KV, IDX, KDA "
-                               "or VIS, layer < %d",
-                               i, CD_LAYERS_MAX);
-            return ST_ERR_INVALID;
-        }
-        n++;
-    }
-    if ((status = cd_h_grid(ctx, req->grid, keys, &n, cap)) != ST_OK) {
-        return status;
-    }
-    gen = cd_tier_generation(d->tier);
-    status =
-        cd_store_locate(d->store, e->local_id, keys, n, cd_h_lease_ms(req->lease, req->lease_ms),
-                        out, &lease_id, &lease_exp, &err);
-    if (status != ST_OK) {
-        return cd_h_fail(ctx, status, &err);
-    }
-    if (d->tier != NULL) {
-        /* Objects on SSD come back to DRAM, then the answer is asked again. */
-        int promoted = 0;
-
-        for (size_t i = 0; i < n; i++) {
-            if (out[i].status == ST_ERR_NOT_FOUND &&
-                (i == 0 || memcmp(keys[i].hash.b, keys[i - 1].hash.b, ST_HASH_BYTES) != 0)) {
-                promoted += cd_tier_promote(d->tier, e, &keys[i].hash);
-            }
-        }
-        if (promoted > 0 || cd_tier_generation(d->tier) != gen) {
-            if (lease_id != 0) {
-                cd_store_release(d->store, e->local_id, lease_id);
-            }
-            status = cd_store_locate(d->store, e->local_id, keys, n,
-                                     cd_h_lease_ms(req->lease, req->lease_ms), out, &lease_id,
-                                     &lease_exp, &err);
-            if (status != ST_OK) {
-                return cd_h_fail(ctx, status, &err);
-            }
-        }
-    }
-    resp->locations = cd_h_locations(ctx, n);
-    if (resp->locations == NULL) {
-        return ST_ERR_NOMEM;
-    }
-    if (req->want_row_sums &&
-        (status = cd_h_row_sums(ctx, d, e, keys, out, n, resp->locations)) != ST_OK) {
-        return status;
-    }
-    for (size_t i = 0; i < n; i++) {
-        cd_h_location_set(resp->locations, i,
-                          out[i].status == ST_OK ? STRATA__V1__OBJECT_STATE__OBJECT_PRESENT
-                                                 : STRATA__V1__OBJECT_STATE__OBJECT_MISSING,
-                          &out[i].where);
-    }
-    resp->lease_id = lease_id != 0 ? lease_id ^ cd_au_client(ctx) : 0; /* owned: auth.h */
-    if (lease_id != 0) {
-        uint64_t now = cd_store_now(d->store);
-
-        resp->lease_ms = lease_exp > now ? (uint32_t)(lease_exp - now) : 0;
-    }
-    resp->region_epoch = cd_daemon_ns_region_epoch(d, e);
-    return ST_OK;
-}
+#include "log.h"
 
 /* ------------------------------------------------ Reserve/Commit/Abort -- */
 
@@ -617,8 +49,8 @@ static st_status_t cd_h_links_index(srpc_ctx_t *ctx, Strata__V1__BlockLink *cons
     return ST_OK;
 }
 
-/* Finds the parent hash of block h among the links; NULL if none. */
-static const st_hash_t *cd_h_link_parent(const cd_h_links_t *l, const st_hash_t *h)
+/* Finds the link of block h; NULL if none. */
+static const Strata__V1__BlockLink *cd_h_link(const cd_h_links_t *l, const st_hash_t *h)
 {
     size_t lo = 0, hi = l->n;
 
@@ -627,7 +59,7 @@ static const st_hash_t *cd_h_link_parent(const cd_h_links_t *l, const st_hash_t 
         int c = memcmp(l->v[mid]->hash.data, h->b, ST_HASH_BYTES);
 
         if (c == 0) {
-            return (const st_hash_t *)(const void *)l->v[mid]->parent_hash.data;
+            return l->v[mid];
         }
         if (c < 0) {
             lo = mid + 1;
@@ -638,11 +70,23 @@ static const st_hash_t *cd_h_link_parent(const cd_h_links_t *l, const st_hash_t 
     return NULL;
 }
 
+/* Finds the parent hash of block h among the links; NULL if none. */
+static const st_hash_t *cd_h_link_parent(const cd_h_links_t *l, const st_hash_t *h)
+{
+    const Strata__V1__BlockLink *link = cd_h_link(l, h);
+
+    return link != NULL ? (const st_hash_t *)(const void *)link->parent_hash.data : NULL;
+}
+
 static st_status_t cd_h_check_links(srpc_ctx_t *ctx, Strata__V1__BlockLink *const *links, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         if (links[i]->hash.len != ST_HASH_BYTES || links[i]->parent_hash.len != ST_HASH_BYTES) {
             srpc_ctx_set_error(ctx, "links[%zu]: hash and parent_hash must be 16 bytes", i);
+            return ST_ERR_INVALID;
+        }
+        if (links[i]->placement.len != 0 && links[i]->placement.len != ST_HASH_BYTES) {
+            srpc_ctx_set_error(ctx, "links[%zu]: placement must be empty or 16 bytes", i);
             return ST_ERR_INVALID;
         }
     }
@@ -834,10 +278,44 @@ static st_status_t cd_h_commit_through(cd_daemon_t *d, const cd_ns_entry_t *e, c
     }
     free(buf);
     if (status != ST_OK && !durable) {
-        st_warn_ratelimited("KDA write-through of a commit not queued ns=%u: %s", e->local_id,
+        lg_warn_ratelimited("KDA write-through of a commit not queued ns=%u: %s", e->local_id,
                             err->msg);
     }
     return status;
+}
+
+/* Takes the batch of reservation_id in the request's namespace into *b_p. With gone_ok, a
+ * batch issued before and since expired, committed or aborted is ST_OK with *b_p NULL:
+ * nothing is left to free. */
+static st_status_t cd_h_batch(srpc_ctx_t *ctx, cd_daemon_t *d, uint64_t namespace_id,
+                              uint64_t reservation_id, int gone_ok, cd_ns_entry_t **e_p,
+                              cd_batch_t **b_p)
+{
+    st_status_t status = cd_h_ns(ctx, d, namespace_id, e_p);
+
+    *b_p = NULL;
+    if (status != ST_OK) {
+        return status;
+    }
+    *b_p = cd_batch_take(d, (*e_p)->local_id, cd_au_client(ctx), reservation_id);
+    if (*b_p != NULL ||
+        (gone_ok && cd_batch_issued(d, (*e_p)->local_id, cd_au_client(ctx), reservation_id))) {
+        return ST_OK;
+    }
+    srpc_ctx_set_error(ctx, "no reservation_id=%llu (unknown, committed, aborted or expired)",
+                       (unsigned long long)reservation_id);
+    return ST_ERR_NOT_FOUND;
+}
+
+/* Aborts the reservations of b from its key `from` on and frees b. */
+static void cd_h_batch_abort(cd_daemon_t *d, const cd_ns_entry_t *e, cd_batch_t *b, size_t from)
+{
+    for (size_t i = from; i < b->n; i++) {
+        if (b->resv[i] != 0) {
+            cd_store_abort(d->store, e->local_id, b->resv[i]);
+        }
+    }
+    cd_batch_free(b);
 }
 
 st_status_t cd_h_commit(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMessage *respm,
@@ -850,17 +328,9 @@ st_status_t cd_h_commit(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
     cd_batch_t *b;
     st_status_t status;
 
-    status = cd_h_ns(ctx, d, req->namespace_id, &e);
+    status = cd_h_batch(ctx, d, req->namespace_id, req->reservation_id, 0, &e, &b);
     if (status != ST_OK) {
         return status;
-    }
-    b = cd_batch_take(d, e->local_id, cd_au_client(ctx), req->reservation_id);
-    if (b == NULL) {
-        srpc_ctx_set_error(ctx,
-                           "no reservation_id=%llu (unknown, committed, aborted or "
-                           "expired)",
-                           (unsigned long long)req->reservation_id);
-        return ST_ERR_NOT_FOUND;
     }
     if (req->n_checksums != b->n) {
         srpc_ctx_set_error(ctx, "commit needs %zu checksums, one per reserved key, got %zu", b->n,
@@ -900,14 +370,9 @@ st_status_t cd_h_commit(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
             status =
                 cd_h_commit_through(d, e, &key, has_parent ? &parent : NULL, req->durable, &err);
             if (status != ST_OK && req->durable) {
-                st_warn_ratelimited("durable commit refused ns=%u: %s", e->local_id, err.msg);
+                lg_warn_ratelimited("durable commit refused ns=%u: %s", e->local_id, err.msg);
                 srpc_ctx_set_error(ctx, "key %zu: %s", i, err.msg);
-                for (size_t j = i + 1; j < b->n; j++) {
-                    if (b->resv[j] != 0) {
-                        cd_store_abort(d->store, e->local_id, b->resv[j]);
-                    }
-                }
-                cd_batch_free(b);
+                cd_h_batch_abort(d, e, b, i + 1);
                 return status;
             }
             status = ST_OK;
@@ -917,7 +382,7 @@ st_status_t cd_h_commit(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
         if (status == ST_ERR_CORRUPT) {
             /* Nothing became visible; free the extent now rather than at expiry. */
             cd_store_abort(d->store, e->local_id, b->resv[i]);
-            st_debug("commit refused: checksum mismatch ns=%u key=%zu", e->local_id, i);
+            lg_debug("commit refused: checksum mismatch ns=%u key=%zu", e->local_id, i);
         }
     }
     resp->n_status = b->n;
@@ -934,29 +399,11 @@ st_status_t cd_h_abort(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCM
     cd_batch_t *b;
     st_status_t status;
 
-    status = cd_h_ns(ctx, d, req->namespace_id, &e);
-    if (status != ST_OK) {
-        return status;
+    status = cd_h_batch(ctx, d, req->namespace_id, req->reservation_id, 1, &e, &b);
+    if (status == ST_OK && b != NULL) {
+        cd_h_batch_abort(d, e, b, 0);
     }
-    b = cd_batch_take(d, e->local_id, cd_au_client(ctx), req->reservation_id);
-    if (b == NULL) {
-        /* Expired, committed or aborted before: nothing is left to free. */
-        if (cd_batch_issued(d, e->local_id, cd_au_client(ctx), req->reservation_id)) {
-            return ST_OK;
-        }
-        srpc_ctx_set_error(ctx,
-                           "no reservation_id=%llu (unknown, committed, aborted or "
-                           "expired)",
-                           (unsigned long long)req->reservation_id);
-        return ST_ERR_NOT_FOUND;
-    }
-    for (size_t i = 0; i < b->n; i++) {
-        if (b->resv[i] != 0) {
-            cd_store_abort(d->store, e->local_id, b->resv[i]);
-        }
-    }
-    cd_batch_free(b);
-    return ST_OK;
+    return status;
 }
 
 st_status_t cd_h_release(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMessage *respm,
@@ -1046,25 +493,75 @@ st_status_t cd_h_put(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
                 cd_tier_put_object(d->tier, e->wire_id, &key, cd_h_link_parent(&links, &key.hash),
                                    o->data.data, o->data.len, req->durable, &err);
             if (status != ST_OK && req->durable) {
-                st_warn_ratelimited("durable put refused ns=%u: %s", e->local_id, err.msg);
+                lg_warn_ratelimited("durable put refused ns=%u: %s", e->local_id, err.msg);
                 srpc_ctx_set_error(ctx, "objects[%zu]: %s", i, err.msg);
                 return status;
             }
             if (status != ST_OK) {
-                st_warn_ratelimited("KDA write-through not queued ns=%u: %s", e->local_id, err.msg);
+                lg_warn_ratelimited("KDA write-through not queued ns=%u: %s", e->local_id, err.msg);
                 status = ST_OK; /* not asked to be durable: in DRAM, as asked */
             }
         }
         resp->status[i] = cd_h_key_status(status);
+        if (status == ST_OK && key.kind == CD_KIND_KDA) {
+            cd_h_note_kda(d, e, &key, cd_h_link(&links, &key.hash)); /* moved on member changes */
+        }
         if (status == ST_OK) {
-            st_counter_inc(e->mx->stored_objects[key.kind]);
-            st_counter_add(e->mx->stored_bytes[key.kind], o->data.len);
+            mx_counter_inc(e->mx->stored_objects[key.kind]);
+            mx_counter_add(e->mx->stored_bytes[key.kind], o->data.len);
         } else if (status == ST_ERR_EXHAUSTED) {
-            st_warn_ratelimited("put refused ns=%u: %s", e->local_id, err.msg);
+            lg_warn_ratelimited("put refused ns=%u: %s", e->local_id, err.msg);
         }
     }
     resp->n_status = req->n_objects;
     return ST_OK;
+}
+
+/* The length of one key of a Get (whole, or its selected rows), for
+ * cd_h_ask_promoting. */
+typedef struct cd_h_get_ask {
+    cd_daemon_t *d;
+    cd_ns_entry_t *e;
+    const cd_key_t *key;
+    const Strata__V1__RowSelection *sel; /* NULL: the whole object */
+    uint64_t len;
+    unsigned asks; /* a hit after the first ask came from the SSD tier */
+    cd_err_t err;
+} cd_h_get_ask_t;
+
+/* Counts one key of a Get by kind and outcome: final is the store's answer
+ * (ST_OK: a hit; ST_ERR_NOT_FOUND: a miss; anything else is neither). */
+static void cd_h_get_count(const cd_h_get_ask_t *g, st_status_t final)
+{
+    if (final == ST_OK) {
+        cd_obs_get(g->e->mx, g->key->kind, g->asks > 1 ? CD_OBS_GET_SSD : CD_OBS_GET_DRAM);
+    } else if (final == ST_ERR_NOT_FOUND) {
+        cd_obs_get(g->e->mx, g->key->kind, CD_OBS_GET_MISS);
+    }
+}
+
+/* cd_h_ask_t.ask of a Get: the object's length (ST_OK or ST_ERR_INVALID
+ * with len: a hit), or the length of its selected rows (ST_ERR_INVALID). */
+static st_status_t cd_h_get_ask(void *arg)
+{
+    cd_h_get_ask_t *g = arg;
+
+    g->asks++;
+    g->len = 0;
+    if (g->sel != NULL) {
+        return cd_store_get_rows(g->d->store, g->e->local_id, g->key, g->sel->rows, g->sel->n_rows,
+                                 NULL, 0, &g->len, NULL, &g->err);
+    }
+    return cd_store_get(g->d->store, g->e->local_id, g->key, NULL, 0, &g->len, NULL, &g->err);
+}
+
+/* cd_h_ask_t.promote of a Get: the key's block, when the key missed. */
+static int cd_h_get_promote(void *arg, st_status_t asked)
+{
+    cd_h_get_ask_t *g = arg;
+
+    return asked == ST_ERR_NOT_FOUND ? cd_tier_promote(g->d->tier, g->e->local_id, &g->key->hash)
+                                     : 0;
 }
 
 /*
@@ -1079,19 +576,17 @@ static st_status_t cd_h_get_rows(cd_daemon_t *d, cd_ns_entry_t *e, const cd_key_
                                  srpc_ctx_t *ctx, uint64_t *budget)
 {
     cd_location_t where;
+    cd_h_get_ask_t g = {d, e, key, sel, 0, 0, {""}};
+    cd_h_ask_t ask = {cd_h_get_ask, cd_h_get_promote, &g};
     cd_err_t err = {""};
-    uint64_t len = 0, gen = cd_tier_generation(d->tier);
+    uint64_t len;
     st_status_t status;
     void *buf;
 
-    status = cd_store_get_rows(d->store, e->local_id, key, sel->rows, sel->n_rows, NULL, 0, &len,
-                               NULL, &err);
-    if (status == ST_ERR_NOT_FOUND &&
-        (cd_tier_promote(d->tier, e, &key->hash) > 0 || cd_tier_generation(d->tier) != gen)) {
-        status = cd_store_get_rows(d->store, e->local_id, key, sel->rows, sel->n_rows, NULL, 0,
-                                   &len, NULL, &err);
-    }
+    status = cd_h_ask_promoting(d, &ask); /* the length */
+    len = g.len;
     if (status != ST_ERR_INVALID || len == 0) {
+        cd_h_get_count(&g, status == ST_ERR_NOT_FOUND ? status : ST_ERR_INVALID);
         return status == ST_OK ? ST_ERR_INVALID : status; /* (no rows selected) */
     }
     if (len > *budget) {
@@ -1103,12 +598,13 @@ static st_status_t cd_h_get_rows(cd_daemon_t *d, cd_ns_entry_t *e, const cd_key_
     }
     status = cd_store_get_rows(d->store, e->local_id, key, sel->rows, sel->n_rows, buf, len, &len,
                                &where, &err);
+    cd_h_get_count(&g, status);
     if (status != ST_OK) {
         return status;
     }
     *budget -= len;
-    st_counter_inc(e->mx->served_objects[key->kind]);
-    st_counter_add(e->mx->served_bytes[key->kind], len);
+    mx_counter_inc(e->mx->served_objects[key->kind]);
+    mx_counter_add(e->mx->served_bytes[key->kind], len);
     o->data.data = buf;
     o->data.len = len;
     o->checksum = cd_checksum(buf, len);
@@ -1126,6 +622,8 @@ st_status_t cd_h_get(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
     uint64_t budget = d->cfg.max_message_bytes;
     const Strata__V1__RowSelection **sel;
     cd_ns_entry_t *e;
+    cd_h_get_ask_t g;
+    cd_h_ask_t ask = {cd_h_get_ask, cd_h_get_promote, &g};
     st_status_t status;
 
     status = cd_h_ns(ctx, d, req->namespace_id, &e);
@@ -1162,7 +660,7 @@ st_status_t cd_h_get(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
         cd_key_t key;
         cd_err_t err = {""};
         cd_location_t where;
-        uint64_t len = 0, gen;
+        uint64_t len;
         void *buf;
 
         if (o == NULL) {
@@ -1184,13 +682,11 @@ st_status_t cd_h_get(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
             continue;
         }
         /* First the length, then the bytes (objects are immutable). */
-        gen = cd_tier_generation(d->tier);
-        status = cd_store_get(d->store, e->local_id, &key, NULL, 0, &len, NULL, &err);
-        if (status == ST_ERR_NOT_FOUND &&
-            (cd_tier_promote(d->tier, e, &key.hash) > 0 || cd_tier_generation(d->tier) != gen)) {
-            status = cd_store_get(d->store, e->local_id, &key, NULL, 0, &len, NULL, &err);
-        }
+        g = (cd_h_get_ask_t){d, e, &key, NULL, 0, 0, {""}};
+        status = cd_h_ask_promoting(d, &ask);
+        len = g.len;
         if (status != ST_OK && status != ST_ERR_INVALID) {
+            cd_h_get_count(&g, status);
             resp->status[i] = cd_h_key_status(status);
             continue;
         }
@@ -1203,13 +699,14 @@ st_status_t cd_h_get(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
             return ST_ERR_NOMEM;
         }
         status = cd_store_get(d->store, e->local_id, &key, buf, len, &len, &where, &err);
+        cd_h_get_count(&g, status);
         resp->status[i] = cd_h_key_status(status);
         if (status != ST_OK) {
             continue;
         }
         budget -= len;
-        st_counter_inc(e->mx->served_objects[key.kind]);
-        st_counter_add(e->mx->served_bytes[key.kind], len);
+        mx_counter_inc(e->mx->served_objects[key.kind]);
+        mx_counter_add(e->mx->served_bytes[key.kind], len);
         o->data.data = buf;
         o->data.len = len;
         o->checksum = where.checksum;
@@ -1221,6 +718,32 @@ st_status_t cd_h_get(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
 }
 
 /* ------------------------------------------------ Delete/Pin/Unpin -- */
+
+st_status_t cd_h_read_keys(srpc_ctx_t *ctx, Strata__V1__ObjectKey *const *in, size_t n_in,
+                           const Strata__V1__KeyGrid *grid, int detailed, cd_key_t *keys,
+                           size_t cap, size_t *n_p)
+{
+    size_t n = 0;
+    st_status_t status;
+
+    for (size_t i = 0; i < n_in; i++) {
+        if (cd_h_key(in[i], &keys[n]) != ST_OK) {
+            if (detailed) {
+                srpc_ctx_set_error(ctx,
+                                   "keys[%zu]: block_hash must be 16 bytes, kind KV, IDX, KDA "
+                                   "or VIS, layer < %d",
+                                   i, CD_LAYERS_MAX);
+            } else {
+                srpc_ctx_set_error(ctx, "keys[%zu] is malformed", i);
+            }
+            return ST_ERR_INVALID;
+        }
+        n++;
+    }
+    status = cd_h_grid(ctx, grid, keys, &n, cap);
+    *n_p = n;
+    return status;
+}
 
 st_status_t cd_h_delete(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMessage *respm,
                         void *arg)
@@ -1245,14 +768,8 @@ st_status_t cd_h_delete(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufC
     if (keys == NULL || resp->status == NULL) {
         return ST_ERR_NOMEM;
     }
-    for (size_t i = 0; i < req->n_keys; i++) {
-        if (cd_h_key(req->keys[i], &keys[n]) != ST_OK) {
-            srpc_ctx_set_error(ctx, "keys[%zu] is malformed", i);
-            return ST_ERR_INVALID;
-        }
-        n++;
-    }
-    if ((status = cd_h_grid(ctx, req->grid, keys, &n, cap)) != ST_OK) {
+    if ((status = cd_h_read_keys(ctx, req->keys, req->n_keys, req->grid, 0, keys, cap, &n)) !=
+        ST_OK) {
         return status;
     }
     for (size_t i = 0; i < n; i++) {

@@ -7,21 +7,21 @@
  * the daemon. Records live in the store's session table of the namespace.
  */
 #include "handlers.h"
+#include "rebalance.h"
 #include "tier.h"
 
 #include <string.h>
 #include <time.h>
 
-#include "st_log.h"
+#include "clock.h"
+#include "fault.h"
+#include "log.h"
 
 /* Converts a store (monotonic) time to wall-clock ms since the epoch. */
 static uint64_t cd_h_unix_ms(cd_daemon_t *d, uint64_t store_ms)
 {
-    struct timespec ts;
-    uint64_t now_unix, now_store = cd_store_now(d->store);
+    uint64_t now_unix = cm_real_ms(), now_store = cd_store_now(d->store);
 
-    clock_gettime(CLOCK_REALTIME, &ts);
-    now_unix = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
     return now_unix - (now_store > store_ms ? now_store - store_ms : 0);
 }
 
@@ -73,36 +73,59 @@ static st_status_t cd_h_session_store(srpc_ctx_t *ctx, cd_daemon_t *d, const cd_
     }
     status = cd_tier_session_put(d->tier, e->wire_id, rec, durable, &err);
     if (status != ST_OK && durable) {
-        st_warn_ratelimited("durable session write refused: %s", err.msg);
+        lg_warn_ratelimited("durable session write refused: %s", err.msg);
         srpc_ctx_set_error(ctx, "%s", err.msg);
         return status;
     }
     if (status != ST_OK) {
-        st_warn_ratelimited("session write-through not queued: %s", err.msg);
+        lg_warn_ratelimited("session write-through not queued: %s", err.msg);
     }
     return ST_OK;
 }
 
+/* What a session request names: its namespace and the session id, where it has one. */
+typedef struct cd_h_sreq {
+    cd_ns_entry_t *e;
+    cd_ns_info_t info;
+    st_hash_t id;
+    int has_id;
+} cd_h_sreq_t;
+
 /* Resolves the namespace and the session id of a request. */
 static st_status_t cd_h_session_begin(srpc_ctx_t *ctx, cd_daemon_t *d, uint64_t ns_wire,
                                       const ProtobufCBinaryData *sid, int may_be_empty,
-                                      cd_ns_entry_t **e_p, cd_ns_info_t *info, st_hash_t *id,
-                                      int *has_id)
+                                      cd_h_sreq_t *s)
 {
-    st_status_t status = cd_h_ns(ctx, d, ns_wire, e_p);
+    st_status_t status = cd_h_ns(ctx, d, ns_wire, &s->e);
 
     if (status != ST_OK) {
         return status;
     }
-    *has_id = sid->len == ST_HASH_BYTES;
-    if (!*has_id && !(may_be_empty && sid->len == 0)) {
+    s->has_id = sid->len == ST_HASH_BYTES;
+    if (!s->has_id && !(may_be_empty && sid->len == 0)) {
         srpc_ctx_set_error(ctx, "session_id must be 16 bytes, got %zu", sid->len);
         return ST_ERR_INVALID;
     }
-    if (*has_id) {
-        memcpy(id->b, sid->data, ST_HASH_BYTES);
+    if (s->has_id) {
+        memcpy(s->id.b, sid->data, ST_HASH_BYTES);
     }
-    return cd_store_ns_info(d->store, (*e_p)->local_id, info);
+    return cd_store_ns_info(d->store, s->e->local_id, &s->info);
+}
+
+/* The reply of an open or an append that the store answered with status: the record
+ * stored (durable: on the tier before the reply) and filled into resp. */
+static st_status_t cd_h_session_reply(srpc_ctx_t *ctx, cd_daemon_t *d, const cd_h_sreq_t *s,
+                                      st_status_t status, const cd_err_t *err,
+                                      const cd_session_t *rec, int durable, void *resp)
+{
+    if (status != ST_OK) {
+        return cd_h_fail(ctx, status, err);
+    }
+    if ((status = cd_h_session_store(ctx, d, s->e, rec, durable)) != ST_OK) {
+        return status;
+    }
+    cd_h_note_session(d, s->e, &rec->id); /* moved when members change */
+    return cd_h_session_fill(ctx, d, &s->info, rec, durable, resp);
 }
 
 static st_status_t cd_h_check_ttl(srpc_ctx_t *ctx, cd_daemon_t *d, uint32_t ttl_ms)
@@ -129,29 +152,19 @@ st_status_t cd_h_session_open(srpc_ctx_t *ctx, const ProtobufCMessage *reqm,
 {
     const Strata__V1__OpenSessionRequest *req = (const void *)reqm;
     cd_daemon_t *d = cd_h_daemon(ctx);
-    cd_ns_entry_t *e;
-    cd_ns_info_t info;
+    cd_h_sreq_t s;
     cd_session_t rec;
     cd_err_t err = {""};
-    st_hash_t id;
-    int has_id;
     st_status_t status;
 
-    status =
-        cd_h_session_begin(ctx, d, req->namespace_id, &req->session_id, 1, &e, &info, &id, &has_id);
+    status = cd_h_session_begin(ctx, d, req->namespace_id, &req->session_id, 1, &s);
     if (status != ST_OK || (status = cd_h_check_ttl(ctx, d, req->ttl_ms)) != ST_OK ||
         (status = cd_h_session_durable(ctx, d, req->durable)) != ST_OK) {
         return status;
     }
-    status =
-        cd_store_session_open(d->store, e->local_id, has_id ? &id : NULL, req->ttl_ms, &rec, &err);
-    if (status != ST_OK) {
-        return cd_h_fail(ctx, status, &err);
-    }
-    if ((status = cd_h_session_store(ctx, d, e, &rec, req->durable)) != ST_OK) {
-        return status;
-    }
-    return cd_h_session_fill(ctx, d, &info, &rec, req->durable, (void *)respm);
+    status = cd_store_session_open(d->store, s.e->local_id, s.has_id ? &s.id : NULL, req->ttl_ms,
+                                   &rec, &err);
+    return cd_h_session_reply(ctx, d, &s, status, &err, &rec, req->durable, respm);
 }
 
 st_status_t cd_h_session_append(srpc_ctx_t *ctx, const ProtobufCMessage *reqm,
@@ -159,16 +172,14 @@ st_status_t cd_h_session_append(srpc_ctx_t *ctx, const ProtobufCMessage *reqm,
 {
     const Strata__V1__AppendSessionRequest *req = (const void *)reqm;
     cd_daemon_t *d = cd_h_daemon(ctx);
-    cd_ns_entry_t *e;
-    cd_ns_info_t info;
+    cd_h_sreq_t s;
     cd_session_t rec;
     cd_err_t err = {""};
-    st_hash_t id, head;
-    int has_id;
+    st_hash_t head;
+    uint64_t length;
     st_status_t status;
 
-    status =
-        cd_h_session_begin(ctx, d, req->namespace_id, &req->session_id, 0, &e, &info, &id, &has_id);
+    status = cd_h_session_begin(ctx, d, req->namespace_id, &req->session_id, 0, &s);
     if (status != ST_OK || (status = cd_h_session_durable(ctx, d, req->durable)) != ST_OK) {
         return status;
     }
@@ -177,15 +188,15 @@ st_status_t cd_h_session_append(srpc_ctx_t *ctx, const ProtobufCMessage *reqm,
         return ST_ERR_INVALID;
     }
     memcpy(head.b, req->head_hash.data, ST_HASH_BYTES);
-    status = cd_store_session_append(d->store, e->local_id, &id, &head, req->length,
+    length = req->length;
+    if (cd_fault_armed("stale-session") &&
+        cd_store_session_get(d->store, s.e->local_id, &s.id, &rec) == ST_OK) {
+        head = rec.head; /* the planted fault (fault.h): acknowledge, keep the old record */
+        length = rec.length;
+    }
+    status = cd_store_session_append(d->store, s.e->local_id, &s.id, &head, length,
                                      req->expected_version, &rec, &err);
-    if (status != ST_OK) {
-        return cd_h_fail(ctx, status, &err);
-    }
-    if ((status = cd_h_session_store(ctx, d, e, &rec, req->durable)) != ST_OK) {
-        return status;
-    }
-    return cd_h_session_fill(ctx, d, &info, &rec, req->durable, (void *)respm);
+    return cd_h_session_reply(ctx, d, &s, status, &err, &rec, req->durable, respm);
 }
 
 st_status_t cd_h_session_get(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMessage *respm,
@@ -193,24 +204,23 @@ st_status_t cd_h_session_get(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, Prot
 {
     const Strata__V1__GetSessionRequest *req = (const void *)reqm;
     cd_daemon_t *d = cd_h_daemon(ctx);
-    cd_ns_entry_t *e;
-    cd_ns_info_t info;
+    cd_h_sreq_t s;
     cd_session_t rec;
-    st_hash_t id;
-    int has_id;
     st_status_t status;
 
-    status =
-        cd_h_session_begin(ctx, d, req->namespace_id, &req->session_id, 0, &e, &info, &id, &has_id);
+    status = cd_h_session_begin(ctx, d, req->namespace_id, &req->session_id, 0, &s);
     if (status != ST_OK) {
         return status;
     }
-    status = cd_store_session_get(d->store, e->local_id, &id, &rec);
+    status = cd_store_session_get(d->store, s.e->local_id, &s.id, &rec);
+    if (status == ST_OK || status == ST_ERR_NOT_FOUND) {
+        cd_obs_get(s.e->mx, CD_KIND_SESSION, status == ST_OK ? CD_OBS_GET_DRAM : CD_OBS_GET_MISS);
+    }
     if (status != ST_OK) {
         srpc_ctx_set_error(ctx, "no such session on node %s", d->cfg.node_id);
         return status;
     }
-    return cd_h_session_fill(ctx, d, &info, &rec, 0, (void *)respm);
+    return cd_h_session_fill(ctx, d, &s.info, &rec, 0, (void *)respm);
 }
 
 st_status_t cd_h_session_close(srpc_ctx_t *ctx, const ProtobufCMessage *reqm,
@@ -218,20 +228,17 @@ st_status_t cd_h_session_close(srpc_ctx_t *ctx, const ProtobufCMessage *reqm,
 {
     const Strata__V1__CloseSessionRequest *req = (const void *)reqm;
     cd_daemon_t *d = cd_h_daemon(ctx);
-    cd_ns_entry_t *e;
-    cd_ns_info_t info;
-    st_hash_t id;
-    int has_id;
+    cd_h_sreq_t s;
     st_status_t status;
 
-    status =
-        cd_h_session_begin(ctx, d, req->namespace_id, &req->session_id, 0, &e, &info, &id, &has_id);
+    status = cd_h_session_begin(ctx, d, req->namespace_id, &req->session_id, 0, &s);
     if (status != ST_OK) {
         return status;
     }
-    status = cd_store_session_close(d->store, e->local_id, &id);
+    status = cd_store_session_close(d->store, s.e->local_id, &s.id);
+    cd_rb_forget(d->rb, s.e->wire_id, CD_KIND_SESSION, &s.id, 0);
     if (d->tier != NULL) {
-        cd_tier_session_delete(d->tier, e->wire_id, &id);
+        cd_tier_session_delete(d->tier, s.e->wire_id, &s.id);
     }
     if (status != ST_OK) {
         srpc_ctx_set_error(ctx, "no such session on node %s", d->cfg.node_id);

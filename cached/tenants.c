@@ -14,8 +14,8 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-#include "st_config.h"
-#include "st_log.h"
+#include "config.h"
+#include "log.h"
 
 /* ------------------------------------------------------------- hashing -- */
 
@@ -24,7 +24,7 @@ static st_status_t cd_tn_sha256(const void *data, size_t len, uint8_t *out)
     unsigned int n = 0;
 
     if (EVP_Digest(data, len, out, &n, EVP_sha256(), NULL) != 1 || n != CD_TN_HASH_BYTES) {
-        st_error("tenants: SHA-256 failed in OpenSSL");
+        lg_error("tenants: SHA-256 failed in OpenSSL");
         return ST_ERR_INTERNAL;
     }
     return ST_OK;
@@ -37,7 +37,7 @@ st_status_t cd_tn_hmac(const void *key, size_t key_len, const void *msg, size_t 
 
     if (HMAC(EVP_sha256(), key, (int)key_len, msg, msg_len, out, &n) == NULL ||
         n != CD_TN_HASH_BYTES) {
-        st_error("tenants: HMAC-SHA-256 failed in OpenSSL");
+        lg_error("tenants: HMAC-SHA-256 failed in OpenSSL");
         return ST_ERR_INTERNAL;
     }
     return ST_OK;
@@ -165,7 +165,7 @@ static st_status_t cd_tn_parse_field(cd_tn_tenant_t *t, char *field, char *why, 
             continue;
         }
         if (quotas[i].is_size) {
-            if (st_config_parse_size(eq + 1, &v) != ST_OK) {
+            if (cfg_parse_size(eq + 1, &v) != ST_OK) {
                 snprintf(why, cap, "%s=%.64s is not a size (like 64G)", field, eq + 1);
                 return ST_ERR_INVALID;
             }
@@ -248,7 +248,7 @@ st_status_t cd_tn_load(const char *path, cd_tn_table_t **table_p)
     st_status_t status = ST_OK;
 
     if (f == NULL) {
-        st_error("cannot read tenants_file path=%s: %s", path, strerror(errno));
+        lg_error("cannot read tenants_file path=%s: %s", path, strerror(errno));
         return ST_ERR_IO;
     }
     tab = calloc(1, sizeof(*tab));
@@ -262,7 +262,7 @@ st_status_t cd_tn_load(const char *path, cd_tn_table_t **table_p)
 
         lineno++;
         if (strchr(line, '\n') == NULL && !feof(f)) {
-            st_error("tenants_file %s:%u: line longer than %zu bytes", path, lineno,
+            lg_error("tenants_file %s:%u: line longer than %zu bytes", path, lineno,
                      sizeof(line) - 1);
             status = ST_ERR_INVALID;
             break;
@@ -280,7 +280,7 @@ st_status_t cd_tn_load(const char *path, cd_tn_table_t **table_p)
         why[0] = '\0';
         status = cd_tn_parse_line(p, &t, why, sizeof(why));
         if (status == ST_ERR_INVALID) {
-            st_error("tenants_file %s:%u: %s", path, lineno, why);
+            lg_error("tenants_file %s:%u: %s", path, lineno, why);
             break;
         }
         if (status != ST_OK) {
@@ -288,17 +288,17 @@ st_status_t cd_tn_load(const char *path, cd_tn_table_t **table_p)
         }
         for (size_t i = 0; i < tab->tt_n; i++) {
             if (strcmp(tab->tt_tenants[i]->tn_name, t->tn_name) == 0) {
-                st_error("tenants_file %s:%u: tenant %s is named twice", path, lineno, t->tn_name);
+                lg_error("tenants_file %s:%u: tenant %s is named twice", path, lineno, t->tn_name);
                 status = ST_ERR_INVALID;
             } else if (CRYPTO_memcmp(tab->tt_tenants[i]->tn_hash, t->tn_hash, CD_TN_HASH_BYTES) ==
                        0) {
-                st_error("tenants_file %s:%u: tenant %s has the token hash of tenant %s (a token "
+                lg_error("tenants_file %s:%u: tenant %s has the token hash of tenant %s (a token "
                          "authenticates one tenant)",
                          path, lineno, t->tn_name, tab->tt_tenants[i]->tn_name);
                 status = ST_ERR_INVALID;
             } else if (t->tn_cert[0] != '\0' &&
                        strcmp(tab->tt_tenants[i]->tn_cert, t->tn_cert) == 0) {
-                st_error("tenants_file %s:%u: tenant %s has the cert= of tenant %s (a certificate "
+                lg_error("tenants_file %s:%u: tenant %s has the cert= of tenant %s (a certificate "
                          "authenticates one tenant)",
                          path, lineno, t->tn_name, tab->tt_tenants[i]->tn_name);
                 status = ST_ERR_INVALID;
@@ -325,7 +325,7 @@ st_status_t cd_tn_load(const char *path, cd_tn_table_t **table_p)
         tab->tt_tenants[tab->tt_n++] = t;
     }
     if (status == ST_OK && ferror(f)) {
-        st_error("cannot read tenants_file path=%s: %s", path, strerror(errno));
+        lg_error("cannot read tenants_file path=%s: %s", path, strerror(errno));
         status = ST_ERR_IO;
     }
     fclose(f);
@@ -496,12 +496,12 @@ st_status_t cd_tn_read_secret(char **value, const char *path, const char *env, c
         FILE *f;
 
         if (*value != NULL && (*value)[0] != '\0') {
-            st_error("%s and %s_file are both set: set one", name, name);
+            lg_error("%s and %s_file are both set: set one", name, name);
             return ST_ERR_INVALID;
         }
         f = fopen(path, "r");
         if (f == NULL) {
-            st_error("cannot read %s_file path=%s: %s", name, path, strerror(errno));
+            lg_error("cannot read %s_file path=%s: %s", name, path, strerror(errno));
             return ST_ERR_IO;
         }
         if (fgets(buf, sizeof(buf), f) == NULL) {
@@ -510,7 +510,7 @@ st_status_t cd_tn_read_secret(char **value, const char *path, const char *env, c
         fclose(f);
         buf[strcspn(buf, "\r\n")] = '\0';
         if (buf[0] == '\0') {
-            st_error("%s_file path=%s is empty", name, path);
+            lg_error("%s_file path=%s is empty", name, path);
             return ST_ERR_INVALID;
         }
         src = buf;

@@ -1,5 +1,5 @@
 /*
- * tier.h - stratad's glue to the SSD tier (cached/ssd/st_ssd.h): one LMDB
+ * tier.h - stratad's glue to the SSD tier (cached/ssd/ssd.h): one LMDB
  * environment per daemon, opened from the config table (data_dir, ssd_*).
  *
  * What goes to the tier (docs/tiers.md, "In stratad"):
@@ -17,9 +17,14 @@
  * The T2 index: an in-memory table of blocks (wire namespace id, block hash)
  * with objects on the tier but not (known to be) in DRAM, with their
  * (kind, layer) tags. Evictions add to it, promotions and the tier's budget
- * evictions take from it; recovery fills it from st_ssd_iterate without
+ * evictions take from it; recovery fills it from ssd_iterate without
  * reading payloads. A lookup, locate or get that misses in DRAM promotes
  * the blocks the index names and asks the store again.
+ *
+ * The tier sits below the daemon: it is given the settings, the store (at
+ * recovery: the store's hooks point to the tier, so the store is made after
+ * cd_tier_open) and a callback that re-creates a namespace, and it calls
+ * nothing of the daemon's. The files: tier_internal.h.
  *
  * Thread safety: every function may be called from any thread after
  * cd_tier_open, until cd_tier_shutdown. The index has its own mutex, taken
@@ -31,14 +36,58 @@
 
 #include <stdint.h>
 
-#include "st_ssd.h"
+#include "ssd.h"
 #include "store.h"
 
-struct cd_daemon;
-struct cd_ns_entry;
+/* Local namespace ids the tier knows (1..CD_TIER_NS_MAX): at least the
+ * daemon's CD_MAX_NS. */
+#define CD_TIER_NS_MAX 64
+
 typedef struct cd_tier cd_tier_t;
 
-/* Daemon-side counters of the tier (the library's are in st_ssd_stats). */
+/* What the namespace resolver did with a namespace record. */
+typedef enum cd_tier_ns_result {
+    CD_TIER_NS_OPENED,     /* the namespace exists (made now, or already) and is bound */
+    CD_TIER_NS_OTHER_ID,   /* (tenant, model) is not the namespace of the record's wire id */
+    CD_TIER_NS_NOT_SERVED, /* the tenant is not served any more (the tenants file) */
+    CD_TIER_NS_FAILED      /* it could not be made: err says why */
+} cd_tier_ns_result_t;
+
+/*
+ * The namespace resolver: at recovery, re-creates the namespace of a
+ * namespace record (tenant, model, block_tokens) stored under wire_id, and
+ * binds it (cd_tier_ns_bind) before it returns. The tier logs each outcome.
+ */
+typedef cd_tier_ns_result_t (*cd_tier_ns_open_fn)(void *arg, uint64_t wire_id, const char *tenant,
+                                                  const char *model, uint32_t block_tokens,
+                                                  cd_err_t *err);
+
+/*
+ * What recovery found of the durable objects that the daemon moves when
+ * members change (rebalance.h), once their namespaces are back: a session
+ * record (kind CD_KIND_SESSION, id the session id, parent and placement
+ * NULL), or a KDA object whose placement record was written
+ * (cd_tier_place_put: kind CD_KIND_KDA, its layer, parent NULL for a root).
+ */
+typedef void (*cd_tier_durable_fn)(void *arg, uint64_t wire_id, uint32_t kind, const st_hash_t *id,
+                                   uint32_t layer, const st_hash_t *parent,
+                                   const st_hash_t *placement);
+
+/* What cd_tier_open needs; the strings must outlive the tier. */
+typedef struct cd_tier_params {
+    const char *dir;       /* the LMDB environment's directory (data_dir) */
+    const char *node_id;   /* named in the messages of failed writes */
+    uint64_t map_size;     /* ssd_map_size */
+    uint64_t spill_budget; /* ssd_spill_budget (0: half the map) */
+    int sync_none;         /* ssd_sync none: no fsync (SSD_SYNC_NONE) */
+    int spill;             /* ssd_spill: spill evicted KV and IDX objects */
+    uint64_t writeback;    /* ssd_writeback, bytes per namespace (only with spill; 0: off) */
+    cd_tier_ns_open_fn ns_open;
+    void *ns_arg;
+    cd_tier_durable_fn durable_found; /* may be NULL; called with ns_arg */
+} cd_tier_params_t;
+
+/* Daemon-side counters of the tier (the library's are in ssd_stats). */
 typedef struct cd_tier_counters {
     uint64_t t2_blocks;     /* blocks in the T2 index */
     uint64_t t2_objects;    /* objects in the T2 index */
@@ -54,13 +103,15 @@ typedef struct cd_tier_counters {
     uint64_t recovered_objects;
 } cd_tier_counters_t;
 
-/* Opens the environment in d->cfg.data_dir with the ssd_* settings.
- * Returns ST_OK or st_ssd_open's status (logged). */
-st_status_t cd_tier_open(struct cd_daemon *d, cd_tier_t **t_p);
+/* Opens the environment in p->dir with p's settings and starts the
+ * write-behind. Returns ST_OK, ssd_open's status or ST_ERR_NOMEM (logged). */
+st_status_t cd_tier_open(const cd_tier_params_t *p, cd_tier_t **t_p);
 
-/* Rebuilds namespaces, sessions and the T2 index from the tier; logs counts
- * and time. Call after the store and the metrics exist, before serving. */
-st_status_t cd_tier_recover(cd_tier_t *t);
+/* Hands the tier the store it serves, then rebuilds namespaces (through
+ * p->ns_open), sessions and the T2 index from the tier; logs counts and
+ * time. Call after the store and the metrics exist, before serving.
+ * Returns ST_OK, or the iteration's status or ST_ERR_NOMEM (logged). */
+st_status_t cd_tier_recover(cd_tier_t *t, cd_store_t *store);
 
 /* Commits what is queued and closes the environment (after the server
  * drained). Later calls of the other functions do nothing or return
@@ -91,6 +142,13 @@ st_status_t cd_tier_put_object(cd_tier_t *t, uint64_t wire_id, const cd_key_t *k
                                const st_hash_t *parent, const void *data, uint64_t len, int durable,
                                cd_err_t *err);
 
+/* Writes the placement record of KDA block hash (its parent, NULL for a
+ * root, and the hash the ring places it by), so that recovery can report it
+ * (durable_found); durable or queued, statuses as above. */
+st_status_t cd_tier_place_put(cd_tier_t *t, uint64_t wire_id, const st_hash_t *hash,
+                              const st_hash_t *parent, const st_hash_t *placement, int durable,
+                              cd_err_t *err);
+
 /* Writes a session record (durable or queued); statuses as above. */
 st_status_t cd_tier_session_put(cd_tier_t *t, uint64_t wire_id, const cd_session_t *rec,
                                 int durable, cd_err_t *err);
@@ -102,12 +160,13 @@ void cd_tier_session_delete(cd_tier_t *t, uint64_t wire_id, const st_hash_t *id)
 void cd_tier_forget(cd_tier_t *t, uint64_t wire_id, const cd_key_t *key);
 
 /*
- * Promotes the objects of block hash that the T2 index names into DRAM
- * (under the parent stored with them). Returns the number promoted; when
- * another thread is promoting the same block, waits for it and returns 1
- * (the caller asks the store again); 0 when the index names nothing.
+ * Promotes the objects of block hash of local namespace ns_id that the T2
+ * index names into DRAM (under the parent stored with them). Returns the
+ * number promoted; when another thread is promoting the same block, waits
+ * for it and returns 1 (the caller asks the store again); 0 when the index
+ * names nothing (or t is NULL).
  */
-int cd_tier_promote(cd_tier_t *t, const struct cd_ns_entry *e, const st_hash_t *hash);
+int cd_tier_promote(cd_tier_t *t, uint32_t ns_id, const st_hash_t *hash);
 
 /* A counter that moves whenever a promotion finished. A caller that read it
  * before asking the store, and finds cd_tier_promote returned 0, asks the
@@ -123,6 +182,6 @@ void cd_tier_flows(cd_tier_t *t, uint32_t ns_id, uint64_t spills[3], uint64_t pr
 st_status_t cd_tier_flush(cd_tier_t *t);
 
 /* Snapshots of the counters. */
-void cd_tier_stats(cd_tier_t *t, st_ssd_stats_t *ssd, cd_tier_counters_t *c);
+void cd_tier_stats(cd_tier_t *t, ssd_stats_t *ssd, cd_tier_counters_t *c);
 
 #endif /* STRATA_CACHED_TIER_H */

@@ -8,6 +8,8 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "clock.h"
+#include "kinds.h"
 #include "ring.h"
 #include "srpc.h"
 #include "strata.pb-c.h"
@@ -19,7 +21,10 @@
 typedef struct sc_node {
     char *addr;
     srpc_channel_t *ch;
+    int left; /* no longer a serving member (etcd): no points on the ring, not retried */
 } sc_node_t;
+
+struct srpc_etcd;
 
 /* A unit of work of the pool; run() fills the handle's ops. */
 typedef struct sc_job {
@@ -41,16 +46,34 @@ struct st_handle {
     st_put_op_t *puts;
     size_t n;
     unsigned flags;
-    uint32_t *written; /* puts: per op, the replicas that stored it */
+    uint32_t *written;    /* puts: per op, the replicas that stored it */
+    uint64_t deadline_ns; /* by the monotonic clock: submitted + timeout_ms */
 };
 
-typedef struct sc_dp sc_dp_t; /* the one-sided data plane (dataplane.c) */
+typedef struct sc_dp sc_dp_t; /* the one-sided data plane (dp_internal.h) */
+
+/* The time left to handle h's call (its timeout_ms covers the whole call:
+ * every phase takes what the ones before it left), in ms, at least 1 (a
+ * phase started at its deadline still gets one try: what it returns is
+ * decided by sc_past). */
+static inline int sc_left_ms(const st_handle_t *h)
+{
+    uint64_t now = cm_mono_ns();
+
+    return now + 1000000ull >= h->deadline_ns ? 1 : (int)((h->deadline_ns - now) / 1000000ull);
+}
+
+/* Whether handle h's call is past its deadline. */
+static inline int sc_past(const st_handle_t *h)
+{
+    return cm_mono_ns() >= h->deadline_ns;
+}
 
 struct st_client {
     sc_dp_t *dp; /* NULL: inline Put/Get only */
     sc_node_t nodes[SC_MAX_NODES];
     uint32_t n_nodes;
-    st_ring_t ring;
+    ring_t ring;
     char *tenant, *model, *token;
     char *tls_ca_pem, *tls_cert_pem, *tls_key_pem; /* NULL: plaintext control plane */
     uint32_t replicas;
@@ -80,6 +103,13 @@ struct st_client {
     uint64_t completed; /* handles completed, for st_client_poll */
     uint64_t polled;
 
+    /* Membership on etcd (members.c); etcd NULL: the nodes list. */
+    struct srpc_etcd *etcd;
+    char *etcd_prefix;
+    uint64_t ring_epoch;      /* atomic access */
+    uint64_t etcd_read_epoch; /* the epoch of the last read (health thread) */
+    uint64_t etcd_checked_ms;
+
     pthread_t health;
     int health_running;
     pthread_mutex_t health_lock;
@@ -89,6 +119,21 @@ struct st_client {
 /* Sets this thread's last error message and returns status. */
 st_status_t sc_error(st_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/*
+ * members.c: membership on etcd. sc_members_nodes() reads the serving
+ * members at connect into *list_p ("host:port,...", malloc'd) and keeps the
+ * etcd client in c; sc_members_refresh() (the health thread's, every
+ * health_interval) reads them again and, on a new epoch, adds new members
+ * (channel opened, down until the health thread's Hello) and takes those
+ * that left off the ring. sc_members_close() frees what they hold.
+ */
+st_status_t sc_members_nodes(st_client_t *c, const char *etcd, const char *prefix, char **list_p);
+void sc_members_refresh(st_client_t *c);
+void sc_members_close(st_client_t *c);
+
+/* base.c: opens node i's gRPC channel with the client's credentials. */
+st_status_t sc_node_channel_open(st_client_t *c, uint32_t i);
 
 /* Marks node i down after a failed call (the health thread brings it back). */
 void sc_node_failed(st_client_t *c, uint32_t i, st_status_t status, const srpc_error_t *err);
@@ -106,17 +151,27 @@ static inline const st_hash_t *sc_segment_first(const st_client_t *c, const st_h
 
 /* Queues a job on the pool. */
 void sc_pool_submit(st_client_t *c, sc_job_t *job);
+/* A queue of jobs served by threads (the pool's, the data plane's
+ * locators): runs the jobs queued at *head one at a time, each with lock
+ * not held, until *stop is set and the queue is drained; done(job, arg), if
+ * not NULL, runs with lock held after each job (a pool job may free itself
+ * in run). Called without lock. */
+void sc_jobs_serve(pthread_mutex_t *lock, pthread_cond_t *cond, sc_job_t **head, sc_job_t **tail,
+                   const int *stop, void (*done)(sc_job_t *job, void *arg), void *arg);
+/* Sets *stop under lock, wakes every thread waiting on cond, joins
+ * th[0, *n) and sets *n to 0. */
+void sc_threads_stop(pthread_mutex_t *lock, pthread_cond_t *cond, int *stop, pthread_t *th, int *n);
 st_status_t sc_pool_start(st_client_t *c);
 void sc_pool_stop(st_client_t *c);
 
 /* Marks a handle complete and wakes its waiters. */
 void sc_handle_complete(st_handle_t *h);
 
-/* Batch workers (ops.c). */
+/* Batch workers (inline.c). */
 void sc_run_get(sc_job_t *job);
 void sc_run_put(sc_job_t *job);
 
-/* The data plane (dataplane.c). sc_dp_create() parses "ucx", "libfabric" or
+/* The data plane (dp.c, dp_get.c, dp_put.c). sc_dp_create() parses "ucx", "libfabric" or
  * "libfabric:<provider>" and sets c->dp (error message set on failure);
  * sc_dp_hello() takes node i's Hello answer (endpoint, region keys);
  * sc_dp_get()/sc_dp_put() run a batch's ops at their owners over the
@@ -134,8 +189,8 @@ void sc_dp_put(st_handle_t *h, uint8_t *todo, uint8_t *acked);
 int sc_dp_get_now(st_handle_t *h);
 
 /*
- * srpc_fanout() of method (Locate, Release or Lookup: tcm is its
- * st_tcall_method_t) with the calls to nodes that serve them over the
+ * call.c: srpc_fanout() of method (Locate, Release or Lookup: tcm is its
+ * tcall_method_t) with the calls to nodes that serve them over the
  * transport (Hello's transport_calls) sent there instead of over gRPC: same
  * requests, same answers in items, no gRPC round trip. A call whose answer
  * does not come within SC_TC_PATIENCE_MS (or cannot be sent) is made again
@@ -153,6 +208,10 @@ void sc_dp_test_lease_skew(st_client_t *c, int64_t ns);
  * alive after the daemon let it go. ns must be less than the time since
  * boot (the monotonic clock's value). */
 void sc_dp_test_row_clock_slow(st_client_t *c, int64_t ns);
+/* Tests: fn(arg) runs in every get batch once its one-sided reads are
+ * posted, before it waits for them (a test stops a daemon there, so that
+ * the reads are in flight). NULL: none. */
+void sc_dp_test_on_posted(st_client_t *c, void (*fn)(void *), void *arg);
 /* Benches only (bench_rows): row reads accept rows as they landed under
  * their lease, with no row sums asked for nor checked (the behaviour before
  * row verification), so that one run measures both. */
@@ -161,11 +220,5 @@ void sc_dp_bench_rows_unverified(st_client_t *c, int on);
 uint64_t sc_dp_rows_refused(st_client_t *c);
 /* Tests: the bytes the client's copy threads have copied (copy_threads). */
 uint64_t sc_dp_test_shared_bytes(st_client_t *c);
-
-/* Maps a protocol KeyStatus to a status. */
-st_status_t sc_key_status(Strata__V1__KeyStatus ks);
-
-/* Protocol ObjectKind of an st_kind_t. */
-Strata__V1__ObjectKind sc_kind(uint8_t kind);
 
 #endif /* STRATA_CLIENT_INTERNAL_H */

@@ -8,36 +8,59 @@
  * (without a deadline) for a batch no worker has taken yet runs it itself:
  * two thread hand-offs less for a caller that submits and waits at once.
  */
+#include "clock.h"
 #include "client_internal.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <time.h>
 
+void sc_jobs_serve(pthread_mutex_t *lock, pthread_cond_t *cond, sc_job_t **head, sc_job_t **tail,
+                   const int *stop, void (*done)(sc_job_t *job, void *arg), void *arg)
+{
+    pthread_mutex_lock(lock);
+    for (;;) {
+        sc_job_t *job;
+
+        while (*head == NULL && !*stop) {
+            pthread_cond_wait(cond, lock);
+        }
+        if (*head == NULL) {
+            break; /* stopping, and the queue is drained */
+        }
+        job = *head;
+        *head = job->next;
+        if (*head == NULL) {
+            *tail = NULL;
+        }
+        pthread_mutex_unlock(lock);
+        job->run(job);
+        pthread_mutex_lock(lock);
+        if (done != NULL) {
+            done(job, arg);
+        }
+    }
+    pthread_mutex_unlock(lock);
+}
+
+void sc_threads_stop(pthread_mutex_t *lock, pthread_cond_t *cond, int *stop, pthread_t *th, int *n)
+{
+    pthread_mutex_lock(lock);
+    *stop = 1;
+    pthread_cond_broadcast(cond);
+    pthread_mutex_unlock(lock);
+    for (int i = 0; i < *n; i++) {
+        pthread_join(th[i], NULL);
+    }
+    *n = 0;
+}
+
 static void *sc_worker_main(void *arg)
 {
     st_client_t *c = arg;
 
-    pthread_mutex_lock(&c->pool_lock);
-    for (;;) {
-        sc_job_t *job;
-
-        while (c->queue_head == NULL && !c->stopping) {
-            pthread_cond_wait(&c->pool_cond, &c->pool_lock);
-        }
-        if (c->queue_head == NULL) {
-            break; /* stopping, and the queue is drained */
-        }
-        job = c->queue_head;
-        c->queue_head = job->next;
-        if (c->queue_head == NULL) {
-            c->queue_tail = NULL;
-        }
-        pthread_mutex_unlock(&c->pool_lock);
-        job->run(job);
-        pthread_mutex_lock(&c->pool_lock);
-    }
-    pthread_mutex_unlock(&c->pool_lock);
+    sc_jobs_serve(&c->pool_lock, &c->pool_cond, &c->queue_head, &c->queue_tail, &c->stopping, NULL,
+                  NULL);
     return NULL;
 }
 
@@ -59,14 +82,7 @@ void sc_pool_stop(st_client_t *c)
     if (c->n_workers == 0) {
         return;
     }
-    pthread_mutex_lock(&c->pool_lock);
-    c->stopping = 1;
-    pthread_cond_broadcast(&c->pool_cond);
-    pthread_mutex_unlock(&c->pool_lock);
-    for (int i = 0; i < c->n_workers; i++) {
-        pthread_join(c->workers[i], NULL);
-    }
-    c->n_workers = 0;
+    sc_threads_stop(&c->pool_lock, &c->pool_cond, &c->stopping, c->workers, &c->n_workers);
     pthread_mutex_destroy(&c->pool_lock);
     pthread_cond_destroy(&c->pool_cond);
 }
@@ -134,15 +150,7 @@ st_status_t st_handle_wait(st_handle_t *h, int timeout_ms)
         h->job.run(&h->job); /* completes h */
     }
 
-    clock_gettime(CLOCK_REALTIME, &ts);
-    if (timeout_ms >= 0) {
-        ts.tv_sec += timeout_ms / 1000;
-        ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-    }
+    ts = cm_deadline_ms(timeout_ms >= 0 ? (uint64_t)timeout_ms : 0); /* unused when < 0 */
     pthread_mutex_lock(&h->lock);
     while (!h->done) {
         if (timeout_ms < 0) {

@@ -42,11 +42,26 @@ static st_status_t sc_session_id(const char *id, st_hash_t *out)
     return ST_OK;
 }
 
+/* Hashes the session id into *sid and names it, in the client's namespace, in the
+ * request's fields ns and sid_field (which point into *sid). */
+static st_status_t sc_session_req(const st_client_t *c, const char *id, st_hash_t *sid,
+                                  uint64_t *ns, ProtobufCBinaryData *sid_field)
+{
+    st_status_t status = sc_session_id(id, sid);
+
+    if (status == ST_OK) {
+        *ns = c->ns;
+        sid_field->data = sid->b;
+        sid_field->len = ST_HASH_BYTES;
+    }
+    return status;
+}
+
 static size_t sc_session_nodes(st_client_t *c, const st_hash_t *sid, uint32_t *nodes)
 {
     size_t r = c->replicas < SC_SESSION_REPLICAS_MAX ? c->replicas : SC_SESSION_REPLICAS_MAX;
 
-    return st_ring_place(&c->ring, sid, nodes, r);
+    return ring_place(&c->ring, sid, nodes, r);
 }
 
 static void sc_session_info(const char *id, const Strata__V1__SessionInfo *si,
@@ -63,14 +78,14 @@ static void sc_session_info(const char *id, const Strata__V1__SessionInfo *si,
     info->ttl_ms = si->ttl_ms;
 }
 
-/* Sends req (of method m) to every replica; keeps the answer with the
+/* Sends req (of method m) to every replica, one request for them all; keeps the answer with the
  * highest version. quorum: the replicas that must answer OK (1 for a write
  * that is not durable, and for reads); with durable, an OK counts only when
  * its SessionInfo says the record is on the node's disk. Returns ST_OK if at least quorum
  * replicas answered OK; ST_ERR_PARTIAL if some did, but fewer; else the first
  * replica's error. *result (may be NULL) gets the counts. */
 static st_status_t sc_session_call(st_client_t *c, const char *id, const st_hash_t *sid, int m,
-                                   ProtobufCMessage *const *reqs, st_session_info_t *info,
+                                   const ProtobufCMessage *req, st_session_info_t *info,
                                    int durable, uint32_t quorum, st_write_result_t *result)
 {
     uint32_t nodes[SC_SESSION_REPLICAS_MAX];
@@ -96,7 +111,7 @@ static st_status_t sc_session_call(st_client_t *c, const char *id, const st_hash
     memset(items, 0, sizeof(items));
     for (size_t i = 0; i < n; i++) {
         items[i].ch = c->nodes[nodes[i]].ch;
-        items[i].req = reqs[i];
+        items[i].req = req;
     }
     status = srpc_fanout(&srpc_cache_methods[m], items, n, (int)c->timeout_ms);
     if (status != ST_OK) {
@@ -177,9 +192,8 @@ st_status_t st_session_open_ex(st_client_t *c, const char *id, uint64_t ttl_ms, 
                                st_session_info_t *info, st_write_result_t *result)
 {
     Strata__V1__OpenSessionRequest req = STRATA__V1__OPEN_SESSION_REQUEST__INIT;
-    ProtobufCMessage *reqs[SC_SESSION_REPLICAS_MAX];
     st_hash_t sid;
-    st_status_t status = sc_session_id(id, &sid);
+    st_status_t status = sc_session_req(c, id, &sid, &req.namespace_id, &req.session_id);
 
     if (status != ST_OK) {
         return status;
@@ -188,17 +202,11 @@ st_status_t st_session_open_ex(st_client_t *c, const char *id, uint64_t ttl_ms, 
         return sc_error(ST_ERR_INVALID, "session ttl_ms %llu is too long",
                         (unsigned long long)ttl_ms);
     }
-    req.namespace_id = c->ns;
-    req.session_id.data = sid.b;
-    req.session_id.len = ST_HASH_BYTES;
     req.tenant = c->tenant;
     req.model = c->model;
     req.ttl_ms = (uint32_t)ttl_ms;
     req.durable = (flags & ST_SESSION_DURABLE) != 0;
-    for (int i = 0; i < SC_SESSION_REPLICAS_MAX; i++) {
-        reqs[i] = &req.base;
-    }
-    return sc_session_call(c, id, &sid, SRPC_CACHE_OPEN_SESSION, reqs, info, req.durable,
+    return sc_session_call(c, id, &sid, SRPC_CACHE_OPEN_SESSION, &req.base, info, req.durable,
                            sc_session_quorum(c, flags), result);
 }
 
@@ -212,9 +220,8 @@ st_status_t st_session_append_ex(st_client_t *c, const char *id, const st_hash_t
                                  uint64_t length, unsigned flags, st_write_result_t *result)
 {
     Strata__V1__AppendSessionRequest req = STRATA__V1__APPEND_SESSION_REQUEST__INIT;
-    ProtobufCMessage *reqs[SC_SESSION_REPLICAS_MAX];
     st_hash_t sid;
-    st_status_t status = sc_session_id(id, &sid);
+    st_status_t status = sc_session_req(c, id, &sid, &req.namespace_id, &req.session_id);
 
     if (status != ST_OK) {
         return status;
@@ -222,55 +229,35 @@ st_status_t st_session_append_ex(st_client_t *c, const char *id, const st_hash_t
     if (head == NULL) {
         return sc_error(ST_ERR_INVALID, "session append: NULL head");
     }
-    req.namespace_id = c->ns;
-    req.session_id.data = sid.b;
-    req.session_id.len = ST_HASH_BYTES;
     req.head_hash.data = (uint8_t *)head->b;
     req.head_hash.len = ST_HASH_BYTES;
     req.length = length;
     req.durable = (flags & ST_SESSION_DURABLE) != 0;
-    for (int i = 0; i < SC_SESSION_REPLICAS_MAX; i++) {
-        reqs[i] = &req.base;
-    }
-    return sc_session_call(c, id, &sid, SRPC_CACHE_APPEND_SESSION, reqs, NULL, req.durable,
+    return sc_session_call(c, id, &sid, SRPC_CACHE_APPEND_SESSION, &req.base, NULL, req.durable,
                            sc_session_quorum(c, flags), result);
 }
 
 st_status_t st_session_get(st_client_t *c, const char *id, st_session_info_t *info)
 {
     Strata__V1__GetSessionRequest req = STRATA__V1__GET_SESSION_REQUEST__INIT;
-    ProtobufCMessage *reqs[SC_SESSION_REPLICAS_MAX];
     st_hash_t sid;
-    st_status_t status = sc_session_id(id, &sid);
+    st_status_t status = sc_session_req(c, id, &sid, &req.namespace_id, &req.session_id);
 
     if (status != ST_OK) {
         return status;
     }
-    req.namespace_id = c->ns;
-    req.session_id.data = sid.b;
-    req.session_id.len = ST_HASH_BYTES;
-    for (int i = 0; i < SC_SESSION_REPLICAS_MAX; i++) {
-        reqs[i] = &req.base;
-    }
-    return sc_session_call(c, id, &sid, SRPC_CACHE_GET_SESSION, reqs, info, 0, 1, NULL);
+    return sc_session_call(c, id, &sid, SRPC_CACHE_GET_SESSION, &req.base, info, 0, 1, NULL);
 }
 
 st_status_t st_session_close(st_client_t *c, const char *id)
 {
     Strata__V1__CloseSessionRequest req = STRATA__V1__CLOSE_SESSION_REQUEST__INIT;
-    ProtobufCMessage *reqs[SC_SESSION_REPLICAS_MAX];
     st_hash_t sid;
-    st_status_t status = sc_session_id(id, &sid);
+    st_status_t status = sc_session_req(c, id, &sid, &req.namespace_id, &req.session_id);
 
     if (status != ST_OK) {
         return status;
     }
-    req.namespace_id = c->ns;
-    req.session_id.data = sid.b;
-    req.session_id.len = ST_HASH_BYTES;
     req.forget = 1;
-    for (int i = 0; i < SC_SESSION_REPLICAS_MAX; i++) {
-        reqs[i] = &req.base;
-    }
-    return sc_session_call(c, id, &sid, SRPC_CACHE_CLOSE_SESSION, reqs, NULL, 0, 1, NULL);
+    return sc_session_call(c, id, &sid, SRPC_CACHE_CLOSE_SESSION, &req.base, NULL, 0, 1, NULL);
 }

@@ -27,6 +27,7 @@ strata_require(MHD       libmicrohttpd libmicrohttpd-dev)
 strata_require(INIH      inih          libinih-dev)
 strata_require(CMOCKA    cmocka        libcmocka-dev)
 strata_require(OPENSSL   openssl       libssl-dev)
+strata_require(PNG       libpng        libpng-dev)
 
 find_program(PROTOC_C protoc-c)
 if(NOT PROTOC_C)

@@ -1,7 +1,7 @@
 /*
  * config.c - the declarative config table: INI file (inih), flags, --help.
  */
-#include "st_config.h"
+#include "config.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -12,9 +12,9 @@
 #include <string.h>
 #include <strings.h>
 
-#define ST_CFG_MEMBER(conf, opt) ((char *)(conf) + (opt)->offset)
+#define CFG_MEMBER(conf, opt) ((char *)(conf) + (opt)->offset)
 
-static void st_cfg_key_normalise(const char *name, char *out, size_t len)
+static void cfg_key_normalise(const char *name, char *out, size_t len)
 {
     size_t i;
 
@@ -24,7 +24,7 @@ static void st_cfg_key_normalise(const char *name, char *out, size_t len)
     out[i] = '\0';
 }
 
-static void st_cfg_flag_name(const char *name, char *out, size_t len)
+static void cfg_flag_name(const char *name, char *out, size_t len)
 {
     size_t i;
 
@@ -34,11 +34,11 @@ static void st_cfg_flag_name(const char *name, char *out, size_t len)
     out[i] = '\0';
 }
 
-static const st_cfg_option_t *st_cfg_find(const st_cfg_table_t *table, const char *name)
+static const cfg_option_t *cfg_find(const cfg_table_t *table, const char *name)
 {
     char key[128];
 
-    st_cfg_key_normalise(name, key, sizeof(key));
+    cfg_key_normalise(name, key, sizeof(key));
     for (size_t i = 0; i < table->n_options; i++) {
         if (strcmp(table->options[i].name, key) == 0) {
             return &table->options[i];
@@ -48,8 +48,8 @@ static const st_cfg_option_t *st_cfg_find(const st_cfg_table_t *table, const cha
 }
 
 /* Parses a decimal integer with an optional suffix multiplier table. */
-static st_status_t st_cfg_parse_scaled(const char *text, const char *const *suffixes,
-                                       const uint64_t *scales, uint64_t *out_p)
+static st_status_t cfg_parse_scaled(const char *text, const char *const *suffixes,
+                                    const uint64_t *scales, uint64_t *out_p)
 {
     char *end;
     unsigned long long v;
@@ -89,7 +89,7 @@ static st_status_t st_cfg_parse_scaled(const char *text, const char *const *suff
     return ST_OK;
 }
 
-st_status_t st_config_parse_size(const char *text, uint64_t *bytes_p)
+st_status_t cfg_parse_size(const char *text, uint64_t *bytes_p)
 {
     static const char *const sfx[] = {"B", "K",  "KB",  "KiB", "M",  "MB",  "MiB",
                                       "G", "GB", "GiB", "T",   "TB", "TiB", NULL};
@@ -97,18 +97,18 @@ st_status_t st_config_parse_size(const char *text, uint64_t *bytes_p)
                                      1ull << 20, 1ull << 20, 1ull << 30, 1ull << 30, 1ull << 30,
                                      1ull << 40, 1ull << 40, 1ull << 40};
 
-    return st_cfg_parse_scaled(text, sfx, scale, bytes_p);
+    return cfg_parse_scaled(text, sfx, scale, bytes_p);
 }
 
-st_status_t st_config_parse_duration(const char *text, uint64_t *ms_p)
+st_status_t cfg_parse_duration(const char *text, uint64_t *ms_p)
 {
     static const char *const sfx[] = {"ms", "s", "m", "h", "d", NULL};
     static const uint64_t scale[] = {1, 1000, 60000, 3600000, 86400000};
 
-    return st_cfg_parse_scaled(text, sfx, scale, ms_p);
+    return cfg_parse_scaled(text, sfx, scale, ms_p);
 }
 
-static void st_cfg_format_size(uint64_t v, char *buf, size_t len)
+static void cfg_format_size(uint64_t v, char *buf, size_t len)
 {
     static const char *const sfx[] = {"T", "G", "M", "K"};
     static const int shift[] = {40, 30, 20, 10};
@@ -122,7 +122,7 @@ static void st_cfg_format_size(uint64_t v, char *buf, size_t len)
     snprintf(buf, len, "%" PRIu64, v);
 }
 
-static void st_cfg_format_duration(uint64_t v, char *buf, size_t len)
+static void cfg_format_duration(uint64_t v, char *buf, size_t len)
 {
     if (v != 0 && v % 86400000 == 0) {
         snprintf(buf, len, "%" PRIu64 "d", v / 86400000);
@@ -137,29 +137,29 @@ static void st_cfg_format_duration(uint64_t v, char *buf, size_t len)
     }
 }
 
-static void st_cfg_format_bound(const st_cfg_option_t *opt, int64_t v, char *buf, size_t len)
+static void cfg_format_bound(const cfg_option_t *opt, int64_t v, char *buf, size_t len)
 {
     switch (opt->type) {
-    case ST_CFG_SIZE: st_cfg_format_size((uint64_t)v, buf, len); break;
-    case ST_CFG_DURATION: st_cfg_format_duration((uint64_t)v, buf, len); break;
+    case CFG_SIZE: cfg_format_size((uint64_t)v, buf, len); break;
+    case CFG_DURATION: cfg_format_duration((uint64_t)v, buf, len); break;
     default: snprintf(buf, len, "%" PRId64, v); break;
     }
 }
 
-static const char *st_cfg_type_name(st_cfg_type_t type)
+static const char *cfg_type_name(cfg_type_t type)
 {
     switch (type) {
-    case ST_CFG_BOOL: return "a boolean (true/false)";
-    case ST_CFG_INT: return "an integer";
-    case ST_CFG_SIZE: return "a size (for example 512M, 4G)";
-    case ST_CFG_DURATION: return "a duration (for example 500ms, 5s, 2m)";
-    case ST_CFG_STRING: return "a string";
-    case ST_CFG_ENUM: return "one of the listed names";
+    case CFG_BOOL: return "a boolean (true/false)";
+    case CFG_INT: return "an integer";
+    case CFG_SIZE: return "a size (for example 512M, 4G)";
+    case CFG_DURATION: return "a duration (for example 500ms, 5s, 2m)";
+    case CFG_STRING: return "a string";
+    case CFG_ENUM: return "one of the listed names";
     }
     return "a value";
 }
 
-static int st_cfg_parse_bool(const char *text, int *out_p)
+static int cfg_parse_bool(const char *text, int *out_p)
 {
     static const char *const yes[] = {"true", "yes", "on", "1"};
     static const char *const no[] = {"false", "no", "off", "0"};
@@ -177,27 +177,36 @@ static int st_cfg_parse_bool(const char *text, int *out_p)
     return 0;
 }
 
-static st_status_t st_cfg_apply(const st_cfg_option_t *opt, void *conf, const char *text,
-                                const char *where, char *err, size_t errlen)
+static st_status_t cfg_apply(const cfg_option_t *opt, void *conf, const char *text,
+                             const char *where, char *err, size_t errlen)
 {
-    char *member = ST_CFG_MEMBER(conf, opt);
+    char *member = CFG_MEMBER(conf, opt);
     uint64_t u = 0;
     int64_t i = 0;
     char lo[32], hi[32];
 
     switch (opt->type) {
-    case ST_CFG_BOOL: {
+    case CFG_BOOL: {
         int b;
 
-        if (!st_cfg_parse_bool(text, &b)) {
+        if (!cfg_parse_bool(text, &b)) {
             goto err_type;
         }
         *(int *)member = b;
         return ST_OK;
     }
-    case ST_CFG_STRING: {
-        char *copy = strdup(text);
+    case CFG_STRING: {
+        const char *had = *(char **)member;
+        int add = (opt->flags & CFG_REPEAT) && had != NULL && had[0] != '\0';
+        char *copy = add ? malloc(strlen(had) + strlen(text) + 2) : strdup(text);
 
+        if (copy != NULL && add) {
+            size_t n = strlen(had);
+
+            memcpy(copy, had, n);
+            copy[n] = '\n';
+            memcpy(copy + n + 1, text, strlen(text) + 1);
+        }
         if (copy == NULL) {
             snprintf(err, errlen, "%s: out of memory for '%s'", where, opt->name);
             return ST_ERR_NOMEM;
@@ -206,7 +215,7 @@ static st_status_t st_cfg_apply(const st_cfg_option_t *opt, void *conf, const ch
         *(char **)member = copy;
         return ST_OK;
     }
-    case ST_CFG_ENUM:
+    case CFG_ENUM:
         for (int k = 0; opt->enum_names[k] != NULL; k++) {
             if (strcasecmp(text, opt->enum_names[k]) == 0) {
                 *(int *)member = k;
@@ -225,7 +234,7 @@ static st_status_t st_cfg_apply(const st_cfg_option_t *opt, void *conf, const ch
                      opt->name, names);
         }
         return ST_ERR_INVALID;
-    case ST_CFG_INT: {
+    case CFG_INT: {
         char *end;
 
         errno = 0;
@@ -235,14 +244,14 @@ static st_status_t st_cfg_apply(const st_cfg_option_t *opt, void *conf, const ch
         }
         break;
     }
-    case ST_CFG_SIZE:
-        if (st_config_parse_size(text, &u) != ST_OK || u > INT64_MAX) {
+    case CFG_SIZE:
+        if (cfg_parse_size(text, &u) != ST_OK || u > INT64_MAX) {
             goto err_type;
         }
         i = (int64_t)u;
         break;
-    case ST_CFG_DURATION:
-        if (st_config_parse_duration(text, &u) != ST_OK || u > INT64_MAX) {
+    case CFG_DURATION:
+        if (cfg_parse_duration(text, &u) != ST_OK || u > INT64_MAX) {
             goto err_type;
         }
         i = (int64_t)u;
@@ -250,13 +259,13 @@ static st_status_t st_cfg_apply(const st_cfg_option_t *opt, void *conf, const ch
     }
 
     if (i < opt->min || i > opt->max) {
-        st_cfg_format_bound(opt, opt->min, lo, sizeof(lo));
-        st_cfg_format_bound(opt, opt->max, hi, sizeof(hi));
+        cfg_format_bound(opt, opt->min, lo, sizeof(lo));
+        cfg_format_bound(opt, opt->max, hi, sizeof(hi));
         snprintf(err, errlen, "%s: %s = %s is out of range [%s, %s]", where, opt->name, text, lo,
                  hi);
         return ST_ERR_INVALID;
     }
-    if (opt->type == ST_CFG_INT) {
+    if (opt->type == CFG_INT) {
         *(int64_t *)member = i;
     } else {
         *(uint64_t *)member = (uint64_t)i;
@@ -265,34 +274,34 @@ static st_status_t st_cfg_apply(const st_cfg_option_t *opt, void *conf, const ch
 
 err_type:
     snprintf(err, errlen, "%s: value '%s' for '%s' is not %s", where, text, opt->name,
-             st_cfg_type_name(opt->type));
+             cfg_type_name(opt->type));
     return ST_ERR_INVALID;
 }
 
-st_status_t st_config_set(const st_cfg_table_t *table, void *conf, const char *name,
-                          const char *text, const char *where, char *err, size_t errlen)
+st_status_t cfg_set(const cfg_table_t *table, void *conf, const char *name, const char *text,
+                    const char *where, char *err, size_t errlen)
 {
-    const st_cfg_option_t *opt = st_cfg_find(table, name);
+    const cfg_option_t *opt = cfg_find(table, name);
 
     if (opt == NULL) {
         snprintf(err, errlen, "%s: unknown key '%s' (see %s --help)", where, name, table->program);
         return ST_ERR_NOT_FOUND;
     }
-    return st_cfg_apply(opt, conf, text, where, err, errlen);
+    return cfg_apply(opt, conf, text, where, err, errlen);
 }
 
-st_status_t st_config_defaults(const st_cfg_table_t *table, void *conf)
+st_status_t cfg_defaults(const cfg_table_t *table, void *conf)
 {
     char err[256];
 
     for (size_t i = 0; i < table->n_options; i++) {
-        const st_cfg_option_t *opt = &table->options[i];
+        const cfg_option_t *opt = &table->options[i];
         st_status_t status;
 
         if (opt->defval == NULL) {
             continue;
         }
-        status = st_cfg_apply(opt, conf, opt->defval, "default", err, sizeof(err));
+        status = cfg_apply(opt, conf, opt->defval, "default", err, sizeof(err));
         if (status != ST_OK) {
             return status;
         }
@@ -300,8 +309,8 @@ st_status_t st_config_defaults(const st_cfg_table_t *table, void *conf)
     return ST_OK;
 }
 
-struct st_cfg_ini_ctx {
-    const st_cfg_table_t *table;
+struct cfg_ini_ctx {
+    const cfg_table_t *table;
     void *conf;
     const char *path;
     FILE *file;
@@ -312,7 +321,7 @@ struct st_cfg_ini_ctx {
 };
 
 /* Stops the parse at the line being read, with the message. */
-static char *st_cfg_ini_refuse(struct st_cfg_ini_ctx *ctx, const char *what, int limit)
+static char *cfg_ini_refuse(struct cfg_ini_ctx *ctx, const char *what, int limit)
 {
     char msg[160];
 
@@ -331,9 +340,9 @@ static char *st_cfg_ini_refuse(struct st_cfg_ini_ctx *ctx, const char *what, int
  * the value above as a continuation, so "  listen = x" under a key would
  * become part of that key's value).
  */
-static char *st_cfg_ini_reader(char *str, int num, void *stream)
+static char *cfg_ini_reader(char *str, int num, void *stream)
 {
-    struct st_cfg_ini_ctx *ctx = stream;
+    struct cfg_ini_ctx *ctx = stream;
     int max = num - 2; /* room for the newline and the NUL */
     int n = 0, c;
 
@@ -346,10 +355,10 @@ static char *st_cfg_ini_reader(char *str, int num, void *stream)
             break;
         }
         if (c == '\0') {
-            return st_cfg_ini_refuse(ctx, "a NUL byte in the line (config files are text)", 0);
+            return cfg_ini_refuse(ctx, "a NUL byte in the line (config files are text)", 0);
         }
         if (n >= max) {
-            return st_cfg_ini_refuse(ctx, "line longer than %d bytes", max);
+            return cfg_ini_refuse(ctx, "line longer than %d bytes", max);
         }
         str[n++] = (char)c;
     }
@@ -364,25 +373,25 @@ static char *st_cfg_ini_reader(char *str, int num, void *stream)
             p++;
         }
         if (*p != '\0' && strchr(INI_START_COMMENT_PREFIXES, *p) == NULL) {
-            return st_cfg_ini_refuse(ctx,
-                                     "the line starts with white space (continuation lines are "
-                                     "not supported: start each key at the beginning of a line)",
-                                     0);
+            return cfg_ini_refuse(ctx,
+                                  "the line starts with white space (continuation lines are "
+                                  "not supported: start each key at the beginning of a line)",
+                                  0);
         }
     }
     ctx->lineno++;
     return str;
 }
 
-static int st_cfg_ini_handler(void *user, const char *section, const char *name, const char *value)
+static int cfg_ini_handler(void *user, const char *section, const char *name, const char *value)
 {
-    struct st_cfg_ini_ctx *ctx = user;
+    struct cfg_ini_ctx *ctx = user;
     int lineno = ctx->lineno;
 
     if (ctx->status != ST_OK) {
         return 0; /* keep the first error; this inih does not stop on it */
     }
-    const st_cfg_option_t *opt;
+    const cfg_option_t *opt;
     char where[512];
     char text[1024];
     size_t len;
@@ -399,13 +408,13 @@ static int st_cfg_ini_handler(void *user, const char *section, const char *name,
     if (name == NULL) {
         return 1; /* a section line */
     }
-    opt = st_cfg_find(ctx->table, name);
+    opt = cfg_find(ctx->table, name);
     if (opt == NULL) {
         snprintf(ctx->err, ctx->errlen, "%s: unknown key '%s'", where, name);
         ctx->status = ST_ERR_NOT_FOUND;
         return 0;
     }
-    if (opt->flags & ST_CFG_NOFILE) {
+    if (opt->flags & CFG_NOFILE) {
         snprintf(ctx->err, ctx->errlen, "%s: key '%s' is only accepted as a flag", where, name);
         ctx->status = ST_ERR_INVALID;
         return 0;
@@ -416,14 +425,14 @@ static int st_cfg_ini_handler(void *user, const char *section, const char *name,
         memmove(text, text + 1, len - 2);
         text[len - 2] = '\0';
     }
-    ctx->status = st_cfg_apply(opt, ctx->conf, text, where, ctx->err, ctx->errlen);
+    ctx->status = cfg_apply(opt, ctx->conf, text, where, ctx->err, ctx->errlen);
     return ctx->status == ST_OK;
 }
 
-st_status_t st_config_load_file(const st_cfg_table_t *table, void *conf, const char *path,
-                                char *err, size_t errlen)
+st_status_t cfg_load_file(const cfg_table_t *table, void *conf, const char *path, char *err,
+                          size_t errlen)
 {
-    struct st_cfg_ini_ctx ctx = {table, conf, path, NULL, 0, err, errlen, ST_OK};
+    struct cfg_ini_ctx ctx = {table, conf, path, NULL, 0, err, errlen, ST_OK};
     int rc;
 
     ctx.file = fopen(path, "r");
@@ -431,7 +440,7 @@ st_status_t st_config_load_file(const st_cfg_table_t *table, void *conf, const c
         snprintf(err, errlen, "cannot open config file '%s': %s", path, strerror(errno));
         return ST_ERR_IO;
     }
-    rc = ini_parse_stream(st_cfg_ini_reader, &ctx, st_cfg_ini_handler, &ctx);
+    rc = ini_parse_stream(cfg_ini_reader, &ctx, cfg_ini_handler, &ctx);
     fclose(ctx.file);
     if (ctx.status != ST_OK) {
         return ctx.status;
@@ -444,7 +453,7 @@ st_status_t st_config_load_file(const st_cfg_table_t *table, void *conf, const c
     return ST_OK;
 }
 
-static int st_cfg_is_config_flag(const char *arg)
+static int cfg_is_config_flag(const char *arg)
 {
     return strcmp(arg, "-c") == 0 || strcmp(arg, "--config") == 0 ||
            strncmp(arg, "--config=", 9) == 0;
@@ -452,9 +461,9 @@ static int st_cfg_is_config_flag(const char *arg)
 
 /* Returns 1 when arg is a flag whose value is the next argument
  * ("--node-id X", "-t 4"), so that pass 1 does not read X as a flag. */
-static int st_cfg_takes_next(const st_cfg_table_t *table, const char *arg)
+static int cfg_takes_next(const cfg_table_t *table, const char *arg)
 {
-    const st_cfg_option_t *opt = NULL;
+    const cfg_option_t *opt = NULL;
 
     if (arg[0] != '-' || arg[1] == '\0') {
         return 0;
@@ -466,13 +475,13 @@ static int st_cfg_takes_next(const st_cfg_table_t *table, const char *arg)
             }
         }
     } else if (strchr(arg + 2, '=') == NULL && strlen(arg + 2) < 128) {
-        opt = st_cfg_find(table, arg + 2);
+        opt = cfg_find(table, arg + 2);
     }
-    return opt != NULL && opt->type != ST_CFG_BOOL;
+    return opt != NULL && opt->type != CFG_BOOL;
 }
 
-st_status_t st_config_parse_args(const st_cfg_table_t *table, void *conf, int argc, char **argv,
-                                 int *n_positional_p, int *help_p, char *err, size_t errlen)
+st_status_t cfg_parse_args(const cfg_table_t *table, void *conf, int argc, char **argv,
+                           int *n_positional_p, int *help_p, char *err, size_t errlen)
 {
     int n_pos = 0;
     int flags_done = 0;
@@ -489,7 +498,7 @@ st_status_t st_config_parse_args(const st_cfg_table_t *table, void *conf, int ar
             *n_positional_p = 0;
             return ST_OK;
         }
-        if (st_cfg_is_config_flag(argv[i])) {
+        if (cfg_is_config_flag(argv[i])) {
             const char *path;
 
             if (strncmp(argv[i], "--config=", 9) == 0) {
@@ -500,11 +509,11 @@ st_status_t st_config_parse_args(const st_cfg_table_t *table, void *conf, int ar
                 snprintf(err, errlen, "%s: missing file name", argv[i]);
                 return ST_ERR_INVALID;
             }
-            status = st_config_load_file(table, conf, path, err, errlen);
+            status = cfg_load_file(table, conf, path, err, errlen);
             if (status != ST_OK) {
                 return status;
             }
-        } else if (st_cfg_takes_next(table, argv[i])) {
+        } else if (cfg_takes_next(table, argv[i])) {
             i++; /* a value, even "-h" or "-c", is not a flag */
         }
     }
@@ -512,7 +521,7 @@ st_status_t st_config_parse_args(const st_cfg_table_t *table, void *conf, int ar
     /* Pass 2: the flags, in order; positional arguments move to the front. */
     for (int i = 1; i < argc; i++) {
         char *arg = argv[i];
-        const st_cfg_option_t *opt = NULL;
+        const cfg_option_t *opt = NULL;
         const char *value = NULL;
         char name[128];
 
@@ -524,7 +533,7 @@ st_status_t st_config_parse_args(const st_cfg_table_t *table, void *conf, int ar
             flags_done = 1;
             continue;
         }
-        if (st_cfg_is_config_flag(arg)) {
+        if (cfg_is_config_flag(arg)) {
             if (strncmp(arg, "--config=", 9) != 0) {
                 i++;
             }
@@ -550,10 +559,10 @@ st_status_t st_config_parse_args(const st_cfg_table_t *table, void *conf, int ar
             memcpy(name, arg + 2, len);
             name[len] = '\0';
             value = eq ? eq + 1 : NULL;
-            opt = st_cfg_find(table, name);
+            opt = cfg_find(table, name);
             if (opt == NULL && value == NULL && strncmp(name, "no-", 3) == 0) {
-                opt = st_cfg_find(table, name + 3);
-                if (opt != NULL && opt->type == ST_CFG_BOOL) {
+                opt = cfg_find(table, name + 3);
+                if (opt != NULL && opt->type == CFG_BOOL) {
                     value = "false";
                 } else {
                     opt = NULL;
@@ -565,7 +574,7 @@ st_status_t st_config_parse_args(const st_cfg_table_t *table, void *conf, int ar
             }
         }
         if (value == NULL) {
-            if (opt->type == ST_CFG_BOOL) {
+            if (opt->type == CFG_BOOL) {
                 value = "true";
             } else if (i + 1 < argc) {
                 value = argv[++i];
@@ -574,12 +583,12 @@ st_status_t st_config_parse_args(const st_cfg_table_t *table, void *conf, int ar
                 return ST_ERR_INVALID;
             }
         }
-        st_cfg_flag_name(opt->name, name, sizeof(name));
+        cfg_flag_name(opt->name, name, sizeof(name));
         {
             char where[160];
 
             snprintf(where, sizeof(where), "--%s", name);
-            status = st_cfg_apply(opt, conf, value, where, err, errlen);
+            status = cfg_apply(opt, conf, value, where, err, errlen);
         }
         if (status != ST_OK) {
             return status;
@@ -589,49 +598,49 @@ st_status_t st_config_parse_args(const st_cfg_table_t *table, void *conf, int ar
     return ST_OK;
 }
 
-void st_config_format(const st_cfg_option_t *opt, const void *conf, char *buf, size_t len)
+void cfg_format(const cfg_option_t *opt, const void *conf, char *buf, size_t len)
 {
     const char *member = (const char *)conf + opt->offset;
 
-    if (opt->flags & ST_CFG_SENSITIVE) {
+    if (opt->flags & CFG_SENSITIVE) {
         snprintf(buf, len, "(hidden)");
         return;
     }
     switch (opt->type) {
-    case ST_CFG_BOOL: snprintf(buf, len, "%s", *(const int *)member ? "true" : "false"); break;
-    case ST_CFG_INT: snprintf(buf, len, "%" PRId64, *(const int64_t *)member); break;
-    case ST_CFG_SIZE: st_cfg_format_size(*(const uint64_t *)member, buf, len); break;
-    case ST_CFG_DURATION: st_cfg_format_duration(*(const uint64_t *)member, buf, len); break;
-    case ST_CFG_STRING:
+    case CFG_BOOL: snprintf(buf, len, "%s", *(const int *)member ? "true" : "false"); break;
+    case CFG_INT: snprintf(buf, len, "%" PRId64, *(const int64_t *)member); break;
+    case CFG_SIZE: cfg_format_size(*(const uint64_t *)member, buf, len); break;
+    case CFG_DURATION: cfg_format_duration(*(const uint64_t *)member, buf, len); break;
+    case CFG_STRING:
         snprintf(buf, len, "%s", *(char *const *)member ? *(char *const *)member : "");
         break;
-    case ST_CFG_ENUM: snprintf(buf, len, "%s", opt->enum_names[*(const int *)member]); break;
+    case CFG_ENUM: snprintf(buf, len, "%s", opt->enum_names[*(const int *)member]); break;
     }
 }
 
-static const char *st_cfg_metavar(const st_cfg_option_t *opt)
+static const char *cfg_metavar(const cfg_option_t *opt)
 {
     switch (opt->type) {
-    case ST_CFG_BOOL: return "";
-    case ST_CFG_INT: return " N";
-    case ST_CFG_SIZE: return " SIZE";
-    case ST_CFG_DURATION: return " TIME";
-    case ST_CFG_STRING: return " TEXT";
-    case ST_CFG_ENUM: return " NAME";
+    case CFG_BOOL: return "";
+    case CFG_INT: return " N";
+    case CFG_SIZE: return " SIZE";
+    case CFG_DURATION: return " TIME";
+    case CFG_STRING: return " TEXT";
+    case CFG_ENUM: return " NAME";
     }
     return "";
 }
 
-static void st_cfg_bounds_text(const st_cfg_option_t *opt, char *buf, size_t len)
+static void cfg_bounds_text(const cfg_option_t *opt, char *buf, size_t len)
 {
     char lo[32], hi[32];
 
     buf[0] = '\0';
-    if (opt->type == ST_CFG_INT || opt->type == ST_CFG_SIZE || opt->type == ST_CFG_DURATION) {
-        st_cfg_format_bound(opt, opt->min, lo, sizeof(lo));
-        st_cfg_format_bound(opt, opt->max, hi, sizeof(hi));
+    if (opt->type == CFG_INT || opt->type == CFG_SIZE || opt->type == CFG_DURATION) {
+        cfg_format_bound(opt, opt->min, lo, sizeof(lo));
+        cfg_format_bound(opt, opt->max, hi, sizeof(hi));
         snprintf(buf, len, "%s..%s", lo, hi);
-    } else if (opt->type == ST_CFG_ENUM) {
+    } else if (opt->type == CFG_ENUM) {
         size_t off = 0;
 
         for (int k = 0; opt->enum_names[k] != NULL && off < len; k++) {
@@ -640,7 +649,7 @@ static void st_cfg_bounds_text(const st_cfg_option_t *opt, char *buf, size_t len
     }
 }
 
-void st_config_usage(const st_cfg_table_t *table, FILE *out)
+void cfg_usage(const cfg_table_t *table, FILE *out)
 {
     fprintf(out,
             "Usage: %s [options]%s%s\n%s\n\nOptions (also accepted as 'key = value' "
@@ -650,21 +659,21 @@ void st_config_usage(const st_cfg_table_t *table, FILE *out)
     fprintf(out, "  -c, --config FILE\n      read settings from an INI file first; flags "
                  "given on the command line win\n");
     for (size_t i = 0; i < table->n_options; i++) {
-        const st_cfg_option_t *opt = &table->options[i];
+        const cfg_option_t *opt = &table->options[i];
         char flag[128], bounds[256];
 
         if (strcmp(opt->name, "config") == 0) {
             continue;
         }
-        st_cfg_flag_name(opt->name, flag, sizeof(flag));
-        st_cfg_bounds_text(opt, bounds, sizeof(bounds));
+        cfg_flag_name(opt->name, flag, sizeof(flag));
+        cfg_bounds_text(opt, bounds, sizeof(bounds));
         if (opt->short_flag) {
-            fprintf(out, "  -%c, --%s%s\n", opt->short_flag, flag, st_cfg_metavar(opt));
+            fprintf(out, "  -%c, --%s%s\n", opt->short_flag, flag, cfg_metavar(opt));
         } else {
-            fprintf(out, "  --%s%s\n", flag, st_cfg_metavar(opt));
+            fprintf(out, "  --%s%s\n", flag, cfg_metavar(opt));
         }
         fprintf(out, "      %s", opt->help);
-        if (opt->defval != NULL && opt->defval[0] != '\0' && !(opt->flags & ST_CFG_SENSITIVE)) {
+        if (opt->defval != NULL && opt->defval[0] != '\0' && !(opt->flags & CFG_SENSITIVE)) {
             fprintf(out, " (default %s", opt->defval);
             fprintf(out, bounds[0] ? "; %s)" : ")", bounds);
         } else if (bounds[0]) {
@@ -675,18 +684,18 @@ void st_config_usage(const st_cfg_table_t *table, FILE *out)
     fprintf(out, "  -h, --help\n      print this help and exit\n");
 }
 
-void st_config_markdown(const st_cfg_table_t *table, FILE *out)
+void cfg_markdown(const cfg_table_t *table, FILE *out)
 {
     fprintf(out, "## %s\n\n%s\n\n", table->program, table->summary);
     fprintf(out, "| key (file) | flag | type | default | range | meaning |\n");
     fprintf(out, "| --- | --- | --- | --- | --- | --- |\n");
     for (size_t i = 0; i < table->n_options; i++) {
-        const st_cfg_option_t *opt = &table->options[i];
+        const cfg_option_t *opt = &table->options[i];
         char flag[128], bounds[256];
         static const char *const types[] = {"bool", "int", "size", "duration", "string", "enum"};
 
-        st_cfg_flag_name(opt->name, flag, sizeof(flag));
-        st_cfg_bounds_text(opt, bounds, sizeof(bounds));
+        cfg_flag_name(opt->name, flag, sizeof(flag));
+        cfg_bounds_text(opt, bounds, sizeof(bounds));
         fprintf(out, "| `%s` | `--%s` | %s | %s | %s | %s |\n", opt->name, flag, types[opt->type],
                 opt->defval && opt->defval[0] ? opt->defval : "-", bounds[0] ? bounds : "-",
                 opt->help);
@@ -694,16 +703,50 @@ void st_config_markdown(const st_cfg_table_t *table, FILE *out)
     fputc('\n', out);
 }
 
-void st_config_free(const st_cfg_table_t *table, void *conf)
+void cfg_free(const cfg_table_t *table, void *conf)
 {
     for (size_t i = 0; i < table->n_options; i++) {
-        const st_cfg_option_t *opt = &table->options[i];
+        const cfg_option_t *opt = &table->options[i];
 
-        if (opt->type == ST_CFG_STRING) {
-            char **member = (char **)ST_CFG_MEMBER(conf, opt);
+        if (opt->type == CFG_STRING) {
+            char **member = (char **)CFG_MEMBER(conf, opt);
 
             free(*member);
             *member = NULL;
         }
     }
+}
+
+int cfg_main(const cfg_table_t *table, void *conf, size_t conf_size, int argc, char **argv,
+             const char *markdown_env)
+{
+    const char *prog = table->program;
+    char err[512];
+    int npos = 0, help = 0, rc = -1;
+
+    memset(conf, 0, conf_size);
+    if (cfg_defaults(table, conf) != ST_OK) {
+        fprintf(stderr,
+                "%s: a default of the config table does not parse (a bug), or out of "
+                "memory\n",
+                prog);
+        return 1;
+    }
+    if (cfg_parse_args(table, conf, argc, argv, &npos, &help, err, sizeof(err)) != ST_OK) {
+        fprintf(stderr, "%s: %s\n", prog, err);
+        rc = 2;
+    } else if (help) {
+        cfg_usage(table, stdout);
+        rc = 0;
+    } else if (npos > 0) {
+        fprintf(stderr, "%s: unexpected argument '%s' (see %s --help)\n", prog, argv[1], prog);
+        rc = 2;
+    } else if (getenv(markdown_env) != NULL) {
+        cfg_markdown(table, stdout);
+        rc = 0;
+    }
+    if (rc >= 0) {
+        cfg_free(table, conf);
+    }
+    return rc;
 }

@@ -1,11 +1,11 @@
 /*
- * utf8.c - the UTF-8 check of st_utf8.h.
+ * utf8.c - the UTF-8 check of utf8.h.
  */
-#include "st_utf8.h"
+#include "utf8.h"
 
 #include <stddef.h>
 
-long st_utf8_bad_byte(const char *s, int no_controls)
+long utf8_bad_byte(const char *s, int no_controls)
 {
     const unsigned char *p = (const unsigned char *)s;
 

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "en_internal.h"
-#include "st_log.h"
+#include "log.h"
 #include "strata/kernels.h"
 
 void st_model_config_gpu(st_model_config_t *cfg)
@@ -32,7 +32,7 @@ int en_dev_built(void)
 static int en_dev_refuse(int quiet, const char *field, uint32_t value, const char *constraint)
 {
     if (!quiet) {
-        st_error("CUDA path refused field=%s value=%u constraint=\"%s\"", field, value, constraint);
+        lg_error("CUDA path refused field=%s value=%u constraint=\"%s\"", field, value, constraint);
     }
     return 1;
 }
@@ -81,7 +81,7 @@ st_status_t en_dev_resolve(const st_model_t *m, uint32_t want, int *cuda)
     case ST_ENGINE_DEVICE_CPU: return ST_OK;
     case ST_ENGINE_DEVICE_CUDA:
         if (!en_dev_built()) {
-            st_error("engine refused field=device value=cuda reason=\"this build has no CUDA "
+            lg_error("engine refused field=device value=cuda reason=\"this build has no CUDA "
                      "(nvcc not found at configure time, or STRATA_CUDA=OFF)\"");
             return ST_ERR_UNSUPPORTED;
         }
@@ -91,7 +91,7 @@ st_status_t en_dev_resolve(const st_model_t *m, uint32_t want, int *cuda)
         }
 #ifdef STRATA_ENGINE_CUDA
         if (st_cuda_available() != ST_OK) {
-            st_error("engine refused field=device value=cuda reason=\"no usable CUDA device\"");
+            lg_error("engine refused field=device value=cuda reason=\"no usable CUDA device\"");
             return ST_ERR_UNAVAILABLE;
         }
 #endif
@@ -101,11 +101,11 @@ st_status_t en_dev_resolve(const st_model_t *m, uint32_t want, int *cuda)
 #ifdef STRATA_ENGINE_CUDA
         *cuda = en_dev_check_shape(m, 1) == ST_OK && st_cuda_available() == ST_OK;
 #endif
-        st_info("engine device auto chose=%s built=%d shape_fits=%d", *cuda ? "cuda" : "cpu",
+        lg_info("engine device auto chose=%s built=%d shape_fits=%d", *cuda ? "cuda" : "cpu",
                 en_dev_built(), en_dev_check_shape(m, 1) == ST_OK);
         return ST_OK;
     default:
-        st_error("engine refused field=device value=%u reason=\"cpu (0), cuda (1) or auto (2)\"",
+        lg_error("engine refused field=device value=%u reason=\"cpu (0), cuda (1) or auto (2)\"",
                  want);
         return ST_ERR_INVALID;
     }
@@ -132,7 +132,7 @@ void en_dev_kda_pull(const st_seq_t *seq)
 
 st_status_t en_dev_layer(st_seq_t *seq, const en_layer_t *L, size_t pos)
 {
-    st_error("the CUDA path is not in this build");
+    lg_error("the CUDA path is not in this build");
     return ST_ERR_INTERNAL;
 }
 #endif

@@ -41,6 +41,8 @@ struct st_model {
     int n_exp; /* experts (1 when dense) */
     uint64_t fingerprint;
     float *emb, *ln_final, *w_out;
+    float *vis_w1, *vis_w2;         /* the vision encoder's input and output projections */
+    float *vis_up[4], *vis_down[4]; /* its residual MLP blocks (engine/vision.c) */
     en_layer_t layer[ST_MODEL_MAX_LAYERS];
     float *arena; /* every weight */
     float **ptrs; /* the per-expert pointer arrays */
@@ -76,11 +78,41 @@ typedef struct en_rowsrc {
     int serial; /* wait for the rows before the local partials (measurement) */
 } en_rowsrc_t;
 
+/*
+ * Where the indexer scores of the blocks outside the local pool come from
+ * (the engine's near-data scoring, engine/score.c). start() issues the
+ * scoring of blocks [0, n_blocks) of DSA layer l for one token's indexer
+ * query (q: heads x dim, w: heads), k candidates, and returns at once;
+ * finish() waits for it: ST_OK with *n_p candidates at *pos_p / *sc_p
+ * (positions, score descending, ties by the lower position; valid until the
+ * next start), else the call's error. localize() brings the keys of the
+ * blocks outside the pool of every DSA layer into the sequence (after
+ * en_seq_keys_full), for local scoring from then on: ST_OK, or
+ * ST_ERR_UNAVAILABLE when they could not be fetched (logged).
+ */
+typedef struct en_scoresrc {
+    void *arg;
+    st_status_t (*start)(void *arg, int l, const float *q, const float *w, uint32_t k,
+                         size_t n_blocks);
+    st_status_t (*finish)(void *arg, const uint64_t **pos_p, const float **sc_p, size_t *n_p);
+    st_status_t (*localize)(void *arg);
+} en_scoresrc_t;
+
 struct st_seq {
     const st_model_t *m;
     size_t len, cap;
-    size_t ring;          /* local pool in blocks (0: unbounded) */
-    en_rowsrc_t rowsrc;   /* set by the engine when ring > 0 */
+    size_t ring;         /* local pool in blocks (0: unbounded) */
+    en_rowsrc_t rowsrc;  /* set by the engine when ring > 0 */
+    en_scoresrc_t score; /* set by the engine for near-data scoring */
+    /* Keys window (near-data scoring with a bounded pool): the indexer keys
+     * and summaries of blocks [kbase, kbase + ring) only, block b at slot
+     * b - kbase; 0: keys of every token, block b at b. */
+    int kwin;
+    size_t kbase;
+    int32_t *lsel; /* topk: the local candidates of a split selection */
+    float *lsc;
+    void (*on_select)(void *arg, uint32_t layer, uint64_t pos, const int32_t *rows, uint32_t n);
+    void *on_select_arg;
     uint64_t rows_local;  /* selected rows of closed blocks found locally */
     uint64_t rows_remote; /* selected rows read through rowsrc */
     uint32_t *tokens;
@@ -142,6 +174,14 @@ float en_rand(uint64_t seed, uint64_t tensor, uint64_t index);
 void en_moe_route(const float *logits, int n, int k, int *idx, float *weight);
 /* y[0..out) = sum_i x[i] * W[i][0..out) (W stored [in][out]); the host path of both devices. */
 void en_matvec(const float *W, const float *x, int in, int out, float *y);
+/* Adds indexer key[0..di) to its block's summary sum (per-channel minima, then maxima: 2 di
+ * values); first: the block's first token, whose key starts the summary. Both devices. */
+void en_summary_add(float *sum, const float *key, int di, int first);
+/* Starts the reads of the nr rows in seq->remote (ascending positions) of DSA layer `layer`
+ * through seq->rowsrc into seq->stage; with serial rows it waits for them at once and leaves
+ * their status in *rf_p. ST_ERR_INTERNAL (logged) when rows are missing and nothing reads them;
+ * else rowsrc.start's status. Both devices. */
+st_status_t en_rows_remote_start(st_seq_t *seq, int layer, size_t nr, st_status_t *rf_p);
 float en_softplus(float x);
 
 /* Grows the sequence's stores to hold at least n tokens. ST_OK or ST_ERR_NOMEM. */
@@ -152,6 +192,48 @@ st_status_t en_seq_reserve(st_seq_t *seq, size_t n);
  * resets the sequence. ST_OK, ST_ERR_INVALID (ring 1) or ST_ERR_NOMEM.
  */
 st_status_t en_seq_set_ring(st_seq_t *seq, size_t ring);
+
+/* Indexer key of token t of DSA layer l, and block b's summary (both local). */
+float *en_key_row(const st_seq_t *seq, int l, size_t t);
+float *en_summary_of(const st_seq_t *seq, int l, size_t b);
+
+/* The keys window starts at block open + 1 - ring (at 0 before that): for a
+ * sequence set to open blocks (a resume) with the keys window on. */
+void en_seq_window(st_seq_t *seq, size_t open);
+
+/* Slides the keys window so that block open is in it (the blocks before
+ * open + 1 - ring leave it: their keys are in the cluster). */
+void en_seq_slide(st_seq_t *seq, size_t open);
+
+/*
+ * Turns the keys window into keys of every token (the window's blocks
+ * copied to their place; the blocks before it are the caller's to import).
+ * Sets *kbase_p to the first block that was local. ST_OK or ST_ERR_NOMEM
+ * (the window is kept).
+ */
+st_status_t en_seq_keys_full(st_seq_t *seq, size_t *kbase_p);
+
+/* Bytes of indexer keys and summaries the sequence holds, every DSA layer. */
+size_t en_seq_keys_bytes(const st_seq_t *seq);
+
+/*
+ * The selection of DSA layer L at pos (engine/select.c), for the indexer
+ * query in seq->tmp and weights in seq->w: the top-k of the scores of rows
+ * [0, n_keys) into seq->sel (score descending, ties by the lower position);
+ * n_keys is pos + 1 for text, the image's end for an image token.
+ * start() scores locally, or, with the keys window past block 0, issues the
+ * cluster's scoring of the blocks before the window (seq->score) and scores
+ * the window's keys meanwhile; *k_p is k, *pending_p whether a Score call is
+ * in flight (the caller may compute meanwhile). finish() (always, with
+ * start's status) waits for it and merges; when the call failed or answered
+ * wrongly the keys of the history are brought here (seq->score.localize) and
+ * the whole selection is scored locally. Calls seq->on_select. ST_OK, a
+ * kernel's error, or localize's ST_ERR_UNAVAILABLE.
+ */
+st_status_t en_dsa_select_start(st_seq_t *seq, const en_layer_t *L, size_t n_keys, int *k_p,
+                                int *pending_p);
+st_status_t en_dsa_select_finish(st_seq_t *seq, const en_layer_t *L, size_t pos, size_t n_keys,
+                                 int k, int pending, st_status_t started);
 
 /* Row of token t of DSA layer l in the local stores (t must be local). */
 float *en_kv_row(const st_seq_t *seq, int l, size_t t);
@@ -181,6 +263,50 @@ void en_export_kda(const st_seq_t *seq, void *dst);
 st_status_t en_import_kv(st_seq_t *seq, int l, size_t b, const void *src, size_t len);
 st_status_t en_import_idx(st_seq_t *seq, int l, size_t b, const void *src, size_t len);
 st_status_t en_import_kda(st_seq_t *seq, size_t tokens, const void *src, size_t len);
+
+/* ---- images (engine/vision.c; docs/engine.md "Images") ------------------ */
+
+#define EN_VIS_PATCH     ST_ENGINE_IMAGE_PATCH
+#define EN_VIS_IN        (EN_VIS_PATCH * EN_VIS_PATCH * 3) /* a patch's samples, RGB */
+#define EN_VIS_HIDDEN(m) (2 * (size_t)(m)->cfg.d_model)    /* the encoder's hidden width */
+#define EN_VIS_DEPTH     2                                 /* residual MLP blocks of the encoder */
+#define EN_VIS_WIDE      2                                 /* their inner width, in hidden widths */
+#define EN_VIS_MAGIC     0x53495653u                       /* "SVIS" */
+#define EN_VIS_VERSION   1u
+#define EN_VIS_HEADER    48u
+
+/*
+ * Encodes an image into st_engine_image_tokens(w, h) rows of d_model floats
+ * (out): the fused pre-processing pass (patch tiling, normalisation,
+ * positional encoding) then the two-layer projection. ST_OK, ST_ERR_NOMEM.
+ */
+st_status_t en_vis_encode(const st_model_t *m, const uint8_t *px, uint32_t w, uint32_t h,
+                          uint32_t c, float *out);
+
+/* The bytes of a VIS object of n tokens. */
+size_t en_vis_bytes(const st_model_t *m, size_t n);
+/* Writes a VIS object (header, then emb: n x d_model floats) into dst. */
+void en_vis_pack(const st_model_t *m, const st_hash_t *image, const float *emb, size_t n,
+                 void *dst);
+/*
+ * Checks a VIS object read from the cluster against the model, the image and
+ * the token count, and copies its embeddings into emb. ST_OK, or
+ * ST_ERR_CORRUPT naming what did not match in *why (a miss, never used).
+ */
+st_status_t en_vis_unpack(const st_model_t *m, const st_hash_t *image, size_t n, const void *src,
+                          size_t len, float *emb, const char **why);
+
+/*
+ * Runs the n tokens at positions [len, len + n) of an image (ids: the
+ * placeholder) whose input embeddings are emb (n x d_model), layer by
+ * layer: in each DSA layer every one of them first writes its row, key and
+ * summary, then attends over the keys [0, key_end) (key_end: the image's
+ * end, so both ways within the image); each KDA layer scans them in order.
+ * logits (may be NULL) gets the last one's. ST_OK, ST_ERR_NOMEM, or a
+ * kernel's error (the sequence must then be reset).
+ */
+st_status_t en_seq_forward_span(st_seq_t *seq, const float *emb, size_t n, size_t key_end,
+                                float *logits);
 
 /* The engine's model and client (NULL: none), for the sessions. */
 const st_model_t *en_engine_model(const st_engine_t *e);

@@ -10,7 +10,7 @@
 #include <xxhash.h>
 
 #include "en_internal.h"
-#include "st_log.h"
+#include "log.h"
 #include "strata/kernels.h"
 
 void st_model_config_default(st_model_config_t *cfg)
@@ -47,7 +47,7 @@ float en_rand(uint64_t seed, uint64_t tensor, uint64_t index)
 static int en_check(const char *field, uint64_t v, uint64_t lo, uint64_t hi)
 {
     if (v < lo || v > hi) {
-        st_error("model config refused field=%s value=%llu min=%llu max=%llu", field,
+        lg_error("model config refused field=%s value=%llu min=%llu max=%llu", field,
                  (unsigned long long)v, (unsigned long long)lo, (unsigned long long)hi);
         return -1;
     }
@@ -61,7 +61,7 @@ static st_status_t en_validate(const st_model_config_t *c, int *n_kda, int *n_ds
 
     *n_kda = *n_dsa = 0;
     if (n == 0 || n > ST_MODEL_MAX_LAYERS) {
-        st_error("model config refused field=pattern reason=\"1 to %d letters K or D\"",
+        lg_error("model config refused field=pattern reason=\"1 to %d letters K or D\"",
                  ST_MODEL_MAX_LAYERS);
         return ST_ERR_INVALID;
     }
@@ -71,7 +71,7 @@ static st_status_t en_validate(const st_model_config_t *c, int *n_kda, int *n_ds
         } else if (c->pattern[i] == 'D') {
             (*n_dsa)++;
         } else {
-            st_error("model config refused field=pattern position=%zu letter=0x%02x "
+            lg_error("model config refused field=pattern position=%zu letter=0x%02x "
                      "reason=\"only K (KDA) and D (DSA)\"",
                      i, (unsigned)(unsigned char)c->pattern[i]);
             return ST_ERR_INVALID;
@@ -81,7 +81,7 @@ static st_status_t en_validate(const st_model_config_t *c, int *n_kda, int *n_ds
     bad |= en_check("vocab", c->vocab, 2, 1u << 22);
     bad |= en_check("block_tokens", c->block_tokens, 16, 4096);
     if (!bad && c->block_tokens % 16 != 0) {
-        st_error("model config refused field=block_tokens value=%u reason=\"a multiple of 16\"",
+        lg_error("model config refused field=block_tokens value=%u reason=\"a multiple of 16\"",
                  c->block_tokens);
         bad = 1;
     }
@@ -94,7 +94,7 @@ static st_status_t en_validate(const st_model_config_t *c, int *n_kda, int *n_ds
         bad |= en_check("dsa_latent", c->dsa_latent, 1, 4096);
         bad |= en_check("dsa_rope", c->dsa_rope, 0, 1024);
         if (c->dsa_rope % 2 != 0) {
-            st_error("model config refused field=dsa_rope value=%u reason=\"even\"", c->dsa_rope);
+            lg_error("model config refused field=dsa_rope value=%u reason=\"even\"", c->dsa_rope);
             bad = 1;
         }
         bad |= en_check("idx_heads", c->idx_heads, 1, 64);
@@ -185,6 +185,17 @@ static void en_layout(st_model_t *m, en_alloc_t *a)
     a->tensor = 999u;
     m->ln_final = en_tensor(a, d, 0.1f, 1.0f);
     m->w_out = en_tensor(a, d * c->vocab, en_fan(d), 0.0f);
+    /* The vision encoder (docs/engine.md, "Images"): ids of their own, so
+     * adding it changed none of the tensors above. */
+    a->tensor = 900u;
+    m->vis_w1 = en_tensor(a, (size_t)EN_VIS_IN * EN_VIS_HIDDEN(m), en_fan(EN_VIS_IN), 0.0f);
+    m->vis_w2 = en_tensor(a, EN_VIS_HIDDEN(m) * d, en_fan(EN_VIS_HIDDEN(m)), 0.0f);
+    for (int k = 0; k < EN_VIS_DEPTH; k++) {
+        size_t hv = EN_VIS_HIDDEN(m);
+
+        m->vis_up[k] = en_tensor(a, hv * EN_VIS_WIDE * hv, en_fan(hv), 0.0f);
+        m->vis_down[k] = en_tensor(a, EN_VIS_WIDE * hv * hv, 0.5f * en_fan(EN_VIS_WIDE * hv), 0.0f);
+    }
 }
 
 st_status_t st_model_create(const st_model_config_t *cfg, st_model_t **model_p)
@@ -195,7 +206,7 @@ st_status_t st_model_create(const st_model_config_t *cfg, st_model_t **model_p)
     st_status_t s;
 
     if (!cfg || !model_p) {
-        st_error("st_model_create: NULL argument");
+        lg_error("st_model_create: NULL argument");
         return ST_ERR_INVALID;
     }
     s = en_validate(cfg, &n_kda, &n_dsa);
@@ -229,7 +240,7 @@ st_status_t st_model_create(const st_model_config_t *cfg, st_model_t **model_p)
     en_layout(m, &a); /* count */
     m->arena = malloc(a.used * sizeof(float));
     if (!m->arena) {
-        st_error("model weights do not fit floats=%zu", a.used);
+        lg_error("model weights do not fit floats=%zu", a.used);
         goto err_nomem;
     }
     a.base = m->arena;
@@ -292,6 +303,39 @@ uint64_t st_model_fingerprint(const st_model_t *model)
 }
 
 /* ---------------------------------------------------------- forward -- */
+
+void en_summary_add(float *sum, const float *key, int di, int first)
+{
+    for (int j = 0; j < di; j++) {
+        if (first) {
+            sum[j] = sum[di + j] = key[j];
+        } else {
+            sum[j] = key[j] < sum[j] ? key[j] : sum[j];
+            sum[di + j] = key[j] > sum[di + j] ? key[j] : sum[di + j];
+        }
+    }
+}
+
+st_status_t en_rows_remote_start(st_seq_t *s, int layer, size_t nr, st_status_t *rf_p)
+{
+    st_status_t r;
+
+    if (nr == 0) {
+        return ST_OK;
+    }
+    if (!s->rowsrc.start) {
+        lg_error("rows outside the local pool and no source for them layer=%d rows=%zu", layer, nr);
+        return ST_ERR_INTERNAL;
+    }
+    r = s->rowsrc.start(s->rowsrc.arg, layer, s->remote, nr, s->stage);
+    if (r != ST_OK) {
+        return r;
+    }
+    if (s->rowsrc.serial) {
+        *rf_p = s->rowsrc.finish(s->rowsrc.arg); /* measurement: no overlap */
+    }
+    return ST_OK;
+}
 
 /* y[0..out) = sum_i x[i] * W[i][0..out) (W stored [in][out]). */
 void en_matvec(const float *W, const float *x, int in, int out, float *y)
@@ -380,41 +424,62 @@ static st_status_t en_kda_layer(st_seq_t *s, const en_layer_t *L)
     return ST_OK;
 }
 
-static st_status_t en_dsa_layer(st_seq_t *s, const en_layer_t *L, size_t pos)
+/* The attention query of DSA layer L at pos into s->q (rope part rotated). */
+static void en_dsa_query(st_seq_t *s, const en_layer_t *L, size_t pos)
+{
+    const st_model_config_t *c = &s->m->cfg;
+    int row = s->m->row, dv = (int)c->dsa_latent;
+
+    en_matvec(L->dq, s->xn, (int)c->d_model, (int)c->dsa_heads * row, s->q);
+    for (int h = 0; h < (int)c->dsa_heads; h++) {
+        en_rope(s->q + (size_t)h * (size_t)row + dv, (int)c->dsa_rope, pos);
+    }
+}
+
+/* The token at pos writes its latent row (rope part rotated), indexer key
+ * and its block's summary into the layer's stores, from s->xn. */
+static void en_dsa_write(st_seq_t *s, const en_layer_t *L, size_t pos)
 {
     const st_model_t *m = s->m;
     const st_model_config_t *c = &m->cfg;
-    en_dsa_store_t *st = &s->dsa[L->sub];
-    int d = (int)c->d_model, row = m->row, H = (int)c->dsa_heads, dv = (int)c->dsa_latent;
-    int Hi = (int)c->idx_heads, di = (int)c->idx_dim, B = (int)c->block_tokens;
+    int d = (int)c->d_model, row = m->row, dv = (int)c->dsa_latent;
+    int di = (int)c->idx_dim, B = (int)c->block_tokens;
     float *kv_row = en_kv_row(s, L->sub, pos);
-    float *key = st->keys + pos * (size_t)di;
-    float *sum = st->summary + (pos / (size_t)B) * 2u * (size_t)di;
-    size_t n_keys = pos + 1;
-    int k = (int)(c->topk < n_keys ? c->topk : n_keys), na = 0, nb = 0;
-    float wscale = (float)(1.0 / sqrt((double)Hi));
-    st_status_t r;
+    float *key = en_key_row(s, L->sub, pos);
+    float *sum = en_summary_of(s, L->sub, pos / (size_t)B);
 
-    /* This token's latent row (rope part rotated) and indexer key. */
     en_matvec(L->dkv, s->xn, d, row, kv_row);
     en_rope(kv_row + dv, (int)c->dsa_rope, pos);
     en_matvec(L->dik, s->xn, d, di, key);
-    for (int j = 0; j < di; j++) {
-        if (pos % (size_t)B == 0) {
-            sum[j] = sum[di + j] = key[j];
-        } else {
-            sum[j] = key[j] < sum[j] ? key[j] : sum[j];
-            sum[di + j] = key[j] > sum[di + j] ? key[j] : sum[di + j];
-        }
-    }
+    en_summary_add(sum, key, di, pos % (size_t)B == 0);
+}
+
+/*
+ * The attention of the token at pos over the keys [0, n_keys): pos + 1 for
+ * text (causal), the image's end for an image token (docs/engine.md,
+ * "Images"). Reads s->xn, writes s->att.
+ */
+static st_status_t en_dsa_attend(st_seq_t *s, const en_layer_t *L, size_t pos, size_t n_keys)
+{
+    const st_model_t *m = s->m;
+    const st_model_config_t *c = &m->cfg;
+    int d = (int)c->d_model, row = m->row, H = (int)c->dsa_heads, dv = (int)c->dsa_latent;
+    int Hi = (int)c->idx_heads, di = (int)c->idx_dim, B = (int)c->block_tokens;
+    int k = 0, na = 0, nb = 0, pending = 0;
+    float wscale = (float)(1.0 / sqrt((double)Hi));
+    st_status_t r;
+
     /* Indexer: select the top-k rows of all history, two-stage. */
     en_matvec(L->diq, s->xn, d, Hi * di, s->tmp);
     en_matvec(L->diw, s->xn, d, Hi, s->w);
     for (int j = 0; j < Hi; j++) {
         s->w[j] *= wscale;
     }
-    r = st_cpu_indexer_topk(s->tmp, s->w, Hi, di, st->keys, (int)n_keys, B, st->summary, k, s->sel,
-                            NULL, NULL);
+    r = en_dsa_select_start(s, L, n_keys, &k, &pending);
+    if (pending) {
+        en_dsa_query(s, L, pos); /* while the cluster scores the history */
+    }
+    r = en_dsa_select_finish(s, L, pos, n_keys, k, pending, r);
     if (r != ST_OK) {
         return r;
     }
@@ -424,7 +489,9 @@ static st_status_t en_dsa_layer(st_seq_t *s, const en_layer_t *L, size_t pos)
      * local pool are read through rowsrc while the local partials compute,
      * and their partial is merged last (docs/engine.md, "Overlap").
      */
-    size_t nr = 0, Bz = (size_t)B, blk = pos / Bz;
+    /* open: the last block with rows (the image's last, for an image
+     * token), which decides what the local pool holds. */
+    size_t nr = 0, Bz = (size_t)B, blk = pos / Bz, open = (n_keys - 1) / Bz;
 
     for (int i = 0; i < k; i++) {
         size_t t = (size_t)s->sel[i], b = t / Bz;
@@ -434,7 +501,7 @@ static st_status_t en_dsa_layer(st_seq_t *s, const en_layer_t *L, size_t pos)
             s->rows_b[nb++] = en_kv_row(s, L->sub, t);
             continue;
         }
-        if (en_block_local(s, b, blk)) {
+        if (en_block_local(s, b, open)) {
             p = en_kv_row(s, L->sub, t);
         } else if (s->rowsrc.local && (p = s->rowsrc.local(s->rowsrc.arg, L->sub, b)) != NULL) {
             p += (t % Bz) * (size_t)row;
@@ -446,34 +513,23 @@ static st_status_t en_dsa_layer(st_seq_t *s, const en_layer_t *L, size_t pos)
     }
     s->rows_local += (uint64_t)na;
     s->rows_remote += (uint64_t)nr;
-    if (nr > 0) {
-        if (!s->rowsrc.start) {
-            st_error("rows outside the local pool and no source for them layer=%d rows=%zu", L->sub,
-                     nr);
-            return ST_ERR_INTERNAL;
-        }
-        /* Ascending positions: rows of one block together. */
-        for (size_t i = 1; i < nr; i++) {
-            int32_t v = s->remote[i];
-            size_t j = i;
+    /* Ascending positions: rows of one block together. */
+    for (size_t i = 1; i < nr; i++) {
+        int32_t v = s->remote[i];
+        size_t j = i;
 
-            for (; j > 0 && s->remote[j - 1] > v; j--) {
-                s->remote[j] = s->remote[j - 1];
-            }
-            s->remote[j] = v;
+        for (; j > 0 && s->remote[j - 1] > v; j--) {
+            s->remote[j] = s->remote[j - 1];
         }
-        r = s->rowsrc.start(s->rowsrc.arg, L->sub, s->remote, nr, s->stage);
-        if (r != ST_OK) {
-            return r;
-        }
+        s->remote[j] = v;
     }
     st_status_t rf = ST_OK;
-    if (nr > 0 && s->rowsrc.serial) {
-        rf = s->rowsrc.finish(s->rowsrc.arg); /* measurement: no overlap */
+    r = en_rows_remote_start(s, L->sub, nr, &rf);
+    if (r != ST_OK) {
+        return r;
     }
-    en_matvec(L->dq, s->xn, d, H * row, s->q);
-    for (int h = 0; h < H; h++) {
-        en_rope(s->q + (size_t)h * (size_t)row + dv, (int)c->dsa_rope, pos);
+    if (!pending) {
+        en_dsa_query(s, L, pos);
     }
     {
         float scale = (float)(1.0 / sqrt((double)row));
@@ -507,6 +563,12 @@ static st_status_t en_dsa_layer(st_seq_t *s, const en_layer_t *L, size_t pos)
     }
     en_matvec(L->dout, s->o, H * dv, d, s->att);
     return ST_OK;
+}
+
+static st_status_t en_dsa_layer(st_seq_t *s, const en_layer_t *L, size_t pos)
+{
+    en_dsa_write(s, L, pos);
+    return en_dsa_attend(s, L, pos, pos + 1);
 }
 
 static void en_ffn(st_seq_t *s, const en_layer_t *L)
@@ -555,7 +617,7 @@ st_status_t st_seq_forward(st_seq_t *seq, uint32_t token, float *logits)
     m = seq->m;
     d = (int)m->cfg.d_model;
     if (token >= m->cfg.vocab) {
-        st_error("token out of range token=%u vocab=%u", token, m->cfg.vocab);
+        lg_error("token out of range token=%u vocab=%u", token, m->cfg.vocab);
         return ST_ERR_INVALID;
     }
     pos = seq->len;
@@ -563,6 +625,7 @@ st_status_t st_seq_forward(st_seq_t *seq, uint32_t token, float *logits)
     if (r != ST_OK) {
         return r;
     }
+    en_seq_slide(seq, pos / m->cfg.block_tokens); /* the keys window, when there is one */
     memcpy(seq->x, m->emb + (size_t)token * (size_t)d, sizeof(float) * (size_t)d);
     memset(seq->res, 0, sizeof(float) * (size_t)d);
     for (int l = 0; l < m->n_layers; l++) {
@@ -577,7 +640,7 @@ st_status_t st_seq_forward(st_seq_t *seq, uint32_t token, float *logits)
         if (r != ST_OK) {
             /* Lost remote rows are the engine's to handle (and log). */
             if (r != ST_ERR_UNAVAILABLE) {
-                st_error("forward failed layer=%d pos=%zu status=%s", l, pos, st_status_name(r));
+                lg_error("forward failed layer=%d pos=%zu status=%s", l, pos, st_status_name(r));
             }
             return r;
         }
@@ -591,4 +654,88 @@ st_status_t st_seq_forward(st_seq_t *seq, uint32_t token, float *logits)
     seq->tokens[pos] = token;
     seq->len = pos + 1;
     return ST_OK;
+}
+
+/* One layer of an image span (en_seq_forward_span): xn, att are n x d. */
+static st_status_t en_span_layer(st_seq_t *s, const en_layer_t *L, size_t pos0, size_t n,
+                                 size_t key_end, const float *xn, float *att)
+{
+    size_t d = s->m->cfg.d_model;
+    st_status_t r = ST_OK;
+
+    if (L->kind == 'D') {
+        /* Every token of the span writes first, so each can select any. */
+        for (size_t j = 0; j < n; j++) {
+            memcpy(s->xn, xn + j * d, sizeof(float) * d);
+            en_dsa_write(s, L, pos0 + j);
+        }
+    }
+    for (size_t j = 0; r == ST_OK && j < n; j++) {
+        memcpy(s->xn, xn + j * d, sizeof(float) * d);
+        r = L->kind == 'K' ? en_kda_layer(s, L) : en_dsa_attend(s, L, pos0 + j, key_end);
+        memcpy(att + j * d, s->att, sizeof(float) * d);
+    }
+    return r;
+}
+
+st_status_t en_seq_forward_span(st_seq_t *seq, const float *emb, size_t n, size_t key_end,
+                                float *logits)
+{
+    const st_model_t *m = seq->m;
+    size_t d = m->cfg.d_model, pos0 = seq->len;
+    uint32_t ph = st_model_image_token(m);
+    float *x, *res, *xn, *att;
+    st_status_t r;
+
+    if (n == 0 || key_end < pos0 + n) {
+        return ST_ERR_INVALID;
+    }
+    r = en_seq_reserve(seq, key_end);
+    if (r != ST_OK) {
+        return r;
+    }
+    x = malloc(sizeof(float) * 4 * n * d);
+    if (!x) {
+        return ST_ERR_NOMEM;
+    }
+    res = x + n * d, xn = res + n * d, att = xn + n * d;
+    memcpy(x, emb, sizeof(float) * n * d);
+    memset(res, 0, sizeof(float) * n * d);
+    for (int l = 0; r == ST_OK && l < m->n_layers; l++) {
+        const en_layer_t *L = &m->layer[l];
+
+        for (size_t j = 0; j < n; j++) {
+            st_cpu_rmsnorm_residual(x + j * d, res + j * d, L->ln_attn, 1, (int)d, EN_EPS,
+                                    xn + j * d);
+        }
+        r = en_span_layer(seq, L, pos0, n, key_end, xn, att);
+        for (size_t j = 0; r == ST_OK && j < n; j++) {
+            st_cpu_rmsnorm_residual(att + j * d, res + j * d, L->ln_ffn, 1, (int)d, EN_EPS,
+                                    seq->xn);
+            en_ffn(seq, L);
+            memcpy(x + j * d, seq->x, sizeof(float) * d);
+        }
+        if (r != ST_OK && r != ST_ERR_UNAVAILABLE) { /* lost rows: the engine's (en_step) */
+            lg_error("image forward failed layer=%d pos=%zu tokens=%zu status=%s", l, pos0, n,
+                     st_status_name(r));
+        }
+    }
+    if (r == ST_OK && logits) {
+        st_cpu_rmsnorm_residual(x + (n - 1) * d, res + (n - 1) * d, m->ln_final, 1, (int)d, EN_EPS,
+                                seq->xn);
+        en_matvec(m->w_out, seq->xn, (int)d, (int)m->cfg.vocab, logits);
+    }
+    free(x);
+    if (r == ST_OK) {
+        for (size_t j = 0; j < n; j++) {
+            seq->tokens[pos0 + j] = ph;
+        }
+        seq->len = pos0 + n;
+    }
+    return r;
+}
+
+uint32_t st_model_image_token(const st_model_t *model)
+{
+    return model->cfg.vocab - 1;
 }

@@ -23,7 +23,7 @@
 
 #include "en_cuda.h"
 #include "en_internal.h"
-#include "st_log.h"
+#include "log.h"
 #include "strata/kernels.h"
 
 #define EN_CH  4096u /* tokens per piece of an upload after a resume */
@@ -74,7 +74,7 @@ struct en_dev {
 static st_status_t en_cu_ok(cudaError_t e, const char *what)
 {
     if (e != cudaSuccess) {
-        st_error("CUDA call failed call=%s error=\"%s\"", what, cudaGetErrorString(e));
+        lg_error("CUDA call failed call=%s error=\"%s\"", what, cudaGetErrorString(e));
         return ST_ERR_INTERNAL;
     }
     return ST_OK;
@@ -92,7 +92,7 @@ static st_status_t en_cu_ok(cudaError_t e, const char *what)
     do {                                                                                     \
         st_status_t en_r_ = (call);                                                          \
         if (en_r_ != ST_OK) {                                                                \
-            st_error("CUDA kernel refused call=%s status=%s", #call, st_status_name(en_r_)); \
+            lg_error("CUDA kernel refused call=%s status=%s", #call, st_status_name(en_r_)); \
             return en_r_;                                                                    \
         }                                                                                    \
     } while (0)
@@ -136,28 +136,30 @@ static uint16_t en_bf16(float f)
 
 /* ------------------------------------------------------------ memory -- */
 
-static st_status_t en_dmalloc(void *pp, size_t bytes)
+/* Allocates bytes (at least 16) of device memory, or of pinned host memory (pinned), into *pp;
+ * NULL and ST_ERR_NOMEM, logged, when CUDA refuses. */
+static st_status_t en_cuda_alloc(void *pp, size_t bytes, int pinned)
 {
-    cudaError_t e = cudaMalloc((void **)pp, bytes ? bytes : 16);
+    size_t n = bytes ? bytes : 16;
+    cudaError_t e = pinned ? cudaMallocHost((void **)pp, n) : cudaMalloc((void **)pp, n);
 
     if (e != cudaSuccess) {
         *(void **)pp = NULL;
-        st_error("device memory refused bytes=%zu error=\"%s\"", bytes, cudaGetErrorString(e));
+        lg_error("%s memory refused bytes=%zu error=\"%s\"", pinned ? "pinned host" : "device",
+                 bytes, cudaGetErrorString(e));
         return ST_ERR_NOMEM;
     }
     return ST_OK;
 }
 
+static st_status_t en_dmalloc(void *pp, size_t bytes)
+{
+    return en_cuda_alloc(pp, bytes, 0);
+}
+
 static st_status_t en_hmalloc(void *pp, size_t bytes)
 {
-    cudaError_t e = cudaMallocHost((void **)pp, bytes ? bytes : 16);
-
-    if (e != cudaSuccess) {
-        *(void **)pp = NULL;
-        st_error("pinned host memory refused bytes=%zu error=\"%s\"", bytes, cudaGetErrorString(e));
-        return ST_ERR_NOMEM;
-    }
-    return ST_OK;
+    return en_cuda_alloc(pp, bytes, 1);
 }
 
 static void en_dfree(void *p)
@@ -231,7 +233,7 @@ st_status_t en_dev_attach(st_seq_t *seq)
         return r;
     }
     if (st_cuda_available() != ST_OK) {
-        st_error("no usable CUDA device for the engine");
+        lg_error("no usable CUDA device for the engine");
         return ST_ERR_UNAVAILABLE;
     }
     dev = calloc(1, sizeof(*dev));
@@ -322,7 +324,7 @@ st_status_t en_dev_attach(st_seq_t *seq)
     dev->ring = seq->ring;
     dev->cur = (size_t)-1;
     seq->dev = dev;
-    st_info("sequence on the CUDA device dsa_layers=%d kda_layers=%d heads=%zu topk=%u", m->n_dsa,
+    lg_info("sequence on the CUDA device dsa_layers=%d kda_layers=%d heads=%zu topk=%u", m->n_dsa,
             m->n_kda, H, c->topk);
     return ST_OK;
 }
@@ -593,19 +595,9 @@ static st_status_t en_dev_pool_attn(st_seq_t *s, const en_layer_t *L, size_t pos
     }
     s->rows_local += (uint64_t)closed;
     s->rows_remote += (uint64_t)nr;
-    if (nr > 0) {
-        if (!s->rowsrc.start) {
-            st_error("rows outside the local pool and no source for them layer=%d rows=%zu", L->sub,
-                     nr);
-            return ST_ERR_INTERNAL;
-        }
-        r = s->rowsrc.start(s->rowsrc.arg, L->sub, s->remote, nr, s->stage);
-        if (r != ST_OK) {
-            return r;
-        }
-        if (s->rowsrc.serial) {
-            rf = s->rowsrc.finish(s->rowsrc.arg); /* measurement: no overlap */
-        }
+    r = en_rows_remote_start(s, L->sub, nr, &rf);
+    if (r != ST_OK) {
+        return r;
     }
     /* The local partial computes on the device while the remote rows arrive. */
     EN_CU(cudaMemcpyAsync(dev->ptr, pa, (size_t)na * sizeof(void *), cudaMemcpyHostToDevice,
@@ -669,14 +661,7 @@ static st_status_t en_dev_dsa(st_seq_t *s, const en_layer_t *L, size_t pos)
     en_matvec(L->dkv, s->xn, d, row, kv_row);
     en_dv_rope(kv_row + dv, rope, up + dev->o_cs);
     en_matvec(L->dik, s->xn, d, di, key);
-    for (int j = 0; j < di; j++) {
-        if (pos % (size_t)B == 0) {
-            sum[j] = sum[di + j] = key[j];
-        } else {
-            sum[j] = key[j] < sum[j] ? key[j] : sum[j];
-            sum[di + j] = key[j] > sum[di + j] ? key[j] : sum[di + j];
-        }
-    }
+    en_summary_add(sum, key, di, pos % (size_t)B == 0);
     memcpy(up + dev->o_row, kv_row, sizeof(float) * (size_t)row);
     memcpy(up + dev->o_key, key, sizeof(float) * (size_t)di);
     en_matvec(L->diq, s->xn, d, Hi * di, up + dev->o_iq);

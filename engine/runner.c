@@ -5,8 +5,9 @@
  * adds tokens and is run over the whole conversation, so that the turns
  * before it are resumed from the cluster. It prints one line per turn
  * (prompt, reused and recomputed tokens, time to first token, decode time
- * per token, bytes fetched, overlap efficiency, local hit rate) and a
- * summary, and can serve its own metrics (docs/engine.md, "strata-engine").
+ * per token, bytes fetched, overlap efficiency, local hit rate; with images
+ * (runner_images.c) VIS hits and encoder time) and a summary, and can serve
+ * its own metrics (docs/engine.md, "strata-engine").
  *
  * Exit codes: 0 success; 1 a runtime failure (the cluster is unreachable, a
  * turn or the session record failed); 2 a usage error.
@@ -22,14 +23,16 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "clock.h"
 #include "runner.h"
-#include "st_config.h"
-#include "st_log.h"
+#include "config.h"
+#include "log.h"
 
 typedef struct rn_conf {
     /* cluster */
     char *nodes, *tenant, *model, *token, *transport;
     char *tls_ca, *tls_cert, *tls_key;
+    char *etcd; /* membership on etcd: the nodes from there (docs/membership.md) */
     uint64_t timeout_ms;
     int64_t replicas, write_quorum;
     int durable;
@@ -39,9 +42,12 @@ typedef struct rn_conf {
     int shape;
     /* engine */
     int64_t kda_interval, local_blocks;
-    int device;
+    int device, remote_scoring;
     /* workload */
     int64_t turns, history_tokens, turn_tokens, decode_tokens, token_seed;
+    char *image, *gen_image_size;
+    int64_t gen_images, gen_image_seed;
+    int vis_cache;
     char *session;
     uint64_t session_ttl_ms;
     int keep_session, compare, progress;
@@ -58,101 +64,117 @@ typedef struct rn_conf {
  * (docs/engine.md, "The CUDA path"): the split rounds differently. */
 #define RN_TOLERANCE_CUDA_POOL 2e-2
 
-static const char *const rn_log_levels[] = {"error", "warn", "info", "debug", "trace", NULL};
 static const char *const rn_shapes[] = {"default", "gpu", NULL};
 /* In the order of st_engine_device_t. */
 static const char *const rn_devices[] = {"cpu", "cuda", "auto", NULL};
 
 #define RN_OFF(m) offsetof(rn_conf_t, m)
-static const st_cfg_option_t rn_options[] = {
-    {"nodes", ST_CFG_STRING, RN_OFF(nodes), "127.0.0.1:7700", 0, 0, 0, NULL, 'n',
+static const cfg_option_t rn_options[] = {
+    {"nodes", CFG_STRING, RN_OFF(nodes), "127.0.0.1:7700", 0, 0, 0, NULL, 'n',
      "the cluster's nodes, host:port,host:port (as for the strata command)"},
-    {"tenant", ST_CFG_STRING, RN_OFF(tenant), "default", 0, 0, 0, NULL, 0, "tenant name"},
-    {"model", ST_CFG_STRING, RN_OFF(model), "", 0, 0, 0, NULL, 0,
+    {"etcd", CFG_STRING, RN_OFF(etcd), "", 0, 0, 0, NULL, 0,
+     "etcd endpoints (http://host:port,...): find the cluster's members there, in place of "
+     "--nodes (the cluster's prefix /strata/)"},
+    {"tenant", CFG_STRING, RN_OFF(tenant), "default", 0, 0, 0, NULL, 0, "tenant name"},
+    {"model", CFG_STRING, RN_OFF(model), "", 0, 0, 0, NULL, 0,
      "model name of the namespace, which must name the weights (default: "
      "reference-<fingerprint of shape and seed>)"},
-    {"token", ST_CFG_STRING, RN_OFF(token), "", 0, 0, ST_CFG_SENSITIVE, NULL, 0,
-     "authentication token"},
-    {"timeout", ST_CFG_DURATION, RN_OFF(timeout_ms), "30s", 10, 600000, 0, NULL, 0,
+    {"token", CFG_STRING, RN_OFF(token), "", 0, 0, CFG_SENSITIVE, NULL, 0, "authentication token"},
+    {"timeout", CFG_DURATION, RN_OFF(timeout_ms), "30s", 10, 600000, 0, NULL, 0,
      "deadline of one cluster call"},
-    {"replicas", ST_CFG_INT, RN_OFF(replicas), "0", 0, 16, 0, NULL, 0,
+    {"replicas", CFG_INT, RN_OFF(replicas), "0", 0, 16, 0, NULL, 0,
      "copies of KDA and SESSION objects (0: the cluster's, from Hello)"},
-    {"durable", ST_CFG_BOOL, RN_OFF(durable), "false", 0, 0, 0, NULL, 0,
+    {"durable", CFG_BOOL, RN_OFF(durable), "false", 0, 0, 0, NULL, 0,
      "KDA checkpoints and the session record are durable writes: acknowledged when "
      "write_quorum replicas committed them to disk (the daemons need data_dir); fewer are "
      "logged and counted (strata_engine_partial_writes_total)"},
-    {"write_quorum", ST_CFG_INT, RN_OFF(write_quorum), "0", 0, 16, 0, NULL, 0,
+    {"write_quorum", CFG_INT, RN_OFF(write_quorum), "0", 0, 16, 0, NULL, 0,
      "replicas that must commit a durable write to disk (0: all of replicas)"},
-    {"transport", ST_CFG_STRING, RN_OFF(transport), "inline", 0, 0, 0, NULL, 0,
+    {"transport", CFG_STRING, RN_OFF(transport), "inline", 0, 0, 0, NULL, 0,
      "how object bytes move: inline (in the control plane), ucx, libfabric[:provider]"},
-    {"tls_ca", ST_CFG_STRING, RN_OFF(tls_ca), "", 0, 0, 0, NULL, 0,
+    {"tls_ca", CFG_STRING, RN_OFF(tls_ca), "", 0, 0, 0, NULL, 0,
      "PEM file of the CA of the daemons' certificates: talk TLS (empty: plaintext)"},
-    {"tls_cert", ST_CFG_STRING, RN_OFF(tls_cert), "", 0, 0, 0, NULL, 0,
+    {"tls_cert", CFG_STRING, RN_OFF(tls_cert), "", 0, 0, 0, NULL, 0,
      "PEM file of a client certificate, for daemons that ask for one (needs tls_ca)"},
-    {"tls_key", ST_CFG_STRING, RN_OFF(tls_key), "", 0, 0, 0, NULL, 0,
+    {"tls_key", CFG_STRING, RN_OFF(tls_key), "", 0, 0, 0, NULL, 0,
      "PEM file of tls_cert's private key"},
-    {"shape", ST_CFG_ENUM, RN_OFF(shape), "default", 0, 0, 0, rn_shapes, 0,
+    {"shape", CFG_ENUM, RN_OFF(shape), "default", 0, 0, 0, rn_shapes, 0,
      "the model's dimensions: default (st_model_config_default, small for two CPU cores) or "
      "gpu (st_model_config_gpu: DSA 64 heads over rows of 512 + 64, indexer and KDA heads of "
      "128, the shapes the CUDA kernels take); the flags below set the rest"},
-    {"pattern", ST_CFG_STRING, RN_OFF(pattern), "KDKD", 0, 0, 0, NULL, 0,
+    {"pattern", CFG_STRING, RN_OFF(pattern), "KDKD", 0, 0, 0, NULL, 0,
      "the model's layers, one letter each: K a KDA layer, D a DSA layer"},
-    {"d_model", ST_CFG_INT, RN_OFF(d_model), "128", 16, 8192, 0, NULL, 0,
+    {"d_model", CFG_INT, RN_OFF(d_model), "128", 16, 8192, 0, NULL, 0,
      "width of the residual stream"},
-    {"vocab", ST_CFG_INT, RN_OFF(vocab), "512", 2, 1 << 20, 0, NULL, 0,
+    {"vocab", CFG_INT, RN_OFF(vocab), "512", 2, 1 << 20, 0, NULL, 0,
      "vocabulary size; token ids are 0..vocab-1"},
-    {"block_tokens", ST_CFG_INT, RN_OFF(block_tokens), "64", 16, 4096, 0, NULL, 0,
+    {"block_tokens", CFG_INT, RN_OFF(block_tokens), "64", 16, 4096, 0, NULL, 0,
      "tokens per block, a multiple of 16; must equal the cluster's"},
-    {"topk", ST_CFG_INT, RN_OFF(topk), "128", 1, 65536, 0, NULL, 0,
-     "rows each DSA query attends to"},
-    {"moe_experts", ST_CFG_INT, RN_OFF(moe_experts), "4", 0, 256, 0, NULL, 0,
+    {"topk", CFG_INT, RN_OFF(topk), "128", 1, 65536, 0, NULL, 0, "rows each DSA query attends to"},
+    {"moe_experts", CFG_INT, RN_OFF(moe_experts), "4", 0, 256, 0, NULL, 0,
      "experts of the feed-forward (0: dense)"},
-    {"seed", ST_CFG_INT, RN_OFF(seed), "1", 0, INT64_MAX, 0, NULL, 0,
-     "seed of the synthetic weights"},
-    {"kda_interval", ST_CFG_INT, RN_OFF(kda_interval), "16", 1, 65536, 0, NULL, 0,
+    {"seed", CFG_INT, RN_OFF(seed), "1", 0, INT64_MAX, 0, NULL, 0, "seed of the synthetic weights"},
+    {"kda_interval", CFG_INT, RN_OFF(kda_interval), "16", 1, 65536, 0, NULL, 0,
      "blocks between KDA checkpoints"},
-    {"local_blocks", ST_CFG_INT, RN_OFF(local_blocks), "0", 0, 1 << 24, 0, NULL, 0,
+    {"local_blocks", CFG_INT, RN_OFF(local_blocks), "0", 0, 1 << 24, 0, NULL, 0,
      "closed blocks whose KV rows stay local per DSA layer; older rows are read from the "
      "cluster (0: every block stays local)"},
-    {"device", ST_CFG_ENUM, RN_OFF(device), "cpu", 0, 0, 0, rn_devices, 0,
+    {"remote_scoring", CFG_BOOL, RN_OFF(remote_scoring), "false", 0, 0, 0, NULL, 0,
+     "near-data scoring: the DSA indexer scores the blocks outside the local pool on the nodes "
+     "that hold their keys (Score calls), so the engine neither fetches nor holds their indexer "
+     "keys; needs local_blocks and the cpu device (fallbacks: "
+     "strata_engine_score_fallbacks_total)"},
+    {"device", CFG_ENUM, RN_OFF(device), "cpu", 0, 0, 0, rn_devices, 0,
      "where attention runs: cpu (the C kernels), cuda (the CUDA kernels: needs a GPU, a CUDA "
      "build and --shape gpu), auto (cuda when all three hold)"},
-    {"turns", ST_CFG_INT, RN_OFF(turns), "4", 1, 100000, 0, NULL, 't', "turns of the conversation"},
-    {"history_tokens", ST_CFG_INT, RN_OFF(history_tokens), "8192", 1, 1 << 24, 0, NULL, 0,
+    {"turns", CFG_INT, RN_OFF(turns), "4", 1, 100000, 0, NULL, 't', "turns of the conversation"},
+    {"history_tokens", CFG_INT, RN_OFF(history_tokens), "8192", 1, 1 << 24, 0, NULL, 0,
      "tokens of the first turn (the long context)"},
-    {"turn_tokens", ST_CFG_INT, RN_OFF(turn_tokens), "512", 0, 1 << 24, 0, NULL, 0,
+    {"turn_tokens", CFG_INT, RN_OFF(turn_tokens), "512", 0, 1 << 24, 0, NULL, 0,
      "tokens the user adds in each later turn"},
-    {"decode_tokens", ST_CFG_INT, RN_OFF(decode_tokens), "32", 0, 1 << 20, 0, NULL, 0,
+    {"decode_tokens", CFG_INT, RN_OFF(decode_tokens), "32", 0, 1 << 20, 0, NULL, 0,
      "tokens generated in each turn (greedy)"},
-    {"token_seed", ST_CFG_INT, RN_OFF(token_seed), "1", 0, INT64_MAX, 0, NULL, 0,
+    {"token_seed", CFG_INT, RN_OFF(token_seed), "1", 0, INT64_MAX, 0, NULL, 0,
      "seed of the deterministic user tokens"},
-    {"session", ST_CFG_STRING, RN_OFF(session), "strata-engine", 0, 0, 0, NULL, 's',
+    {"image", CFG_STRING, RN_OFF(image), "", 0, 0, 0, NULL, 0,
+     "image files in the turns, comma-separated FILE@POS (turn 1) or FILE@TURN:POS, POS a "
+     "position in the turn's text tokens; binary PGM/PPM (maxval 255) or PNG"},
+    {"gen_images", CFG_INT, RN_OFF(gen_images), "0", 0, 64, 0, NULL, 0,
+     "generated images in every turn, spread evenly over its text (the same images each turn)"},
+    {"gen_image_size", CFG_STRING, RN_OFF(gen_image_size), "64x64", 0, 0, 0, NULL, 0,
+     "size of the generated images, WxH pixels (16 x 16 pixels make one image token)"},
+    {"gen_image_seed", CFG_INT, RN_OFF(gen_image_seed), "1", 0, INT64_MAX, 0, NULL, 0,
+     "seed of the generated images (image k: seed + k)"},
+    {"vis_cache", CFG_BOOL, RN_OFF(vis_cache), "true", 0, 0, 0, NULL, 0,
+     "look up and write each image's embeddings as a VIS object (a hit skips the vision "
+     "encoder)"},
+    {"session", CFG_STRING, RN_OFF(session), "strata-engine", 0, 0, 0, NULL, 's',
      "session id in the cluster (1..63 bytes)"},
-    {"session_ttl", ST_CFG_DURATION, RN_OFF(session_ttl_ms), "0", 0, 2592000000ll, 0, NULL, 0,
+    {"session_ttl", CFG_DURATION, RN_OFF(session_ttl_ms), "0", 0, 2592000000ll, 0, NULL, 0,
      "time to live of the session record (0: the cluster's session_ttl)"},
-    {"keep_session", ST_CFG_BOOL, RN_OFF(keep_session), "false", 0, 0, 0, NULL, 0,
+    {"keep_session", CFG_BOOL, RN_OFF(keep_session), "false", 0, 0, 0, NULL, 0,
      "leave the session record in the cluster at the end instead of closing it"},
-    {"compare", ST_CFG_BOOL, RN_OFF(compare), "false", 0, 0, 0, NULL, 0,
+    {"compare", CFG_BOOL, RN_OFF(compare), "false", 0, 0, 0, NULL, 0,
      "also compute every later turn in full without the cache: its time, and the largest "
      "relative difference of the logits (above 1e-5 is a failure; 2e-2 on cuda with "
      "local_blocks)"},
-    {"progress", ST_CFG_BOOL, RN_OFF(progress), "false", 0, 0, 0, NULL, 0,
+    {"progress", CFG_BOOL, RN_OFF(progress), "false", 0, 0, 0, NULL, 0,
      "draw the prefill progress bar on stderr even when it is not a terminal"},
-    {"metrics_listen", ST_CFG_STRING, RN_OFF(metrics_listen), "", 0, 0, 0, NULL, 0,
+    {"metrics_listen", CFG_STRING, RN_OFF(metrics_listen), "", 0, 0, 0, NULL, 0,
      "HTTP address of the engine's /metrics and /stats, host:port (empty: off)"},
-    {"metrics_linger", ST_CFG_DURATION, RN_OFF(metrics_linger_ms), "0", 0, 3600000, 0, NULL, 0,
+    {"metrics_linger", CFG_DURATION, RN_OFF(metrics_linger_ms), "0", 0, 3600000, 0, NULL, 0,
      "keep serving /metrics this long after the last turn"},
-    {"metrics_tls_cert", ST_CFG_STRING, RN_OFF(metrics_tls_cert), "", 0, 0, 0, NULL, 0,
+    {"metrics_tls_cert", CFG_STRING, RN_OFF(metrics_tls_cert), "", 0, 0, 0, NULL, 0,
      "PEM certificate of the metrics server: HTTPS (empty: HTTP)"},
-    {"metrics_tls_key", ST_CFG_STRING, RN_OFF(metrics_tls_key), "", 0, 0, 0, NULL, 0,
+    {"metrics_tls_key", CFG_STRING, RN_OFF(metrics_tls_key), "", 0, 0, 0, NULL, 0,
      "PEM private key of metrics_tls_cert"},
-    {"metrics_token_file", ST_CFG_STRING, RN_OFF(metrics_token_file), "", 0, 0, 0, NULL, 0,
+    {"metrics_token_file", CFG_STRING, RN_OFF(metrics_token_file), "", 0, 0, 0, NULL, 0,
      "file of the bearer token that /metrics and /stats require (empty: none)"},
-    {"log_level", ST_CFG_ENUM, RN_OFF(log_level), "warn", 0, 0, 0, rn_log_levels, 0,
+    {"log_level", CFG_ENUM, RN_OFF(log_level), "warn", 0, 0, 0, lg_level_names, 0,
      "lowest level logged on stderr"},
 };
 
-static const st_cfg_table_t rn_table = {
+static const cfg_table_t rn_table = {
     "strata-engine",
     "runs a multi-turn long-context conversation through the reference model beside a strata "
     "cluster and prints, per turn, reused and recomputed tokens, time to first token, decode "
@@ -171,19 +193,11 @@ typedef struct rn_progress {
     int drawn;
 } rn_progress_t;
 
-static uint64_t rn_now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* The engine's on_progress hook: a bar on stderr, at most 10 times a second. */
 static void rn_progress_cb(void *arg, size_t done, size_t total)
 {
     rn_progress_t *p = arg;
-    uint64_t now = rn_now_ns();
+    uint64_t now = cm_mono_ns();
     int width = 30, filled;
 
     if (!p->on || total == 0 || (done < total && now - p->last_ns < 100000000ull)) {
@@ -230,7 +244,7 @@ static int rn_check(const rn_conf_t *cf)
 {
     size_t sl = strlen(cf->session);
 
-    if (cf->nodes[0] == '\0') {
+    if (cf->nodes[0] == '\0' && cf->etcd[0] == '\0') {
         fprintf(stderr, "strata-engine: --nodes is empty (give host:port,host:port)\n");
         return 2;
     }
@@ -266,6 +280,10 @@ static int rn_check(const rn_conf_t *cf)
         fprintf(stderr, "strata-engine: --local-blocks needs a DSA layer in --pattern\n");
         return 2;
     }
+    if (cf->remote_scoring && cf->local_blocks == 0) {
+        fprintf(stderr, "strata-engine: --remote-scoring needs --local-blocks\n");
+        return 2;
+    }
     return 0;
 }
 
@@ -283,6 +301,8 @@ typedef struct rn_run {
     float *logits, *ref_logits;
     uint32_t *user;  /* a turn's user tokens */
     double *ttft_ms; /* per turn */
+    rn_images_t imgs;
+    uint64_t vis[4]; /* images, VIS hits, VIS misses, encoder us: the run's */
 } rn_run_t;
 
 static void rn_header(const rn_run_t *r, const char *model_name)
@@ -300,10 +320,14 @@ static void rn_header(const rn_run_t *r, const char *model_name)
            cf->nodes, cf->transport, cf->session, cf->turns, cf->history_tokens, cf->turn_tokens,
            cf->decode_tokens);
     if (cf->local_blocks > 0) {
-        printf(", %" PRId64 " local blocks", cf->local_blocks);
+        printf(", %" PRId64 " local blocks%s", cf->local_blocks,
+               cf->remote_scoring ? ", near-data scoring" : "");
     }
     printf("\n\n%4s %8s %8s %10s %9s %13s %10s %7s %9s", "turn", "prompt", "reused", "recomputed",
            "ttft_ms", "decode_ms/tok", "fetched_MB", "overlap", "local_hit");
+    if (r->imgs.n > 0) {
+        printf(" %7s %10s", "vis_hit", "encoder_ms");
+    }
     if (cf->compare) {
         printf(" %9s %8s %12s", "full_ms", "speedup", "max_rel_diff");
     }
@@ -323,7 +347,8 @@ static int rn_compare(rn_run_t *r, unsigned turn, size_t prompt, double ttft_ms)
         printf(" %9s %8s %12s", "-", "-", "-");
         return 0;
     }
-    st = st_engine_run(r->ref, conv, prompt, 0, r->ref_logits, NULL, &sr);
+    st = st_engine_run_images(r->ref, conv, prompt, r->imgs.placed, r->imgs.n_placed, 0,
+                              r->ref_logits, NULL, &sr);
     if (st != ST_OK) {
         fprintf(stderr, "strata-engine: the full recompute of turn %u failed: %s\n", turn,
                 st_strerror(st));
@@ -363,17 +388,17 @@ static int rn_turn(rn_run_t *r, unsigned turn, uint64_t *next_user, uint64_t sum
     uint64_t reused, rows;
     st_status_t s;
 
+    size_t n_img = 0;
+
     for (size_t i = 0; i < add; i++) {
         r->user[i] = rn_token(cf, (*next_user)++);
     }
-    if (add > 0 && (s = st_engine_session_append(r->sess, r->user, add)) != ST_OK) {
-        fprintf(stderr, "strata-engine: turn %u: appending the user's tokens failed: %s\n", turn,
-                st_strerror(s));
+    if (rn_images_append(&r->imgs, r->sess, turn, r->user, add, &n_img) != 0) {
         return 1;
     }
     prompt = st_engine_session_length(r->sess);
     r->prog.turn = turn;
-    r->prog.t0_ns = rn_now_ns();
+    r->prog.t0_ns = cm_mono_ns();
     r->prog.last_ns = 0;
     s = st_engine_session_generate(r->sess, n_decode, NULL, r->logits, &st);
     rn_progress_clear(&r->prog);
@@ -396,6 +421,16 @@ static int rn_turn(rn_run_t *r, unsigned turn, uint64_t *next_user, uint64_t sum
     rn_fmt(loc, sizeof(loc), rows > 0, "%.1f%%", 100.0 * (double)st.rows_local / (double)rows);
     printf("%4u %8zu %8" PRIu64 " %10" PRIu64 " %9.1f %13s %10.2f %7s %9s", turn, prompt, reused,
            st.computed_tokens, r->ttft_ms[turn - 1], dec, (double)st.bytes_fetched / 1e6, ovl, loc);
+    if (r->imgs.n > 0) {
+        char vh[32];
+
+        snprintf(vh, sizeof(vh), "%" PRIu64 "/%" PRIu64, st.vis_hits, st.vis_hits + st.vis_misses);
+        printf(" %7s %10.1f", st.vis_hits + st.vis_misses ? vh : "-", (double)st.encoder_us / 1e3);
+    }
+    r->vis[0] += n_img;
+    r->vis[1] += st.vis_hits;
+    r->vis[2] += st.vis_misses;
+    r->vis[3] += st.encoder_us;
     if (cf->compare && rn_compare(r, turn, prompt, r->ttft_ms[turn - 1]) != 0) {
         printf("\n");
         return 1;
@@ -420,7 +455,7 @@ static int rn_turn(rn_run_t *r, unsigned turn, uint64_t *next_user, uint64_t sum
 
 static void rn_summary(const rn_run_t *r, unsigned turns, const uint64_t sums[4], uint64_t t0)
 {
-    printf("\nsummary over %u turns (%.1f s):\n", turns, (double)(rn_now_ns() - t0) / 1e9);
+    printf("\nsummary over %u turns (%.1f s):\n", turns, (double)(cm_mono_ns() - t0) / 1e9);
     printf("  token hit rate  %.1f%%  (%" PRIu64 " of %" PRIu64 " prompt tokens reused, %" PRIu64
            " recomputed)\n",
            sums[0] ? 100.0 * (double)sums[1] / (double)sums[0] : 0.0, sums[1], sums[0], sums[2]);
@@ -430,10 +465,20 @@ static void rn_summary(const rn_run_t *r, unsigned turns, const uint64_t sums[4]
     }
     printf(turns > 1 ? "  (turn 1: %.1f ms)\n" : " turn 1: %.1f ms\n", r->ttft_ms[0]);
     /* One line for scripts and tests. */
+    if (r->imgs.n > 0) {
+        printf("  images          %" PRIu64 " in the turns; VIS %" PRIu64 " hits, %" PRIu64
+               " misses (encoded); encoder %.1f ms\n",
+               r->vis[0], r->vis[1], r->vis[2], (double)r->vis[3] / 1e3);
+    }
     printf("result turns=%u prompt_tokens=%" PRIu64 " reused_tokens=%" PRIu64
-           " computed_tokens=%" PRIu64 " fetched_bytes=%" PRIu64 " token_hit_rate=%.6f\n",
+           " computed_tokens=%" PRIu64 " fetched_bytes=%" PRIu64 " token_hit_rate=%.6f",
            turns, sums[0], sums[1], sums[2], sums[3],
            sums[0] ? (double)sums[1] / (double)sums[0] : 0.0);
+    if (r->imgs.n > 0) {
+        printf(" images=%" PRIu64 " vis_hits=%" PRIu64 " vis_misses=%" PRIu64 " encoder_ms=%.1f",
+               r->vis[0], r->vis[1], r->vis[2], (double)r->vis[3] / 1e3);
+    }
+    printf("\n");
     fflush(stdout);
 }
 
@@ -446,6 +491,11 @@ static int rn_setup(rn_run_t *r, char *model_name, size_t name_len)
     st_engine_params_t ep = {0};
     st_status_t s;
 
+    s = rn_images_load(&r->imgs, cf->image, cf->gen_images, cf->gen_image_size, cf->gen_image_seed,
+                       cf->turns);
+    if (s != 0) {
+        return (int)s;
+    }
     if (cf->shape == 1) {
         st_model_config_gpu(&mc);
     } else {
@@ -487,10 +537,14 @@ static int rn_setup(rn_run_t *r, char *model_name, size_t name_len)
     cp.tls_ca = cf->tls_ca;
     cp.tls_cert = cf->tls_cert;
     cp.tls_key = cf->tls_key;
+    if (cf->etcd[0] != '\0') {
+        cp.field_mask |= ST_CLIENT_FIELD_ETCD;
+        cp.etcd = cf->etcd;
+    }
     s = st_client_connect(&cp, &r->client);
     if (s != ST_OK) {
-        fprintf(stderr, "strata-engine: cannot connect to the cluster at %s: %s (%s)\n", cf->nodes,
-                st_client_last_error(), st_strerror(s));
+        fprintf(stderr, "strata-engine: cannot connect to the cluster at %s: %s (%s)\n",
+                cf->etcd[0] != '\0' ? cf->etcd : cf->nodes, st_client_last_error(), st_strerror(s));
         return s == ST_ERR_INVALID ? 2 : 1;
     }
     r->bt = st_client_block_tokens(r->client);
@@ -505,13 +559,16 @@ static int rn_setup(rn_run_t *r, char *model_name, size_t name_len)
                     ST_ENGINE_FIELD_ON_PROGRESS | ST_ENGINE_FIELD_LOCAL_BLOCKS |
                     ST_ENGINE_FIELD_DEVICE;
     ep.device = (uint32_t)cf->device;
-    ep.field_mask |= ST_ENGINE_FIELD_DURABLE;
+    ep.field_mask |= ST_ENGINE_FIELD_DURABLE | ST_ENGINE_FIELD_VIS_CACHE;
     ep.durable = cf->durable != 0;
+    ep.vis_cache = cf->vis_cache != 0;
     ep.client = r->client;
     ep.kda_interval = (uint32_t)cf->kda_interval;
     ep.on_progress = rn_progress_cb;
     ep.on_progress_arg = &r->prog;
     ep.local_blocks = (uint32_t)cf->local_blocks;
+    ep.field_mask |= ST_ENGINE_FIELD_REMOTE_SCORING;
+    ep.remote_scoring = cf->remote_scoring != 0;
     s = st_engine_create(r->model, &ep, &r->engine);
     if (s == ST_OK && cf->compare) {
         /* The full recompute runs on the same device (its rounding is the path's). */
@@ -576,13 +633,14 @@ static void rn_teardown(rn_run_t *r)
     free(r->ref_logits);
     free(r->user);
     free(r->ttft_ms);
+    rn_images_free(&r->imgs);
 }
 
 static int rn_main(const rn_conf_t *cf)
 {
     rn_run_t r = {0};
     char model_name[128], ns[300];
-    uint64_t sums[4] = {0}, next_user = 0, t0 = rn_now_ns();
+    uint64_t sums[4] = {0}, next_user = 0, t0 = cm_mono_ns();
     unsigned t = 0;
     int rc, port = 0;
 
@@ -626,35 +684,17 @@ static int rn_main(const rn_conf_t *cf)
 int main(int argc, char **argv)
 {
     rn_conf_t cf;
-    char err[512];
-    int npos = 0, help = 0, rc;
-    st_status_t s;
+    int rc;
 
-    memset(&cf, 0, sizeof(cf));
-    st_log_set_ident("strata-engine");
-    if (st_config_defaults(&rn_table, &cf) != ST_OK) {
-        fprintf(stderr, "strata-engine: a default of the config table does not parse (a bug), "
-                        "or out of memory\n");
-        return 1;
+    lg_set_ident("strata-engine");
+    rc = cfg_main(&rn_table, &cf, sizeof(cf), argc, argv, "STRATA_ENGINE_MARKDOWN");
+    if (rc >= 0) {
+        return rc;
     }
-    s = st_config_parse_args(&rn_table, &cf, argc, argv, &npos, &help, err, sizeof(err));
-    if (s != ST_OK) {
-        fprintf(stderr, "strata-engine: %s\n", err);
-        rc = 2;
-    } else if (help) {
-        st_config_usage(&rn_table, stdout);
-        rc = 0;
-    } else if (npos > 0) {
-        fprintf(stderr, "strata-engine: unexpected argument '%s' (see strata-engine --help)\n",
-                argv[1]);
-        rc = 2;
-    } else if (getenv("STRATA_ENGINE_MARKDOWN") != NULL) {
-        st_config_markdown(&rn_table, stdout);
-        rc = 0;
-    } else if ((rc = rn_check(&cf)) == 0) {
-        st_log_set_level((st_log_level_t)cf.log_level);
+    if ((rc = rn_check(&cf)) == 0) {
+        lg_set_level((lg_level_t)cf.log_level);
         rc = rn_main(&cf);
     }
-    st_config_free(&rn_table, &cf);
+    cfg_free(&rn_table, &cf);
     return rc;
 }

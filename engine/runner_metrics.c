@@ -4,7 +4,8 @@
  * (histograms), prompt, reused and computed tokens (the engine's token hit
  * rate is a ratio of rates), bytes fetched and written, the overlap
  * efficiency of the last turn, and the selected DSA rows found in the local
- * pool or read from the cluster (the local hit rate). Every name is defined
+ * pool or read from the cluster (the local hit rate); images, VIS hits and
+ * misses, and the vision encoder's time. Every name is defined
  * in docs/observability.md, "strata_engine_*".
  */
 #include <math.h>
@@ -13,8 +14,8 @@
 #include <string.h>
 
 #include "runner.h"
-#include "st_metrics.h"
-#include "st_metrics_http.h"
+#include "metrics.h"
+#include "metrics_http.h"
 
 /* Time to first token, seconds: 1 ms to 500 s in 1-2-5 steps (a 128K-token
  * prefill on two CPU cores takes minutes). */
@@ -22,49 +23,58 @@ static const double rn_ttft_buckets[] = {0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 
                                          1,     2,     5,     10,   20,   50,   100, 200, 500};
 
 struct rn_metrics {
-    st_metrics_t *reg;
-    st_metrics_http_t *http;
-    st_metrics_http_files_t files; /* --metrics-tls-cert, -key, --metrics-token-file */
-    st_counter_t *turns, *prompt, *reused, *computed, *decoded, *fetched, *written;
-    st_counter_t *misses, *write_failures, *partial_writes, *rows_local, *rows_remote;
-    st_histogram_t *ttft, *decode;
-    st_gauge_t *overlap;
+    mx_server_t srv; /* its registry, server and --metrics-tls-* files */
+    mx_counter_t *turns, *prompt, *reused, *computed, *decoded, *fetched, *written;
+    mx_counter_t *misses, *write_failures, *partial_writes, *rows_local, *rows_remote;
+    mx_counter_t *score_calls, *score_fallbacks, *score_bytes;
+    mx_counter_t *images, *vis_hits, *vis_misses;
+    mx_histogram_t *ttft, *decode, *encoder;
+    mx_gauge_t *overlap;
 };
 
 static st_status_t rn_family(rn_metrics_t *m, const char *name, const char *help,
-                             st_metric_type_t type, int with_source, st_metric_family_t **fam_p)
+                             mx_metric_type_t type, int with_source, mx_metric_family_t **fam_p)
 {
-    st_metric_desc_t d = {0};
+    mx_metric_desc_t d = {0};
 
     d.name = name;
     d.help = help;
     d.type = type;
-    d.label_names = with_source ? ST_LABELS("namespace", "source") : ST_LABELS("namespace");
+    d.label_names = with_source ? MX_LABELS("namespace", "source") : MX_LABELS("namespace");
     d.n_labels = with_source ? 2 : 1;
-    if (type == ST_METRIC_HISTOGRAM && strstr(name, "ttft") != NULL) {
+    if (type == MX_METRIC_HISTOGRAM && strstr(name, "ttft") != NULL) {
         d.buckets = rn_ttft_buckets;
         d.n_buckets = sizeof(rn_ttft_buckets) / sizeof(rn_ttft_buckets[0]);
         d.scale = 1e-6; /* observed in microseconds */
-    } else if (type == ST_METRIC_HISTOGRAM) {
-        d.buckets = st_metrics_latency_buckets;
-        d.n_buckets = st_metrics_latency_buckets_n;
+    } else if (type == MX_METRIC_HISTOGRAM) {
+        d.buckets = mx_latency_buckets;
+        d.n_buckets = mx_latency_buckets_n;
         d.scale = 1e-9; /* observed in nanoseconds */
     }
-    return st_metrics_register(m->reg, &d, fam_p);
+    return mx_register(m->srv.reg, &d, fam_p);
 }
 
 static st_status_t rn_counter(rn_metrics_t *m, const char *name, const char *help, const char *ns,
-                              st_counter_t **c)
+                              mx_counter_t **c)
 {
-    st_metric_family_t *fam;
-    st_status_t st = rn_family(m, name, help, ST_METRIC_COUNTER, 0, &fam);
+    mx_metric_family_t *fam;
+    st_status_t st = rn_family(m, name, help, MX_METRIC_COUNTER, 0, &fam);
 
-    return st == ST_OK ? st_metrics_counter(fam, ST_LABELS(ns), c) : st;
+    return st == ST_OK ? mx_counter(fam, MX_LABELS(ns), c) : st;
+}
+
+static st_status_t rn_histogram(rn_metrics_t *m, const char *name, const char *help, const char *ns,
+                                mx_histogram_t **h)
+{
+    mx_metric_family_t *fam;
+    st_status_t st = rn_family(m, name, help, MX_METRIC_HISTOGRAM, 0, &fam);
+
+    return st == ST_OK ? mx_histogram(fam, MX_LABELS(ns), h) : st;
 }
 
 static st_status_t rn_register(rn_metrics_t *m, const char *ns)
 {
-    st_metric_family_t *fam;
+    mx_metric_family_t *fam;
     st_status_t st = ST_OK;
 
 #define RN_C(field, name, help)                        \
@@ -84,44 +94,53 @@ static st_status_t rn_register(rn_metrics_t *m, const char *ns)
     RN_C(write_failures, "strata_engine_write_failures_total", "Objects the cluster did not store")
     RN_C(partial_writes, "strata_engine_partial_writes_total",
          "Durable writes that fewer replicas than write_quorum committed to disk")
+    RN_C(score_calls, "strata_engine_score_calls_total",
+         "Score calls of near-data scoring (one per DSA layer and token)")
+    RN_C(score_fallbacks, "strata_engine_score_fallbacks_total",
+         "Near-data scoring fallbacks: the history's IDX objects fetched and scored locally")
+    RN_C(score_bytes, "strata_engine_score_bytes_total", "Bytes the Score calls sent and received")
+    RN_C(images, "strata_engine_images_total",
+         "Images in the turns' prompts (an image counts in each turn that holds it)")
+    RN_C(vis_hits, "strata_engine_vis_hits_total",
+         "Images whose embeddings came from a VIS object (the encoder skipped)")
+    RN_C(vis_misses, "strata_engine_vis_misses_total",
+         "Images run through the vision encoder (no usable VIS object)")
 #undef RN_C
     if (st == ST_OK) {
         st = rn_family(m, "strata_engine_dsa_rows_total",
                        "Selected DSA rows of closed blocks, by where they came from",
-                       ST_METRIC_COUNTER, 1, &fam);
+                       MX_METRIC_COUNTER, 1, &fam);
     }
     if (st == ST_OK) {
-        st = st_metrics_counter(fam, ST_LABELS(ns, "local"), &m->rows_local);
+        st = mx_counter(fam, MX_LABELS(ns, "local"), &m->rows_local);
     }
     if (st == ST_OK) {
-        st = st_metrics_counter(fam, ST_LABELS(ns, "remote"), &m->rows_remote);
+        st = mx_counter(fam, MX_LABELS(ns, "remote"), &m->rows_remote);
     }
     if (st == ST_OK) {
-        st = rn_family(m, "strata_engine_ttft_seconds",
-                       "Time from a turn's start to the logits of its last prompt token",
-                       ST_METRIC_HISTOGRAM, 0, &fam);
+        st = rn_histogram(m, "strata_engine_ttft_seconds",
+                          "Time from a turn's start to the logits of its last prompt token", ns,
+                          &m->ttft);
     }
     if (st == ST_OK) {
-        st = st_metrics_histogram(fam, ST_LABELS(ns), &m->ttft);
+        st = rn_histogram(m, "strata_engine_decode_token_seconds",
+                          "Time of one decode step (each token observes its turn's mean step)", ns,
+                          &m->decode);
     }
     if (st == ST_OK) {
-        st = rn_family(m, "strata_engine_decode_token_seconds",
-                       "Time of one decode step (each token observes its turn's mean step)",
-                       ST_METRIC_HISTOGRAM, 0, &fam);
-    }
-    if (st == ST_OK) {
-        st = st_metrics_histogram(fam, ST_LABELS(ns), &m->decode);
+        st = rn_histogram(m, "strata_engine_encoder_seconds",
+                          "Vision encoder time of one turn that encoded images", ns, &m->encoder);
     }
     if (st == ST_OK) {
         st = rn_family(m, "strata_engine_overlap_efficiency_ratio",
                        "Overlap efficiency of the last turn; NaN when it fetched nothing",
-                       ST_METRIC_GAUGE, 0, &fam);
+                       MX_METRIC_GAUGE, 0, &fam);
     }
     if (st == ST_OK) {
-        st = st_metrics_gauge(fam, ST_LABELS(ns), &m->overlap);
+        st = mx_gauge(fam, MX_LABELS(ns), &m->overlap);
     }
     if (st == ST_OK) {
-        st_gauge_set(m->overlap, NAN);
+        mx_gauge_set(m->overlap, NAN);
     }
     return st;
 }
@@ -130,7 +149,6 @@ st_status_t rn_metrics_start(const char *listen, const char *ns, const char *cer
                              const char *token_file, rn_metrics_t **m_p, int *port_p)
 {
     rn_metrics_t *m;
-    st_metrics_http_opts_t opts = {0};
     const char *colon = strrchr(listen, ':');
     char host[64], *end;
     long port;
@@ -151,24 +169,18 @@ st_status_t rn_metrics_start(const char *listen, const char *ns, const char *cer
     if (m == NULL) {
         return ST_ERR_NOMEM;
     }
-    st = st_metrics_create(&m->reg);
+    st = mx_create(&m->srv.reg);
     if (st == ST_OK) {
         st = rn_register(m, ns);
     }
     if (st == ST_OK) {
-        opts.bind_addr = host;
-        opts.port = (uint16_t)port;
-        opts.stats.node = "strata-engine";
-        st = st_metrics_http_load(cert, key, token_file, &m->files, &opts);
-    }
-    if (st == ST_OK) {
-        st = st_metrics_http_start(m->reg, &opts, &m->http);
+        st = mx_http_serve(&m->srv, host, (uint16_t)port, "strata-engine", cert, key, token_file);
     }
     if (st != ST_OK) {
         rn_metrics_stop(m);
         return st;
     }
-    *port_p = st_metrics_http_port(m->http);
+    *port_p = mx_http_port(m->srv.http);
     *m_p = m;
     return ST_OK;
 }
@@ -179,31 +191,38 @@ void rn_metrics_turn(rn_metrics_t *m, size_t prompt, const st_engine_stats_t *st
     if (m == NULL) {
         return;
     }
-    st_counter_inc(m->turns);
-    st_counter_add(m->prompt, prompt);
-    st_counter_add(m->reused, st->resumed_blocks * block_tokens);
-    st_counter_add(m->computed, st->computed_tokens);
-    st_counter_add(m->decoded, n_decode);
-    st_counter_add(m->fetched, st->bytes_fetched);
-    st_counter_add(m->written, st->bytes_written);
-    st_counter_add(m->misses, st->fetch_misses);
-    st_counter_add(m->write_failures, st->write_failures);
-    st_counter_add(m->partial_writes, st->partial_writes);
-    st_counter_add(m->rows_local, st->rows_local);
-    st_counter_add(m->rows_remote, st->rows_remote);
-    st_histogram_observe(m->ttft, st->ttft_us);
-    for (uint32_t i = 0; i < n_decode; i++) {
-        st_histogram_observe(m->decode, st->decode_us * 1000u / n_decode);
+    mx_counter_inc(m->turns);
+    mx_counter_add(m->prompt, prompt);
+    mx_counter_add(m->reused, st->resumed_blocks * block_tokens);
+    mx_counter_add(m->computed, st->computed_tokens);
+    mx_counter_add(m->decoded, n_decode);
+    mx_counter_add(m->fetched, st->bytes_fetched);
+    mx_counter_add(m->written, st->bytes_written);
+    mx_counter_add(m->misses, st->fetch_misses);
+    mx_counter_add(m->write_failures, st->write_failures);
+    mx_counter_add(m->partial_writes, st->partial_writes);
+    mx_counter_add(m->rows_local, st->rows_local);
+    mx_counter_add(m->rows_remote, st->rows_remote);
+    mx_counter_add(m->score_calls, st->score_calls);
+    mx_counter_add(m->score_fallbacks, st->score_fallbacks);
+    mx_counter_add(m->score_bytes, st->score_bytes);
+    mx_counter_add(m->images, st->images);
+    mx_counter_add(m->vis_hits, st->vis_hits);
+    mx_counter_add(m->vis_misses, st->vis_misses);
+    if (st->vis_misses > 0) {
+        mx_histogram_observe(m->encoder, st->encoder_us * 1000u);
     }
-    st_gauge_set(m->overlap, st->fetch_us > 0 ? st_engine_overlap(st) : NAN);
+    mx_histogram_observe(m->ttft, st->ttft_us);
+    for (uint32_t i = 0; i < n_decode; i++) {
+        mx_histogram_observe(m->decode, st->decode_us * 1000u / n_decode);
+    }
+    mx_gauge_set(m->overlap, st->fetch_us > 0 ? st_engine_overlap(st) : NAN);
 }
 
 void rn_metrics_stop(rn_metrics_t *m)
 {
     if (m != NULL) {
-        st_metrics_http_stop(m->http);
-        st_metrics_http_files_free(&m->files);
-        st_metrics_destroy(m->reg);
+        mx_server_stop(&m->srv);
         free(m);
     }
 }

@@ -6,8 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bytes.h"
 #include "en_internal.h"
-#include "st_log.h"
+#include "log.h"
 
 static size_t en_max(size_t a, size_t b)
 {
@@ -45,8 +46,10 @@ st_status_t st_seq_create(const st_model_t *model, st_seq_t **seq_p)
     s->stage = malloc(sizeof(float) * ((size_t)c->topk + 1) * (size_t)model->row);
     s->rows_a = malloc(sizeof(float *) * (c->topk + 1));
     s->rows_b = malloc(sizeof(float *) * (c->topk + 1));
+    s->lsel = malloc(sizeof(int32_t) * (c->topk + 1));
+    s->lsc = malloc(sizeof(float) * (c->topk + 1));
     if (!s->dsa || !s->kda || !s->x || !s->sel || !s->remote || !s->stage || !s->rows_a ||
-        !s->rows_b) {
+        !s->rows_b || !s->lsel || !s->lsc) {
         st_seq_free(s);
         return ST_ERR_NOMEM;
     }
@@ -91,6 +94,8 @@ void st_seq_free(st_seq_t *seq)
     free(seq->stage);
     free(seq->rows_a);
     free(seq->rows_b);
+    free(seq->lsel);
+    free(seq->lsc);
     free(seq->out_b);
     free(seq->lse_a);
     free(seq->lse_b);
@@ -103,6 +108,7 @@ void st_seq_reset(st_seq_t *seq)
     const st_model_config_t *c = &seq->m->cfg;
 
     seq->len = 0;
+    seq->kbase = 0;
     seq->rows_local = seq->rows_remote = 0;
     memset(seq->kda, 0,
            sizeof(float) * (size_t)seq->m->n_kda * c->kda_heads * c->kda_head_dim *
@@ -148,6 +154,9 @@ st_status_t en_seq_reserve(st_seq_t *seq, size_t n)
             }
             d->kv = kv;
         }
+        if (seq->kwin) {
+            continue; /* the keys window has its fixed size (en_seq_set_ring) */
+        }
         keys = realloc(d->keys, sizeof(float) * cap * di);
         if (!keys) {
             return ST_ERR_NOMEM;
@@ -164,29 +173,51 @@ st_status_t en_seq_reserve(st_seq_t *seq, size_t n)
     return ST_OK;
 }
 
+/* Frees every DSA layer's keys and summaries (the stores grow again from 0). */
+static void en_seq_drop_keys(st_seq_t *seq)
+{
+    for (int l = 0; l < seq->m->n_dsa; l++) {
+        free(seq->dsa[l].keys);
+        seq->dsa[l].keys = NULL;
+        free(seq->dsa[l].summary);
+        seq->dsa[l].summary = NULL;
+    }
+    seq->cap = 0;
+}
+
 st_status_t en_seq_set_ring(st_seq_t *seq, size_t ring)
 {
     const st_model_t *m = seq->m;
-    size_t B = m->cfg.block_tokens;
+    size_t B = m->cfg.block_tokens, di = m->cfg.idx_dim;
+    int kwin = ring > 0 && seq->score.start != NULL;
 
     if (ring == 1) {
         return ST_ERR_INVALID;
     }
     st_seq_reset(seq);
-    if (ring == seq->ring) {
+    if (ring == seq->ring && kwin == seq->kwin) {
         return ST_OK;
     }
     for (int l = 0; l < m->n_dsa; l++) {
         free(seq->dsa[l].kv);
         seq->dsa[l].kv = NULL;
     }
+    if (kwin != seq->kwin || kwin) {
+        en_seq_drop_keys(seq); /* another layout of the keys */
+    }
     seq->ring = ring;
-    /* The keys and summaries keep their capacity; the rows start over. */
+    seq->kwin = kwin;
+    /* Unless the layout changed, the keys and summaries keep their capacity;
+     * the rows start over. */
     for (int l = 0; l < m->n_dsa; l++) {
         size_t n = ring ? ring * B : seq->cap;
 
         seq->dsa[l].kv = malloc(sizeof(float) * (n + 1) * (size_t)m->row);
-        if (!seq->dsa[l].kv) {
+        if (kwin && seq->dsa[l].kv) {
+            seq->dsa[l].keys = malloc(sizeof(float) * (ring * B * di + 1));
+            seq->dsa[l].summary = malloc(sizeof(float) * (ring * 2 * di + 1));
+        }
+        if (!seq->dsa[l].kv || (kwin && (!seq->dsa[l].keys || !seq->dsa[l].summary))) {
             /* Leave a consistent, empty unbounded sequence behind. */
             for (int j = 0; j < m->n_dsa; j++) {
                 free(seq->dsa[j].kv);
@@ -198,6 +229,7 @@ st_status_t en_seq_set_ring(st_seq_t *seq, size_t ring)
             }
             seq->cap = 0;
             seq->ring = 0;
+            seq->kwin = 0;
             return ST_ERR_NOMEM;
         }
     }
@@ -213,6 +245,101 @@ float *en_kv_row(const st_seq_t *seq, int l, size_t t)
         return seq->dsa[l].kv + t * (size_t)m->row;
     }
     return seq->dsa[l].kv + ((t / B) % seq->ring * B + t % B) * (size_t)m->row;
+}
+
+float *en_key_row(const st_seq_t *seq, int l, size_t t)
+{
+    const st_model_config_t *c = &seq->m->cfg;
+
+    return seq->dsa[l].keys + (t - (seq->kwin ? seq->kbase * c->block_tokens : 0)) * c->idx_dim;
+}
+
+float *en_summary_of(const st_seq_t *seq, int l, size_t b)
+{
+    return seq->dsa[l].summary + (b - (seq->kwin ? seq->kbase : 0)) * 2u * seq->m->cfg.idx_dim;
+}
+
+void en_seq_window(st_seq_t *seq, size_t open)
+{
+    if (seq->kwin) {
+        seq->kbase = open + 1 > seq->ring ? open + 1 - seq->ring : 0;
+    }
+}
+
+void en_seq_slide(st_seq_t *seq, size_t open)
+{
+    const st_model_config_t *c = &seq->m->cfg;
+    size_t shift, keep, kb = (size_t)c->block_tokens * c->idx_dim, sb = 2u * c->idx_dim;
+
+    if (!seq->kwin || open < seq->kbase + seq->ring) {
+        return;
+    }
+    shift = open + 1 - seq->ring - seq->kbase;
+    keep = shift < seq->ring ? seq->ring - shift : 0;
+    for (int l = 0; keep > 0 && l < seq->m->n_dsa; l++) {
+        en_dsa_store_t *d = &seq->dsa[l];
+
+        memmove(d->keys, d->keys + shift * kb, keep * kb * sizeof(float));
+        memmove(d->summary, d->summary + shift * sb, keep * sb * sizeof(float));
+    }
+    seq->kbase += shift;
+}
+
+st_status_t en_seq_keys_full(st_seq_t *seq, size_t *kbase_p)
+{
+    const st_model_t *m = seq->m;
+    size_t B = m->cfg.block_tokens, di = m->cfg.idx_dim, cap = seq->cap;
+    size_t base = seq->kbase, nb = cap / B - base;
+    float **keys = calloc((size_t)m->n_dsa + 1, sizeof(float *));
+    float **sums = calloc((size_t)m->n_dsa + 1, sizeof(float *));
+    int ok = keys && sums;
+
+    if (!seq->kwin) {
+        free(keys);
+        free(sums);
+        *kbase_p = 0;
+        return ST_OK;
+    }
+    nb = nb < seq->ring ? nb : seq->ring; /* the window's blocks inside the capacity */
+    for (int l = 0; ok && l < m->n_dsa; l++) {
+        keys[l] = malloc(sizeof(float) * cap * di + 1);
+        sums[l] = malloc(sizeof(float) * (cap / B) * 2 * di + 1);
+        ok = keys[l] && sums[l];
+    }
+    if (!ok) {
+        for (int l = 0; keys && sums && l < m->n_dsa; l++) {
+            free(keys[l]);
+            free(sums[l]);
+        }
+        free(keys);
+        free(sums);
+        lg_error("no memory for the history's indexer keys tokens=%zu", cap);
+        return ST_ERR_NOMEM;
+    }
+    for (int l = 0; l < m->n_dsa; l++) {
+        en_dsa_store_t *d = &seq->dsa[l];
+
+        memcpy(keys[l] + base * B * di, d->keys, sizeof(float) * nb * B * di);
+        memcpy(sums[l] + base * 2 * di, d->summary, sizeof(float) * nb * 2 * di);
+        free(d->keys);
+        free(d->summary);
+        d->keys = keys[l];
+        d->summary = sums[l];
+    }
+    free(keys);
+    free(sums);
+    seq->kwin = 0;
+    seq->kbase = 0;
+    *kbase_p = base;
+    return ST_OK;
+}
+
+size_t en_seq_keys_bytes(const st_seq_t *seq)
+{
+    const st_model_config_t *c = &seq->m->cfg;
+    size_t B = c->block_tokens, blocks = seq->kwin ? seq->ring : seq->cap / B;
+
+    return (size_t)seq->m->n_dsa * blocks * (B + 2) * c->idx_dim * sizeof(float);
 }
 
 /* ---------------------------------------------------------- objects -- */
@@ -248,23 +375,8 @@ void en_export_idx(const st_seq_t *seq, int l, size_t b, void *dst)
     size_t B = m->cfg.block_tokens, di = m->cfg.idx_dim;
     size_t rows = B * di * sizeof(float);
 
-    memcpy(dst, seq->dsa[l].keys + b * B * di, rows);
-    memcpy((char *)dst + rows, seq->dsa[l].summary + b * 2 * di, 2 * di * sizeof(float));
-}
-
-static void en_put_u16(uint8_t *p, uint16_t v)
-{
-    memcpy(p, &v, 2);
-}
-
-static void en_put_u32(uint8_t *p, uint32_t v)
-{
-    memcpy(p, &v, 4);
-}
-
-static void en_put_u64(uint8_t *p, uint64_t v)
-{
-    memcpy(p, &v, 8);
+    memcpy(dst, en_key_row(seq, l, b * B), rows);
+    memcpy((char *)dst + rows, en_summary_of(seq, l, b), 2 * di * sizeof(float));
 }
 
 void en_export_kda(const st_seq_t *seq, void *dst)
@@ -273,13 +385,13 @@ void en_export_kda(const st_seq_t *seq, void *dst)
     uint8_t *p = dst;
 
     memset(p, 0, EN_KDA_HEADER);
-    en_put_u32(p, EN_KDA_MAGIC);
-    en_put_u16(p + 4, EN_KDA_VERSION);
-    en_put_u16(p + 6, (uint16_t)m->n_kda);
-    en_put_u32(p + 8, m->cfg.kda_heads);
-    en_put_u32(p + 12, m->cfg.kda_head_dim);
-    en_put_u64(p + 16, (uint64_t)seq->len);
-    en_put_u64(p + 24, m->fingerprint);
+    cm_put_le32(p, EN_KDA_MAGIC);
+    cm_put_le16(p + 4, EN_KDA_VERSION);
+    cm_put_le16(p + 6, (uint16_t)m->n_kda);
+    cm_put_le32(p + 8, m->cfg.kda_heads);
+    cm_put_le32(p + 12, m->cfg.kda_head_dim);
+    cm_put_le64(p + 16, (uint64_t)seq->len);
+    cm_put_le64(p + 24, m->fingerprint);
     if (seq->dev) {
         en_dev_kda_pull(seq); /* the device's states are the newer ones */
     }
@@ -310,10 +422,15 @@ st_status_t en_import_idx(st_seq_t *seq, int l, size_t b, const void *src, size_
     if (len != en_idx_bytes(m)) {
         return ST_ERR_INVALID;
     }
+    if (seq->kwin && (b < seq->kbase || b >= seq->kbase + seq->ring)) {
+        lg_error("IDX object outside the keys window block=%zu window_first=%zu window=%zu", b,
+                 seq->kbase, seq->ring);
+        return ST_ERR_INVALID;
+    }
     r = en_seq_reserve(seq, (b + 1) * B);
     if (r == ST_OK) {
-        memcpy(seq->dsa[l].keys + b * B * di, src, rows);
-        memcpy(seq->dsa[l].summary + b * 2 * di, (const char *)src + rows, 2 * di * sizeof(float));
+        memcpy(en_key_row(seq, l, b * B), src, rows);
+        memcpy(en_summary_of(seq, l, b), (const char *)src + rows, 2 * di * sizeof(float));
     }
     return r;
 }
@@ -339,7 +456,7 @@ st_status_t en_import_kda(st_seq_t *seq, size_t tokens, const void *src, size_t 
     if (magic != EN_KDA_MAGIC || ver != EN_KDA_VERSION || n != m->n_kda ||
         heads != m->cfg.kda_heads || hd != m->cfg.kda_head_dim || at != tokens ||
         fp != m->fingerprint) {
-        st_warn("KDA checkpoint does not fit this model and position tokens=%zu stored_at=%llu "
+        lg_warn("KDA checkpoint does not fit this model and position tokens=%zu stored_at=%llu "
                 "fingerprint=%016llx model=%016llx",
                 tokens, (unsigned long long)at, (unsigned long long)fp,
                 (unsigned long long)m->fingerprint);

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "st_log.h"
+#include "log.h"
 #include "en_internal.h"
 
 struct st_engine_session {
@@ -20,6 +20,10 @@ struct st_engine_session {
     size_t n, cap; /* tokens, capacity */
     st_session_info_t info;
     int partial; /* the open was short of write_quorum: counted at the first turn */
+    /* The conversation's images: pixels copied, and their chain items. */
+    st_engine_image_t *img;
+    st_hash_item_t *items;
+    size_t n_img, cap_img;
 };
 
 st_status_t st_engine_session_open(st_engine_t *engine, const char *id, uint64_t ttl_ms,
@@ -33,7 +37,7 @@ st_status_t st_engine_session_open(st_engine_t *engine, const char *id, uint64_t
     size_t len;
 
     if (!engine || !id || !sess_p) {
-        st_error("st_engine_session_open refused: NULL %s", !engine ? "engine"
+        lg_error("st_engine_session_open refused: NULL %s", !engine ? "engine"
                                                             : !id   ? "id"
                                                                     : "sess_p");
         return ST_ERR_INVALID;
@@ -41,12 +45,12 @@ st_status_t st_engine_session_open(st_engine_t *engine, const char *id, uint64_t
     model = en_engine_model(engine);
     client = en_engine_client(engine);
     if (!client) {
-        st_error("st_engine_session_open refused: the engine has no client id=%s", id);
+        lg_error("st_engine_session_open refused: the engine has no client id=%s", id);
         return ST_ERR_INVALID;
     }
     len = strlen(id);
     if (len == 0 || len > 63) {
-        st_error("st_engine_session_open refused: id must be 1..63 bytes id_bytes=%zu", len);
+        lg_error("st_engine_session_open refused: id must be 1..63 bytes id_bytes=%zu", len);
         return ST_ERR_INVALID;
     }
     s = calloc(1, sizeof(*s));
@@ -57,14 +61,14 @@ st_status_t st_engine_session_open(st_engine_t *engine, const char *id, uint64_t
                            &s->info, &wr);
     if (r == ST_ERR_PARTIAL) {
         /* The record is there, on fewer disks than asked: the session goes on. */
-        st_warn("session record short of write_quorum id=%s written=%u replicas=%u "
+        lg_warn("session record short of write_quorum id=%s written=%u replicas=%u "
                 "write_quorum=%u",
                 id, wr.written, wr.replicas, wr.quorum);
         s->partial = 1;
         r = ST_OK;
     }
     if (r != ST_OK) {
-        st_error("session open failed id=%s status=%s error=\"%s\"", id, st_status_name(r),
+        lg_error("session open failed id=%s status=%s error=\"%s\"", id, st_status_name(r),
                  st_client_last_error());
         free(s);
         return r;
@@ -73,7 +77,7 @@ st_status_t st_engine_session_open(st_engine_t *engine, const char *id, uint64_t
     s->model = model;
     s->client = client;
     memcpy(s->id, id, len + 1);
-    st_info("session opened id=%s length=%llu", id, (unsigned long long)s->info.length);
+    lg_info("session opened id=%s length=%llu", id, (unsigned long long)s->info.length);
     *sess_p = s;
     return ST_OK;
 }
@@ -92,7 +96,7 @@ static st_status_t en_sess_grow(st_engine_session_t *s, size_t n)
     }
     t = realloc(s->tok, sizeof(*t) * cap);
     if (!t) {
-        st_error("session out of memory id=%s tokens=%zu", s->id, s->n + n);
+        lg_error("session out of memory id=%s tokens=%zu", s->id, s->n + n);
         return ST_ERR_NOMEM;
     }
     s->tok = t;
@@ -107,12 +111,12 @@ static st_status_t en_sess_check(const st_engine_session_t *s, const uint32_t *t
     uint32_t vocab = st_model_config(s->model)->vocab;
 
     if (!tokens || n == 0) {
-        st_error("%s refused: %s id=%s", what, !tokens ? "NULL tokens" : "no tokens", s->id);
+        lg_error("%s refused: %s id=%s", what, !tokens ? "NULL tokens" : "no tokens", s->id);
         return ST_ERR_INVALID;
     }
     for (size_t i = 0; i < n; i++) {
         if (tokens[i] >= vocab) {
-            st_error("%s refused: token out of range id=%s index=%zu token=%u vocab=%u", what,
+            lg_error("%s refused: token out of range id=%s index=%zu token=%u vocab=%u", what,
                      s->id, i, tokens[i], vocab);
             return ST_ERR_INVALID;
         }
@@ -125,7 +129,7 @@ st_status_t st_engine_session_append(st_engine_session_t *s, const uint32_t *tok
     st_status_t r;
 
     if (!s) {
-        st_error("st_engine_session_append refused: NULL session");
+        lg_error("st_engine_session_append refused: NULL session");
         return ST_ERR_INVALID;
     }
     r = en_sess_check(s, tokens, n, "st_engine_session_append");
@@ -137,6 +141,61 @@ st_status_t st_engine_session_append(st_engine_session_t *s, const uint32_t *tok
         s->n += n;
     }
     return r;
+}
+
+st_status_t st_engine_session_append_image(st_engine_session_t *s, const st_engine_image_t *im)
+{
+    uint64_t nt;
+    size_t bytes;
+    uint8_t *px;
+    st_status_t r;
+
+    if (!s || !im || !im->pixels) {
+        lg_error("st_engine_session_append_image refused: NULL %s", !s    ? "session"
+                                                                    : !im ? "image"
+                                                                          : "pixels");
+        return ST_ERR_INVALID;
+    }
+    nt = st_engine_image_tokens(im->width, im->height);
+    if (im->width == 0 || im->height == 0 || im->width > ST_IMAGE_SIDE_MAX ||
+        im->height > ST_IMAGE_SIDE_MAX || (im->channels != 1 && im->channels != 3) ||
+        nt > ST_ENGINE_IMAGE_TOKENS_MAX) {
+        lg_error("st_engine_session_append_image refused id=%s width=%u height=%u channels=%u "
+                 "tokens=%llu reason=\"1..%u a side, 1 or 3 channels, at most %u tokens\"",
+                 s->id, im->width, im->height, im->channels, (unsigned long long)nt,
+                 ST_IMAGE_SIDE_MAX, ST_ENGINE_IMAGE_TOKENS_MAX);
+        return ST_ERR_INVALID;
+    }
+    if (s->n_img == s->cap_img) {
+        size_t cap = s->cap_img ? 2 * s->cap_img : 4;
+        st_engine_image_t *ni = realloc(s->img, cap * sizeof(*ni));
+        st_hash_item_t *nh = ni ? realloc(s->items, cap * sizeof(*nh)) : NULL;
+
+        if (ni) {
+            s->img = ni;
+        }
+        if (!nh) {
+            return ST_ERR_NOMEM;
+        }
+        s->items = nh;
+        s->cap_img = cap;
+    }
+    bytes = (size_t)im->width * im->height * im->channels;
+    r = en_sess_grow(s, (size_t)nt);
+    px = r == ST_OK ? malloc(bytes) : NULL;
+    if (!px) {
+        return ST_ERR_NOMEM;
+    }
+    memcpy(px, im->pixels, bytes);
+    s->img[s->n_img] = (st_engine_image_t){s->n, im->width, im->height, im->channels, px};
+    st_hash_image(px, im->width, im->height, im->channels, &s->items[s->n_img].content);
+    s->items[s->n_img].start = s->n;
+    s->items[s->n_img].n_tokens = nt;
+    s->n_img++;
+    for (uint64_t i = 0; i < nt; i++) {
+        s->tok[s->n++] = st_model_image_token(s->model);
+    }
+    return ST_OK;
 }
 
 /*
@@ -158,9 +217,9 @@ static st_status_t en_sess_head(const st_engine_session_t *s, const uint32_t *to
     if (!chain) {
         return ST_ERR_NOMEM;
     }
-    r = st_client_hash(s->client, tok, nb * B, NULL, 0, chain, nb, &got);
+    r = st_client_hash(s->client, tok, nb * B, s->items, s->n_img, chain, nb, &got);
     if (r != ST_OK || got != nb) {
-        st_error("session hashing failed id=%s tokens=%zu status=%s", s->id, nb * B,
+        lg_error("session hashing failed id=%s tokens=%zu status=%s", s->id, nb * B,
                  st_status_name(r));
         free(chain);
         return r != ST_OK ? r : ST_ERR_INTERNAL;
@@ -180,11 +239,11 @@ st_status_t st_engine_session_generate(st_engine_session_t *s, uint32_t n_decode
     st_status_t r;
 
     if (!s) {
-        st_error("st_engine_session_generate refused: NULL session");
+        lg_error("st_engine_session_generate refused: NULL session");
         return ST_ERR_INVALID;
     }
     if (s->n == 0) {
-        st_error("st_engine_session_generate refused: empty conversation, append a turn first "
+        lg_error("st_engine_session_generate refused: empty conversation, append a turn first "
                  "id=%s",
                  s->id);
         return ST_ERR_INVALID;
@@ -194,9 +253,10 @@ st_status_t st_engine_session_generate(st_engine_session_t *s, uint32_t n_decode
         return r;
     }
     /* The reply lands right after the conversation, where it belongs. */
-    r = st_engine_run(s->engine, s->tok, s->n, n_decode, logits, s->tok + s->n, stats);
+    r = st_engine_run_images(s->engine, s->tok, s->n, s->img, s->n_img, n_decode, logits,
+                             s->tok + s->n, stats);
     if (r != ST_OK) {
-        st_error("session turn failed id=%s tokens=%zu status=%s", s->id, s->n, st_status_name(r));
+        lg_error("session turn failed id=%s tokens=%zu status=%s", s->id, s->n, st_status_name(r));
         return r;
     }
     if (out_ids && n_decode > 0) {
@@ -217,7 +277,7 @@ st_status_t st_engine_session_generate(st_engine_session_t *s, uint32_t n_decode
                              en_engine_durable(s->engine) ? ST_SESSION_DURABLE : 0, &wr);
     if (r == ST_ERR_PARTIAL) {
         /* Stored on fewer disks than write_quorum: logged, counted, the turn goes on. */
-        st_warn_ratelimited("session record short of write_quorum id=%s length=%zu written=%u "
+        lg_warn_ratelimited("session record short of write_quorum id=%s length=%zu written=%u "
                             "replicas=%u write_quorum=%u",
                             s->id, nb * B, wr.written, wr.replicas, wr.quorum);
         if (stats != NULL) {
@@ -226,13 +286,13 @@ st_status_t st_engine_session_generate(st_engine_session_t *s, uint32_t n_decode
         r = ST_OK;
     }
     if (r != ST_OK) {
-        st_error("session record not updated id=%s length=%zu status=%s error=\"%s\"", s->id,
+        lg_error("session record not updated id=%s length=%zu status=%s error=\"%s\"", s->id,
                  nb * B, st_status_name(r), st_client_last_error());
         return r;
     }
     s->info.head = head;
     s->info.length = nb * B;
-    s->info.updated_ms = st_log_now_ms();
+    s->info.updated_ms = lg_now_ms();
     return ST_OK;
 }
 
@@ -258,7 +318,7 @@ st_status_t st_engine_session_restore(st_engine_session_t *s, const uint32_t *to
     st_status_t r;
 
     if (!s) {
-        st_error("st_engine_session_restore refused: NULL session");
+        lg_error("st_engine_session_restore refused: NULL session");
         return ST_ERR_INVALID;
     }
     r = en_sess_check(s, tokens, n, "st_engine_session_restore");
@@ -266,13 +326,13 @@ st_status_t st_engine_session_restore(st_engine_session_t *s, const uint32_t *to
         return r;
     }
     if (s->n > 0) {
-        st_error("st_engine_session_restore refused: the conversation is not empty id=%s "
+        lg_error("st_engine_session_restore refused: the conversation is not empty id=%s "
                  "tokens=%zu",
                  s->id, s->n);
         return ST_ERR_INVALID;
     }
     if (n < s->info.length) {
-        st_error("st_engine_session_restore refused: history shorter than the record id=%s "
+        lg_error("st_engine_session_restore refused: history shorter than the record id=%s "
                  "tokens=%zu record_length=%llu",
                  s->id, n, (unsigned long long)s->info.length);
         return ST_ERR_INVALID;
@@ -284,7 +344,7 @@ st_status_t st_engine_session_restore(st_engine_session_t *s, const uint32_t *to
             return r;
         }
         if (nb * B != s->info.length || memcmp(&head, &s->info.head, sizeof(head)) != 0) {
-            st_error("st_engine_session_restore refused: the history does not hash to the "
+            lg_error("st_engine_session_restore refused: the history does not hash to the "
                      "record's head id=%s record_length=%llu",
                      s->id, (unsigned long long)s->info.length);
             return ST_ERR_CORRUPT;
@@ -308,7 +368,7 @@ st_status_t st_engine_session_close(st_engine_session_t *s)
     }
     r = st_session_close(s->client, s->id);
     if (r != ST_OK) {
-        st_warn("session close failed id=%s status=%s error=\"%s\"", s->id, st_status_name(r),
+        lg_warn("session close failed id=%s status=%s error=\"%s\"", s->id, st_status_name(r),
                 st_client_last_error());
     }
     st_engine_session_free(s);
@@ -318,6 +378,11 @@ st_status_t st_engine_session_close(st_engine_session_t *s)
 void st_engine_session_free(st_engine_session_t *s)
 {
     if (s) {
+        for (size_t k = 0; k < s->n_img; k++) {
+            free((void *)s->img[k].pixels);
+        }
+        free(s->img);
+        free(s->items);
         free(s->tok);
         free(s);
     }

@@ -17,8 +17,7 @@ st_status_t st_cpu_sparse_attn(const float *q, int n_heads, int d_qk, int d_v,
                                const float *const *rows, int n_rows, float scale, float *out,
                                float *lse)
 {
-    if (!q || !out || !lse || n_heads <= 0 || d_qk <= 0 || d_v <= 0 || d_v > d_qk || n_rows < 0 ||
-        (n_rows > 0 && !rows)) {
+    if (!kn_attn_args_ok(q, n_heads, d_qk, d_v, rows, n_rows, out, lse)) {
         return ST_ERR_INVALID;
     }
     memset(out, 0, sizeof(float) * (size_t)n_heads * d_v);

@@ -99,6 +99,17 @@ typedef struct kn_heap {
     int n;
 } kn_heap_t;
 
+/* Swaps entries a and b of the heap. */
+static void kn_heap_swap(kn_heap_t *h, int a, int b)
+{
+    float ts = h->s[a];
+    int32_t ti = h->i[a];
+    h->s[a] = h->s[b];
+    h->i[a] = h->i[b];
+    h->s[b] = ts;
+    h->i[b] = ti;
+}
+
 static void kn_heap_sift_down(kn_heap_t *h, int p)
 {
     for (;;) {
@@ -112,12 +123,7 @@ static void kn_heap_sift_down(kn_heap_t *h, int p)
         if (worst == p) {
             return;
         }
-        float ts = h->s[p];
-        int32_t ti = h->i[p];
-        h->s[p] = h->s[worst];
-        h->i[p] = h->i[worst];
-        h->s[worst] = ts;
-        h->i[worst] = ti;
+        kn_heap_swap(h, p, worst);
         p = worst;
     }
 }
@@ -133,12 +139,7 @@ static void kn_heap_offer(kn_heap_t *h, int cap, float s, int32_t idx)
             if (!kn_better(h->s[p], h->i[p], h->s[c], h->i[c])) {
                 break;
             }
-            float ts = h->s[p];
-            int32_t ti = h->i[p];
-            h->s[p] = h->s[c];
-            h->i[p] = h->i[c];
-            h->s[c] = ts;
-            h->i[c] = ti;
+            kn_heap_swap(h, p, c);
             c = p;
         }
     } else if (kn_better(s, idx, h->s[0], h->i[0])) {

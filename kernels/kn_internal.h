@@ -44,4 +44,14 @@ void kn_exp_neg(const float *x, float *y, int n);
  * function asked for it. */
 float kn_score_row(const float *q, const float *w, int n_heads, int dim, const float *key);
 
+/* Whether the arguments of a sparse attention call are valid, the same for the C kernel and the
+ * reference (out and lse: their float or double outputs). */
+static inline int kn_attn_args_ok(const float *q, int n_heads, int d_qk, int d_v,
+                                  const float *const *rows, int n_rows, const void *out,
+                                  const void *lse)
+{
+    return q && out && lse && n_heads > 0 && d_qk > 0 && d_v > 0 && d_v <= d_qk && n_rows >= 0 &&
+           (n_rows == 0 || rows);
+}
+
 #endif

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "strata/kernels.h"
+#include "kn_internal.h"
 
 st_status_t st_ref_indexer_scores(const float *q, const float *w, int n_q, int n_heads, int dim,
                                   const float *keys, int n_keys, double *scores)
@@ -35,8 +35,7 @@ st_status_t st_ref_sparse_attn(const float *q, int n_heads, int d_qk, int d_v,
                                const float *const *rows, int n_rows, float scale, double *out,
                                double *lse)
 {
-    if (!q || !out || !lse || n_heads <= 0 || d_qk <= 0 || d_v <= 0 || d_v > d_qk || n_rows < 0 ||
-        (n_rows > 0 && !rows)) {
+    if (!kn_attn_args_ok(q, n_heads, d_qk, d_v, rows, n_rows, out, lse)) {
         return ST_ERR_INVALID;
     }
     double *s = malloc(sizeof(double) * (n_rows > 0 ? n_rows : 1));

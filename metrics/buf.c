@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "st_metrics.h"
+#include "metrics.h"
 
 /* Makes room for n more bytes plus a NUL. Returns 0, or -1 with b->err set. */
-static int mx_buf_reserve(st_mbuf_t *b, size_t n)
+static int mx_buf_reserve(mx_mbuf_t *b, size_t n)
 {
     if (b->err != ST_OK) {
         return -1;
@@ -33,7 +33,7 @@ static int mx_buf_reserve(st_mbuf_t *b, size_t n)
     return 0;
 }
 
-void st_mbuf_append(st_mbuf_t *b, const char *s, size_t n)
+void mx_mbuf_append(mx_mbuf_t *b, const char *s, size_t n)
 {
     if (mx_buf_reserve(b, n) != 0) {
         return;
@@ -43,12 +43,12 @@ void st_mbuf_append(st_mbuf_t *b, const char *s, size_t n)
     b->data[b->len] = '\0';
 }
 
-void st_mbuf_puts(st_mbuf_t *b, const char *s)
+void mx_mbuf_puts(mx_mbuf_t *b, const char *s)
 {
-    st_mbuf_append(b, s, strlen(s));
+    mx_mbuf_append(b, s, strlen(s));
 }
 
-void st_mbuf_printf(st_mbuf_t *b, const char *fmt, ...)
+void mx_mbuf_printf(mx_mbuf_t *b, const char *fmt, ...)
 {
     char small[256];
     va_list ap;
@@ -59,7 +59,7 @@ void st_mbuf_printf(st_mbuf_t *b, const char *fmt, ...)
         return;
     }
     if ((size_t)n < sizeof(small)) {
-        st_mbuf_append(b, small, (size_t)n);
+        mx_mbuf_append(b, small, (size_t)n);
         return;
     }
     if (mx_buf_reserve(b, (size_t)n) != 0) {
@@ -71,7 +71,7 @@ void st_mbuf_printf(st_mbuf_t *b, const char *fmt, ...)
     b->len += (size_t)n;
 }
 
-void st_mbuf_free(st_mbuf_t *b)
+void mx_mbuf_free(mx_mbuf_t *b)
 {
     free(b->data);
     b->data = NULL;
@@ -79,7 +79,7 @@ void st_mbuf_free(st_mbuf_t *b)
     b->err = ST_OK;
 }
 
-void st_metrics_format_double(double v, char *buf, size_t size)
+void mx_format_double(double v, char *buf, size_t size)
 {
     if (isnan(v)) {
         snprintf(buf, size, "NaN");
@@ -115,23 +115,23 @@ void st_metrics_format_double(double v, char *buf, size_t size)
 
 /* ---- JSON ------------------------------------------------------------------- */
 
-void st_json_init(st_json_t *j, st_mbuf_t *out)
+void mx_json_init(mx_json_t *j, mx_mbuf_t *out)
 {
     memset(j, 0, sizeof(*j));
     j->out = out;
 }
 
 /* Writes the comma before a value that is not the first of its container. */
-static void mx_json_sep(st_json_t *j)
+static void mx_json_sep(mx_json_t *j)
 {
     if (j->need_comma[j->depth]) {
-        st_mbuf_append(j->out, ",", 1);
+        mx_mbuf_append(j->out, ",", 1);
     }
     j->need_comma[j->depth] = 1;
 }
 
 /* A value after a key: the key already wrote the separator. */
-static void mx_json_value_start(st_json_t *j)
+static void mx_json_value_start(mx_json_t *j)
 {
     if (j->depth > 0 && j->need_comma[j->depth] == 2) {
         j->need_comma[j->depth] = 1;
@@ -140,115 +140,115 @@ static void mx_json_value_start(st_json_t *j)
     mx_json_sep(j);
 }
 
-static void mx_json_push(st_json_t *j, const char *open)
+static void mx_json_push(mx_json_t *j, const char *open)
 {
     mx_json_value_start(j);
-    st_mbuf_puts(j->out, open);
+    mx_mbuf_puts(j->out, open);
     if (j->depth + 1 < (int)sizeof(j->need_comma)) {
         j->depth++;
         j->need_comma[j->depth] = 0;
     }
 }
 
-static void mx_json_pop(st_json_t *j, const char *close)
+static void mx_json_pop(mx_json_t *j, const char *close)
 {
-    st_mbuf_puts(j->out, close);
+    mx_mbuf_puts(j->out, close);
     if (j->depth > 0) {
         j->depth--;
     }
 }
 
-void st_json_begin_object(st_json_t *j)
+void mx_json_begin_object(mx_json_t *j)
 {
     mx_json_push(j, "{");
 }
 
-void st_json_end_object(st_json_t *j)
+void mx_json_end_object(mx_json_t *j)
 {
     mx_json_pop(j, "}");
 }
 
-void st_json_begin_array(st_json_t *j)
+void mx_json_begin_array(mx_json_t *j)
 {
     mx_json_push(j, "[");
 }
 
-void st_json_end_array(st_json_t *j)
+void mx_json_end_array(mx_json_t *j)
 {
     mx_json_pop(j, "]");
 }
 
-static void mx_json_escaped(st_mbuf_t *b, const char *s)
+static void mx_json_escaped(mx_mbuf_t *b, const char *s)
 {
-    st_mbuf_append(b, "\"", 1);
+    mx_mbuf_append(b, "\"", 1);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         switch (*p) {
-        case '"': st_mbuf_append(b, "\\\"", 2); break;
-        case '\\': st_mbuf_append(b, "\\\\", 2); break;
-        case '\n': st_mbuf_append(b, "\\n", 2); break;
-        case '\r': st_mbuf_append(b, "\\r", 2); break;
-        case '\t': st_mbuf_append(b, "\\t", 2); break;
+        case '"': mx_mbuf_append(b, "\\\"", 2); break;
+        case '\\': mx_mbuf_append(b, "\\\\", 2); break;
+        case '\n': mx_mbuf_append(b, "\\n", 2); break;
+        case '\r': mx_mbuf_append(b, "\\r", 2); break;
+        case '\t': mx_mbuf_append(b, "\\t", 2); break;
         default:
             if (*p < 0x20) {
-                st_mbuf_printf(b, "\\u%04x", *p);
+                mx_mbuf_printf(b, "\\u%04x", *p);
             } else {
-                st_mbuf_append(b, (const char *)p, 1);
+                mx_mbuf_append(b, (const char *)p, 1);
             }
         }
     }
-    st_mbuf_append(b, "\"", 1);
+    mx_mbuf_append(b, "\"", 1);
 }
 
-void st_json_key(st_json_t *j, const char *key)
+void mx_json_key(mx_json_t *j, const char *key)
 {
     mx_json_sep(j);
     mx_json_escaped(j->out, key);
-    st_mbuf_append(j->out, ":", 1);
+    mx_mbuf_append(j->out, ":", 1);
     j->need_comma[j->depth] = 2;
 }
 
-void st_json_string(st_json_t *j, const char *s)
+void mx_json_string(mx_json_t *j, const char *s)
 {
     mx_json_value_start(j);
     mx_json_escaped(j->out, s ? s : "");
 }
 
-void st_json_uint(st_json_t *j, uint64_t v)
+void mx_json_uint(mx_json_t *j, uint64_t v)
 {
     mx_json_value_start(j);
-    st_mbuf_printf(j->out, "%llu", (unsigned long long)v);
+    mx_mbuf_printf(j->out, "%llu", (unsigned long long)v);
 }
 
-void st_json_int(st_json_t *j, int64_t v)
+void mx_json_int(mx_json_t *j, int64_t v)
 {
     mx_json_value_start(j);
-    st_mbuf_printf(j->out, "%lld", (long long)v);
+    mx_mbuf_printf(j->out, "%lld", (long long)v);
 }
 
-void st_json_double(st_json_t *j, double v)
+void mx_json_double(mx_json_t *j, double v)
 {
     mx_json_value_start(j);
     if (!isfinite(v)) {
-        st_mbuf_puts(j->out, "null");
+        mx_mbuf_puts(j->out, "null");
         return;
     }
     if (v == floor(v) && fabs(v) < 9007199254740992.0) {
-        st_mbuf_printf(j->out, "%.0f", v); /* integral: no exponent, no ".0" */
+        mx_mbuf_printf(j->out, "%.0f", v); /* integral: no exponent, no ".0" */
         return;
     }
     char buf[40];
-    st_metrics_format_double(v, buf, sizeof(buf));
-    st_mbuf_puts(j->out, buf);
+    mx_format_double(v, buf, sizeof(buf));
+    mx_mbuf_puts(j->out, buf);
 }
 
-void st_json_bool(st_json_t *j, int v)
+void mx_json_bool(mx_json_t *j, int v)
 {
     mx_json_value_start(j);
-    st_mbuf_puts(j->out, v ? "true" : "false");
+    mx_mbuf_puts(j->out, v ? "true" : "false");
 }
 
-void st_json_null(st_json_t *j)
+void mx_json_null(mx_json_t *j)
 {
     mx_json_value_start(j);
-    st_mbuf_puts(j->out, "null");
+    mx_mbuf_puts(j->out, "null");
 }

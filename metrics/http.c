@@ -13,14 +13,14 @@
 
 #include <microhttpd.h>
 
-#include "st_log.h"
-#include "st_metrics_http.h"
+#include "log.h"
+#include "metrics_http.h"
 
 #define MX_HTTP_MAX_CONNECTIONS 64
 #define MX_HTTP_TIMEOUT_S       10
 
-struct st_metrics_http {
-    st_metrics_t *metrics;
+struct mx_http {
+    mx_metrics_t *metrics;
     struct MHD_Daemon *daemon;
     uint16_t port;
     char *node;
@@ -29,7 +29,7 @@ struct st_metrics_http {
     char *token;      /* NULL: no token asked for */
     size_t token_len;
     char *cors; /* ",origin,origin,"; NULL: same origin only */
-    st_metrics_stats_opts_t stats;
+    mx_stats_opts_t stats;
     struct sockaddr_storage ss; /* what the first daemon bound */
     int is_v6;
     unsigned threads;
@@ -43,7 +43,7 @@ static void mx_http_log(void *cls, const char *fmt, va_list ap)
     while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) {
         line[--n] = '\0';
     }
-    st_warn_ratelimited("http server: %s", line);
+    lg_warn_ratelimited("http server: %s", line);
 }
 
 /* Queues a response and drops our reference to it. */
@@ -73,7 +73,7 @@ static enum MHD_Result mx_send_static(struct MHD_Connection *conn, unsigned code
  * NULL (no Origin, or one that may not read; the browser then refuses the
  * page's cross-origin read, and same-origin pages need no header).
  */
-static const char *mx_cors_origin(const st_metrics_http_t *h, struct MHD_Connection *conn)
+static const char *mx_cors_origin(const mx_http_t *h, struct MHD_Connection *conn)
 {
     const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
     size_t n;
@@ -100,7 +100,7 @@ static void mx_add_cors(struct MHD_Response *resp, const char *origin)
 }
 
 /* Constant-time: the time depends on the length of the token we hold only. */
-static int mx_token_ok(const st_metrics_http_t *h, struct MHD_Connection *conn)
+static int mx_token_ok(const mx_http_t *h, struct MHD_Connection *conn)
 {
     static const char bearer[] = "Bearer ";
     const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
@@ -156,18 +156,18 @@ static enum MHD_Result mx_send_preflight(struct MHD_Connection *conn, const char
 }
 
 /* Sends a built buffer; libmicrohttpd frees it with free() once sent. */
-static enum MHD_Result mx_send_buf(struct MHD_Connection *conn, st_mbuf_t *b,
+static enum MHD_Result mx_send_buf(struct MHD_Connection *conn, mx_mbuf_t *b,
                                    const char *content_type, const char *cors_origin, int cors)
 {
     if (b->err != ST_OK) {
-        st_mbuf_free(b);
+        mx_mbuf_free(b);
         return mx_send_static(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory\n",
                               "text/plain; charset=utf-8");
     }
     struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback(
         b->len, b->data ? b->data : (char *)"", b->data ? free : NULL);
     if (resp == NULL) {
-        st_mbuf_free(b);
+        mx_mbuf_free(b);
         return MHD_NO;
     }
     if (cors) {
@@ -180,7 +180,7 @@ static enum MHD_Result mx_handle(void *cls, struct MHD_Connection *conn, const c
                                  const char *method, const char *version, const char *upload_data,
                                  size_t *upload_data_size, void **con_cls)
 {
-    st_metrics_http_t *h = cls;
+    mx_http_t *h = cls;
     int known = strcmp(url, "/metrics") == 0 || strcmp(url, "/stats") == 0 ||
                 strcmp(url, "/dashboard") == 0 || strcmp(url, "/healthz") == 0;
     if (!known) {
@@ -208,16 +208,15 @@ static enum MHD_Result mx_handle(void *cls, struct MHD_Connection *conn, const c
     }
     if (strcmp(url, "/dashboard") == 0) {
         struct MHD_Response *resp = MHD_create_response_from_buffer(
-            st_metrics_dashboard_html_len, (void *)st_metrics_dashboard_html,
-            MHD_RESPMEM_PERSISTENT);
+            mx_dashboard_html_len, (void *)mx_dashboard_html, MHD_RESPMEM_PERSISTENT);
         return mx_send(conn, MHD_HTTP_OK, resp, "text/html; charset=utf-8");
     }
-    st_mbuf_t b = {0};
+    mx_mbuf_t b = {0};
     if (strcmp(url, "/metrics") == 0) {
-        st_metrics_write_text(h->metrics, &b);
+        mx_write_text(h->metrics, &b);
         return mx_send_buf(conn, &b, "text/plain; version=0.0.4; charset=utf-8", origin, 0);
     }
-    st_metrics_write_stats(h->metrics, &h->stats, &b);
+    mx_write_stats(h->metrics, &h->stats, &b);
     return mx_send_buf(conn, &b, "application/json", origin, 1);
 }
 
@@ -240,7 +239,7 @@ static st_status_t mx_parse_addr(const char *addr, uint16_t port, struct sockadd
         *is_v6 = 1;
         return ST_OK;
     }
-    st_error("metrics http: bind address is not an IPv4 or IPv6 literal addr=%s", addr);
+    lg_error("metrics http: bind address is not an IPv4 or IPv6 literal addr=%s", addr);
     return ST_ERR_INVALID;
 }
 
@@ -254,7 +253,7 @@ static int mx_is_loopback(const struct sockaddr_storage *ss)
     return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
 }
 
-static void mx_http_free(st_metrics_http_t *h)
+static void mx_http_free(mx_http_t *h)
 {
     free(h->peers);
     free(h->node);
@@ -269,25 +268,25 @@ static void mx_http_free(st_metrics_http_t *h)
 }
 
 /* Checks and copies the security options into h (logged on failure). */
-static st_status_t mx_http_security(st_metrics_http_t *h, const st_metrics_http_opts_t *opts,
-                                    const char *addr, const struct sockaddr_storage *ss)
+static st_status_t mx_http_security(mx_http_t *h, const mx_http_opts_t *opts, const char *addr,
+                                    const struct sockaddr_storage *ss)
 {
     int tls = opts->tls_cert_pem != NULL || opts->tls_key_pem != NULL;
     int token = opts->token != NULL && opts->token[0] != '\0';
 
     if (tls && (opts->tls_cert_pem == NULL || opts->tls_key_pem == NULL)) {
-        st_error("metrics http: HTTPS needs a certificate and its key (only the %s is set)",
+        lg_error("metrics http: HTTPS needs a certificate and its key (only the %s is set)",
                  opts->tls_cert_pem != NULL ? "certificate" : "key");
         return ST_ERR_INVALID;
     }
     if (tls && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
-        st_error("metrics http: this libmicrohttpd was built without TLS (GnuTLS): HTTPS is not "
+        lg_error("metrics http: this libmicrohttpd was built without TLS (GnuTLS): HTTPS is not "
                  "available addr=%s",
                  addr);
         return ST_ERR_UNSUPPORTED;
     }
     if (!mx_is_loopback(ss) && !tls && !token) {
-        st_error("metrics http: refusing to serve /metrics and /stats on a non-loopback address "
+        lg_error("metrics http: refusing to serve /metrics and /stats on a non-loopback address "
                  "in the clear and without a token addr=%s: set a TLS certificate and key, or a "
                  "bearer token, or bind to 127.0.0.1",
                  addr);
@@ -307,7 +306,7 @@ static st_status_t mx_http_security(st_metrics_http_t *h, const st_metrics_http_
         size_t n = strlen(opts->cors_origins);
 
         if (strcmp(opts->cors_origins, "*") == 0) {
-            st_error("metrics http: a wildcard CORS origin (*) is not allowed: list the "
+            lg_error("metrics http: a wildcard CORS origin (*) is not allowed: list the "
                      "dashboard origins, e.g. https://node1:9101");
             return ST_ERR_INVALID;
         }
@@ -331,7 +330,7 @@ static st_status_t mx_http_security(st_metrics_http_t *h, const st_metrics_http_
  * daemon's), else bound to h->ss and port. NULL on failure (errno, or
  * GnuTLS's complaint on the log).
  */
-static struct MHD_Daemon *mx_daemon_start(st_metrics_http_t *h, const char *cert, const char *key,
+static struct MHD_Daemon *mx_daemon_start(mx_http_t *h, const char *cert, const char *key,
                                           uint16_t port, MHD_socket listen_fd)
 {
     /* ITC: a reload quiesces the old daemon to hand its socket over. */
@@ -343,7 +342,7 @@ static struct MHD_Daemon *mx_daemon_start(st_metrics_http_t *h, const char *cert
     if (cert != NULL) {
         flags |= MHD_USE_TLS;
     }
-    /* The logger goes first so that every later complaint reaches st_log. */
+    /* The logger goes first so that every later complaint reaches lg_log. */
     struct MHD_OptionItem items[8] = {
         {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mx_http_log, NULL},
         {MHD_OPTION_CONNECTION_LIMIT, MX_HTTP_MAX_CONNECTIONS, NULL},
@@ -368,10 +367,9 @@ static struct MHD_Daemon *mx_daemon_start(st_metrics_http_t *h, const char *cert
                             MHD_OPTION_END);
 }
 
-st_status_t st_metrics_http_start(st_metrics_t *metrics, const st_metrics_http_opts_t *opts,
-                                  st_metrics_http_t **http_p)
+st_status_t mx_http_start(mx_metrics_t *metrics, const mx_http_opts_t *opts, mx_http_t **http_p)
 {
-    static const st_metrics_http_opts_t defaults = {0};
+    static const mx_http_opts_t defaults = {0};
     if (opts == NULL) {
         opts = &defaults;
     }
@@ -382,9 +380,9 @@ st_status_t st_metrics_http_start(st_metrics_t *metrics, const st_metrics_http_o
     if (st != ST_OK) {
         return st;
     }
-    st_metrics_http_t *h = calloc(1, sizeof(*h));
+    mx_http_t *h = calloc(1, sizeof(*h));
     if (h == NULL) {
-        st_error("metrics http: out of memory");
+        lg_error("metrics http: out of memory");
         return ST_ERR_NOMEM;
     }
     h->metrics = metrics;
@@ -393,7 +391,7 @@ st_status_t st_metrics_http_start(st_metrics_t *metrics, const st_metrics_http_o
     h->peers = strdup(opts->stats.peers ? opts->stats.peers : "");
     if (h->node == NULL || h->peers == NULL) {
         mx_http_free(h);
-        st_error("metrics http: out of memory");
+        lg_error("metrics http: out of memory");
         return ST_ERR_NOMEM;
     }
     h->stats.node = h->node;
@@ -401,7 +399,7 @@ st_status_t st_metrics_http_start(st_metrics_t *metrics, const st_metrics_http_o
     st = mx_http_security(h, opts, addr, &ss);
     if (st != ST_OK) {
         if (st == ST_ERR_NOMEM) {
-            st_error("metrics http: out of memory");
+            lg_error("metrics http: out of memory");
         }
         mx_http_free(h);
         return st;
@@ -415,20 +413,20 @@ st_status_t st_metrics_http_start(st_metrics_t *metrics, const st_metrics_http_o
     if (h->daemon == NULL) {
         int err = errno;
         if (h->cert != NULL && err == 0) {
-            st_error("metrics http: cannot start HTTPS addr=%s port=%u: GnuTLS refused the "
+            lg_error("metrics http: cannot start HTTPS addr=%s port=%u: GnuTLS refused the "
                      "certificate or key (the line above says why)",
                      addr, (unsigned)opts->port);
             mx_http_free(h);
             return ST_ERR_INVALID;
         }
-        st_error("metrics http: cannot start the server addr=%s port=%u errno=%d (%s)", addr,
+        lg_error("metrics http: cannot start the server addr=%s port=%u errno=%d (%s)", addr,
                  (unsigned)opts->port, err, err ? strerror(err) : "unknown");
         mx_http_free(h);
         return ST_ERR_IO;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
     h->port = info != NULL ? info->port : opts->port;
-    st_info("metrics http listening addr=%s port=%u scheme=%s token=%s cors=%s", addr,
+    lg_info("metrics http listening addr=%s port=%u scheme=%s token=%s cors=%s", addr,
             (unsigned)h->port, h->cert ? "https" : "http", h->token ? "required" : "none",
             h->cors ? opts->cors_origins : "same-origin");
     *http_p = h;
@@ -443,7 +441,7 @@ static st_status_t mx_read_file(const char *path, int one_line, char **out)
     size_t n;
 
     if (f == NULL) {
-        st_error("metrics http: cannot open file=%s: %s", path, strerror(errno));
+        lg_error("metrics http: cannot open file=%s: %s", path, strerror(errno));
         return ST_ERR_IO;
     }
     buf = malloc((1u << 20) + 1);
@@ -453,7 +451,7 @@ static st_status_t mx_read_file(const char *path, int one_line, char **out)
     }
     n = fread(buf, 1, 1u << 20, f);
     if (ferror(f) || (n == 1u << 20 && fgetc(f) != EOF) || memchr(buf, '\0', n) != NULL) {
-        st_error("metrics http: cannot read file=%s (an error, over 1 MiB, or NUL bytes)", path);
+        lg_error("metrics http: cannot read file=%s (an error, over 1 MiB, or NUL bytes)", path);
         fclose(f);
         free(buf);
         return ST_ERR_INVALID;
@@ -465,7 +463,7 @@ static st_status_t mx_read_file(const char *path, int one_line, char **out)
             buf[--n] = '\0';
         }
         if (n == 0 || strpbrk(buf, "\r\n") != NULL) {
-            st_error("metrics http: the token file must hold one non-empty line file=%s", path);
+            lg_error("metrics http: the token file must hold one non-empty line file=%s", path);
             free(buf);
             return ST_ERR_INVALID;
         }
@@ -474,9 +472,8 @@ static st_status_t mx_read_file(const char *path, int one_line, char **out)
     return ST_OK;
 }
 
-st_status_t st_metrics_http_load(const char *cert_path, const char *key_path,
-                                 const char *token_path, st_metrics_http_files_t *files,
-                                 st_metrics_http_opts_t *opts)
+st_status_t mx_http_load(const char *cert_path, const char *key_path, const char *token_path,
+                         mx_http_files_t *files, mx_http_opts_t *opts)
 {
     st_status_t st = ST_OK;
 
@@ -491,7 +488,7 @@ st_status_t st_metrics_http_load(const char *cert_path, const char *key_path,
         st = mx_read_file(token_path, 1, &files->token);
     }
     if (st != ST_OK) {
-        st_metrics_http_files_free(files);
+        mx_http_files_free(files);
         return st;
     }
     opts->tls_cert_pem = files->cert ? files->cert : opts->tls_cert_pem;
@@ -500,7 +497,31 @@ st_status_t st_metrics_http_load(const char *cert_path, const char *key_path,
     return ST_OK;
 }
 
-void st_metrics_http_files_free(st_metrics_http_files_t *files)
+st_status_t mx_http_serve(mx_server_t *s, const char *host, uint16_t port, const char *node,
+                          const char *cert_path, const char *key_path, const char *token_path)
+{
+    mx_http_opts_t opts = {0};
+    st_status_t st;
+
+    opts.bind_addr = host;
+    opts.port = port;
+    opts.stats.node = node;
+    st = mx_http_load(cert_path, key_path, token_path, &s->files, &opts);
+    if (st == ST_OK) {
+        st = mx_http_start(s->reg, &opts, &s->http);
+    }
+    return st;
+}
+
+void mx_server_stop(mx_server_t *s)
+{
+    mx_http_stop(s->http);
+    mx_http_files_free(&s->files);
+    mx_destroy(s->reg);
+    memset(s, 0, sizeof(*s));
+}
+
+void mx_http_files_free(mx_http_files_t *files)
 {
     if (files->token != NULL) {
         memset(files->token, 0, strlen(files->token));
@@ -511,20 +532,30 @@ void st_metrics_http_files_free(st_metrics_http_files_t *files)
     memset(files, 0, sizeof(*files));
 }
 
-st_status_t st_metrics_http_reload_tls(st_metrics_http_t *h, const char *cert_pem,
-                                       const char *key_pem)
+/* Frees a new certificate and key that GnuTLS refused and says so; ST_ERR_INVALID. */
+static st_status_t mx_tls_refused(const mx_http_t *h, char *cert, char *key)
+{
+    free(cert);
+    free(key);
+    lg_error("metrics http: GnuTLS refused the new certificate or key (the line above says "
+             "why); the old one stays port=%u",
+             (unsigned)h->port);
+    return ST_ERR_INVALID;
+}
+
+st_status_t mx_http_reload_tls(mx_http_t *h, const char *cert_pem, const char *key_pem)
 {
     char *cert, *key;
     struct MHD_Daemon *old = h->daemon, *nd;
     MHD_socket fd;
 
     if (h->cert == NULL) {
-        st_error("metrics http: the server speaks HTTP: no certificate to reload port=%u",
+        lg_error("metrics http: the server speaks HTTP: no certificate to reload port=%u",
                  (unsigned)h->port);
         return ST_ERR_INVALID;
     }
     if (cert_pem == NULL || key_pem == NULL) {
-        st_error("metrics http: a certificate reload needs the certificate and the key");
+        lg_error("metrics http: a certificate reload needs the certificate and the key");
         return ST_ERR_INVALID;
     }
     cert = strdup(cert_pem);
@@ -532,7 +563,7 @@ st_status_t st_metrics_http_reload_tls(st_metrics_http_t *h, const char *cert_pe
     if (cert == NULL || key == NULL) {
         free(cert);
         free(key);
-        st_error("metrics http: out of memory for the new certificate");
+        lg_error("metrics http: out of memory for the new certificate");
         return ST_ERR_NOMEM;
     }
     /* GnuTLS checks the pair in a daemon without a socket first, so that a
@@ -547,12 +578,7 @@ st_status_t st_metrics_http_reload_tls(st_metrics_http_t *h, const char *cert_pe
         MHD_start_daemon(MHD_USE_NO_LISTEN_SOCKET | MHD_USE_TLS | MHD_USE_ERROR_LOG, 0, NULL, NULL,
                          mx_handle, h, MHD_OPTION_ARRAY, probe_items, MHD_OPTION_END);
     if (probe == NULL) {
-        free(cert);
-        free(key);
-        st_error("metrics http: GnuTLS refused the new certificate or key (the line above says "
-                 "why); the old one stays port=%u",
-                 (unsigned)h->port);
-        return ST_ERR_INVALID;
+        return mx_tls_refused(h, cert, key);
     }
     MHD_stop_daemon(probe);
     /*
@@ -565,20 +591,16 @@ st_status_t st_metrics_http_reload_tls(st_metrics_http_t *h, const char *cert_pe
     if (fd == MHD_INVALID_SOCKET) {
         free(cert);
         free(key);
-        st_error("metrics http: cannot hand the socket over for a reload port=%u",
+        lg_error("metrics http: cannot hand the socket over for a reload port=%u",
                  (unsigned)h->port);
         return ST_ERR_INTERNAL;
     }
     nd = mx_daemon_start(h, cert, key, 0, fd);
     if (nd == NULL) {
-        free(cert);
-        free(key);
-        st_error("metrics http: GnuTLS refused the new certificate or key (the line above says "
-                 "why); the old one stays port=%u",
-                 (unsigned)h->port);
+        mx_tls_refused(h, cert, key);
         nd = mx_daemon_start(h, h->cert, h->key, 0, fd);
         if (nd == NULL) {
-            st_error("metrics http: cannot serve again with the old certificate: the metrics "
+            lg_error("metrics http: cannot serve again with the old certificate: the metrics "
                      "server is down port=%u",
                      (unsigned)h->port);
             close(fd);
@@ -596,16 +618,16 @@ st_status_t st_metrics_http_reload_tls(st_metrics_http_t *h, const char *cert_pe
     free(h->key);
     h->cert = cert;
     h->key = key;
-    st_info("metrics http: new TLS certificate port=%u", (unsigned)h->port);
+    lg_info("metrics http: new TLS certificate port=%u", (unsigned)h->port);
     return ST_OK;
 }
 
-uint16_t st_metrics_http_port(const st_metrics_http_t *h)
+uint16_t mx_http_port(const mx_http_t *h)
 {
     return h->port;
 }
 
-void st_metrics_http_stop(st_metrics_http_t *h)
+void mx_http_stop(mx_http_t *h)
 {
     if (h == NULL) {
         return;

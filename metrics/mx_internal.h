@@ -12,25 +12,34 @@
 
 #include <pthread.h>
 
-#include "st_metrics.h"
+#include "metrics.h"
+
+/* The build's version and commit (metrics/CMakeLists.txt defines both), in strata_build_info and
+ * in /stats. */
+#ifndef STRATA_VERSION
+#define STRATA_VERSION "unknown"
+#endif
+#ifndef STRATA_COMMIT
+#define STRATA_COMMIT "unknown"
+#endif
 
 /* One label set of a family. Allocated once (64-byte aligned), never moved. */
 typedef struct mx_child {
     char **values; /* family->n_labels strings, stored after the child */
     union {
-        st_counter_t counter;
-        st_gauge_t gauge;
-        st_histogram_t hist;
+        mx_counter_t counter;
+        mx_gauge_t gauge;
+        mx_histogram_t hist;
     } u;
 } mx_child_t;
 
-struct st_metric_family {
-    st_metrics_t *owner;
+struct mx_metric_family {
+    mx_metrics_t *owner;
     char *name;
     char *help;
-    st_metric_type_t type;
+    mx_metric_type_t type;
     size_t n_labels;
-    char *label_names[ST_METRICS_MAX_LABELS];
+    char *label_names[MX_MAX_LABELS];
     size_t n_bounds;
     double *bounds;       /* exposed units */
     uint64_t *bounds_raw; /* raw units, for the hot path */
@@ -41,14 +50,14 @@ struct st_metric_family {
 };
 
 typedef struct mx_collector {
-    st_metrics_collect_fn fn;
+    mx_collect_fn fn;
     void *arg;
 } mx_collector_t;
 
-struct st_metrics {
+struct mx_metrics {
     pthread_mutex_t lock;        /* families, children, collectors */
     pthread_mutex_t scrape_lock; /* one scrape at a time */
-    st_metric_family_t **fams;   /* sorted by name */
+    mx_metric_family_t **fams;   /* sorted by name */
     size_t n_fams;
     size_t cap_fams;
     mx_collector_t *collectors;
@@ -71,6 +80,6 @@ static inline double mx_scaled(uint64_t raw, double scale)
 }
 
 /* Runs the collect hooks; called with scrape_lock held and lock not held. */
-void mx_run_collectors(st_metrics_t *metrics);
+void mx_run_collectors(mx_metrics_t *metrics);
 
 #endif /* STRATA_MX_INTERNAL_H */

@@ -4,7 +4,7 @@
  * Families are kept sorted by name and each family's children sorted by their
  * label values, so exposition is deterministic and finding a child is a binary
  * search. Children are allocated once and never move: the pointers handed out
- * stay valid until st_metrics_destroy().
+ * stay valid until mx_destroy().
  */
 #include <errno.h>
 #include <math.h>
@@ -12,21 +12,12 @@
 #include <string.h>
 
 #include "mx_internal.h"
-#include "st_log.h"
-#include "st_utf8.h"
+#include "log.h"
+#include "utf8.h"
 
-#ifndef STRATA_VERSION
-#define STRATA_VERSION "unknown"
-#endif
-#ifndef STRATA_COMMIT
-#define STRATA_COMMIT "unknown"
-#endif
-
-const double st_metrics_latency_buckets[] = {20e-6, 50e-6, 100e-6, 200e-6, 500e-6, 1e-3,
-                                             2e-3,  5e-3,  10e-3,  20e-3,  50e-3,  0.1,
-                                             0.2,   0.5,   1.0,    2.0,    5.0};
-const size_t st_metrics_latency_buckets_n =
-    sizeof(st_metrics_latency_buckets) / sizeof(st_metrics_latency_buckets[0]);
+const double mx_latency_buckets[] = {20e-6, 50e-6, 100e-6, 200e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3,
+                                     20e-3, 50e-3, 0.1,    0.2,    0.5,    1.0,  2.0,  5.0};
+const size_t mx_latency_buckets_n = sizeof(mx_latency_buckets) / sizeof(mx_latency_buckets[0]);
 
 /* ---- validation ------------------------------------------------------------ */
 
@@ -73,71 +64,71 @@ static int mx_ends_with(const char *s, const char *suffix)
 }
 
 /* Checks desc; logs and returns ST_ERR_INVALID naming what is wrong. */
-static st_status_t mx_check_desc(const st_metric_desc_t *d)
+static st_status_t mx_check_desc(const mx_metric_desc_t *d)
 {
     const char *name = d->name ? d->name : "(null)";
     if (!mx_valid_metric_name(d->name)) {
-        st_error("invalid metric name (want [a-zA-Z_:][a-zA-Z0-9_:]*) metric=%s", name);
+        lg_error("invalid metric name (want [a-zA-Z_:][a-zA-Z0-9_:]*) metric=%s", name);
         return ST_ERR_INVALID;
     }
-    if (d->type < ST_METRIC_COUNTER || d->type > ST_METRIC_HISTOGRAM) {
-        st_error("invalid metric type metric=%s type=%d", name, (int)d->type);
+    if (d->type < MX_METRIC_COUNTER || d->type > MX_METRIC_HISTOGRAM) {
+        lg_error("invalid metric type metric=%s type=%d", name, (int)d->type);
         return ST_ERR_INVALID;
     }
-    if (d->type == ST_METRIC_COUNTER && !mx_ends_with(name, "_total")) {
-        st_error("counter name must end in _total metric=%s", name);
+    if (d->type == MX_METRIC_COUNTER && !mx_ends_with(name, "_total")) {
+        lg_error("counter name must end in _total metric=%s", name);
         return ST_ERR_INVALID;
     }
-    if (d->type != ST_METRIC_COUNTER && mx_ends_with(name, "_total")) {
-        st_error("only counter names may end in _total metric=%s", name);
+    if (d->type != MX_METRIC_COUNTER && mx_ends_with(name, "_total")) {
+        lg_error("only counter names may end in _total metric=%s", name);
         return ST_ERR_INVALID;
     }
-    if (d->type == ST_METRIC_HISTOGRAM &&
+    if (d->type == MX_METRIC_HISTOGRAM &&
         (mx_ends_with(name, "_bucket") || mx_ends_with(name, "_sum") ||
          mx_ends_with(name, "_count"))) {
-        st_error("histogram name may not end in _bucket, _sum or _count metric=%s", name);
+        lg_error("histogram name may not end in _bucket, _sum or _count metric=%s", name);
         return ST_ERR_INVALID;
     }
-    if (d->n_labels > ST_METRICS_MAX_LABELS || (d->n_labels > 0 && d->label_names == NULL)) {
-        st_error("invalid label list metric=%s labels=%zu max=%d", name, d->n_labels,
-                 ST_METRICS_MAX_LABELS);
+    if (d->n_labels > MX_MAX_LABELS || (d->n_labels > 0 && d->label_names == NULL)) {
+        lg_error("invalid label list metric=%s labels=%zu max=%d", name, d->n_labels,
+                 MX_MAX_LABELS);
         return ST_ERR_INVALID;
     }
     for (size_t i = 0; i < d->n_labels; i++) {
         const char *l = d->label_names[i];
         if (!mx_valid_label_name(l)) {
-            st_error("invalid label name (want [a-zA-Z_][a-zA-Z0-9_]*, no leading __) "
+            lg_error("invalid label name (want [a-zA-Z_][a-zA-Z0-9_]*, no leading __) "
                      "metric=%s label=%s",
                      name, l ? l : "(null)");
             return ST_ERR_INVALID;
         }
-        if (d->type == ST_METRIC_HISTOGRAM && strcmp(l, "le") == 0) {
-            st_error("histogram may not use the label le metric=%s", name);
+        if (d->type == MX_METRIC_HISTOGRAM && strcmp(l, "le") == 0) {
+            lg_error("histogram may not use the label le metric=%s", name);
             return ST_ERR_INVALID;
         }
         for (size_t k = 0; k < i; k++) {
             if (strcmp(l, d->label_names[k]) == 0) {
-                st_error("duplicate label name metric=%s label=%s", name, l);
+                lg_error("duplicate label name metric=%s label=%s", name, l);
                 return ST_ERR_INVALID;
             }
         }
     }
-    if (d->type != ST_METRIC_HISTOGRAM) {
+    if (d->type != MX_METRIC_HISTOGRAM) {
         return ST_OK;
     }
-    if (d->n_buckets == 0 || d->n_buckets > ST_METRICS_MAX_BUCKETS || d->buckets == NULL) {
-        st_error("histogram needs 1 to %d buckets metric=%s buckets=%zu", ST_METRICS_MAX_BUCKETS,
-                 name, d->n_buckets);
+    if (d->n_buckets == 0 || d->n_buckets > MX_MAX_BUCKETS || d->buckets == NULL) {
+        lg_error("histogram needs 1 to %d buckets metric=%s buckets=%zu", MX_MAX_BUCKETS, name,
+                 d->n_buckets);
         return ST_ERR_INVALID;
     }
     if (!(d->scale >= 0) || !isfinite(d->scale)) {
-        st_error("histogram scale must be a finite positive number metric=%s", name);
+        lg_error("histogram scale must be a finite positive number metric=%s", name);
         return ST_ERR_INVALID;
     }
     for (size_t i = 0; i < d->n_buckets; i++) {
         if (!isfinite(d->buckets[i]) || d->buckets[i] < 0 ||
             (i > 0 && d->buckets[i] <= d->buckets[i - 1])) {
-            st_error("histogram buckets must be finite, non-negative and strictly ascending "
+            lg_error("histogram buckets must be finite, non-negative and strictly ascending "
                      "metric=%s bucket=%zu",
                      name, i);
             return ST_ERR_INVALID;
@@ -162,7 +153,7 @@ static uint64_t mx_bound_raw(double bound, double scale)
 
 /* ---- families ---------------------------------------------------------------- */
 
-static void mx_family_free(st_metric_family_t *f)
+static void mx_family_free(mx_metric_family_t *f)
 {
     if (f == NULL) {
         return;
@@ -181,9 +172,9 @@ static void mx_family_free(st_metric_family_t *f)
     free(f);
 }
 
-static st_metric_family_t *mx_family_new(const st_metric_desc_t *d)
+static mx_metric_family_t *mx_family_new(const mx_metric_desc_t *d)
 {
-    st_metric_family_t *f = calloc(1, sizeof(*f));
+    mx_metric_family_t *f = calloc(1, sizeof(*f));
     if (f == NULL) {
         return NULL;
     }
@@ -200,7 +191,7 @@ static st_metric_family_t *mx_family_new(const st_metric_desc_t *d)
         }
         f->n_labels = i + 1;
     }
-    if (d->type == ST_METRIC_HISTOGRAM) {
+    if (d->type == MX_METRIC_HISTOGRAM) {
         f->scale = d->scale > 0 ? d->scale : 1.0;
         f->bounds = malloc(d->n_buckets * sizeof(double));
         f->bounds_raw = malloc(d->n_buckets * sizeof(uint64_t));
@@ -221,7 +212,7 @@ err_free:
 }
 
 /* Index of the first family whose name is >= name. Lock held. */
-static size_t mx_do_family_pos(st_metrics_t *m, const char *name)
+static size_t mx_do_family_pos(mx_metrics_t *m, const char *name)
 {
     size_t lo = 0, hi = m->n_fams;
     while (lo < hi) {
@@ -253,20 +244,20 @@ static int mx_insert_ptr(void ***arr, size_t *n, size_t *cap, size_t pos, void *
     return 0;
 }
 
-st_status_t st_metrics_register(st_metrics_t *m, const st_metric_desc_t *desc,
-                                st_metric_family_t **family_p)
+st_status_t mx_register(mx_metrics_t *m, const mx_metric_desc_t *desc,
+                        mx_metric_family_t **family_p)
 {
     if (m == NULL || desc == NULL || family_p == NULL) {
-        st_error("st_metrics_register: NULL argument");
+        lg_error("mx_register: NULL argument");
         return ST_ERR_INVALID;
     }
     st_status_t st = mx_check_desc(desc);
     if (st != ST_OK) {
         return st;
     }
-    st_metric_family_t *f = mx_family_new(desc);
+    mx_metric_family_t *f = mx_family_new(desc);
     if (f == NULL) {
-        st_error("out of memory registering metric metric=%s", desc->name);
+        lg_error("out of memory registering metric metric=%s", desc->name);
         return ST_ERR_NOMEM;
     }
     f->owner = m;
@@ -280,9 +271,9 @@ st_status_t st_metrics_register(st_metrics_t *m, const st_metric_desc_t *desc,
     pthread_mutex_unlock(&m->lock);
     if (st != ST_OK) {
         if (st == ST_ERR_EXISTS) {
-            st_error("metric registered twice metric=%s", f->name);
+            lg_error("metric registered twice metric=%s", f->name);
         } else {
-            st_error("out of memory registering metric metric=%s", f->name);
+            lg_error("out of memory registering metric metric=%s", f->name);
         }
         mx_family_free(f);
         return st;
@@ -291,9 +282,9 @@ st_status_t st_metrics_register(st_metrics_t *m, const st_metric_desc_t *desc,
     return ST_OK;
 }
 
-st_metric_family_t *st_metrics_find(st_metrics_t *m, const char *name)
+mx_metric_family_t *mx_find(mx_metrics_t *m, const char *name)
 {
-    st_metric_family_t *f = NULL;
+    mx_metric_family_t *f = NULL;
     pthread_mutex_lock(&m->lock);
     size_t pos = mx_do_family_pos(m, name);
     if (pos < m->n_fams && strcmp(m->fams[pos]->name, name) == 0) {
@@ -305,7 +296,7 @@ st_metric_family_t *st_metrics_find(st_metrics_t *m, const char *name)
 
 /* ---- children ------------------------------------------------------------------ */
 
-static int mx_values_cmp(const st_metric_family_t *f, char *const *a, const char *const *b)
+static int mx_values_cmp(const mx_metric_family_t *f, char *const *a, const char *const *b)
 {
     for (size_t i = 0; i < f->n_labels; i++) {
         int c = strcmp(a[i], b[i]);
@@ -317,10 +308,10 @@ static int mx_values_cmp(const st_metric_family_t *f, char *const *a, const char
 }
 
 /* Allocates a child at zero, with its values and histogram counts in one block. */
-static mx_child_t *mx_child_new(st_metric_family_t *f, const char *const *values)
+static mx_child_t *mx_child_new(mx_metric_family_t *f, const char *const *values)
 {
     size_t head = (sizeof(mx_child_t) + 63) & ~(size_t)63;
-    size_t ncounts = f->type == ST_METRIC_HISTOGRAM ? f->n_bounds + 1 : 0;
+    size_t ncounts = f->type == MX_METRIC_HISTOGRAM ? f->n_bounds + 1 : 0;
     size_t vptrs = f->n_labels * sizeof(char *);
     size_t vlen = 0;
     for (size_t i = 0; i < f->n_labels; i++) {
@@ -345,13 +336,13 @@ static mx_child_t *mx_child_new(st_metric_family_t *f, const char *const *values
         text += n;
     }
     switch (f->type) {
-    case ST_METRIC_COUNTER: atomic_init(&c->u.counter.value, 0); break;
-    case ST_METRIC_GAUGE:
+    case MX_METRIC_COUNTER: atomic_init(&c->u.counter.value, 0); break;
+    case MX_METRIC_GAUGE:
         c->u.gauge.is_double = 1;
-        atomic_init(&c->u.gauge.bits, st_metrics_dbits_(0.0));
+        atomic_init(&c->u.gauge.bits, mx_dbits_(0.0));
         break;
-    case ST_METRIC_GAUGE_INT: atomic_init(&c->u.gauge.bits, 0); break;
-    case ST_METRIC_HISTOGRAM:
+    case MX_METRIC_GAUGE_INT: atomic_init(&c->u.gauge.bits, 0); break;
+    case MX_METRIC_HISTOGRAM:
         c->u.hist.bounds = f->bounds_raw;
         c->u.hist.n_bounds = (uint32_t)f->n_bounds;
         c->u.hist.scale = f->scale;
@@ -363,24 +354,24 @@ static mx_child_t *mx_child_new(st_metric_family_t *f, const char *const *values
 }
 
 /* Finds or creates the child of family f for values. */
-static st_status_t mx_child_get(st_metric_family_t *f, const char *const *values,
+static st_status_t mx_child_get(mx_metric_family_t *f, const char *const *values,
                                 mx_child_t **child_p)
 {
     static const char *const no_values[1] = {NULL};
     if (f->n_labels == 0) {
         values = no_values;
     } else if (values == NULL) {
-        st_error("label values missing metric=%s labels=%zu", f->name, f->n_labels);
+        lg_error("label values missing metric=%s labels=%zu", f->name, f->n_labels);
         return ST_ERR_INVALID;
     }
     for (size_t i = 0; i < f->n_labels; i++) {
-        if (values[i] == NULL || st_utf8_bad_byte(values[i], 0) >= 0) {
-            st_error("label value is NULL or not UTF-8 metric=%s label=%s", f->name,
+        if (values[i] == NULL || utf8_bad_byte(values[i], 0) >= 0) {
+            lg_error("label value is NULL or not UTF-8 metric=%s label=%s", f->name,
                      f->label_names[i]);
             return ST_ERR_INVALID;
         }
     }
-    st_metrics_t *m = f->owner;
+    mx_metrics_t *m = f->owner;
     st_status_t st = ST_OK;
     pthread_mutex_lock(&m->lock);
     size_t lo = 0, hi = f->n_children;
@@ -401,7 +392,7 @@ static st_status_t mx_child_get(st_metric_family_t *f, const char *const *values
     if (c == NULL ||
         mx_insert_ptr((void ***)&f->children, &f->n_children, &f->cap_children, lo, c) != 0) {
         free(c);
-        st_error("out of memory creating a label set metric=%s children=%zu", f->name,
+        lg_error("out of memory creating a label set metric=%s children=%zu", f->name,
                  f->n_children);
         st = ST_ERR_NOMEM;
         goto out_unlock;
@@ -412,50 +403,49 @@ out_unlock:
     return st;
 }
 
-static st_status_t mx_child_typed(st_metric_family_t *f, const char *const *values, int want,
+static st_status_t mx_child_typed(mx_metric_family_t *f, const char *const *values, int want,
                                   mx_child_t **child_p)
 {
     if (f == NULL || child_p == NULL) {
-        st_error("metric child: NULL argument");
+        lg_error("metric child: NULL argument");
         return ST_ERR_INVALID;
     }
-    int ok = want == ST_METRIC_GAUGE
-                 ? (f->type == ST_METRIC_GAUGE || f->type == ST_METRIC_GAUGE_INT)
+    int ok = want == MX_METRIC_GAUGE
+                 ? (f->type == MX_METRIC_GAUGE || f->type == MX_METRIC_GAUGE_INT)
                  : (int)f->type == want;
     if (!ok) {
-        st_error("metric used as the wrong type metric=%s type=%d wanted=%d", f->name, (int)f->type,
+        lg_error("metric used as the wrong type metric=%s type=%d wanted=%d", f->name, (int)f->type,
                  want);
         return ST_ERR_INVALID;
     }
     return mx_child_get(f, values, child_p);
 }
 
-st_status_t st_metrics_counter(st_metric_family_t *f, const char *const *values,
-                               st_counter_t **counter_p)
+st_status_t mx_counter(mx_metric_family_t *f, const char *const *values, mx_counter_t **counter_p)
 {
     mx_child_t *c;
-    st_status_t st = mx_child_typed(f, values, ST_METRIC_COUNTER, &c);
+    st_status_t st = mx_child_typed(f, values, MX_METRIC_COUNTER, &c);
     if (st == ST_OK) {
         *counter_p = &c->u.counter;
     }
     return st;
 }
 
-st_status_t st_metrics_gauge(st_metric_family_t *f, const char *const *values, st_gauge_t **gauge_p)
+st_status_t mx_gauge(mx_metric_family_t *f, const char *const *values, mx_gauge_t **gauge_p)
 {
     mx_child_t *c;
-    st_status_t st = mx_child_typed(f, values, ST_METRIC_GAUGE, &c);
+    st_status_t st = mx_child_typed(f, values, MX_METRIC_GAUGE, &c);
     if (st == ST_OK) {
         *gauge_p = &c->u.gauge;
     }
     return st;
 }
 
-st_status_t st_metrics_histogram(st_metric_family_t *f, const char *const *values,
-                                 st_histogram_t **histogram_p)
+st_status_t mx_histogram(mx_metric_family_t *f, const char *const *values,
+                         mx_histogram_t **histogram_p)
 {
     mx_child_t *c;
-    st_status_t st = mx_child_typed(f, values, ST_METRIC_HISTOGRAM, &c);
+    st_status_t st = mx_child_typed(f, values, MX_METRIC_HISTOGRAM, &c);
     if (st == ST_OK) {
         *histogram_p = &c->u.hist;
     }
@@ -464,7 +454,7 @@ st_status_t st_metrics_histogram(st_metric_family_t *f, const char *const *value
 
 /* ---- hot path -------------------------------------------------------------- */
 
-void st_histogram_observe(st_histogram_t *h, uint64_t raw)
+void mx_histogram_observe(mx_histogram_t *h, uint64_t raw)
 {
     uint32_t lo = 0, hi = h->n_bounds;
     while (lo < hi) {
@@ -479,7 +469,7 @@ void st_histogram_observe(st_histogram_t *h, uint64_t raw)
     atomic_fetch_add_explicit(&h->sum, raw, memory_order_relaxed);
 }
 
-void st_histogram_observe_value(st_histogram_t *h, double value)
+void mx_histogram_observe_value(mx_histogram_t *h, double value)
 {
     double r = value / h->scale;
     uint64_t raw = 0;
@@ -488,41 +478,41 @@ void st_histogram_observe_value(st_histogram_t *h, double value)
     } else if (r > 0) {
         raw = (uint64_t)nearbyint(r);
     }
-    st_histogram_observe(h, raw);
+    mx_histogram_observe(h, raw);
 }
 
 /* ---- registry ---------------------------------------------------------------- */
 
-st_status_t st_metrics_create(st_metrics_t **metrics_p)
+st_status_t mx_create(mx_metrics_t **metrics_p)
 {
-    st_metrics_t *m = calloc(1, sizeof(*m));
+    mx_metrics_t *m = calloc(1, sizeof(*m));
     if (m == NULL) {
-        st_error("out of memory creating the metrics registry");
+        lg_error("out of memory creating the metrics registry");
         return ST_ERR_NOMEM;
     }
     pthread_mutex_init(&m->lock, NULL);
     pthread_mutex_init(&m->scrape_lock, NULL);
-    st_metric_family_t *f;
-    st_gauge_t *g;
-    st_metric_desc_t d = {.name = "strata_build_info",
+    mx_metric_family_t *f;
+    mx_gauge_t *g;
+    mx_metric_desc_t d = {.name = "strata_build_info",
                           .help = "Build of this process; the value is always 1.",
-                          .type = ST_METRIC_GAUGE_INT,
-                          .label_names = ST_LABELS("version", "commit"),
+                          .type = MX_METRIC_GAUGE_INT,
+                          .label_names = MX_LABELS("version", "commit"),
                           .n_labels = 2};
-    st_status_t st = st_metrics_register(m, &d, &f);
+    st_status_t st = mx_register(m, &d, &f);
     if (st == ST_OK) {
-        st = st_metrics_gauge(f, ST_LABELS(STRATA_VERSION, STRATA_COMMIT), &g);
+        st = mx_gauge(f, MX_LABELS(STRATA_VERSION, STRATA_COMMIT), &g);
     }
     if (st != ST_OK) {
-        st_metrics_destroy(m);
+        mx_destroy(m);
         return st;
     }
-    st_gauge_set_int(g, 1);
+    mx_gauge_set_int(g, 1);
     *metrics_p = m;
     return ST_OK;
 }
 
-void st_metrics_destroy(st_metrics_t *m)
+void mx_destroy(mx_metrics_t *m)
 {
     if (m == NULL) {
         return;
@@ -537,7 +527,7 @@ void st_metrics_destroy(st_metrics_t *m)
     free(m);
 }
 
-st_status_t st_metrics_add_collector(st_metrics_t *m, st_metrics_collect_fn fn, void *arg)
+st_status_t mx_add_collector(mx_metrics_t *m, mx_collect_fn fn, void *arg)
 {
     st_status_t st = ST_OK;
     pthread_mutex_lock(&m->lock);
@@ -555,12 +545,12 @@ st_status_t st_metrics_add_collector(st_metrics_t *m, st_metrics_collect_fn fn, 
 out_unlock:
     pthread_mutex_unlock(&m->lock);
     if (st != ST_OK) {
-        st_error("out of memory adding a metrics collector");
+        lg_error("out of memory adding a metrics collector");
     }
     return st;
 }
 
-void mx_run_collectors(st_metrics_t *m)
+void mx_run_collectors(mx_metrics_t *m)
 {
     for (size_t i = 0;; i++) {
         pthread_mutex_lock(&m->lock);

@@ -11,14 +11,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "mx_internal.h"
-
-#ifndef STRATA_VERSION
-#define STRATA_VERSION "unknown"
-#endif
-#ifndef STRATA_COMMIT
-#define STRATA_COMMIT "unknown"
-#endif
 
 #define MX_MAX_TIERS 8
 
@@ -33,15 +27,15 @@ static const char *mx_short_name(const char *name)
     return strncmp(name, "strata_", 7) == 0 ? name + 7 : name;
 }
 
-static double mx_child_value(const st_metric_family_t *f, const mx_child_t *c)
+static double mx_child_value(const mx_metric_family_t *f, const mx_child_t *c)
 {
-    if (f->type == ST_METRIC_COUNTER) {
-        return (double)st_counter_get(&c->u.counter);
+    if (f->type == MX_METRIC_COUNTER) {
+        return (double)mx_counter_get(&c->u.counter);
     }
-    return st_gauge_get(&c->u.gauge);
+    return mx_gauge_get(&c->u.gauge);
 }
 
-static uint64_t mx_hist_count(const st_metric_family_t *f, const mx_child_t *c)
+static uint64_t mx_hist_count(const mx_metric_family_t *f, const mx_child_t *c)
 {
     uint64_t n = 0;
     for (size_t i = 0; i <= f->n_bounds; i++) {
@@ -51,7 +45,7 @@ static uint64_t mx_hist_count(const st_metric_family_t *f, const mx_child_t *c)
 }
 
 /* Adds the per-tier values of a tier gauge family into tiers[]. Lock held. */
-static void mx_do_collect_tiers(const st_metric_family_t *f, int is_limit, mx_tier_t *tiers,
+static void mx_do_collect_tiers(const mx_metric_family_t *f, int is_limit, mx_tier_t *tiers,
                                 size_t *n_tiers)
 {
     size_t li = f->n_labels;
@@ -60,7 +54,7 @@ static void mx_do_collect_tiers(const st_metric_family_t *f, int is_limit, mx_ti
             li = i;
         }
     }
-    if (li == f->n_labels || f->type == ST_METRIC_COUNTER || f->type == ST_METRIC_HISTOGRAM) {
+    if (li == f->n_labels || f->type == MX_METRIC_COUNTER || f->type == MX_METRIC_HISTOGRAM) {
         return;
     }
     for (size_t i = 0; i < f->n_children; i++) {
@@ -86,79 +80,79 @@ static void mx_do_collect_tiers(const st_metric_family_t *f, int is_limit, mx_ti
 }
 
 /* Writes counters, gauges, histograms and tiers. Lock held. */
-static void mx_do_write_registry(st_metrics_t *m, st_json_t *j)
+static void mx_do_write_registry(mx_metrics_t *m, mx_json_t *j)
 {
-    static const st_metric_type_t order[3] = {ST_METRIC_COUNTER, ST_METRIC_GAUGE,
-                                              ST_METRIC_HISTOGRAM};
+    static const mx_metric_type_t order[3] = {MX_METRIC_COUNTER, MX_METRIC_GAUGE,
+                                              MX_METRIC_HISTOGRAM};
     static const char *const keys[3] = {"counters", "gauges", "histograms"};
     for (int k = 0; k < 3; k++) {
-        st_json_key(j, keys[k]);
-        st_json_begin_object(j);
+        mx_json_key(j, keys[k]);
+        mx_json_begin_object(j);
         for (size_t i = 0; i < m->n_fams; i++) {
-            const st_metric_family_t *f = m->fams[i];
-            st_metric_type_t t = f->type == ST_METRIC_GAUGE_INT ? ST_METRIC_GAUGE : f->type;
+            const mx_metric_family_t *f = m->fams[i];
+            mx_metric_type_t t = f->type == MX_METRIC_GAUGE_INT ? MX_METRIC_GAUGE : f->type;
             if (t != order[k] || strcmp(f->name, "strata_build_info") == 0) {
                 continue;
             }
-            st_json_key(j, mx_short_name(f->name));
-            if (t == ST_METRIC_HISTOGRAM) {
+            mx_json_key(j, mx_short_name(f->name));
+            if (t == MX_METRIC_HISTOGRAM) {
                 uint64_t count = 0, sum = 0;
                 for (size_t c = 0; c < f->n_children; c++) {
                     count += mx_hist_count(f, f->children[c]);
                     sum += atomic_load_explicit(&f->children[c]->u.hist.sum, memory_order_relaxed);
                 }
-                st_json_begin_object(j);
-                st_json_key(j, "count");
-                st_json_uint(j, count);
-                st_json_key(j, "sum");
-                st_json_double(j, mx_scaled(sum, f->scale));
-                st_json_end_object(j);
-            } else if (f->type == ST_METRIC_COUNTER) {
+                mx_json_begin_object(j);
+                mx_json_key(j, "count");
+                mx_json_uint(j, count);
+                mx_json_key(j, "sum");
+                mx_json_double(j, mx_scaled(sum, f->scale));
+                mx_json_end_object(j);
+            } else if (f->type == MX_METRIC_COUNTER) {
                 uint64_t sum = 0;
                 for (size_t c = 0; c < f->n_children; c++) {
-                    sum += st_counter_get(&f->children[c]->u.counter);
+                    sum += mx_counter_get(&f->children[c]->u.counter);
                 }
-                st_json_uint(j, sum);
+                mx_json_uint(j, sum);
             } else {
                 double sum = 0;
                 for (size_t c = 0; c < f->n_children; c++) {
-                    sum += st_gauge_get(&f->children[c]->u.gauge);
+                    sum += mx_gauge_get(&f->children[c]->u.gauge);
                 }
-                st_json_double(j, sum);
+                mx_json_double(j, sum);
             }
         }
-        st_json_end_object(j);
+        mx_json_end_object(j);
     }
 
     mx_tier_t tiers[MX_MAX_TIERS];
     size_t n_tiers = 0;
     for (size_t i = 0; i < m->n_fams; i++) {
-        const st_metric_family_t *f = m->fams[i];
+        const mx_metric_family_t *f = m->fams[i];
         if (strcmp(f->name, "strata_tier_used_bytes") == 0) {
             mx_do_collect_tiers(f, 0, tiers, &n_tiers);
         } else if (strcmp(f->name, "strata_tier_limit_bytes") == 0) {
             mx_do_collect_tiers(f, 1, tiers, &n_tiers);
         }
     }
-    st_json_key(j, "tiers");
-    st_json_begin_object(j);
+    mx_json_key(j, "tiers");
+    mx_json_begin_object(j);
     for (size_t t = 0; t < n_tiers; t++) {
-        st_json_key(j, tiers[t].name);
-        st_json_begin_object(j);
-        st_json_key(j, "used_bytes");
-        st_json_double(j, tiers[t].used);
-        st_json_key(j, "limit_bytes");
-        st_json_double(j, tiers[t].limit);
-        st_json_end_object(j);
+        mx_json_key(j, tiers[t].name);
+        mx_json_begin_object(j);
+        mx_json_key(j, "used_bytes");
+        mx_json_double(j, tiers[t].used);
+        mx_json_key(j, "limit_bytes");
+        mx_json_double(j, tiers[t].limit);
+        mx_json_end_object(j);
     }
-    st_json_end_object(j);
+    mx_json_end_object(j);
 }
 
 /* Writes "peers": the comma-separated list split into strings. */
-static void mx_write_peers(st_json_t *j, const char *peers)
+static void mx_write_peers(mx_json_t *j, const char *peers)
 {
-    st_json_key(j, "peers");
-    st_json_begin_array(j);
+    mx_json_key(j, "peers");
+    mx_json_begin_array(j);
     const char *p = peers ? peers : "";
     while (*p) {
         const char *end = strchr(p, ',');
@@ -173,7 +167,7 @@ static void mx_write_peers(st_json_t *j, const char *peers)
             char one[256];
             memcpy(one, p, n);
             one[n] = '\0';
-            st_json_string(j, one);
+            mx_json_string(j, one);
         }
         p += n;
         while (*p == ' ') {
@@ -183,35 +177,32 @@ static void mx_write_peers(st_json_t *j, const char *peers)
             p++;
         }
     }
-    st_json_end_array(j);
+    mx_json_end_array(j);
 }
 
-st_status_t st_metrics_write_stats(st_metrics_t *m, const st_metrics_stats_opts_t *opts,
-                                   st_mbuf_t *out)
+st_status_t mx_write_stats(mx_metrics_t *m, const mx_stats_opts_t *opts, mx_mbuf_t *out)
 {
-    static const st_metrics_stats_opts_t none = {0};
+    static const mx_stats_opts_t none = {0};
     if (opts == NULL) {
         opts = &none;
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t now_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    uint64_t now_ms = cm_real_ms();
 
-    st_json_t j;
-    st_json_init(&j, out);
+    mx_json_t j;
+    mx_json_init(&j, out);
     pthread_mutex_lock(&m->scrape_lock);
     mx_run_collectors(m);
-    st_json_begin_object(&j);
-    st_json_key(&j, "schema");
-    st_json_uint(&j, 1);
-    st_json_key(&j, "node");
-    st_json_string(&j, opts->node ? opts->node : "");
-    st_json_key(&j, "version");
-    st_json_string(&j, STRATA_VERSION);
-    st_json_key(&j, "commit");
-    st_json_string(&j, STRATA_COMMIT);
-    st_json_key(&j, "time_ms");
-    st_json_uint(&j, now_ms);
+    mx_json_begin_object(&j);
+    mx_json_key(&j, "schema");
+    mx_json_uint(&j, 1);
+    mx_json_key(&j, "node");
+    mx_json_string(&j, opts->node ? opts->node : "");
+    mx_json_key(&j, "version");
+    mx_json_string(&j, STRATA_VERSION);
+    mx_json_key(&j, "commit");
+    mx_json_string(&j, STRATA_COMMIT);
+    mx_json_key(&j, "time_ms");
+    mx_json_uint(&j, now_ms);
     mx_write_peers(&j, opts->peers);
     pthread_mutex_lock(&m->lock);
     mx_do_write_registry(m, &j);
@@ -219,7 +210,7 @@ st_status_t st_metrics_write_stats(st_metrics_t *m, const st_metrics_stats_opts_
     if (opts->fn != NULL) {
         opts->fn(&j, opts->arg);
     }
-    st_json_end_object(&j);
+    mx_json_end_object(&j);
     pthread_mutex_unlock(&m->scrape_lock);
     return out->err;
 }

@@ -3,14 +3,14 @@
  */
 #include "compose.h"
 
-void st_compose_prefix(const st_seg_answer_t *answers, size_t n, st_prefix_t *out)
+void compose_prefix(const compose_seg_answer_t *answers, size_t n, compose_prefix_t *out)
 {
     uint64_t end = 0;
     uint64_t resumable = 0;
     uint32_t full = 0;
 
     for (size_t k = 0; k < n; k++) {
-        const st_seg_answer_t *a = &answers[k];
+        const compose_seg_answer_t *a = &answers[k];
         uint32_t matched = a->answered ? a->matched : 0;
 
         if (a->first_block != end || matched > a->n_blocks) {

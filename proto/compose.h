@@ -15,25 +15,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct st_seg_answer {
+typedef struct compose_seg_answer {
     uint64_t first_block; /* index of the segment's first block in the chain */
     uint32_t n_blocks;    /* blocks asked about */
     uint32_t matched;     /* leading blocks present, 0..n_blocks */
     int answered;         /* 0 when the owner was down or failed */
     const uint64_t *kda;  /* chain indices of blocks with a KDA checkpoint, sorted */
     size_t n_kda;
-} st_seg_answer_t;
+} compose_seg_answer_t;
 
-typedef struct st_prefix {
+typedef struct compose_prefix {
     uint64_t matched_blocks;   /* longest prefix, in blocks */
     uint64_t resumable_blocks; /* blocks up to and including the last usable checkpoint */
     uint32_t segments_full;    /* leading segments that matched in full */
-} st_prefix_t;
+} compose_prefix_t;
 
 /*
  * Composes n answers, given in chain order (segment k starts where k-1
  * ended). Answers that are out of order or overlap end the prefix there.
  */
-void st_compose_prefix(const st_seg_answer_t *answers, size_t n, st_prefix_t *out);
+void compose_prefix(const compose_seg_answer_t *answers, size_t n, compose_prefix_t *out);
 
 #endif /* STRATA_PROTO_COMPOSE_H */

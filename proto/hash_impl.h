@@ -10,49 +10,30 @@
 
 #include <string.h>
 
+#include "bytes.h"
 #include "strata/hash.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#define ST_HASH_EXTRA_BYTES (ST_HASH_BYTES + 4)
-#define ST_HASH_MSG_MAX                            \
-    (ST_HASH_BYTES + 4 + 4 * ST_BLOCK_TOKENS_MAX + \
-     ST_HASH_EXTRA_BYTES * ST_HASH_ITEMS_PER_BLOCK_MAX)
+#define HASH_EXTRA_BYTES (ST_HASH_BYTES + 4)
+#define HASH_MSG_MAX \
+    (ST_HASH_BYTES + 4 + 4 * ST_BLOCK_TOKENS_MAX + HASH_EXTRA_BYTES * ST_HASH_ITEMS_PER_BLOCK_MAX)
 
-static inline void st_hash_put_u32(uint8_t *p, uint32_t v)
+static inline void hash_store(const XXH128_hash_t *x, st_hash_t *out)
 {
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
-
-static inline void st_hash_put_u64(uint8_t *p, uint64_t v)
-{
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    memcpy(p, &v, 8);
-#else
-    for (int i = 0; i < 8; i++) {
-        p[i] = (uint8_t)(v >> (8 * i));
-    }
-#endif
-}
-
-static inline void st_hash_store(const XXH128_hash_t *x, st_hash_t *out)
-{
-    st_hash_put_u64(out->b, x->low64);
-    st_hash_put_u64(out->b + 8, x->high64);
+    cm_put_le64(out->b, x->low64);
+    cm_put_le64(out->b + 8, x->high64);
 }
 
 /* Writes n tokens little-endian; a plain copy on little-endian hosts. */
-static inline void st_hash_put_tokens(uint8_t *p, const uint32_t *tokens, uint32_t n)
+static inline void hash_put_tokens(uint8_t *p, const uint32_t *tokens, uint32_t n)
 {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     memcpy(p, tokens, (size_t)n * 4);
 #else
     for (uint32_t i = 0; i < n; i++) {
-        st_hash_put_u32(p + 4 * i, tokens[i]);
+        cm_put_le32(p + 4 * i, tokens[i]);
     }
 #endif
 }
@@ -66,10 +47,10 @@ static inline void st_hash_put_tokens(uint8_t *p, const uint32_t *tokens, uint32
  * of per-stripe terms into eight 64-bit accumulators, then two merges of those
  * accumulators; the first 16 bytes enter only acc[0] and acc[1], through one
  * stripe term each. So everything else - all the other stripes, and the merge
- * terms of acc[2..7] - is computed before h[i-1] is known (st_hash_part, no
+ * terms of acc[2..7] - is computed before h[i-1] is known (hash_part, no
  * dependence between blocks, so the CPU overlaps it with the previous
  * block's tail), and the serial step left per block is two 32x32 multiplies,
- * two 128-bit multiplies and two avalanches (st_hash_finish). The result is
+ * two 128-bit multiplies and two avalanches (hash_finish). The result is
  * XXH3_128bits() of the message bit for bit: test_hash checks it against
  * libxxhash for every such length, and the chains against the Python
  * reference.
@@ -81,17 +62,17 @@ static inline void st_hash_put_tokens(uint8_t *p, const uint32_t *tokens, uint32
 #error "xxHash 0.8 or later is needed (XXH3's output is stable from 0.8.0)"
 #endif
 
-#define ST_HASH_PART_MIN  (XXH3_MIDSIZE_MAX + 1) /* shorter messages take XXH3's short paths */
-#define ST_HASH_PART_MAX  1024 /* one XXH3 block of the default secret: no scramble */
-#define ST_HASH_SECRET_LO 11   /* offset of the low half's merge secret */
-#define ST_HASH_SECRET_HI (XXH_SECRET_DEFAULT_SIZE - 64 - ST_HASH_SECRET_LO)
+#define HASH_PART_MIN  (XXH3_MIDSIZE_MAX + 1) /* shorter messages take XXH3's short paths */
+#define HASH_PART_MAX  1024 /* one XXH3 block of the default secret: no scramble */
+#define HASH_SECRET_LO 11   /* offset of the low half's merge secret */
+#define HASH_SECRET_HI (XXH_SECRET_DEFAULT_SIZE - 64 - HASH_SECRET_LO)
 
-typedef struct st_hash_part {
+typedef struct hash_part {
     uint64_t a0, a1; /* acc[0], acc[1] without the first 16 bytes' terms */
     uint64_t lo, hi; /* each merge's sum without its (acc[0], acc[1]) term */
-} st_hash_part_t;
+} hash_part_t;
 
-static inline uint64_t st_hash_mul32(uint64_t k)
+static inline uint64_t hash_mul32(uint64_t k)
 {
     return (k & 0xffffffffULL) * (k >> 32);
 }
@@ -101,7 +82,7 @@ static inline uint64_t st_hash_mul32(uint64_t k)
  * they are inlined (libxxhash 0.8.1 leaves them as calls); the test against
  * XXH3_128bits() keeps them equal.
  */
-static inline uint64_t st_hash_fold(uint64_t a, uint64_t b)
+static inline uint64_t hash_fold(uint64_t a, uint64_t b)
 {
 #if defined(__SIZEOF_INT128__)
     unsigned __int128 m = (unsigned __int128)a * b;
@@ -112,12 +93,12 @@ static inline uint64_t st_hash_fold(uint64_t a, uint64_t b)
 #endif
 }
 
-static inline uint64_t st_hash_mix2(const uint64_t *acc, const uint8_t *sec)
+static inline uint64_t hash_mix2(const uint64_t *acc, const uint8_t *sec)
 {
-    return st_hash_fold(acc[0] ^ XXH_readLE64(sec), acc[1] ^ XXH_readLE64(sec + 8));
+    return hash_fold(acc[0] ^ XXH_readLE64(sec), acc[1] ^ XXH_readLE64(sec + 8));
 }
 
-static inline uint64_t st_hash_avalanche(uint64_t h)
+static inline uint64_t hash_avalanche(uint64_t h)
 {
     h ^= h >> 37;
     h *= 0x165667919E3779F9ULL;
@@ -129,9 +110,9 @@ static inline uint64_t st_hash_avalanche(uint64_t h)
  * (the chain passes the tokens in place, so those are the previous block's
  * last tokens) and is corrected for: lanes 0 and 1 (the prefix) are taken
  * out, lane 2 is replaced by the real bytes 16..23, lane2.
- * len in [ST_HASH_PART_MIN, ST_HASH_PART_MAX].
+ * len in [HASH_PART_MIN, HASH_PART_MAX].
  */
-static inline void st_hash_part(const uint8_t *msg, size_t len, uint64_t lane2, st_hash_part_t *p)
+static inline void hash_part(const uint8_t *msg, size_t len, uint64_t lane2, hash_part_t *p)
 {
     XXH_ALIGN(64) uint64_t acc[XXH_ACC_NB] = XXH3_INIT_ACC;
     const uint8_t *sec = XXH3_kSecret;
@@ -144,49 +125,48 @@ static inline void st_hash_part(const uint8_t *msg, size_t len, uint64_t lane2, 
     XXH3_accumulate_512(acc, msg + len - XXH_STRIPE_LEN,
                         sec + XXH_SECRET_DEFAULT_SIZE - XXH_STRIPE_LEN - XXH_SECRET_LASTACC_START);
     /* Lane k of a stripe adds its word w to acc[k ^ 1] and mul32(w ^ secret) to acc[k]. */
-    p->a0 = acc[0] - g1 - st_hash_mul32(g0 ^ XXH_readLE64(sec));
-    p->a1 = acc[1] - g0 - st_hash_mul32(g1 ^ XXH_readLE64(sec + 8));
+    p->a0 = acc[0] - g1 - hash_mul32(g0 ^ XXH_readLE64(sec));
+    p->a1 = acc[1] - g0 - hash_mul32(g1 ^ XXH_readLE64(sec + 8));
     acc[3] += lane2 - g2;
-    acc[2] +=
-        st_hash_mul32(lane2 ^ XXH_readLE64(sec + 16)) - st_hash_mul32(g2 ^ XXH_readLE64(sec + 16));
+    acc[2] += hash_mul32(lane2 ^ XXH_readLE64(sec + 16)) - hash_mul32(g2 ^ XXH_readLE64(sec + 16));
     p->lo = (uint64_t)len * XXH_PRIME64_1;
     p->hi = ~((uint64_t)len * XXH_PRIME64_2);
     for (int i = 1; i < 4; i++) {
-        p->lo += st_hash_mix2(acc + 2 * i, sec + ST_HASH_SECRET_LO + 16 * i);
-        p->hi += st_hash_mix2(acc + 2 * i, sec + ST_HASH_SECRET_HI + 16 * i);
+        p->lo += hash_mix2(acc + 2 * i, sec + HASH_SECRET_LO + 16 * i);
+        p->hi += hash_mix2(acc + 2 * i, sec + HASH_SECRET_HI + 16 * i);
     }
 }
 
 /* Adds the first 16 bytes (hl, hh: little-endian words) and merges. */
-static inline void st_hash_finish(const st_hash_part_t *p, uint64_t *hl, uint64_t *hh)
+static inline void hash_finish(const hash_part_t *p, uint64_t *hl, uint64_t *hh)
 {
     const uint8_t *sec = XXH3_kSecret;
-    uint64_t a0 = p->a0 + *hh + st_hash_mul32(*hl ^ XXH_readLE64(sec));
-    uint64_t a1 = p->a1 + *hl + st_hash_mul32(*hh ^ XXH_readLE64(sec + 8));
+    uint64_t a0 = p->a0 + *hh + hash_mul32(*hl ^ XXH_readLE64(sec));
+    uint64_t a1 = p->a1 + *hl + hash_mul32(*hh ^ XXH_readLE64(sec + 8));
 
-    *hl = st_hash_avalanche(p->lo + st_hash_fold(a0 ^ XXH_readLE64(sec + ST_HASH_SECRET_LO),
-                                                 a1 ^ XXH_readLE64(sec + ST_HASH_SECRET_LO + 8)));
-    *hh = st_hash_avalanche(p->hi + st_hash_fold(a0 ^ XXH_readLE64(sec + ST_HASH_SECRET_HI),
-                                                 a1 ^ XXH_readLE64(sec + ST_HASH_SECRET_HI + 8)));
+    *hl = hash_avalanche(p->lo + hash_fold(a0 ^ XXH_readLE64(sec + HASH_SECRET_LO),
+                                           a1 ^ XXH_readLE64(sec + HASH_SECRET_LO + 8)));
+    *hh = hash_avalanche(p->hi + hash_fold(a0 ^ XXH_readLE64(sec + HASH_SECRET_HI),
+                                           a1 ^ XXH_readLE64(sec + HASH_SECRET_HI + 8)));
 }
 
 /*
  * XXH3_128bits(msg, len) computed by the split above where len allows it,
  * else by XXH3_128bits itself: test_hash compares the two for every length.
  */
-static inline XXH128_hash_t st_hash_split(const uint8_t *msg, size_t len)
+static inline XXH128_hash_t hash_split(const uint8_t *msg, size_t len)
 {
     uint64_t hl, hh;
-    st_hash_part_t p;
+    hash_part_t p;
     XXH128_hash_t x;
 
-    if (len < ST_HASH_PART_MIN || len > ST_HASH_PART_MAX) {
+    if (len < HASH_PART_MIN || len > HASH_PART_MAX) {
         return XXH3_128bits(msg, len);
     }
-    st_hash_part(msg, len, XXH_readLE64(msg + 16), &p);
+    hash_part(msg, len, XXH_readLE64(msg + 16), &p);
     hl = XXH_readLE64(msg);
     hh = XXH_readLE64(msg + 8);
-    st_hash_finish(&p, &hl, &hh);
+    hash_finish(&p, &hl, &hh);
     x.low64 = hl;
     x.high64 = hh;
     return x;
@@ -197,26 +177,26 @@ static inline XXH128_hash_t st_hash_split(const uint8_t *msg, size_t len)
  * Returns ST_OK, or ST_ERR_INVALID when an item offset does not fit in 32 bits
  * or too many items overlap one block.
  */
-static inline st_status_t st_hash_blocks_impl(const st_hash_t *seed, const uint32_t *tokens,
-                                              uint32_t block_tokens, const st_hash_item_t *items,
-                                              size_t n_items, st_hash_t *chain, size_t n_blocks)
+static inline st_status_t hash_blocks_impl(const st_hash_t *seed, const uint32_t *tokens,
+                                           uint32_t block_tokens, const st_hash_item_t *items,
+                                           size_t n_items, st_hash_t *chain, size_t n_blocks)
 {
-    XXH_ALIGN(64) uint8_t msg[ST_HASH_MSG_MAX];
+    XXH_ALIGN(64) uint8_t msg[HASH_MSG_MAX];
     const size_t skip = ST_HASH_BYTES + 4; /* message bytes before the first token */
     const size_t plain_len = skip + (size_t)block_tokens * 4;
-    const int split = plain_len >= ST_HASH_PART_MIN && plain_len <= ST_HASH_PART_MAX;
+    const int split = plain_len >= HASH_PART_MIN && plain_len <= HASH_PART_MAX;
     size_t first_item = 0;
     uint64_t hl = XXH_readLE64(seed->b), hh = XXH_readLE64(seed->b + 8);
 
     memset(msg, 0, ST_HASH_BYTES);
-    st_hash_put_u32(msg + ST_HASH_BYTES, block_tokens);
+    cm_put_le32(msg + ST_HASH_BYTES, block_tokens);
     for (size_t i = 0; i < n_blocks; i++) {
         uint64_t bstart = (uint64_t)i * block_tokens;
         uint64_t bend = bstart + block_tokens;
         const uint8_t *tb = (const uint8_t *)(tokens + bstart);
         size_t len = plain_len;
         size_t n_extras = 0;
-        st_hash_part_t p;
+        hash_part_t p;
 
         /* Items are sorted by start: skip the prefix of those that ended
          * before this block; a long item that started earlier may still
@@ -232,12 +212,12 @@ static inline st_status_t st_hash_blocks_impl(const st_hash_t *seed, const uint3
             uint32_t t0;
 
             memcpy(&t0, tb, 4);
-            st_hash_part(tb - skip, len, (uint64_t)t0 << 32 | block_tokens, &p);
-            st_hash_finish(&p, &hl, &hh);
+            hash_part(tb - skip, len, (uint64_t)t0 << 32 | block_tokens, &p);
+            hash_finish(&p, &hl, &hh);
             goto store;
         }
 #endif
-        st_hash_put_tokens(msg + skip, tokens + bstart, block_tokens);
+        hash_put_tokens(msg + skip, tokens + bstart, block_tokens);
         for (size_t k = first_item; k < n_items && items[k].start < bend; k++) {
             int64_t off = (int64_t)items[k].start - (int64_t)bstart;
 
@@ -248,26 +228,26 @@ static inline st_status_t st_hash_blocks_impl(const st_hash_t *seed, const uint3
                 return ST_ERR_INVALID;
             }
             memcpy(msg + len, items[k].content.b, ST_HASH_BYTES);
-            st_hash_put_u32(msg + len + ST_HASH_BYTES, (uint32_t)(int32_t)off);
-            len += ST_HASH_EXTRA_BYTES;
+            cm_put_le32(msg + len + ST_HASH_BYTES, (uint32_t)(int32_t)off);
+            len += HASH_EXTRA_BYTES;
             n_extras++;
         }
-        if (len >= ST_HASH_PART_MIN && len <= ST_HASH_PART_MAX) {
-            st_hash_part(msg, len, XXH_readLE64(msg + 16), &p);
-            st_hash_finish(&p, &hl, &hh);
+        if (len >= HASH_PART_MIN && len <= HASH_PART_MAX) {
+            hash_part(msg, len, XXH_readLE64(msg + 16), &p);
+            hash_finish(&p, &hl, &hh);
         } else {
             XXH128_hash_t x;
 
-            st_hash_put_u64(msg, hl);
-            st_hash_put_u64(msg + 8, hh);
+            cm_put_le64(msg, hl);
+            cm_put_le64(msg + 8, hh);
             x = XXH3_128bits(msg, len);
             memset(msg, 0, ST_HASH_BYTES);
             hl = x.low64;
             hh = x.high64;
         }
     store:
-        st_hash_put_u64(chain[i].b, hl);
-        st_hash_put_u64(chain[i].b + 8, hh);
+        cm_put_le64(chain[i].b, hl);
+        cm_put_le64(chain[i].b + 8, hh);
     }
     return ST_OK;
 }

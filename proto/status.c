@@ -7,14 +7,14 @@
 
 #include <grpc/status.h>
 
-struct st_status_info {
+struct status_info {
     const char *name;
     const char *text;
     int grpc;
 };
 
 /* Indexed by -status. */
-static const struct st_status_info st_status_table[] = {
+static const struct status_info status_table[] = {
     {"ST_OK", "success", GRPC_STATUS_OK},
     {"ST_ERR_INVALID", "invalid argument", GRPC_STATUS_INVALID_ARGUMENT},
     {"ST_ERR_NOMEM", "out of memory", GRPC_STATUS_RESOURCE_EXHAUSTED},
@@ -36,37 +36,42 @@ static const struct st_status_info st_status_table[] = {
     /* Decided by the client from its replicas' answers; a daemon never sends it. Were it
      * sent, UNAVAILABLE is the closest code (some replicas could not take the write). */
     {"ST_ERR_PARTIAL", "written to fewer replicas than asked", GRPC_STATUS_UNAVAILABLE},
+    /* Admission control: the node has too much work queued. On the wire it is
+     * RESOURCE_EXHAUSTED with the trailing metadata strata-retry-after-ms; the client maps
+     * it back to ST_ERR_OVERLOADED only when that hint is present. */
+    {"ST_ERR_OVERLOADED", "the node refused the call: too much work queued; retry after the hint",
+     GRPC_STATUS_RESOURCE_EXHAUSTED},
 };
 
-#define ST_STATUS_COUNT (sizeof(st_status_table) / sizeof(st_status_table[0]))
+#define STATUS_COUNT (sizeof(status_table) / sizeof(status_table[0]))
 
-static const struct st_status_info *st_status_lookup(st_status_t status)
+static const struct status_info *status_lookup(st_status_t status)
 {
     int idx = -(int)status;
 
-    if (idx < 0 || (unsigned)idx >= ST_STATUS_COUNT) {
+    if (idx < 0 || (unsigned)idx >= STATUS_COUNT) {
         return NULL;
     }
-    return &st_status_table[idx];
+    return &status_table[idx];
 }
 
 const char *st_strerror(st_status_t status)
 {
-    const struct st_status_info *info = st_status_lookup(status);
+    const struct status_info *info = status_lookup(status);
 
     return info ? info->text : "unknown status";
 }
 
 const char *st_status_name(st_status_t status)
 {
-    const struct st_status_info *info = st_status_lookup(status);
+    const struct status_info *info = status_lookup(status);
 
     return info ? info->name : "ST_ERR_UNKNOWN";
 }
 
 int st_status_to_grpc(st_status_t status)
 {
-    const struct st_status_info *info = st_status_lookup(status);
+    const struct status_info *info = status_lookup(status);
 
     return info ? info->grpc : GRPC_STATUS_UNKNOWN;
 }

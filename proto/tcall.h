@@ -19,46 +19,47 @@
 
 #include "strata/status.h"
 
-#define ST_TCALL_HDR        24u
-#define ST_TCALL_TOKEN_MAX  1024u
-#define ST_TCALL_MSG_MAX    1024u
-#define ST_TCALL_REQ_MAGIC  0x31514353u /* "SCQ1" */
-#define ST_TCALL_RESP_MAGIC 0x31504353u /* "SCP1" */
+#define TCALL_HDR        24u
+#define TCALL_TOKEN_MAX  1024u
+#define TCALL_MSG_MAX    1024u
+#define TCALL_REQ_MAGIC  0x31514353u /* "SCQ1" */
+#define TCALL_RESP_MAGIC 0x31504353u /* "SCP1" */
 
 /* The methods a daemon serves over the transport: short, never blocking. */
-typedef enum st_tcall_method {
-    ST_TCALL_LOCATE = 1,
-    ST_TCALL_RELEASE = 2,
-    ST_TCALL_LOOKUP = 3,
-} st_tcall_method_t;
+typedef enum tcall_method {
+    TCALL_LOCATE = 1,
+    TCALL_RELEASE = 2,
+    TCALL_LOOKUP = 3,
+    TCALL_SCORE = 4, /* near-data scoring: bounded by max_hashes blocks a call */
+} tcall_method_t;
 
-typedef struct st_tcall_frame {
-    uint32_t method;  /* request: st_tcall_method_t */
+typedef struct tcall_frame {
+    uint32_t method;  /* request: tcall_method_t */
     uint32_t code;    /* response: gRPC status code */
     uint64_t id;      /* the caller's call id, echoed */
     const char *text; /* request: token; response: error message (not NUL-terminated) */
     size_t text_len;
     const uint8_t *body; /* the protobuf message */
     size_t body_len;
-} st_tcall_frame_t;
+} tcall_frame_t;
 
 /* The gRPC path of method ("/strata.v1.Cache/Locate"), NULL when unknown. */
-const char *st_tcall_path(uint32_t method);
+const char *tcall_path(uint32_t method);
 
 /*
  * Writes the header and text of a request (resp = 0) or response (resp = 1)
- * into out, which holds ST_TCALL_HDR + text_len bytes; the body follows at
+ * into out, which holds TCALL_HDR + text_len bytes; the body follows at
  * out + the returned length. text_len is cut to the maximum.
  */
-size_t st_tcall_head(uint8_t *out, int resp, uint32_t method_or_code, uint64_t id, const char *text,
-                     size_t text_len);
+size_t tcall_head(uint8_t *out, int resp, uint32_t method_or_code, uint64_t id, const char *text,
+                  size_t text_len);
 
 /*
  * Parses buf[0..len) as a request (resp = 0) or response (resp = 1) into *f
  * (pointers into buf). Returns ST_OK, or ST_ERR_INVALID with the reason in
  * why[0..why_cap) (f->id is set when the header was long enough to hold it).
  */
-st_status_t st_tcall_parse(const void *buf, size_t len, int resp, st_tcall_frame_t *f, char *why,
-                           size_t why_cap);
+st_status_t tcall_parse(const void *buf, size_t len, int resp, tcall_frame_t *f, char *why,
+                        size_t why_cap);
 
 #endif /* STRATA_TCALL_H */

@@ -18,7 +18,7 @@
 #include <grpc/grpc_security.h>
 
 #include "health.pb-c.h"
-#include "st_log.h"
+#include "log.h"
 
 #define SRPC_DEFAULT_MAX_RECEIVE (64u << 20)
 
@@ -54,13 +54,13 @@ st_status_t srpc_channel_open(const char *target, const srpc_channel_config_t *c
     st_status_t st;
 
     if (target == NULL || target[0] == '\0' || ch_p == NULL) {
-        st_error("rpc channel: no target");
+        lg_error("rpc channel: no target");
         return ST_ERR_INVALID;
     }
     ch = calloc(1, sizeof(*ch));
     if (ch == NULL || (ch->target = strdup(target)) == NULL) {
         free(ch);
-        st_error("rpc channel: out of memory target=%s", target);
+        lg_error("rpc channel: out of memory target=%s", target);
         return ST_ERR_NOMEM;
     }
     if (cfg != NULL && cfg->token != NULL) {
@@ -70,7 +70,7 @@ st_status_t srpc_channel_open(const char *target, const srpc_channel_config_t *c
         if (value == NULL) {
             free(ch->target);
             free(ch);
-            st_error("rpc channel: out of memory target=%s", target);
+            lg_error("rpc channel: out of memory target=%s", target);
             return ST_ERR_NOMEM;
         }
         memcpy(value, "Bearer ", 7);
@@ -85,9 +85,8 @@ st_status_t srpc_channel_open(const char *target, const srpc_channel_config_t *c
         snprintf(ch->client, sizeof(ch->client), "%s", cfg->client_id);
     }
     srpc_grpc_ref();
-    args[0].type = GRPC_ARG_INTEGER;
-    args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-    args[0].value.integer = max_recv > INT32_MAX ? INT32_MAX : (int)max_recv;
+    srpc_int_arg(&args[0], GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
+                 max_recv > INT32_MAX ? INT32_MAX : (int)max_recv);
     /*
      * A cache node that restarts must be used again within about a second:
      * gRPC's default reconnect backoff (1 s growing to 120 s) would keep a
@@ -97,12 +96,8 @@ st_status_t srpc_channel_open(const char *target, const srpc_channel_config_t *c
      * on a loaded host can take more than 100 ms (the attempt was cut,
      * "Handshake read failed", and the node counted down).
      */
-    args[1].type = GRPC_ARG_INTEGER;
-    args[1].key = (char *)GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS;
-    args[1].value.integer = 100;
-    args[2].type = GRPC_ARG_INTEGER;
-    args[2].key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
-    args[2].value.integer = 1000;
+    srpc_int_arg(&args[1], GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    srpc_int_arg(&args[2], GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     srpc_tcp_read_arg(&args[3]);
     st = srpc_tls_channel_creds(target, cfg, &creds);
     if (st != ST_OK) {
@@ -125,6 +120,11 @@ void srpc_channel_set_client(srpc_channel_t *ch, const char *client_id)
     pthread_mutex_lock(&ch->client_lock);
     snprintf(ch->client, sizeof(ch->client), "%s", client_id != NULL ? client_id : "");
     pthread_mutex_unlock(&ch->client_lock);
+}
+
+grpc_channel *srpc_channel_grpc(srpc_channel_t *ch)
+{
+    return ch->channel;
 }
 
 const char *srpc_channel_target(const srpc_channel_t *ch)
@@ -166,7 +166,7 @@ static st_status_t srpc_cop_start(srpc_cop_t *op, srpc_channel_t *ch, const char
     op->call = grpc_channel_create_call(ch->channel, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
                                         grpc_slice_from_static_string(path), NULL, deadline, NULL);
     if (op->call == NULL) {
-        st_error("rpc call: gRPC could not create the call target=%s method=%s", ch->target, path);
+        lg_error("rpc call: gRPC could not create the call target=%s method=%s", ch->target, path);
         return ST_ERR_INTERNAL;
     }
     /* gRPC copies the metadata (and takes its own slice refs) when the batch starts. */
@@ -199,7 +199,7 @@ static st_status_t srpc_cop_start(srpc_cop_t *op, srpc_channel_t *ch, const char
         grpc_slice_unref(md[n_md - 1].value);
     }
     if (err != GRPC_CALL_OK) {
-        st_error("rpc call: gRPC refused the batch target=%s method=%s error=%d", ch->target, path,
+        lg_error("rpc call: gRPC refused the batch target=%s method=%s error=%d", ch->target, path,
                  (int)err);
         return ST_ERR_INTERNAL;
     }
@@ -237,7 +237,7 @@ static st_status_t srpc_unpack(const srpc_method_t *method, const char *target, 
             snprintf(err->message, sizeof(err->message), "answer of %zu bytes does not parse as %s",
                      len, method->resp_desc->name);
         }
-        st_warn("rpc call: answer does not parse target=%s method=%s bytes=%zu", target,
+        lg_warn("rpc call: answer does not parse target=%s method=%s bytes=%zu", target,
                 method->path, len);
         return ST_ERR_PROTOCOL;
     }
@@ -263,14 +263,19 @@ static st_status_t srpc_cop_finish(srpc_cop_t *op, const char *target, const cha
     }
     err->grpc_code = (int)op->code;
     srpc_slice_to_str(op->details, err->message, sizeof(err->message));
+    err->retry_after_ms = 0;
     if (op->code != GRPC_STATUS_OK) {
         st = st_status_from_grpc((int)op->code);
-        st_debug("rpc call failed target=%s method=%s code=%d msg=\"%s\"", target, path,
+        if (op->code == GRPC_STATUS_RESOURCE_EXHAUSTED &&
+            srpc_retry_hint_find(&op->trail_md, &err->retry_after_ms)) {
+            st = ST_ERR_OVERLOADED;
+        }
+        lg_debug("rpc call failed target=%s method=%s code=%d msg=\"%s\"", target, path,
                  (int)op->code, err->message);
     } else if (op->recv_bb == NULL) {
         st = ST_ERR_PROTOCOL;
         snprintf(err->message, sizeof(err->message), "%s answered OK without a message", path);
-        st_warn("rpc call: answer without a message target=%s method=%s", target, path);
+        lg_warn("rpc call: answer without a message target=%s method=%s", target, path);
     } else if (method != NULL) {
         const uint8_t *data;
         size_t len;
@@ -316,7 +321,7 @@ static st_status_t srpc_call_bb(srpc_channel_t *ch, const char *path, grpc_byte_
         grpc_event ev =
             grpc_completion_queue_pluck(cq, &op, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
         if (ev.type != GRPC_OP_COMPLETE) { /* cannot happen with an infinite wait */
-            st_error("rpc call: completion queue failed target=%s method=%s", ch->target, path);
+            lg_error("rpc call: completion queue failed target=%s method=%s", ch->target, path);
         }
         st = srpc_cop_finish(&op, ch->target, path, method, resp_p, data_p, len_p, err);
     } else {
@@ -361,7 +366,7 @@ st_status_t srpc_call(srpc_channel_t *ch, const srpc_method_t *method, const Pro
 
     if (ch == NULL || method == NULL || req == NULL || resp_p == NULL ||
         req->descriptor != method->req_desc) {
-        st_error("rpc call: NULL argument or request of the wrong type method=%s",
+        lg_error("rpc call: NULL argument or request of the wrong type method=%s",
                  method && method->path ? method->path : "?");
         return ST_ERR_INVALID;
     }
@@ -386,7 +391,7 @@ st_status_t srpc_fanout(const srpc_method_t *method, srpc_fanout_item_t *items, 
     for (size_t i = 0; i < n; i++) {
         if (items[i].ch == NULL || items[i].req == NULL ||
             items[i].req->descriptor != method->req_desc) {
-            st_error("rpc fan-out: item without channel or request of the wrong type "
+            lg_error("rpc fan-out: item without channel or request of the wrong type "
                      "method=%s item=%zu",
                      method->path, i);
             return ST_ERR_INVALID;
@@ -432,7 +437,7 @@ st_status_t srpc_fanout(const srpc_method_t *method, srpc_fanout_item_t *items, 
         }
         ev = grpc_completion_queue_pluck(cq, &ops[i], gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
         if (ev.type != GRPC_OP_COMPLETE) { /* cannot happen with an infinite wait */
-            st_error("rpc fan-out: completion queue failed method=%s", method->path);
+            lg_error("rpc fan-out: completion queue failed method=%s", method->path);
         }
         it->status = srpc_cop_finish(&ops[i], it->ch->target, method->path, method, &it->resp, NULL,
                                      NULL, &it->err);

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "health.pb-c.h"
-#include "st_log.h"
+#include "log.h"
 
 /* Finds service in the table; health_lock held. */
 static srpc_health_entry_t *srpc_health_find(srpc_server_t *srv, const char *service, size_t len)
@@ -52,13 +52,13 @@ st_status_t srpc_health_init(srpc_server_t *srv)
         size_t len = (size_t)(slash - path);
 
         if (len > SRPC_MAX_SERVICE_LEN) {
-            st_error("rpc server: service name too long method=%s", path - 1);
+            lg_error("rpc server: service name too long method=%s", path - 1);
             return ST_ERR_INVALID;
         }
         st = srpc_health_put(srv, path, len, true);
     }
     if (st != ST_OK) {
-        st_error("rpc server: too many services limit=%d", SRPC_MAX_HEALTH);
+        lg_error("rpc server: too many services limit=%d", SRPC_MAX_HEALTH);
     }
     return st;
 }
@@ -68,7 +68,7 @@ st_status_t srpc_server_set_serving(srpc_server_t *srv, const char *service, boo
     st_status_t st;
 
     if (service == NULL || strlen(service) > SRPC_MAX_SERVICE_LEN) {
-        st_error("rpc server: health service name is NULL or longer than %d bytes",
+        lg_error("rpc server: health service name is NULL or longer than %d bytes",
                  SRPC_MAX_SERVICE_LEN);
         return ST_ERR_INVALID;
     }
@@ -76,7 +76,7 @@ st_status_t srpc_server_set_serving(srpc_server_t *srv, const char *service, boo
     st = srpc_health_put(srv, service, strlen(service), serving);
     pthread_mutex_unlock(&srv->health_lock);
     if (st != ST_OK) {
-        st_error("rpc server: too many health services service=%s limit=%d", service,
+        lg_error("rpc server: too many health services service=%s limit=%d", service,
                  SRPC_MAX_HEALTH);
     }
     return st;

@@ -31,6 +31,9 @@ const srpc_method_t srpc_cache_methods[SRPC_CACHE_N_METHODS] = {
     SRPC_CACHE(CLOSE_SESSION, "CloseSession", close_session_request, close_session_response),
     SRPC_CACHE(STATS, "Stats", stats_request, stats_response),
     SRPC_CACHE(CLUSTER_LOOKUP, "ClusterLookup", cluster_lookup_request, cluster_lookup_response),
+    SRPC_CACHE(SCORE, "Score", score_request, score_response),
+    SRPC_CACHE(REPLICATE, "Replicate", replicate_request, replicate_response),
+    SRPC_CACHE(DRAIN, "Drain", drain_request, drain_response),
 };
 
 const srpc_method_t srpc_health_check_method = {

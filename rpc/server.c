@@ -1,5 +1,7 @@
 /*
- * server.c - the gRPC server: method table, worker threads, calls, shutdown.
+ * server.c - the gRPC server: method table, worker threads, the calls' state
+ * machine, shutdown. A call's context and the running of its handler are in
+ * server_call.c.
  *
  * Every call goes through two completions on its queue:
  *   REQUESTED  gRPC matched an incoming call to one of our requested calls:
@@ -26,300 +28,12 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
 
-#include "st_log.h"
+#include "clock.h"
+#include "log.h"
 
 #define SRPC_DEFAULT_THREADS   4
 #define SRPC_DEFAULT_MAX_BYTES (16u << 20)
 #define SRPC_UNKNOWN_PENDING   2 /* requested calls for unknown methods per queue */
-
-enum { SRPC_CALL_REQUESTED = 1, SRPC_CALL_SENDING = 2 };
-
-/* One server-side call, from its request to the end of its final batch. */
-typedef struct srpc_scall {
-    srpc_server_t *srv;
-    int method_idx; /* index into srv->methods; -1: a method we do not serve */
-    grpc_completion_queue *cq;
-    int phase;
-    grpc_call *call;
-    gpr_timespec deadline;
-    grpc_metadata_array md;
-    grpc_byte_buffer *payload;
-    grpc_call_details details; /* unknown methods only */
-    grpc_byte_buffer *resp_bb;
-    grpc_slice status_details;
-    int code;
-    int cancelled;
-    uint64_t start_ns;
-} srpc_scall_t;
-
-/* An arena chunk of srpc_ctx_alloc(). */
-typedef struct srpc_chunk {
-    struct srpc_chunk *next;
-    size_t used;
-    size_t cap;
-    max_align_t data[];
-} srpc_chunk_t;
-
-struct srpc_ctx {
-    srpc_server_t *srv;
-    srpc_scall_t *call;
-    const srpc_smethod_t *m;
-    const char *token;
-    char *peer; /* gpr_malloc'd by gRPC, on demand */
-    const char *identity;
-    bool identity_done;
-    srpc_chunk_t *chunks;
-    bool has_error;
-    char error[256];
-    char token_buf[SRPC_MAX_TOKEN + 1]; /* this and below: not zeroed per call */
-    _Alignas(16) unsigned char principal[SRPC_PRINCIPAL_MAX];
-    char identity_buf[SRPC_MAX_IDENTITY + 1];
-};
-
-/* ----------------------------------------------------------- call context -- */
-
-const char *srpc_ctx_token(const srpc_ctx_t *ctx)
-{
-    return ctx->token;
-}
-
-void *srpc_ctx_principal(srpc_ctx_t *ctx)
-{
-    return ctx->srv->authenticate != NULL ? ctx->principal : NULL;
-}
-
-int srpc_ctx_metadata(const srpc_ctx_t *ctx, const char *key, char *buf, size_t cap)
-{
-    if (ctx->call == NULL || cap == 0) {
-        return 0;
-    }
-    for (size_t i = 0; i < ctx->call->md.count; i++) {
-        const grpc_metadata *m = &ctx->call->md.metadata[i];
-        size_t len = GRPC_SLICE_LENGTH(m->value);
-
-        if (grpc_slice_str_cmp(m->key, key) != 0 || len >= cap) {
-            continue;
-        }
-        memcpy(buf, GRPC_SLICE_START_PTR(m->value), len);
-        buf[len] = '\0';
-        return 1;
-    }
-    return 0;
-}
-
-/*
- * Runs the server's authenticate callback for ctx (token already found).
- * Returns GRPC_STATUS_OK, or the refusal's code with msg set.
- */
-static int srpc_authenticate(srpc_ctx_t *ctx, char *msg, size_t msg_cap)
-{
-    srpc_server_t *srv = ctx->srv;
-    st_status_t st;
-
-    if (srv->authenticate == NULL || ctx->m->method == &srpc_health_check_method) {
-        return GRPC_STATUS_OK; /* health checks stay unauthenticated */
-    }
-    memset(ctx->principal, 0, sizeof(ctx->principal));
-    msg[0] = '\0';
-    st = srv->authenticate(srv->user_arg, ctx->m->method->path, ctx->token, srpc_ctx_peer(ctx),
-                           srpc_ctx_peer_identity(ctx), ctx->principal, msg, msg_cap);
-    if (st == ST_OK) {
-        return GRPC_STATUS_OK;
-    }
-    if (msg[0] == '\0') {
-        snprintf(msg, msg_cap, "%s: %s", ctx->m->method->path, st_strerror(st));
-    }
-    return st_status_to_grpc(st);
-}
-
-const char *srpc_ctx_method(const srpc_ctx_t *ctx)
-{
-    return ctx->m->method->path;
-}
-
-const char *srpc_ctx_peer(srpc_ctx_t *ctx)
-{
-    if (ctx->call == NULL) {
-        return "transport"; /* srpc_server_invoke() */
-    }
-    if (ctx->peer == NULL) {
-        ctx->peer = grpc_call_get_peer(ctx->call->call);
-    }
-    return ctx->peer ? ctx->peer : "unknown";
-}
-
-const char *srpc_ctx_peer_identity(srpc_ctx_t *ctx)
-{
-    if (ctx->call == NULL || ctx->srv->tls == NULL ||
-        ctx->srv->tls_client_auth == SRPC_TLS_CLIENT_AUTH_NONE) {
-        return NULL;
-    }
-    if (!ctx->identity_done) {
-        ctx->identity =
-            srpc_tls_peer_cn(ctx->call->call, ctx->identity_buf, sizeof(ctx->identity_buf));
-        ctx->identity_done = true;
-    }
-    return ctx->identity;
-}
-
-int64_t srpc_ctx_remaining_ms(const srpc_ctx_t *ctx)
-{
-    gpr_timespec deadline, left;
-
-    if (ctx->call == NULL) {
-        return INT64_MAX; /* srpc_server_invoke(): no deadline */
-    }
-    deadline = ctx->call->deadline;
-    if (deadline.tv_sec == INT64_MAX) {
-        return INT64_MAX;
-    }
-    left = gpr_time_sub(deadline, gpr_now(deadline.clock_type));
-    if (left.tv_sec < 0) {
-        return 0;
-    }
-    return left.tv_sec * 1000 + left.tv_nsec / 1000000;
-}
-
-void *srpc_ctx_server_arg(const srpc_ctx_t *ctx)
-{
-    return ctx->srv->user_arg;
-}
-
-bool srpc_ctx_invoked(const srpc_ctx_t *ctx)
-{
-    return ctx->call == NULL;
-}
-
-/*
- * Bump allocation from the context's chunks. The first chunk is the worker
- * thread's retained block (common.c), so a call whose request and response
- * fit in it allocates nothing; a chunk that runs out is followed by one at
- * least twice its size, and the largest chunk is retained for the next call.
- */
-static void *srpc_ctx_bump(srpc_ctx_t *ctx, size_t size)
-{
-    srpc_chunk_t *chunk = ctx->chunks;
-    void *p;
-
-    size = (size + 15) & ~(size_t)15;
-    if (chunk == NULL || chunk->cap - chunk->used < size) {
-        size_t cap = size > 4096 ? size : 4096;
-
-        if (chunk != NULL && cap < 2 * chunk->cap) {
-            cap = 2 * chunk->cap;
-        }
-        if (chunk == NULL) {
-            size_t got;
-            srpc_chunk_t *kept = srpc_arena_take(&got);
-
-            if (kept != NULL && got - sizeof(*kept) >= size) {
-                chunk = kept;
-                chunk->cap = got - sizeof(*kept);
-                chunk->used = 0;
-                chunk->next = NULL;
-                ctx->chunks = chunk;
-                goto have;
-            }
-            free(kept);
-        }
-        chunk = malloc(sizeof(*chunk) + cap);
-        if (chunk == NULL) {
-            return NULL;
-        }
-        chunk->cap = cap;
-        chunk->used = 0;
-        chunk->next = ctx->chunks;
-        ctx->chunks = chunk;
-    }
-have:
-    p = (char *)chunk->data + chunk->used;
-    chunk->used += size;
-    return p;
-}
-
-void *srpc_ctx_alloc(srpc_ctx_t *ctx, size_t size)
-{
-    void *p = srpc_ctx_bump(ctx, size);
-
-    if (p != NULL) {
-        memset(p, 0, size);
-    }
-    return p;
-}
-
-/* protobuf-c's allocator for the request: the context's arena, freed with it. */
-static void *srpc_ctx_pb_alloc(void *data, size_t size)
-{
-    return srpc_ctx_bump(data, size);
-}
-
-static void srpc_ctx_pb_free(void *data, void *p)
-{
-    (void)data;
-    (void)p;
-}
-
-void srpc_ctx_set_error(srpc_ctx_t *ctx, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(ctx->error, sizeof(ctx->error), fmt, ap);
-    va_end(ap);
-    ctx->has_error = true;
-}
-
-static void srpc_ctx_release(srpc_ctx_t *ctx)
-{
-    srpc_chunk_t *keep = NULL;
-
-    while (ctx->chunks != NULL) {
-        srpc_chunk_t *next = ctx->chunks->next;
-
-        if (keep == NULL || ctx->chunks->cap > keep->cap) {
-            free(keep);
-            keep = ctx->chunks;
-        } else {
-            free(ctx->chunks);
-        }
-        ctx->chunks = next;
-    }
-    if (keep != NULL) {
-        srpc_arena_give(keep, sizeof(*keep) + keep->cap);
-    }
-    if (ctx->peer != NULL) {
-        gpr_free(ctx->peer);
-        ctx->peer = NULL;
-    }
-}
-
-/* Finds "authorization: Bearer <token>" among the call's metadata. */
-static void srpc_ctx_find_token(srpc_ctx_t *ctx, const grpc_metadata_array *md)
-{
-    static const char bearer[] = "bearer ";
-
-    for (size_t i = 0; i < md->count; i++) {
-        const grpc_metadata *m = &md->metadata[i];
-        size_t len = GRPC_SLICE_LENGTH(m->value);
-        const char *v = (const char *)GRPC_SLICE_START_PTR(m->value);
-
-        if (grpc_slice_str_cmp(m->key, "authorization") != 0) {
-            continue;
-        }
-        if (len <= sizeof(bearer) - 1 || strncasecmp(v, bearer, sizeof(bearer) - 1) != 0) {
-            continue;
-        }
-        v += sizeof(bearer) - 1;
-        len -= sizeof(bearer) - 1;
-        if (len > SRPC_MAX_TOKEN) {
-            continue;
-        }
-        memcpy(ctx->token_buf, v, len);
-        ctx->token_buf[len] = '\0';
-        ctx->token = ctx->token_buf;
-        return;
-    }
-}
 
 /* ------------------------------------------------------------------ calls -- */
 
@@ -351,6 +65,9 @@ static void srpc_scall_free(srpc_scall_t *c)
     }
     if (c->phase == SRPC_CALL_SENDING) {
         grpc_slice_unref(c->status_details);
+    }
+    if (c->n_trail != 0) {
+        grpc_slice_unref(c->trail.value);
     }
     if (c->call != NULL) {
         grpc_call_unref(c->call);
@@ -384,7 +101,7 @@ static st_status_t srpc_request(srpc_server_t *srv, grpc_completion_queue *cq, i
         err = grpc_server_request_call(srv->server, &c->call, &c->details, &c->md, cq, cq, c);
     }
     if (err != GRPC_CALL_OK) {
-        st_error("grpc refused to request a call error=%d", (int)err);
+        lg_error("grpc refused to request a call error=%d", (int)err);
         c->call = NULL;
         srpc_scall_free(c);
         return ST_ERR_INTERNAL;
@@ -392,8 +109,7 @@ static st_status_t srpc_request(srpc_server_t *srv, grpc_completion_queue *cq, i
     return ST_OK;
 }
 
-/* Starts the final batch of c: [message], status code + details, close. */
-static void srpc_send(srpc_scall_t *c, int code, const char *details)
+void srpc_send(srpc_scall_t *c, int code, const char *details)
 {
     grpc_op ops[4];
     size_t n = 0;
@@ -410,6 +126,8 @@ static void srpc_send(srpc_scall_t *c, int code, const char *details)
     }
     ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
     ops[n].data.send_status_from_server.status = (grpc_status_code)code;
+    ops[n].data.send_status_from_server.trailing_metadata_count = c->n_trail;
+    ops[n].data.send_status_from_server.trailing_metadata = c->n_trail ? &c->trail : NULL;
     ops[n++].data.send_status_from_server.status_details = &c->status_details;
     ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
     ops[n++].data.recv_close_on_server.cancelled = &c->cancelled;
@@ -420,32 +138,25 @@ static void srpc_send(srpc_scall_t *c, int code, const char *details)
     }
     err = grpc_call_start_batch(c->call, ops, n, c, NULL);
     if (err != GRPC_CALL_OK) {
-        st_error("grpc refused the final batch of a call error=%d", (int)err);
+        lg_error("grpc refused the final batch of a call error=%d", (int)err);
         srpc_scall_free(c);
     }
 }
 
-/* Reads, unpacks, handles and answers one call of a method we serve. */
-static void srpc_serve(srpc_scall_t *c)
+void srpc_serve(srpc_scall_t *c)
 {
     srpc_server_t *srv = c->srv;
     srpc_smethod_t *m = &srv->methods[c->method_idx];
-    const ProtobufCMessageDescriptor *req_desc = m->method->req_desc;
-    const ProtobufCMessageDescriptor *resp_desc = m->method->resp_desc;
     srpc_ctx_t ctx;
     ProtobufCMessage *req = NULL;
     ProtobufCMessage *resp;
-    ProtobufCAllocator pb_alloc = {srpc_ctx_pb_alloc, srpc_ctx_pb_free, &ctx};
     const uint8_t *data = NULL;
     size_t len = 0;
     st_status_t st;
     int code = GRPC_STATUS_OK;
     char msg[256];
 
-    memset(&ctx, 0, offsetof(srpc_ctx_t, token_buf));
-    ctx.srv = srv;
-    ctx.call = c;
-    ctx.m = m;
+    srpc_ctx_start(&ctx, srv, c, m);
     msg[0] = '\0';
     c->start_ns = srpc_now_ns();
 
@@ -465,11 +176,8 @@ static void srpc_serve(srpc_scall_t *c)
         snprintf(msg, sizeof(msg), "%s: the call carries no request message", m->method->path);
         goto send;
     }
-    len = grpc_byte_buffer_length(c->payload);
-    if (len > m->max_request_bytes) {
-        code = GRPC_STATUS_RESOURCE_EXHAUSTED;
-        snprintf(msg, sizeof(msg), "%s: request of %zu bytes exceeds the limit of %u bytes",
-                 m->method->path, len, m->max_request_bytes);
+    code = srpc_ctx_check_size(&ctx, grpc_byte_buffer_length(c->payload), msg, sizeof(msg));
+    if (code != GRPC_STATUS_OK) {
         goto send;
     }
     st = srpc_bb_view(c->payload, &data, &len);
@@ -479,136 +187,25 @@ static void srpc_serve(srpc_scall_t *c)
                  st_strerror(st));
         goto send;
     }
-    /* Unpacked into the call's arena: no malloc, no free, warm memory. */
-    req = protobuf_c_message_unpack(req_desc, &pb_alloc, len, data);
+    code = srpc_ctx_unpack(&ctx, data, len, &req, msg, sizeof(msg));
     srpc_bb_view_done();
-    if (req == NULL) {
-        code = GRPC_STATUS_INVALID_ARGUMENT;
-        snprintf(msg, sizeof(msg), "%s: request of %zu bytes does not parse as %s", m->method->path,
-                 len, req_desc->name);
-        goto send;
+    if (code == GRPC_STATUS_OK) {
+        code = srpc_ctx_handle(&ctx, req, &resp, msg, sizeof(msg));
     }
-    resp = srpc_ctx_alloc(&ctx, resp_desc->sizeof_message);
-    if (resp == NULL) {
-        code = GRPC_STATUS_RESOURCE_EXHAUSTED;
-        snprintf(msg, sizeof(msg), "%s: out of memory for the response", m->method->path);
-        goto send;
-    }
-    protobuf_c_message_init(resp_desc, resp);
-
-    st = m->handler(&ctx, req, resp, m->handler_arg);
-    if (st == ST_OK) {
+    if (code == GRPC_STATUS_OK) {
         st = srpc_bb_pack(resp, &c->resp_bb);
         if (st != ST_OK) {
-            ctx.has_error = false;
+            code = st_status_to_grpc(st);
+            snprintf(msg, sizeof(msg), "%s", st_strerror(st));
         }
-    }
-    if (st != ST_OK) {
-        code = st_status_to_grpc(st);
-        snprintf(msg, sizeof(msg), "%s", ctx.has_error ? ctx.error : st_strerror(st));
     }
 
 send:
     srpc_ctx_release(&ctx); /* the request and the response's arena memory */
     if (code != GRPC_STATUS_OK) {
-        st_debug("rpc call failed method=%s code=%d msg=\"%s\"", m->method->path, code, msg);
+        lg_debug("rpc call failed method=%s code=%d msg=\"%s\"", m->method->path, code, msg);
     }
     srpc_send(c, code, msg);
-}
-
-void srpc_server_invoke(srpc_server_t *srv, const char *path, const char *token,
-                        const void *req_bytes, size_t len, void **resp_p, size_t *resp_len_p,
-                        int *code_p, char *msg, size_t msg_cap)
-{
-    srpc_smethod_t *m = NULL;
-    srpc_ctx_t ctx;
-    ProtobufCAllocator pb_alloc = {srpc_ctx_pb_alloc, srpc_ctx_pb_free, &ctx};
-    ProtobufCMessage *req, *resp;
-    uint64_t start = srpc_now_ns();
-    int code = GRPC_STATUS_OK;
-    st_status_t st;
-
-    *resp_p = NULL;
-    *resp_len_p = 0;
-    if (msg_cap > 0) {
-        msg[0] = '\0';
-    }
-    for (size_t i = 0; i < srv->n_methods; i++) {
-        if (strcmp(srv->methods[i].method->path, path) == 0) {
-            m = &srv->methods[i];
-            break;
-        }
-    }
-    if (m == NULL) {
-        *code_p = GRPC_STATUS_UNIMPLEMENTED;
-        snprintf(msg, msg_cap, "unknown method");
-        return;
-    }
-    memset(&ctx, 0, offsetof(srpc_ctx_t, token_buf));
-    ctx.srv = srv;
-    ctx.m = m;
-    if (atomic_load(&srv->stopping)) {
-        code = GRPC_STATUS_UNAVAILABLE;
-        snprintf(msg, msg_cap, "%s: the server is stopping", m->method->path);
-        goto out;
-    }
-    if (token != NULL && strlen(token) <= SRPC_MAX_TOKEN) {
-        snprintf(ctx.token_buf, sizeof(ctx.token_buf), "%s", token);
-        ctx.token = ctx.token_buf;
-    }
-    {
-        char why[256];
-
-        code = srpc_authenticate(&ctx, why, sizeof(why));
-        if (code != GRPC_STATUS_OK) {
-            snprintf(msg, msg_cap, "%s", why);
-            goto out;
-        }
-    }
-    if (len > m->max_request_bytes) {
-        code = GRPC_STATUS_RESOURCE_EXHAUSTED;
-        snprintf(msg, msg_cap, "%s: request of %zu bytes exceeds the limit of %u bytes",
-                 m->method->path, len, m->max_request_bytes);
-        goto out;
-    }
-    req = protobuf_c_message_unpack(m->method->req_desc, &pb_alloc, len, req_bytes);
-    if (req == NULL) {
-        code = GRPC_STATUS_INVALID_ARGUMENT;
-        snprintf(msg, msg_cap, "%s: request of %zu bytes does not parse as %s", m->method->path,
-                 len, m->method->req_desc->name);
-        goto out;
-    }
-    resp = srpc_ctx_alloc(&ctx, m->method->resp_desc->sizeof_message);
-    if (resp == NULL) {
-        code = GRPC_STATUS_RESOURCE_EXHAUSTED;
-        snprintf(msg, msg_cap, "%s: out of memory for the response", m->method->path);
-        goto out;
-    }
-    protobuf_c_message_init(m->method->resp_desc, resp);
-    st = m->handler(&ctx, req, resp, m->handler_arg);
-    if (st == ST_OK) {
-        size_t n = protobuf_c_message_get_packed_size(resp);
-
-        *resp_p = n > 0 ? malloc(n) : NULL;
-        if (n > 0 && *resp_p == NULL) {
-            st = ST_ERR_NOMEM;
-            ctx.has_error = false;
-        } else {
-            *resp_len_p = n > 0 ? protobuf_c_message_pack(resp, *resp_p) : 0;
-        }
-    }
-    if (st != ST_OK) {
-        code = st_status_to_grpc(st);
-        snprintf(msg, msg_cap, "%s", ctx.has_error ? ctx.error : st_strerror(st));
-    }
-out:
-    srpc_ctx_release(&ctx);
-    srpc_stats_record(&m->stats, code, (srpc_now_ns() - start) / 1000);
-    if (code != GRPC_STATUS_OK) {
-        st_debug("rpc call failed method=%s route=transport code=%d msg=\"%s\"", m->method->path,
-                 code, msg_cap > 0 ? msg : "");
-    }
-    *code_p = code;
 }
 
 static void srpc_on_requested(srpc_scall_t *c, bool ok)
@@ -625,20 +222,20 @@ static void srpc_on_requested(srpc_scall_t *c, bool ok)
         st_status_t st = srpc_request(srv, c->cq, c->method_idx);
 
         if (st != ST_OK) {
-            st_log_ratelimited(ST_LOG_WARN, "cannot request a replacement call status=%s",
-                               st_status_name(st));
+            lg_ratelimited(LG_WARN, "cannot request a replacement call status=%s",
+                           st_status_name(st));
         }
     }
     if (c->method_idx < 0) {
         char path[256];
 
         srpc_slice_to_str(c->details.method, path, sizeof(path));
-        st_debug("rpc call to an unknown method method=%s", path);
+        lg_debug("rpc call to an unknown method method=%s", path);
         c->start_ns = srpc_now_ns();
         srpc_send(c, GRPC_STATUS_UNIMPLEMENTED, "unknown method");
         return;
     }
-    srpc_serve(c);
+    srpc_sched_take(c);
 }
 
 static void *srpc_worker(void *arg)
@@ -681,15 +278,15 @@ static st_status_t srpc_check_config(const srpc_server_config_t *cfg,
                                      srpc_server_t **server_p)
 {
     if (cfg == NULL || server_p == NULL || (table == NULL && n != 0)) {
-        st_error("rpc server: NULL config, table or output");
+        lg_error("rpc server: NULL config, table or output");
         return ST_ERR_INVALID;
     }
     if (cfg->address == NULL || cfg->address[0] == '\0') {
-        st_error("rpc server: no listen address");
+        lg_error("rpc server: no listen address");
         return ST_ERR_INVALID;
     }
     if (cfg->n_cqs > (cfg->n_threads ? cfg->n_threads : SRPC_DEFAULT_THREADS)) {
-        st_error("rpc server: more completion queues than threads n_cqs=%u n_threads=%u",
+        lg_error("rpc server: more completion queues than threads n_cqs=%u n_threads=%u",
                  cfg->n_cqs, cfg->n_threads);
         return ST_ERR_INVALID;
     }
@@ -702,7 +299,7 @@ static st_status_t srpc_check_config(const srpc_server_config_t *cfg,
         if (d->method == NULL || d->handler == NULL || d->method->path == NULL ||
             d->method->path[0] != '/' || strchr(d->method->path + 1, '/') == NULL ||
             d->method->req_desc == NULL || d->method->resp_desc == NULL) {
-            st_error("rpc server: method table entry is incomplete or its path is not "
+            lg_error("rpc server: method table entry is incomplete or its path is not "
                      "/service/Method index=%zu",
                      i);
             return ST_ERR_INVALID;
@@ -747,6 +344,7 @@ static void srpc_close_queues(srpc_server_t *srv)
 
 static void srpc_server_free(srpc_server_t *srv)
 {
+    srpc_sched_destroy(srv);
     pthread_mutex_destroy(&srv->lock);
     pthread_cond_destroy(&srv->cond);
     pthread_mutex_destroy(&srv->health_lock);
@@ -781,7 +379,8 @@ static st_status_t srpc_server_alloc(const srpc_server_config_t *cfg,
     pthread_mutex_init(&srv->health_lock, NULL);
     atomic_init(&srv->stopping, false);
     atomic_init(&srv->shutdown_started, false);
-    if (srv->methods == NULL || srv->cqs == NULL || srv->workers == NULL) {
+    if (srv->methods == NULL || srv->cqs == NULL || srv->workers == NULL ||
+        srpc_sched_init(srv, &cfg->admission, srv->n_threads) != ST_OK) {
         srpc_server_free(srv);
         return ST_ERR_NOMEM;
     }
@@ -842,7 +441,7 @@ static st_status_t srpc_server_setup(srpc_server_t *srv, const srpc_server_confi
         m->handle = grpc_server_register_method(srv->server, m->method->path, NULL,
                                                 GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
         if (m->handle == NULL) {
-            st_error("rpc server: gRPC refused method (registered twice?) method=%s",
+            lg_error("rpc server: gRPC refused method (registered twice?) method=%s",
                      m->method->path);
             return ST_ERR_INTERNAL;
         }
@@ -854,7 +453,7 @@ static st_status_t srpc_server_setup(srpc_server_t *srv, const srpc_server_confi
     srv->port = grpc_server_add_http2_port(srv->server, address, creds);
     grpc_server_credentials_release(creds);
     if (srv->port == 0) {
-        st_error("rpc server: cannot listen (address in use or invalid) address=%s", address);
+        lg_error("rpc server: cannot listen (address in use or invalid) address=%s", address);
         return ST_ERR_IO;
     }
     return ST_OK;
@@ -873,7 +472,7 @@ st_status_t srpc_server_start(const srpc_server_config_t *cfg, const srpc_method
     }
     st = srpc_server_alloc(cfg, table, n, &srv);
     if (st != ST_OK) {
-        st_error("rpc server: out of memory address=%s", cfg->address);
+        lg_error("rpc server: out of memory address=%s", cfg->address);
         return st;
     }
     srpc_grpc_ref();
@@ -892,7 +491,7 @@ st_status_t srpc_server_start(const srpc_server_config_t *cfg, const srpc_method
         w->cq = srv->cqs[i % srv->n_cqs];
         rc = pthread_create(&w->thread, NULL, srpc_worker, w);
         if (rc != 0) {
-            st_error("rpc server: cannot start a worker thread errno=%d", rc);
+            lg_error("rpc server: cannot start a worker thread errno=%d", rc);
             st = ST_ERR_INTERNAL;
             goto err_grpc;
         }
@@ -920,7 +519,7 @@ st_status_t srpc_server_start(const srpc_server_config_t *cfg, const srpc_method
         srpc_grpc_unref();
         return st;
     }
-    st_info("rpc server listening address=%s port=%d threads=%u cqs=%u methods=%zu tls=%s",
+    lg_info("rpc server listening address=%s port=%d threads=%u cqs=%u methods=%zu tls=%s",
             cfg->address, srv->port, srv->n_threads, srv->n_cqs, n,
             srv->tls == NULL                                       ? "off"
             : srv->tls_client_auth == SRPC_TLS_CLIENT_AUTH_NONE    ? "on"
@@ -970,15 +569,7 @@ void srpc_server_stop(srpc_server_t *srv, int grace_ms)
     grpc_server_shutdown_and_notify(srv->server, srv->cqs[0], &srv->shutdown_tag);
     atomic_store(&srv->shutdown_started, true);
 
-    clock_gettime(CLOCK_REALTIME, &until);
-    if (grace_ms >= 0) {
-        until.tv_sec += grace_ms / 1000;
-        until.tv_nsec += (long)(grace_ms % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
-    }
+    until = cm_deadline_ms(grace_ms >= 0 ? (uint64_t)grace_ms : 0); /* unused when < 0 */
     /*
      * gRPC reports the end of shutdown once no call is pending on the wire,
      * even when a cancelled call's handler is still running here: wait for
@@ -994,7 +585,7 @@ void srpc_server_stop(srpc_server_t *srv, int grace_ms)
 
         pthread_mutex_unlock(&srv->lock);
         if (live != 0) {
-            st_warn("rpc server: grace period over, cancelling calls in flight port=%d "
+            lg_warn("rpc server: grace period over, cancelling calls in flight port=%d "
                     "grace_ms=%d calls=%zu",
                     srv->port, grace_ms, live);
         }
@@ -1009,7 +600,7 @@ void srpc_server_stop(srpc_server_t *srv, int grace_ms)
     grpc_server_destroy(srv->server);
     srv->server = NULL;
     srpc_close_queues(srv);
-    st_info("rpc server stopped port=%d", srv->port);
+    lg_info("rpc server stopped port=%d", srv->port);
 
     pthread_mutex_lock(&srv->lock);
     srv->stopped = true;

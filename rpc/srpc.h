@@ -93,6 +93,9 @@ typedef enum srpc_cache_method_id {
     SRPC_CACHE_CLOSE_SESSION,
     SRPC_CACHE_STATS,
     SRPC_CACHE_CLUSTER_LOOKUP,
+    SRPC_CACHE_SCORE,
+    SRPC_CACHE_REPLICATE,
+    SRPC_CACHE_DRAIN,
     SRPC_CACHE_N_METHODS
 } srpc_cache_method_id_t;
 
@@ -222,6 +225,51 @@ void srpc_ctx_set_error(srpc_ctx_t *ctx, const char *fmt, ...)
 typedef st_status_t (*srpc_auth_fn)(void *arg, const char *path, const char *token,
                                     const char *peer, const char *identity, void *principal,
                                     char *msg, size_t msg_cap);
+/*
+ * Names the flow (fair-queueing class) of an authenticated call into
+ * name[0..cap): the tenant, or the connection where there is none. arg is
+ * the server's user_arg; principal as the authenticate callback filled it;
+ * peer as srpc_ctx_peer() says. Runs on a worker thread; must not block.
+ */
+typedef void (*srpc_flow_fn)(void *arg, const void *principal, const char *peer, char *name,
+                             size_t cap);
+
+/*
+ * Fair queueing and admission control (server_sched.c; docs/daemon.md,
+ * "Fairness and admission"). With max_serving 0 it is off: a worker serves
+ * every call it takes, in the order gRPC hands them over, and nothing is
+ * refused for load. Otherwise a worker that takes an authenticated call puts
+ * it on its flow's queue, and at most max_serving calls run handlers at once;
+ * a worker whose handler returns takes the next call round robin over the
+ * flows that have calls queued (one call per flow per turn). A call that would
+ * take the queued calls or request bytes past a limit (the server's or its
+ * flow's; 0: no limit) is refused at once with RESOURCE_EXHAUSTED and the
+ * trailing metadata strata-retry-after-ms (srpc_retry_after_key). Calls that
+ * fail authentication and health checks are never queued.
+ */
+typedef struct srpc_admission {
+    unsigned max_serving;      /* handlers running at once; 0: off; at most n_threads - 1 */
+    uint32_t max_queued_calls; /* calls waiting, all flows */
+    uint64_t max_queued_bytes; /* request bytes waiting, all flows */
+    uint32_t flow_max_calls;   /* calls waiting, one flow */
+    uint64_t flow_max_bytes;   /* request bytes waiting, one flow */
+    bool fifo;                 /* one queue in arrival order (for comparison), not round robin */
+    srpc_flow_fn flow;         /* NULL: every call is one flow */
+    /* Called with each served call's time in the queue (user_arg; NULL: none). Runs
+     * under the scheduler's lock: must not block or call into the server. */
+    void (*on_wait)(void *arg, uint64_t wait_ns);
+} srpc_admission_t;
+
+/* The trailing metadata key of a refusal's retry hint (milliseconds, decimal). */
+#define SRPC_RETRY_AFTER_KEY "strata-retry-after-ms"
+
+/*
+ * Parses a retry hint's value (len bytes, not NUL-terminated): 1 to 9 decimal
+ * digits, nothing else, at least 1. Returns 1 with *ms_p set, 0 for anything
+ * else (*ms_p untouched).
+ */
+int srpc_retry_hint_parse(const char *value, size_t len, uint32_t *ms_p);
+
 /* Whether a TLS server asks clients for a certificate (mutual TLS). */
 typedef enum srpc_tls_client_auth {
     SRPC_TLS_CLIENT_AUTH_NONE,    /* not asked; srpc_ctx_peer_identity() is NULL */
@@ -249,6 +297,7 @@ typedef struct srpc_server_config {
     srpc_auth_fn authenticate; /* NULL: every call goes to its handler */
     const char *tls_ca_pem;
     srpc_tls_client_auth_t tls_client_auth;
+    srpc_admission_t admission; /* fair queueing and admission control; zero: off */
 } srpc_server_config_t;
 
 /*
@@ -352,6 +401,7 @@ typedef struct srpc_method_stats {
     uint64_t by_code[SRPC_GRPC_CODES];      /* calls per gRPC status code sent */
     uint64_t latency[SRPC_LATENCY_BUCKETS]; /* call taken to answer handed to gRPC */
     uint64_t latency_sum_us;
+    uint64_t overloaded; /* refused by admission control (also in by_code[8]) */
 } srpc_method_stats_t;
 
 /*
@@ -361,6 +411,35 @@ typedef struct srpc_method_stats {
  * counter, not across counters. Thread-safe.
  */
 size_t srpc_server_stats(const srpc_server_t *server, srpc_method_stats_t *out, size_t max);
+
+#define SRPC_MAX_FLOWS    64 /* flows tracked at once; later ones share the last */
+#define SRPC_FLOW_NAME    63
+#define SRPC_WAIT_BUCKETS SRPC_LATENCY_BUCKETS /* bounds: srpc_latency_bounds_us */
+
+/* A snapshot of one flow's fair-queueing counters. */
+typedef struct srpc_flow_stats {
+    char name[SRPC_FLOW_NAME + 1];
+    uint64_t queued;     /* calls waiting now */
+    uint64_t served;     /* calls taken off the queue to run */
+    uint64_t refused;    /* calls refused by admission control */
+    uint64_t max_passed; /* most calls of other flows that ran while one of its calls waited */
+} srpc_flow_stats_t;
+
+/* A snapshot of the server's admission control (all zero when it is off). */
+typedef struct srpc_sched_stats {
+    bool enabled;
+    uint64_t queued_calls; /* waiting now */
+    uint64_t queued_bytes;
+    uint64_t serving;                 /* handlers running now */
+    uint64_t refused;                 /* all flows */
+    uint64_t wait[SRPC_WAIT_BUCKETS]; /* queueing time of the calls served, microseconds */
+    uint64_t wait_sum_us;
+    size_t n_flows; /* flows in flows[] */
+    srpc_flow_stats_t flows[SRPC_MAX_FLOWS];
+} srpc_sched_stats_t;
+
+/* Fills *out (a consistent snapshot, taken under the scheduler's lock). Thread-safe. */
+void srpc_server_sched_stats(const srpc_server_t *server, srpc_sched_stats_t *out);
 
 /* ------------------------------------------------------------- client -- */
 
@@ -386,8 +465,9 @@ typedef struct srpc_channel_config {
 
 /* The error of a failed call, as the server (or gRPC) reported it. */
 typedef struct srpc_error {
-    int grpc_code;     /* gRPC status code; 0 on success */
-    char message[256]; /* the status details, NUL-terminated; "" on success */
+    int grpc_code;           /* gRPC status code; 0 on success */
+    char message[256];       /* the status details, NUL-terminated; "" on success */
+    uint32_t retry_after_ms; /* ST_ERR_OVERLOADED: the server's hint; else 0 */
 } srpc_error_t;
 
 /*
@@ -422,7 +502,9 @@ void srpc_channel_close(srpc_channel_t *ch);
  * untouched and err (if not NULL) holds the gRPC code and the server's message.
  * Returns ST_OK or st_status_from_grpc() of the call's status (for example
  * ST_ERR_UNAVAILABLE: server down or stopping; ST_ERR_TIMEOUT: deadline;
- * ST_ERR_INVALID: the server rejected the request); ST_ERR_PROTOCOL when the
+ * ST_ERR_INVALID: the server rejected the request); ST_ERR_OVERLOADED for
+ * RESOURCE_EXHAUSTED that carries a valid strata-retry-after-ms (the hint is in
+ * err->retry_after_ms; nothing of the call ran); ST_ERR_PROTOCOL when the
  * response does not unpack; ST_ERR_NOMEM. Thread-safe.
  */
 st_status_t srpc_call(srpc_channel_t *ch, const srpc_method_t *method, const ProtobufCMessage *req,
@@ -459,6 +541,38 @@ st_status_t srpc_fanout(const srpc_method_t *method, srpc_fanout_item_t *items, 
 
 /* Frees the responses of items (sets them NULL). */
 void srpc_fanout_free(srpc_fanout_item_t *items, size_t n);
+
+/* ------------------------------------------------- client: streams -- */
+
+/* One streaming call (stream.c): one request, then answers as they come. */
+typedef struct srpc_stream srpc_stream_t;
+
+/*
+ * Opens a call of method on ch (a streaming method: etcd's Watch,
+ * LeaseKeepAlive) with no deadline and sends req as its first message,
+ * leaving the sending side open. The stream has its own completion queue,
+ * so it may be read from any one thread at a time.
+ * Returns ST_OK and sets *s_p; ST_ERR_INVALID for NULL arguments or a
+ * request of the wrong type; ST_ERR_NOMEM; ST_ERR_INTERNAL when gRPC refuses
+ * the call. A server that is down shows up at the first srpc_stream_recv().
+ */
+st_status_t srpc_stream_open(srpc_channel_t *ch, const srpc_method_t *method,
+                             const ProtobufCMessage *req, srpc_stream_t **s_p);
+
+/*
+ * Waits at most timeout_ms (<= 0: for ever) for the next answer. On ST_OK
+ * *resp_p is the unpacked answer (free with protobuf_c_message_free_unpacked).
+ * ST_ERR_TIMEOUT: nothing came in time, the stream is still open (call again);
+ * any other status: the stream has ended (st_status_from_grpc() of the
+ * server's status, ST_ERR_UNAVAILABLE when it ended without an error;
+ * ST_ERR_PROTOCOL when an answer does not unpack); err, when not NULL, holds
+ * the gRPC code and message then. Not thread-safe per stream.
+ */
+st_status_t srpc_stream_recv(srpc_stream_t *s, int timeout_ms, ProtobufCMessage **resp_p,
+                             srpc_error_t *err);
+
+/* Cancels the call and frees the stream. NULL: no-op. */
+void srpc_stream_close(srpc_stream_t *s);
 
 /* Health status values, as in grpc.health.v1.HealthCheckResponse. */
 #define SRPC_HEALTH_UNKNOWN     0

@@ -23,6 +23,9 @@ void srpc_grpc_unref(void);
 /* Sets *arg to the channel argument that caps gRPC's TCP read buffers. */
 void srpc_tcp_read_arg(grpc_arg *arg);
 
+/* Sets *arg to the integer channel argument key = value (key: a GRPC_ARG_* constant). */
+void srpc_int_arg(grpc_arg *arg, const char *key, int value);
+
 /* Returns a monotonic gRPC deadline timeout_ms from now (<= 0: infinite). */
 gpr_timespec srpc_deadline_from_ms(int timeout_ms);
 
@@ -79,7 +82,13 @@ st_status_t srpc_tls_check(const char *cert_pem, const char *key_pem, const char
 st_status_t srpc_tls_channel_creds(const char *target, const srpc_channel_config_t *cfg,
                                    grpc_channel_credentials **creds_p);
 
+/* client.c: the gRPC channel under ch (stream.c opens its calls on it). */
+grpc_channel *srpc_channel_grpc(srpc_channel_t *ch);
+
 /* Latency bucket of a duration in microseconds. */
 unsigned srpc_latency_bucket(uint64_t us);
+
+/* Finds a valid SRPC_RETRY_AFTER_KEY among md: 1 with *ms_p set, else 0. */
+int srpc_retry_hint_find(const grpc_metadata_array *md, uint32_t *ms_p);
 
 #endif /* STRATA_SRPC_INTERNAL_H */

@@ -28,4 +28,5 @@ void srpc_stats_snapshot(const srpc_counters_t *c, const char *path, srpc_method
         out->latency[i] = atomic_load_explicit(&m->latency[i], memory_order_relaxed);
     }
     out->latency_sum_us = atomic_load_explicit(&m->latency_sum_us, memory_order_relaxed);
+    out->overloaded = atomic_load_explicit(&m->overloaded, memory_order_relaxed);
 }

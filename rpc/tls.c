@@ -29,7 +29,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
-#include "st_log.h"
+#include "log.h"
 
 #define SRPC_PEM_MAX (1u << 20) /* a PEM file larger than 1 MiB is not a certificate */
 
@@ -99,30 +99,30 @@ st_status_t srpc_tls_check(const char *cert_pem, const char *key_pem, const char
     st_status_t st = ST_OK;
 
     if (ca_pem != NULL && srpc_pem_certs(ca_pem, NULL, why, sizeof(why)) == 0) {
-        st_error("tls: the CA bundle holds no readable certificate: %s", why);
+        lg_error("tls: the CA bundle holds no readable certificate: %s", why);
         return ST_ERR_INVALID;
     }
     if (cert_pem == NULL && key_pem == NULL) {
         return ST_OK;
     }
     if (cert_pem == NULL || key_pem == NULL) {
-        st_error("tls: a certificate needs its key and a key its certificate (got only the %s)",
+        lg_error("tls: a certificate needs its key and a key its certificate (got only the %s)",
                  cert_pem ? "certificate" : "key");
         return ST_ERR_INVALID;
     }
     if (srpc_pem_certs(cert_pem, &cert, why, sizeof(why)) == 0) {
-        st_error("tls: the certificate does not parse: %s", why);
+        lg_error("tls: the certificate does not parse: %s", why);
         return ST_ERR_INVALID;
     }
     bio = BIO_new_mem_buf(key_pem, -1);
     key = bio ? PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL) : NULL;
     BIO_free(bio);
     if (key == NULL) {
-        st_error("tls: the private key does not parse (or is encrypted): %s",
+        lg_error("tls: the private key does not parse (or is encrypted): %s",
                  srpc_ssl_error(why, sizeof(why)));
         st = ST_ERR_INVALID;
     } else if (X509_check_private_key(cert, key) != 1) {
-        st_error("tls: the private key does not belong to the certificate: %s",
+        lg_error("tls: the private key does not belong to the certificate: %s",
                  srpc_ssl_error(why, sizeof(why)));
         st = ST_ERR_INVALID;
     }
@@ -139,29 +139,29 @@ st_status_t srpc_pem_load(const char *path, char **pem_p)
     size_t got;
 
     if (path == NULL || path[0] == '\0') {
-        st_error("tls: no file name given");
+        lg_error("tls: no file name given");
         return ST_ERR_INVALID;
     }
     f = fopen(path, "rb");
     if (f == NULL) {
-        st_error("tls: cannot open file=%s: %s", path, strerror(errno));
+        lg_error("tls: cannot open file=%s: %s", path, strerror(errno));
         return ST_ERR_IO;
     }
     if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size > SRPC_PEM_MAX) {
-        st_error("tls: not a regular file of at most %u bytes file=%s", SRPC_PEM_MAX, path);
+        lg_error("tls: not a regular file of at most %u bytes file=%s", SRPC_PEM_MAX, path);
         fclose(f);
         return ST_ERR_INVALID;
     }
     buf = malloc((size_t)sb.st_size + 1);
     if (buf == NULL) {
         fclose(f);
-        st_error("tls: out of memory reading file=%s", path);
+        lg_error("tls: out of memory reading file=%s", path);
         return ST_ERR_NOMEM;
     }
     got = fread(buf, 1, (size_t)sb.st_size, f);
     fclose(f);
     if (got != (size_t)sb.st_size || memchr(buf, '\0', got) != NULL) {
-        st_error("tls: cannot read file=%s (short read or NUL bytes)", path);
+        lg_error("tls: cannot read file=%s (short read or NUL bytes)", path);
         free(buf);
         return ST_ERR_IO;
     }
@@ -218,7 +218,7 @@ st_status_t srpc_tls_check_server_config(const srpc_server_config_t *cfg)
 {
     if (cfg->tls_cert_pem == NULL && cfg->tls_key_pem == NULL) {
         if (cfg->tls_client_auth != SRPC_TLS_CLIENT_AUTH_NONE) {
-            st_error("rpc server: client certificates need TLS (no certificate and key) "
+            lg_error("rpc server: client certificates need TLS (no certificate and key) "
                      "address=%s",
                      cfg->address);
             return ST_ERR_INVALID;
@@ -226,12 +226,12 @@ st_status_t srpc_tls_check_server_config(const srpc_server_config_t *cfg)
         return ST_OK;
     }
     if ((unsigned)cfg->tls_client_auth > SRPC_TLS_CLIENT_AUTH_REQUIRE) {
-        st_error("rpc server: tls_client_auth=%d is not none, request or require",
+        lg_error("rpc server: tls_client_auth=%d is not none, request or require",
                  (int)cfg->tls_client_auth);
         return ST_ERR_INVALID;
     }
     if (cfg->tls_client_auth != SRPC_TLS_CLIENT_AUTH_NONE && cfg->tls_ca_pem == NULL) {
-        st_error("rpc server: client certificates (request or require) need a CA to verify "
+        lg_error("rpc server: client certificates (request or require) need a CA to verify "
                  "them address=%s",
                  cfg->address);
         return ST_ERR_INVALID;
@@ -264,7 +264,7 @@ st_status_t srpc_tls_server_creds(srpc_server_t *srv, const srpc_server_config_t
         srpc_tls_request(cfg->tls_client_auth), srpc_tls_fetch, t);
     *creds_p = opts ? grpc_ssl_server_credentials_create_with_options(opts) : NULL;
     if (*creds_p == NULL) {
-        st_error("rpc server: gRPC refused the TLS configuration address=%s", cfg->address);
+        lg_error("rpc server: gRPC refused the TLS configuration address=%s", cfg->address);
         return ST_ERR_INTERNAL;
     }
     return ST_OK;
@@ -290,16 +290,16 @@ st_status_t srpc_server_reload_tls(srpc_server_t *srv, const char *cert_pem, con
     st_status_t st;
 
     if (t == NULL) {
-        st_error("rpc server: TLS certificates cannot be reloaded on a plaintext server port=%d",
+        lg_error("rpc server: TLS certificates cannot be reloaded on a plaintext server port=%d",
                  srv->port);
         return ST_ERR_INVALID;
     }
     if (cert_pem == NULL || key_pem == NULL) {
-        st_error("rpc server: a TLS reload needs a certificate and a key port=%d", srv->port);
+        lg_error("rpc server: a TLS reload needs a certificate and a key port=%d", srv->port);
         return ST_ERR_INVALID;
     }
     if (srv->tls_client_auth != SRPC_TLS_CLIENT_AUTH_NONE && ca_pem == NULL) {
-        st_error("rpc server: client certificates are checked, so a TLS reload needs the CA "
+        lg_error("rpc server: client certificates are checked, so a TLS reload needs the CA "
                  "port=%d",
                  srv->port);
         return ST_ERR_INVALID;
@@ -310,7 +310,7 @@ st_status_t srpc_server_reload_tls(srpc_server_t *srv, const char *cert_pem, con
     }
     cfg = srpc_tls_config(cert_pem, key_pem, ca_pem);
     if (cfg == NULL) {
-        st_error("rpc server: out of memory for the new TLS configuration port=%d", srv->port);
+        lg_error("rpc server: out of memory for the new TLS configuration port=%d", srv->port);
         return ST_ERR_NOMEM;
     }
     pthread_mutex_lock(&t->lock);
@@ -320,7 +320,7 @@ st_status_t srpc_server_reload_tls(srpc_server_t *srv, const char *cert_pem, con
     if (old != NULL) {
         grpc_ssl_server_certificate_config_destroy(old);
     }
-    st_info("rpc server: new TLS certificate, used from the next connection on port=%d", srv->port);
+    lg_info("rpc server: new TLS certificate, used from the next connection on port=%d", srv->port);
     return ST_OK;
 }
 
@@ -368,14 +368,14 @@ st_status_t srpc_tls_channel_creds(const char *target, const srpc_channel_config
         return ST_OK;
     }
     if (cfg->tls_ca_pem == NULL) {
-        st_error("rpc channel: a client certificate needs TLS, and TLS needs the CA that "
+        lg_error("rpc channel: a client certificate needs TLS, and TLS needs the CA that "
                  "signed the server's certificate (tls_ca) target=%s",
                  target);
         return ST_ERR_INVALID;
     }
     st = srpc_tls_check(cfg->tls_cert_pem, cfg->tls_key_pem, cfg->tls_ca_pem);
     if (st != ST_OK) {
-        st_error("rpc channel: bad TLS material target=%s", target);
+        lg_error("rpc channel: bad TLS material target=%s", target);
         return st;
     }
     pair.private_key = cfg->tls_key_pem;
@@ -383,7 +383,7 @@ st_status_t srpc_tls_channel_creds(const char *target, const srpc_channel_config
     *creds_p = grpc_ssl_credentials_create_ex(cfg->tls_ca_pem, cfg->tls_cert_pem ? &pair : NULL,
                                               NULL, NULL);
     if (*creds_p == NULL) {
-        st_error("rpc channel: gRPC refused the TLS configuration target=%s", target);
+        lg_error("rpc channel: gRPC refused the TLS configuration target=%s", target);
         return ST_ERR_INTERNAL;
     }
     return ST_OK;

@@ -26,7 +26,7 @@
 #define STT_FI_KEY_HDR  24  /* flags u32, key length u32, raw base u64, key u64 (not raw) */
 
 typedef struct stt_fi {
-    st_transport_t base;
+    tp_transport_t base;
     struct fi_info *info;
     struct fid_fabric *fabric;
     struct fid_domain *domain;
@@ -43,7 +43,7 @@ typedef struct stt_fi {
 } stt_fi_t;
 
 typedef struct stt_fi_mem {
-    st_transport_mem_t base;
+    tp_mem_t base;
     struct fid_mr *mr;
     void *desc;
     void *allocated; /* mmap'd here: unmapped on deregister */
@@ -61,13 +61,13 @@ typedef struct stt_fi_peer {
 } stt_fi_peer_t;
 
 typedef struct stt_fi_ep {
-    st_transport_ep_t base;
+    tp_ep_t base;
     fi_addr_t addr;
     stt_fi_peer_t *peer;
 } stt_fi_ep_t;
 
 typedef struct stt_fi_rkey {
-    st_transport_rkey_t base;
+    tp_rkey_t base;
     uint64_t key;
     bool mapped; /* key came from fi_mr_map_raw: unmap on destroy */
     bool virt;
@@ -75,7 +75,7 @@ typedef struct stt_fi_rkey {
 
 static st_status_t stt_fi_fail(const char *call, int ret)
 {
-    st_error("transport call failed backend=libfabric call=%s ret=%d error=%s", call, ret,
+    lg_error("transport call failed backend=libfabric call=%s ret=%d error=%s", call, ret,
              fi_strerror(ret < 0 ? -ret : ret));
     return ST_ERR_TRANSPORT;
 }
@@ -101,7 +101,7 @@ static void stt_fi_close(struct fid *fid, const char *what)
     }
     int ret = fi_close(fid);
     if (ret != 0) {
-        st_warn("transport call failed backend=libfabric call=fi_close object=%s error=%s", what,
+        lg_warn("transport call failed backend=libfabric call=fi_close object=%s error=%s", what,
                 fi_strerror(-ret));
     }
 }
@@ -120,8 +120,8 @@ static void stt_fi_teardown(stt_fi_t *f)
 }
 
 /* fi_getinfo for RMA on an RDM endpoint, with every mr_mode bit we handle. */
-static st_status_t stt_fi_getinfo(const st_transport_config_t *cfg, bool delivery,
-                                  struct fi_info **info_p, int *ret_p)
+static st_status_t stt_fi_getinfo(const tp_config_t *cfg, bool delivery, struct fi_info **info_p,
+                                  int *ret_p)
 {
     struct fi_info *hints = fi_allocinfo();
     if (hints == NULL) {
@@ -181,7 +181,7 @@ static st_status_t stt_fi_open_cq(stt_fi_t *f)
         f->has_wait_fd = true;
         return ST_OK;
     }
-    st_debug("transport cq has no wait fd backend=libfabric error=%s", fi_strerror(-ret));
+    lg_debug("transport cq has no wait fd backend=libfabric error=%s", fi_strerror(-ret));
     attr.wait_obj = FI_WAIT_NONE;
     ret = fi_cq_open(f->domain, &attr, &f->cq, NULL);
     if (ret != 0) {
@@ -190,8 +190,8 @@ static st_status_t stt_fi_open_cq(stt_fi_t *f)
     return ST_OK;
 }
 
-static st_status_t stt_fi_create(const st_transport_config_t *cfg, st_transport_t **tp_p,
-                                 void **addr_p, size_t *addr_len_p)
+static st_status_t stt_fi_create(const tp_config_t *cfg, tp_transport_t **tp_p, void **addr_p,
+                                 size_t *addr_len_p)
 {
     stt_fi_t *f = calloc(1, sizeof(*f));
     if (f == NULL) {
@@ -212,7 +212,7 @@ static st_status_t stt_fi_create(const st_transport_config_t *cfg, st_transport_
     }
     if (ret != 0) {
         free(f);
-        st_error("transport unavailable backend=libfabric call=fi_getinfo provider=%s domain=%s "
+        lg_error("transport unavailable backend=libfabric call=fi_getinfo provider=%s domain=%s "
                  "error=%s (no RDM endpoint with FI_RMA here)",
                  cfg->fabric_provider ? cfg->fabric_provider : "(any)",
                  cfg->fabric_domain ? cfg->fabric_domain : "(any)", fi_strerror(-ret));
@@ -279,7 +279,7 @@ static st_status_t stt_fi_create(const st_transport_config_t *cfg, st_transport_
     memcpy(addr + 6, prov, prov_len);
     memcpy(addr + 6 + prov_len, name, name_len);
 
-    st_info("transport ready backend=libfabric provider=%s domain=%s mr_mode=0x%llx "
+    lg_info("transport ready backend=libfabric provider=%s domain=%s mr_mode=0x%llx "
             "virt_addr=%d prov_key=%d local=%d raw=%d delivery_complete=%d wait_fd=%d",
             prov, info->domain_attr->name, (unsigned long long)f->mr_mode,
             (f->mr_mode & FI_MR_VIRT_ADDR) != 0, (f->mr_mode & FI_MR_PROV_KEY) != 0,
@@ -295,7 +295,7 @@ err:
     return st;
 }
 
-static void stt_fi_destroy(st_transport_t *tp)
+static void stt_fi_destroy(tp_transport_t *tp)
 {
     stt_fi_t *f = (stt_fi_t *)tp;
     while (!stt_list_empty(&f->peers)) {
@@ -306,8 +306,8 @@ static void stt_fi_destroy(st_transport_t *tp)
     stt_fi_teardown(f);
 }
 
-static st_status_t stt_fi_mem_register(st_transport_t *tp, void **addr_p, size_t len,
-                                       unsigned access_in, st_transport_mem_t **mem_p, void **key_p,
+static st_status_t stt_fi_mem_register(tp_transport_t *tp, void **addr_p, size_t len,
+                                       unsigned access_in, tp_mem_t **mem_p, void **key_p,
                                        size_t *key_len_p)
 {
     stt_fi_t *f = (stt_fi_t *)tp;
@@ -320,16 +320,15 @@ static st_status_t stt_fi_mem_register(st_transport_t *tp, void **addr_p, size_t
         addr = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (addr == MAP_FAILED) {
             free(m);
-            st_error("transport allocation failed backend=libfabric call=mmap len=%zu", len);
+            lg_error("transport allocation failed backend=libfabric call=mmap len=%zu", len);
             return ST_ERR_NOMEM;
         }
         (void)madvise(addr, len, MADV_HUGEPAGE);
         m->allocated = addr;
         m->allocated_len = len;
     }
-    uint64_t access = FI_READ | FI_WRITE |
-                      ((access_in & ST_TRANSPORT_REMOTE_READ) ? FI_REMOTE_READ : 0) |
-                      ((access_in & ST_TRANSPORT_REMOTE_WRITE) ? FI_REMOTE_WRITE : 0);
+    uint64_t access = FI_READ | FI_WRITE | ((access_in & TP_REMOTE_READ) ? FI_REMOTE_READ : 0) |
+                      ((access_in & TP_REMOTE_WRITE) ? FI_REMOTE_WRITE : 0);
     uint64_t requested = (f->mr_mode & FI_MR_PROV_KEY) ? 0 : f->next_key++;
     int ret = fi_mr_reg(f->domain, addr, len, access, 0, requested, 0, &m->mr, NULL);
     if (ret != 0) {
@@ -337,7 +336,7 @@ static st_status_t stt_fi_mem_register(st_transport_t *tp, void **addr_p, size_t
             munmap(m->allocated, m->allocated_len);
         }
         free(m);
-        st_error("transport call failed backend=libfabric call=fi_mr_reg addr=%p len=%zu "
+        lg_error("transport call failed backend=libfabric call=fi_mr_reg addr=%p len=%zu "
                  "error=%s",
                  addr, len, fi_strerror(-ret));
         return ST_ERR_TRANSPORT;
@@ -370,7 +369,7 @@ static st_status_t stt_fi_mem_register(st_transport_t *tp, void **addr_p, size_t
     } else {
         key = fi_mr_key(m->mr);
         if (key == FI_KEY_NOTAVAIL) {
-            st_error("transport call failed backend=libfabric call=fi_mr_key "
+            lg_error("transport call failed backend=libfabric call=fi_mr_key "
                      "error=key not available");
             st = ST_ERR_TRANSPORT;
             goto err;
@@ -401,7 +400,7 @@ err:
     return st;
 }
 
-static void stt_fi_mem_deregister(st_transport_t *tp, st_transport_mem_t *mem)
+static void stt_fi_mem_deregister(tp_transport_t *tp, tp_mem_t *mem)
 {
     stt_fi_mem_t *m = (stt_fi_mem_t *)mem;
     stt_fi_close(&m->mr->fid, "mr");
@@ -411,15 +410,15 @@ static void stt_fi_mem_deregister(st_transport_t *tp, st_transport_mem_t *mem)
     free(m);
 }
 
-static st_status_t stt_fi_connect(st_transport_t *tp, const void *addr_v, size_t len,
-                                  st_transport_ep_t **ep_p)
+static st_status_t stt_fi_connect(tp_transport_t *tp, const void *addr_v, size_t len,
+                                  tp_ep_t **ep_p)
 {
     stt_fi_t *f = (stt_fi_t *)tp;
     const uint8_t *addr = addr_v;
     uint32_t fmt;
     uint16_t prov_len;
     if (len < 6) {
-        st_error("transport peer address refused backend=libfabric: too short len=%zu", len);
+        lg_error("transport peer address refused backend=libfabric: too short len=%zu", len);
         return ST_ERR_INVALID;
     }
     memcpy(&fmt, addr, 4);
@@ -427,7 +426,7 @@ static st_status_t stt_fi_connect(st_transport_t *tp, const void *addr_v, size_t
     const char *prov = f->info->fabric_attr->prov_name;
     if ((size_t)prov_len + 6 >= len || prov_len != strlen(prov) ||
         memcmp(addr + 6, prov, prov_len) != 0 || fmt != f->info->addr_format) {
-        st_error("transport peer address refused backend=libfabric: peer provider=%.*s "
+        lg_error("transport peer address refused backend=libfabric: peer provider=%.*s "
                  "addr_format=%u, this provider=%s addr_format=%u; both sides must use the "
                  "same provider",
                  (int)((size_t)prov_len + 6 <= len ? prov_len : 0), (const char *)addr + 6, fmt,
@@ -457,7 +456,7 @@ static st_status_t stt_fi_connect(st_transport_t *tp, const void *addr_v, size_t
         if (ret != 1) {
             free(peer);
             free(e);
-            st_error("transport call failed backend=libfabric call=fi_av_insert ret=%d error=%s",
+            lg_error("transport call failed backend=libfabric call=fi_av_insert ret=%d error=%s",
                      ret, ret < 0 ? fi_strerror(-ret) : "address not inserted");
             return ST_ERR_TRANSPORT;
         }
@@ -472,14 +471,14 @@ static st_status_t stt_fi_connect(st_transport_t *tp, const void *addr_v, size_t
     return ST_OK;
 }
 
-static st_status_t stt_fi_ep_flush(st_transport_ep_t *ep, int timeout_ms)
+static st_status_t stt_fi_ep_flush(tp_ep_t *ep, int timeout_ms)
 {
     /* Every op of ep has completed; with FI_DELIVERY_COMPLETE that means
      * puts are in the target's memory. */
     return ST_OK;
 }
 
-static void stt_fi_ep_close(st_transport_ep_t *ep, bool force)
+static void stt_fi_ep_close(tp_ep_t *ep, bool force)
 {
     stt_fi_t *f = (stt_fi_t *)ep->tp;
     stt_fi_ep_t *e = (stt_fi_ep_t *)ep;
@@ -497,22 +496,22 @@ static void stt_fi_ep_close(st_transport_ep_t *ep, bool force)
     }
     int ret = fi_av_remove(f->av, &e->peer->addr, 1, 0);
     if (ret != 0) {
-        st_warn("transport call failed backend=libfabric call=fi_av_remove error=%s",
+        lg_warn("transport call failed backend=libfabric call=fi_av_remove error=%s",
                 fi_strerror(-ret));
     }
     stt_list_del(&e->peer->link);
     free(e->peer);
 }
 
-static st_status_t stt_fi_rkey_unpack(st_transport_ep_t *ep, const void *key_v, size_t len,
-                                      st_transport_rkey_t **rkey_p)
+static st_status_t stt_fi_rkey_unpack(tp_ep_t *ep, const void *key_v, size_t len,
+                                      tp_rkey_t **rkey_p)
 {
     stt_fi_t *f = (stt_fi_t *)ep->tp;
     const uint8_t *key = key_v;
     uint32_t flags, raw_len;
     uint64_t raw_base;
     if (len < STT_FI_KEY_HDR) {
-        st_error("transport remote key refused backend=libfabric: too short len=%zu", len);
+        lg_error("transport remote key refused backend=libfabric: too short len=%zu", len);
         return ST_ERR_INVALID;
     }
     memcpy(&flags, key, 4);
@@ -521,7 +520,7 @@ static st_status_t stt_fi_rkey_unpack(st_transport_ep_t *ep, const void *key_v, 
     if ((flags & ~(uint32_t)(STT_FI_KEY_RAW | STT_FI_KEY_VIRT)) != 0 ||
         (size_t)raw_len != len - STT_FI_KEY_HDR ||
         ((flags & STT_FI_KEY_RAW) == 0) != (raw_len == 0)) {
-        st_error("transport remote key refused backend=libfabric: malformed flags=0x%x "
+        lg_error("transport remote key refused backend=libfabric: malformed flags=0x%x "
                  "raw_len=%u len=%zu",
                  flags, raw_len, len);
         return ST_ERR_INVALID;
@@ -546,14 +545,14 @@ static st_status_t stt_fi_rkey_unpack(st_transport_ep_t *ep, const void *key_v, 
     return ST_OK;
 }
 
-static void stt_fi_rkey_destroy(st_transport_rkey_t *rkey)
+static void stt_fi_rkey_destroy(tp_rkey_t *rkey)
 {
     stt_fi_rkey_t *r = (stt_fi_rkey_t *)rkey;
     if (r->mapped) {
         stt_fi_t *f = (stt_fi_t *)rkey->ep->tp;
         int ret = fi_mr_unmap_key(f->domain, r->key);
         if (ret != 0) {
-            st_warn("transport call failed backend=libfabric call=fi_mr_unmap_key error=%s",
+            lg_warn("transport call failed backend=libfabric call=fi_mr_unmap_key error=%s",
                     fi_strerror(-ret));
         }
     }
@@ -579,7 +578,7 @@ static st_status_t stt_fi_post(stt_op_t *op)
 {
     stt_fi_t *f = (stt_fi_t *)op->ep->tp;
     if (op->len > f->max_msg_size) {
-        st_error("transport %s refused backend=libfabric: len=%zu over max_msg_size=%zu",
+        lg_error("transport %s refused backend=libfabric: len=%zu over max_msg_size=%zu",
                  op->is_put ? "put" : "get", op->len, f->max_msg_size);
         return ST_ERR_INVALID;
     }
@@ -610,7 +609,7 @@ static int stt_fi_read_error(stt_fi_t *f)
     char buf[256];
     const char *detail = fi_cq_strerror(f->cq, err.prov_errno, err.err_data, buf, sizeof(buf));
     if (err.err != FI_ECANCELED) {
-        st_warn_ratelimited("transport operation failed backend=libfabric error=%s "
+        lg_warn_ratelimited("transport operation failed backend=libfabric error=%s "
                             "prov_errno=%d detail=%s",
                             fi_strerror(err.err), err.prov_errno, detail ? detail : "");
     }
@@ -620,7 +619,7 @@ static int stt_fi_read_error(stt_fi_t *f)
     return 1;
 }
 
-static int stt_fi_progress(st_transport_t *tp)
+static int stt_fi_progress(tp_transport_t *tp)
 {
     stt_fi_t *f = (stt_fi_t *)tp;
     struct fi_cq_entry entries[STT_FI_CQ_BATCH];
@@ -663,7 +662,7 @@ static int stt_fi_progress(st_transport_t *tp)
     return n;
 }
 
-static st_status_t stt_fi_event_fd(st_transport_t *tp, int *fd_p)
+static st_status_t stt_fi_event_fd(tp_transport_t *tp, int *fd_p)
 {
     stt_fi_t *f = (stt_fi_t *)tp;
     if (!f->has_wait_fd) {
@@ -671,7 +670,7 @@ static st_status_t stt_fi_event_fd(st_transport_t *tp, int *fd_p)
     }
     int ret = fi_control(&f->cq->fid, FI_GETWAIT, fd_p);
     if (ret != 0) {
-        st_warn("transport has no event fd backend=libfabric call=fi_control(FI_GETWAIT) "
+        lg_warn("transport has no event fd backend=libfabric call=fi_control(FI_GETWAIT) "
                 "error=%s",
                 fi_strerror(-ret));
         f->has_wait_fd = false;
@@ -680,7 +679,7 @@ static st_status_t stt_fi_event_fd(st_transport_t *tp, int *fd_p)
     return ST_OK;
 }
 
-static st_status_t stt_fi_arm(st_transport_t *tp)
+static st_status_t stt_fi_arm(tp_transport_t *tp)
 {
     stt_fi_t *f = (stt_fi_t *)tp;
     if (!f->has_wait_fd) {
@@ -708,7 +707,7 @@ static st_status_t stt_fi_arm(st_transport_t *tp)
  * a deregistered region, and the bytes stay. A provider not measured
  * (verbs, efa, ...) counts as not enforcing, so its readers verify.
  */
-static int stt_fi_enforces_access(const st_transport_t *tp)
+static int stt_fi_enforces_access(const tp_transport_t *tp)
 {
     static const char *const measured[] = {"tcp;ofi_rxm", "shm", "sockets", "udp;ofi_rxd"};
     const stt_fi_t *f = (const stt_fi_t *)tp;

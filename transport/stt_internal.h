@@ -10,8 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "st_log.h"
-#include "st_transport.h"
+#include "log.h"
+#include "transport.h"
 
 /* An intrusive doubly-linked list node; a list is a node pointing at itself. */
 typedef struct stt_link {
@@ -55,34 +55,34 @@ static inline void stt_list_del(stt_link_t *node)
  */
 typedef struct stt_op {
     void *backend_ctx[8];
-    st_transport_ep_t *ep; /* NULL once the endpoint closed before it */
-    st_transport_cb_t cb;
+    tp_ep_t *ep; /* NULL once the endpoint closed before it */
+    tp_cb_t cb;
     void *user;
     st_status_t status;
     bool is_put;
     bool orphaned; /* its callback already ran (cancelled); drop the late completion */
     void *local;
     size_t len;
-    st_transport_mem_t *local_mem;
+    tp_mem_t *local_mem;
     uint64_t remote_addr;
-    st_transport_rkey_t *rkey;
+    tp_rkey_t *rkey;
     stt_link_t link; /* in the transport's in-flight, done or free list */
     stt_link_t pend; /* backend use: waiting to be posted again */
 } stt_op_t;
 
-/* A received message, queued until st_transport_progress() hands it over. */
-struct st_transport_msg {
+/* A received message, queued until tp_progress() hands it over. */
+struct tp_msg {
     stt_link_t link;
-    st_transport_t *tp;
+    tp_transport_t *tp;
     void *route; /* backend: where a reply goes (UCX: the reply endpoint); NULL: none */
-    bool kept;   /* st_transport_msg_keep(): the listener frees it */
+    bool kept;   /* tp_msg_keep(): the listener frees it */
     size_t len;
     uint8_t data[];
 };
 
-struct st_transport {
+struct tp_transport {
     const struct stt_ops *ops;
-    st_transport_backend_t backend;
+    tp_backend_t backend;
     uint8_t *addr_blob; /* the wrapped address, as sent to peers */
     size_t addr_blob_len;
     stt_link_t eps;      /* open endpoints */
@@ -93,34 +93,34 @@ struct st_transport {
     void **op_chunks; /* the pool's allocations, freed at destroy */
     size_t n_op_chunks;
     size_t n_inflight;
-    bool draining;   /* guards against st_transport_progress() re-entry from a callback */
+    bool draining;   /* guards against tp_progress() re-entry from a callback */
     stt_link_t msgs; /* received messages not handed over yet */
-    st_transport_msg_fn msg_fn;
+    tp_msg_fn msg_fn;
     void *msg_arg;
     bool msg_draining;
 };
 
-struct st_transport_mem {
-    st_transport_t *tp;
+struct tp_mem {
+    tp_transport_t *tp;
     void *addr;
     size_t len;
-    unsigned access;    /* ST_TRANSPORT_REMOTE_* */
+    unsigned access;    /* TP_REMOTE_* */
     uint8_t *rkey_blob; /* the wrapped packed key, as sent to peers */
     size_t rkey_blob_len;
     stt_link_t link;
 };
 
-struct st_transport_ep {
-    st_transport_t *tp;
+struct tp_ep {
+    tp_transport_t *tp;
     size_t n_inflight;
     stt_link_t rkeys;
     stt_link_t link;
     st_status_t error; /* set when the backend reported the peer failed */
-    bool closing;      /* st_transport_ep_close() is under way: no new ops */
+    bool closing;      /* tp_ep_close() is under way: no new ops */
 };
 
-struct st_transport_rkey {
-    st_transport_ep_t *ep;
+struct tp_rkey {
+    tp_ep_t *ep;
     uint64_t base;
     size_t len;
     stt_link_t link;
@@ -134,40 +134,37 @@ typedef struct stt_ops {
     const char *name;
     /* Creates the backend; writes the raw address into *addr_p and its length into *addr_len_p
      * (malloc'd, the caller frees it). */
-    st_status_t (*create)(const st_transport_config_t *cfg, st_transport_t **tp_p, void **addr_p,
+    st_status_t (*create)(const tp_config_t *cfg, tp_transport_t **tp_p, void **addr_p,
                           size_t *addr_len_p);
-    void (*destroy)(st_transport_t *tp);
+    void (*destroy)(tp_transport_t *tp);
     /* Registers [*addr_p, +len), or, when *addr_p is NULL, allocates len
      * bytes of registered memory and writes their address to *addr_p;
      * writes the region's raw packed key (malloc'd) to *key_p. */
-    st_status_t (*mem_register)(st_transport_t *tp, void **addr_p, size_t len, unsigned access,
-                                st_transport_mem_t **mem_p, void **key_p, size_t *key_len_p);
+    st_status_t (*mem_register)(tp_transport_t *tp, void **addr_p, size_t len, unsigned access,
+                                tp_mem_t **mem_p, void **key_p, size_t *key_len_p);
     /* Whether the target refuses writes without write access and keys of
-     * deregistered regions (st_transport_enforces_access()). */
-    int (*enforces_access)(const st_transport_t *tp);
-    void (*mem_deregister)(st_transport_t *tp, st_transport_mem_t *mem);
-    st_status_t (*connect)(st_transport_t *tp, const void *addr, size_t len,
-                           st_transport_ep_t **ep_p);
+     * deregistered regions (tp_enforces_access()). */
+    int (*enforces_access)(const tp_transport_t *tp);
+    void (*mem_deregister)(tp_transport_t *tp, tp_mem_t *mem);
+    st_status_t (*connect)(tp_transport_t *tp, const void *addr, size_t len, tp_ep_t **ep_p);
     /* Called once every op of ep completed: makes puts remotely visible. */
-    st_status_t (*ep_flush)(st_transport_ep_t *ep, int timeout_ms);
+    st_status_t (*ep_flush)(tp_ep_t *ep, int timeout_ms);
     /* Closes ep; force when ops are still in flight. Does not free ep's rkeys. */
-    void (*ep_close)(st_transport_ep_t *ep, bool force);
-    st_status_t (*rkey_unpack)(st_transport_ep_t *ep, const void *key, size_t len,
-                               st_transport_rkey_t **rkey_p);
-    void (*rkey_destroy)(st_transport_rkey_t *rkey);
+    void (*ep_close)(tp_ep_t *ep, bool force);
+    st_status_t (*rkey_unpack)(tp_ep_t *ep, const void *key, size_t len, tp_rkey_t **rkey_p);
+    void (*rkey_destroy)(tp_rkey_t *rkey);
     /* Posts op; on ST_OK it completes later through stt_op_complete(). */
     st_status_t (*post)(stt_op_t *op);
     /* Drives the library; returns events handled or a negative status. */
-    int (*progress)(st_transport_t *tp);
-    st_status_t (*event_fd)(st_transport_t *tp, int *fd_p);
-    st_status_t (*arm)(st_transport_t *tp);
+    int (*progress)(tp_transport_t *tp);
+    st_status_t (*event_fd)(tp_transport_t *tp, int *fd_p);
+    st_status_t (*arm)(tp_transport_t *tp);
     /* Sends [data, +len) as one message on ep, or (ep NULL) along route, a
      * received message's reply route; copies data. NULL: no messages. */
-    st_status_t (*msg_send)(st_transport_t *tp, st_transport_ep_t *ep, void *route,
-                            const void *data, size_t len);
+    st_status_t (*msg_send)(tp_transport_t *tp, tp_ep_t *ep, void *route, const void *data,
+                            size_t len);
     /* Serves a checked get at once by a plain copy, or ST_ERR_UNSUPPORTED. NULL: never. */
-    st_status_t (*get_now)(st_transport_rkey_t *rkey, void *local, uint64_t remote_addr,
-                           size_t len);
+    st_status_t (*get_now)(tp_rkey_t *rkey, void *local, uint64_t remote_addr, size_t len);
 } stt_ops_t;
 
 extern const stt_ops_t stt_ucx_ops;
@@ -186,11 +183,17 @@ void stt_op_complete(stt_op_t *op, st_status_t status);
 #define STT_STREAM_MIN 4096
 void stt_copy(void *dst, const void *src, size_t len);
 
-/* Queues m (malloc'd, filled) for the next st_transport_progress(). */
-void stt_msg_received(st_transport_t *tp, st_transport_msg_t *m);
+/* Queues m (malloc'd, filled) for the next tp_progress(). */
+void stt_msg_received(tp_transport_t *tp, tp_msg_t *m);
 
 /* Progresses the transport from inside a backend (flush and close loops). */
-int stt_progress_all(st_transport_t *tp);
+int stt_progress_all(tp_transport_t *tp);
+
+/* Runs the callbacks of completed ops (op.c). Returns how many ran. */
+int stt_drain(tp_transport_t *tp);
+
+/* Hands the received messages to the listener (msg.c). Returns how many. */
+int stt_msg_drain(tp_transport_t *tp);
 
 /* Monotonic milliseconds. */
 uint64_t stt_now_ms(void);

@@ -5,6 +5,8 @@
  * callbacks free their requests; messages are active messages (id
  * STT_UCX_AM_ID) sent eagerly with a reply endpoint, received whole.
  */
+#include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,9 +27,9 @@
 #define STT_UCX_HOST_ID_LEN 8
 
 typedef struct stt_ucx {
-    st_transport_t base;
+    tp_transport_t base;
     uint8_t host_id[STT_UCX_HOST_ID_LEN];
-    st_transport_peer_failure_t peer_failure;
+    tp_peer_failure_t peer_failure;
     bool shm; /* the transports include shared memory that carries messages */
     ucp_context_h context;
     ucp_worker_h worker;
@@ -36,24 +38,24 @@ typedef struct stt_ucx {
 } stt_ucx_t;
 
 typedef struct stt_ucx_mem {
-    st_transport_mem_t base;
+    tp_mem_t base;
     ucp_mem_h memh;
 } stt_ucx_mem_t;
 
 typedef struct stt_ucx_ep {
-    st_transport_ep_t base;
+    tp_ep_t base;
     ucp_ep_h ep;
 } stt_ucx_ep_t;
 
 typedef struct stt_ucx_rkey {
-    st_transport_rkey_t base;
+    tp_rkey_t base;
     ucp_rkey_h rkey;
     _Atomic int direct; /* 1: gets may copy through ucp_rkey_ptr (memory mapped here) */
 } stt_ucx_rkey_t;
 
 static st_status_t stt_ucx_fail(const char *call, ucs_status_t status)
 {
-    st_error("transport call failed backend=ucx call=%s status=%s", call,
+    lg_error("transport call failed backend=ucx call=%s status=%s", call,
              ucs_status_string(status));
     return ST_ERR_TRANSPORT;
 }
@@ -90,10 +92,10 @@ static void stt_ucx_host_id(uint8_t *id)
 /* A rendezvous message's data has landed (or failed). */
 static void stt_ucx_am_data_done(void *request, ucs_status_t status, size_t length, void *user)
 {
-    st_transport_msg_t *m = user;
+    tp_msg_t *m = user;
     ucp_request_free(request);
     if (status != UCS_OK || length != m->len) {
-        st_warn_ratelimited("transport message lost backend=ucx status=%s bytes=%zu",
+        lg_warn_ratelimited("transport message lost backend=ucx status=%s bytes=%zu",
                             ucs_status_string(status), m->len);
         free(m);
         return;
@@ -108,14 +110,14 @@ static ucs_status_t stt_ucx_am_recv(void *arg, const void *header, size_t header
     stt_ucx_t *u = arg;
     (void)header;
     (void)header_length;
-    if (length == 0 || length > ST_TRANSPORT_MSG_MAX) {
-        st_warn_ratelimited("transport message dropped backend=ucx: bytes=%zu (1..%u)", length,
-                            ST_TRANSPORT_MSG_MAX);
+    if (length == 0 || length > TP_MSG_MAX) {
+        lg_warn_ratelimited("transport message dropped backend=ucx: bytes=%zu (1..%u)", length,
+                            TP_MSG_MAX);
         return UCS_OK;
     }
-    st_transport_msg_t *m = malloc(sizeof(*m) + length);
+    tp_msg_t *m = malloc(sizeof(*m) + length);
     if (m == NULL) {
-        st_warn_ratelimited("transport message dropped backend=ucx: out of memory bytes=%zu",
+        lg_warn_ratelimited("transport message dropped backend=ucx: out of memory bytes=%zu",
                             length);
         return UCS_OK;
     }
@@ -132,7 +134,7 @@ static ucs_status_t stt_ucx_am_recv(void *arg, const void *header, size_t header
         if (r == NULL) {
             stt_msg_received(&u->base, m);
         } else if (UCS_PTR_IS_ERR(r)) {
-            st_warn_ratelimited("transport message lost backend=ucx call=ucp_am_recv_data_nbx "
+            lg_warn_ratelimited("transport message lost backend=ucx call=ucp_am_recv_data_nbx "
                                 "status=%s",
                                 ucs_status_string(UCS_PTR_STATUS(r)));
             free(m);
@@ -185,23 +187,55 @@ static bool stt_ucx_tls_shm(const char *tls)
     return !(named[1] || named[2] || named[3] || (named[4] && named[5] && named[6]));
 }
 
-static st_status_t stt_ucx_create(const st_transport_config_t *cfg, st_transport_t **tp_p,
-                                  void **addr_p, size_t *addr_len_p)
+/*
+ * UCX settings strata applies unless the environment names them (docs/transport.md,
+ * "UCX settings strata applies"). UCX 1.13's tcp transport has no put bcopy
+ * nor get, so ucp_put_nbx and ucp_get_nbx over it are emulated with active
+ * messages of at most TCP_TX_SEG_SIZE bytes (8K by default), each answered by
+ * a completion message: 128 sends and 128 answers per MiB. Segments of 256K
+ * made 1 MiB puts across namespaces about 5x faster (docs/performance.md,
+ * "Across namespaces (issue #23)"); the receiver's segment must hold a whole
+ * sender's segment plus its header, hence RX twice TX. These are transport
+ * (uct) settings, which ucp_config_modify() does not reach in UCX 1.13: they
+ * go into the environment (without overwriting), once, before the first
+ * ucp_config_read(); both ends of a connection must agree, and strata's own
+ * daemon and client do.
+ */
+static const char *const stt_ucx_defaults[][2] = {
+    {"UCX_TCP_TX_SEG_SIZE", "256K"},
+    {"UCX_TCP_RX_SEG_SIZE", "512K"},
+};
+
+static pthread_once_t stt_ucx_defaults_once = PTHREAD_ONCE_INIT;
+
+static void stt_ucx_apply_defaults(void)
+{
+    for (size_t i = 0; i < sizeof(stt_ucx_defaults) / sizeof(stt_ucx_defaults[0]); i++) {
+        if (setenv(stt_ucx_defaults[i][0], stt_ucx_defaults[i][1], 0) != 0) {
+            lg_warn("transport: cannot set %s=%s errno=%d", stt_ucx_defaults[i][0],
+                    stt_ucx_defaults[i][1], errno);
+        }
+    }
+}
+
+static st_status_t stt_ucx_create(const tp_config_t *cfg, tp_transport_t **tp_p, void **addr_p,
+                                  size_t *addr_len_p)
 {
     ucp_config_t *config;
+    (void)pthread_once(&stt_ucx_defaults_once, stt_ucx_apply_defaults);
     ucs_status_t us = ucp_config_read(NULL, NULL, &config);
     if (us != UCS_OK) {
         return stt_ucx_fail("ucp_config_read", us);
     }
     if (cfg->ucx_tls != NULL && (us = ucp_config_modify(config, "TLS", cfg->ucx_tls)) != UCS_OK) {
-        st_error("transport config refused backend=ucx key=TLS value=%s status=%s", cfg->ucx_tls,
+        lg_error("transport config refused backend=ucx key=TLS value=%s status=%s", cfg->ucx_tls,
                  ucs_status_string(us));
         ucp_config_release(config);
         return ST_ERR_INVALID;
     }
     if (cfg->ucx_devices != NULL &&
         (us = ucp_config_modify(config, "NET_DEVICES", cfg->ucx_devices)) != UCS_OK) {
-        st_error("transport config refused backend=ucx key=NET_DEVICES value=%s status=%s",
+        lg_error("transport config refused backend=ucx key=NET_DEVICES value=%s status=%s",
                  cfg->ucx_devices, ucs_status_string(us));
         ucp_config_release(config);
         return ST_ERR_INVALID;
@@ -226,7 +260,7 @@ static st_status_t stt_ucx_create(const st_transport_config_t *cfg, st_transport
     if (us != UCS_OK) {
         free(u);
         if (us == UCS_ERR_NO_DEVICE || us == UCS_ERR_UNSUPPORTED) {
-            st_error("transport unavailable backend=ucx call=ucp_init status=%s tls=%s",
+            lg_error("transport unavailable backend=ucx call=ucp_init status=%s tls=%s",
                      ucs_status_string(us), cfg->ucx_tls ? cfg->ucx_tls : "(default)");
             return ST_ERR_UNSUPPORTED;
         }
@@ -237,12 +271,11 @@ static st_status_t stt_ucx_create(const st_transport_config_t *cfg, st_transport
         .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
         .thread_mode = UCS_THREAD_MODE_SINGLE,
     };
+    st_status_t st;
     us = ucp_worker_create(u->context, &wparams, &u->worker);
     if (us != UCS_OK) {
-        st_status_t st = stt_ucx_fail("ucp_worker_create", us);
-        ucp_cleanup(u->context);
-        free(u);
-        return st;
+        st = stt_ucx_fail("ucp_worker_create", us);
+        goto err_cleanup;
     }
 
     ucp_am_handler_param_t am = {
@@ -255,11 +288,8 @@ static st_status_t stt_ucx_create(const st_transport_config_t *cfg, st_transport
     };
     us = ucp_worker_set_am_recv_handler(u->worker, &am);
     if (us != UCS_OK) {
-        st_status_t st = stt_ucx_fail("ucp_worker_set_am_recv_handler", us);
-        ucp_worker_destroy(u->worker);
-        ucp_cleanup(u->context);
-        free(u);
-        return st;
+        st = stt_ucx_fail("ucp_worker_set_am_recv_handler", us);
+        goto err_worker_destroy;
     }
 
     /* The worker address is copied out and released at once, so nothing
@@ -268,19 +298,14 @@ static st_status_t stt_ucx_create(const st_transport_config_t *cfg, st_transport
     size_t addr_len;
     us = ucp_worker_get_address(u->worker, &addr, &addr_len);
     if (us != UCS_OK) {
-        st_status_t st = stt_ucx_fail("ucp_worker_get_address", us);
-        ucp_worker_destroy(u->worker);
-        ucp_cleanup(u->context);
-        free(u);
-        return st;
+        st = stt_ucx_fail("ucp_worker_get_address", us);
+        goto err_worker_destroy;
     }
     uint8_t *copy = malloc(STT_UCX_HOST_ID_LEN + addr_len);
     if (copy == NULL) {
         ucp_worker_release_address(u->worker, addr);
-        ucp_worker_destroy(u->worker);
-        ucp_cleanup(u->context);
-        free(u);
-        return ST_ERR_NOMEM;
+        st = ST_ERR_NOMEM;
+        goto err_worker_destroy;
     }
     memcpy(copy, u->host_id, STT_UCX_HOST_ID_LEN);
     memcpy(copy + STT_UCX_HOST_ID_LEN, addr, addr_len);
@@ -290,9 +315,16 @@ static st_status_t stt_ucx_create(const st_transport_config_t *cfg, st_transport
     *addr_p = copy;
     *addr_len_p = STT_UCX_HOST_ID_LEN + addr_len;
     return ST_OK;
+
+err_worker_destroy:
+    ucp_worker_destroy(u->worker);
+err_cleanup:
+    ucp_cleanup(u->context);
+    free(u);
+    return st;
 }
 
-static void stt_ucx_destroy(st_transport_t *tp)
+static void stt_ucx_destroy(tp_transport_t *tp)
 {
     stt_ucx_t *u = (stt_ucx_t *)tp;
     ucp_worker_destroy(u->worker);
@@ -300,8 +332,8 @@ static void stt_ucx_destroy(st_transport_t *tp)
     free(u);
 }
 
-static st_status_t stt_ucx_mem_register(st_transport_t *tp, void **addr_p, size_t len,
-                                        unsigned access, st_transport_mem_t **mem_p, void **key_p,
+static st_status_t stt_ucx_mem_register(tp_transport_t *tp, void **addr_p, size_t len,
+                                        unsigned access, tp_mem_t **mem_p, void **key_p,
                                         size_t *key_len_p)
 {
     stt_ucx_t *u = (stt_ucx_t *)tp;
@@ -319,13 +351,13 @@ static st_status_t stt_ucx_mem_register(st_transport_t *tp, void **addr_p, size_
         .flags = *addr_p == NULL ? UCP_MEM_MAP_ALLOCATE : 0,
         /* Asked for, not enforced by tcp, sm or cma (stt_ucx_enforces_access()). */
         .prot = UCP_MEM_MAP_PROT_LOCAL_READ | UCP_MEM_MAP_PROT_LOCAL_WRITE |
-                ((access & ST_TRANSPORT_REMOTE_READ) ? UCP_MEM_MAP_PROT_REMOTE_READ : 0) |
-                ((access & ST_TRANSPORT_REMOTE_WRITE) ? UCP_MEM_MAP_PROT_REMOTE_WRITE : 0),
+                ((access & TP_REMOTE_READ) ? UCP_MEM_MAP_PROT_REMOTE_READ : 0) |
+                ((access & TP_REMOTE_WRITE) ? UCP_MEM_MAP_PROT_REMOTE_WRITE : 0),
     };
     ucs_status_t us = ucp_mem_map(u->context, &mp, &m->memh);
     if (us != UCS_OK) {
         free(m);
-        st_error("transport call failed backend=ucx call=ucp_mem_map addr=%p len=%zu "
+        lg_error("transport call failed backend=ucx call=ucp_mem_map addr=%p len=%zu "
                  "allocate=%d status=%s",
                  *addr_p, len, *addr_p == NULL, ucs_status_string(us));
         return us == UCS_ERR_NO_MEMORY ? ST_ERR_NOMEM : ST_ERR_TRANSPORT;
@@ -364,7 +396,7 @@ static st_status_t stt_ucx_mem_register(st_transport_t *tp, void **addr_p, size_
     return ST_OK;
 }
 
-static void stt_ucx_mem_deregister(st_transport_t *tp, st_transport_mem_t *mem)
+static void stt_ucx_mem_deregister(tp_transport_t *tp, tp_mem_t *mem)
 {
     stt_ucx_t *u = (stt_ucx_t *)tp;
     stt_ucx_mem_t *m = (stt_ucx_mem_t *)mem;
@@ -378,22 +410,21 @@ static void stt_ucx_mem_deregister(st_transport_t *tp, st_transport_mem_t *mem)
 static void stt_ucx_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
     stt_ucx_ep_t *e = arg;
-    st_warn("transport peer failed backend=ucx status=%s", ucs_status_string(status));
+    lg_warn("transport peer failed backend=ucx status=%s", ucs_status_string(status));
     e->base.error =
         stt_ucx_status(status) == ST_ERR_TRANSPORT ? ST_ERR_TRANSPORT : ST_ERR_UNAVAILABLE;
 }
 
-static st_status_t stt_ucx_connect(st_transport_t *tp, const void *addr, size_t len,
-                                   st_transport_ep_t **ep_p)
+static st_status_t stt_ucx_connect(tp_transport_t *tp, const void *addr, size_t len, tp_ep_t **ep_p)
 {
     stt_ucx_t *u = (stt_ucx_t *)tp;
     if (len <= STT_UCX_HOST_ID_LEN) {
-        st_error("transport peer address refused backend=ucx: too short len=%zu", len);
+        lg_error("transport peer address refused backend=ucx: too short len=%zu", len);
         return ST_ERR_INVALID;
     }
     bool same_host = memcmp(addr, u->host_id, STT_UCX_HOST_ID_LEN) == 0;
-    bool detect = u->peer_failure == ST_TRANSPORT_PEER_FAILURE_ON ||
-                  (u->peer_failure == ST_TRANSPORT_PEER_FAILURE_AUTO && (!same_host || !u->shm));
+    bool detect = u->peer_failure == TP_PEER_FAILURE_ON ||
+                  (u->peer_failure == TP_PEER_FAILURE_AUTO && (!same_host || !u->shm));
     stt_ucx_ep_t *e = calloc(1, sizeof(*e));
     if (e == NULL) {
         return ST_ERR_NOMEM;
@@ -412,18 +443,18 @@ static st_status_t stt_ucx_connect(st_transport_t *tp, const void *addr, size_t 
         ep_params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
         us = ucp_ep_create(u->worker, &ep_params, &e->ep);
         if (us == UCS_OK) {
-            st_info("transport endpoint without peer failure detection backend=ucx "
+            lg_info("transport endpoint without peer failure detection backend=ucx "
                     "(the selected transports do not offer it)");
         }
     }
     if (us != UCS_OK) {
         free(e);
-        st_error("transport call failed backend=ucx call=ucp_ep_create status=%s "
+        lg_error("transport call failed backend=ucx call=ucp_ep_create status=%s "
                  "address_bytes=%zu",
                  ucs_status_string(us), len);
         return us == UCS_ERR_UNREACHABLE ? ST_ERR_UNAVAILABLE : ST_ERR_TRANSPORT;
     }
-    st_debug("transport endpoint created backend=ucx same_host=%d peer_failure_detection=%d",
+    lg_debug("transport endpoint created backend=ucx same_host=%d peer_failure_detection=%d",
              same_host, ep_params.err_mode == UCP_ERR_HANDLING_MODE_PEER);
     *ep_p = &e->base;
     return ST_OK;
@@ -454,7 +485,7 @@ static ucs_status_t stt_ucx_wait_request(stt_ucx_t *u, ucs_status_ptr_t request,
     return us;
 }
 
-static st_status_t stt_ucx_ep_flush(st_transport_ep_t *ep, int timeout_ms)
+static st_status_t stt_ucx_ep_flush(tp_ep_t *ep, int timeout_ms)
 {
     stt_ucx_t *u = (stt_ucx_t *)ep->tp;
     stt_ucx_ep_t *e = (stt_ucx_ep_t *)ep;
@@ -463,18 +494,18 @@ static st_status_t stt_ucx_ep_flush(st_transport_ep_t *ep, int timeout_ms)
     ucs_status_t us =
         stt_ucx_wait_request(u, ucp_ep_flush_nbx(e->ep, &param), timeout_ms, &gave_up);
     if (gave_up) {
-        st_warn("transport flush timed out backend=ucx timeout_ms=%d", timeout_ms);
+        lg_warn("transport flush timed out backend=ucx timeout_ms=%d", timeout_ms);
         return ST_ERR_TIMEOUT;
     }
     if (us != UCS_OK) {
-        st_error("transport call failed backend=ucx call=ucp_ep_flush_nbx status=%s",
+        lg_error("transport call failed backend=ucx call=ucp_ep_flush_nbx status=%s",
                  ucs_status_string(us));
         return stt_ucx_status(us);
     }
     return ST_OK;
 }
 
-static void stt_ucx_ep_close(st_transport_ep_t *ep, bool force)
+static void stt_ucx_ep_close(tp_ep_t *ep, bool force)
 {
     stt_ucx_t *u = (stt_ucx_t *)ep->tp;
     stt_ucx_ep_t *e = (stt_ucx_ep_t *)ep;
@@ -486,15 +517,14 @@ static void stt_ucx_ep_close(st_transport_ep_t *ep, bool force)
     ucs_status_t us =
         stt_ucx_wait_request(u, ucp_ep_close_nbx(e->ep, &param), STT_UCX_CLOSE_MS, &gave_up);
     if (gave_up) {
-        st_warn("transport endpoint close timed out backend=ucx timeout_ms=%d", STT_UCX_CLOSE_MS);
+        lg_warn("transport endpoint close timed out backend=ucx timeout_ms=%d", STT_UCX_CLOSE_MS);
     } else if (us != UCS_OK && us != UCS_ERR_CANCELED && !force) {
-        st_warn("transport endpoint close failed backend=ucx call=ucp_ep_close_nbx status=%s",
+        lg_warn("transport endpoint close failed backend=ucx call=ucp_ep_close_nbx status=%s",
                 ucs_status_string(us));
     }
 }
 
-static st_status_t stt_ucx_rkey_unpack(st_transport_ep_t *ep, const void *key, size_t len,
-                                       st_transport_rkey_t **rkey_p)
+static st_status_t stt_ucx_rkey_unpack(tp_ep_t *ep, const void *key, size_t len, tp_rkey_t **rkey_p)
 {
     stt_ucx_ep_t *e = (stt_ucx_ep_t *)ep;
     stt_ucx_rkey_t *r = calloc(1, sizeof(*r));
@@ -504,7 +534,7 @@ static st_status_t stt_ucx_rkey_unpack(st_transport_ep_t *ep, const void *key, s
     ucs_status_t us = ucp_ep_rkey_unpack(e->ep, key, &r->rkey);
     if (us != UCS_OK) {
         free(r);
-        st_error("transport call failed backend=ucx call=ucp_ep_rkey_unpack status=%s "
+        lg_error("transport call failed backend=ucx call=ucp_ep_rkey_unpack status=%s "
                  "key_bytes=%zu",
                  ucs_status_string(us), len);
         return us == UCS_ERR_INVALID_PARAM ? ST_ERR_INVALID : ST_ERR_TRANSPORT;
@@ -521,7 +551,7 @@ static st_status_t stt_ucx_rkey_unpack(st_transport_ep_t *ep, const void *key, s
     return ST_OK;
 }
 
-static void stt_ucx_rkey_destroy(st_transport_rkey_t *rkey)
+static void stt_ucx_rkey_destroy(tp_rkey_t *rkey)
 {
     stt_ucx_rkey_t *r = (stt_ucx_rkey_t *)rkey;
     ucp_rkey_destroy(r->rkey);
@@ -533,15 +563,14 @@ static void stt_ucx_op_done(void *request, ucs_status_t status, void *user_data)
 {
     stt_op_t *op = user_data;
     if (status != UCS_OK && status != UCS_ERR_CANCELED) {
-        st_warn_ratelimited("transport operation failed backend=ucx status=%s",
+        lg_warn_ratelimited("transport operation failed backend=ucx status=%s",
                             ucs_status_string(status));
     }
     ucp_request_free(request);
     stt_op_complete(op, stt_ucx_status(status));
 }
 
-static st_status_t stt_ucx_get_now(st_transport_rkey_t *rkey, void *local, uint64_t remote_addr,
-                                   size_t len)
+static st_status_t stt_ucx_get_now(tp_rkey_t *rkey, void *local, uint64_t remote_addr, size_t len)
 {
     stt_ucx_rkey_t *r = (stt_ucx_rkey_t *)rkey;
     void *src;
@@ -567,7 +596,7 @@ static st_status_t stt_ucx_post(stt_op_t *op)
         .user_data = op,
     };
     ucs_status_ptr_t request;
-    /* st_transport_get() has checked the range against the key's region. */
+    /* tp_get() has checked the range against the key's region. */
     if (!op->is_put && stt_ucx_get_now(op->rkey, op->local, op->remote_addr, op->len) == ST_OK) {
         stt_op_complete(op, ST_OK);
         return ST_OK;
@@ -584,7 +613,7 @@ static st_status_t stt_ucx_post(stt_op_t *op)
     }
     if (UCS_PTR_IS_ERR(request)) {
         ucs_status_t us = UCS_PTR_STATUS(request);
-        st_error("transport call failed backend=ucx call=%s status=%s len=%zu",
+        lg_error("transport call failed backend=ucx call=%s status=%s len=%zu",
                  op->is_put ? "ucp_put_nbx" : "ucp_get_nbx", ucs_status_string(us), op->len);
         return stt_ucx_status(us) == ST_ERR_UNAVAILABLE ? ST_ERR_UNAVAILABLE : ST_ERR_TRANSPORT;
     }
@@ -595,15 +624,15 @@ static st_status_t stt_ucx_post(stt_op_t *op)
 static void stt_ucx_msg_done(void *request, ucs_status_t status, void *user_data)
 {
     if (status != UCS_OK && status != UCS_ERR_CANCELED) {
-        st_warn_ratelimited("transport message failed backend=ucx status=%s",
+        lg_warn_ratelimited("transport message failed backend=ucx status=%s",
                             ucs_status_string(status));
     }
     ucp_request_free(request);
     free(user_data);
 }
 
-static st_status_t stt_ucx_msg_send(st_transport_t *tp, st_transport_ep_t *ep, void *route,
-                                    const void *data, size_t len)
+static st_status_t stt_ucx_msg_send(tp_transport_t *tp, tp_ep_t *ep, void *route, const void *data,
+                                    size_t len)
 {
     (void)tp;
     ucp_ep_h to = ep != NULL ? ((stt_ucx_ep_t *)ep)->ep : (ucp_ep_h)route;
@@ -629,7 +658,7 @@ static st_status_t stt_ucx_msg_send(st_transport_t *tp, st_transport_ep_t *ep, v
     if (UCS_PTR_IS_ERR(request)) {
         ucs_status_t us = UCS_PTR_STATUS(request);
         free(copy);
-        st_warn_ratelimited("transport call failed backend=ucx call=ucp_am_send_nbx status=%s "
+        lg_warn_ratelimited("transport call failed backend=ucx call=ucp_am_send_nbx status=%s "
                             "bytes=%zu",
                             ucs_status_string(us), len);
         return stt_ucx_status(us) == ST_ERR_UNAVAILABLE ? ST_ERR_UNAVAILABLE : ST_ERR_TRANSPORT;
@@ -637,19 +666,19 @@ static st_status_t stt_ucx_msg_send(st_transport_t *tp, st_transport_ep_t *ep, v
     return ST_OK;
 }
 
-static int stt_ucx_progress(st_transport_t *tp)
+static int stt_ucx_progress(tp_transport_t *tp)
 {
     stt_ucx_t *u = (stt_ucx_t *)tp;
     return (int)ucp_worker_progress(u->worker);
 }
 
-static st_status_t stt_ucx_event_fd(st_transport_t *tp, int *fd_p)
+static st_status_t stt_ucx_event_fd(tp_transport_t *tp, int *fd_p)
 {
     stt_ucx_t *u = (stt_ucx_t *)tp;
     if (u->efd < 0 && !u->efd_failed) {
         ucs_status_t us = ucp_worker_get_efd(u->worker, &u->efd);
         if (us != UCS_OK) {
-            st_warn("transport has no event fd backend=ucx call=ucp_worker_get_efd status=%s",
+            lg_warn("transport has no event fd backend=ucx call=ucp_worker_get_efd status=%s",
                     ucs_status_string(us));
             u->efd = -1;
             u->efd_failed = true;
@@ -662,7 +691,7 @@ static st_status_t stt_ucx_event_fd(st_transport_t *tp, int *fd_p)
     return ST_OK;
 }
 
-static st_status_t stt_ucx_arm(st_transport_t *tp)
+static st_status_t stt_ucx_arm(tp_transport_t *tp)
 {
     stt_ucx_t *u = (stt_ucx_t *)tp;
     int fd;
@@ -688,7 +717,7 @@ static st_status_t stt_ucx_arm(st_transport_t *tp)
  * InfiniBand (rc, dc) would check keys in the adapter, but the transports a
  * worker selects are known only per endpoint, so UCX reports 0 throughout.
  */
-static int stt_ucx_enforces_access(const st_transport_t *tp)
+static int stt_ucx_enforces_access(const tp_transport_t *tp)
 {
     (void)tp;
     return 0;

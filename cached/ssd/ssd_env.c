@@ -9,7 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "st_log.h"
+#include "clock.h"
+#include "log.h"
 #include "ssd_internal.h"
 
 #define SSD_MAX_DBS      8
@@ -21,26 +22,23 @@
 
 uint64_t ssd_wall_us(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+    return cm_real_us();
 }
 
-st_status_t ssd_check_pid(const st_ssd_t *ssd)
+st_status_t ssd_check_pid(const ssd_t *ssd)
 {
     if (ssd == NULL) {
         return ST_ERR_INVALID;
     }
     if (getpid() != ssd->pid) {
-        st_error("ssd environment used after fork dir=%s opener_pid=%d pid=%d", ssd->dir,
+        lg_error("ssd environment used after fork dir=%s opener_pid=%d pid=%d", ssd->dir,
                  (int)ssd->pid, (int)getpid());
         return ST_ERR_INVALID;
     }
     return ST_OK;
 }
 
-st_status_t ssd_mdb_status(st_ssd_t *ssd, int rc, const char *what)
+st_status_t ssd_mdb_status(ssd_t *ssd, int rc, const char *what)
 {
     const char *dir = ssd != NULL ? ssd->dir : "?";
 
@@ -48,42 +46,42 @@ st_status_t ssd_mdb_status(st_ssd_t *ssd, int rc, const char *what)
     case 0: return ST_OK;
     case MDB_NOTFOUND: return ST_ERR_NOT_FOUND;
     case MDB_MAP_FULL:
-        st_log_ratelimited(ST_LOG_ERROR,
-                           "ssd map full, write refused op=%s dir=%s map_size=%llu (raise the "
-                           "ssd map size)",
-                           what, dir, (unsigned long long)(ssd != NULL ? ssd->params.map_size : 0));
+        lg_ratelimited(LG_ERROR,
+                       "ssd map full, write refused op=%s dir=%s map_size=%llu (raise the "
+                       "ssd map size)",
+                       what, dir, (unsigned long long)(ssd != NULL ? ssd->params.map_size : 0));
         return ST_ERR_EXHAUSTED;
     case ENOSPC:
     case EDQUOT:
     case EFBIG:
-        st_log_ratelimited(
-            ST_LOG_ERROR,
+        lg_ratelimited(
+            LG_ERROR,
             "ssd no space, write refused (disk full or file size limit) op=%s dir=%s err=\"%s\"",
             what, dir, mdb_strerror(rc));
         return ST_ERR_EXHAUSTED;
     case MDB_TXN_FULL:
     case MDB_READERS_FULL:
     case MDB_DBS_FULL:
-        st_log_ratelimited(ST_LOG_ERROR, "ssd limit reached op=%s dir=%s err=\"%s\"", what, dir,
-                           mdb_strerror(rc));
+        lg_ratelimited(LG_ERROR, "ssd limit reached op=%s dir=%s err=\"%s\"", what, dir,
+                       mdb_strerror(rc));
         return ST_ERR_EXHAUSTED;
-    case ENOMEM: st_error("ssd out of memory op=%s dir=%s", what, dir); return ST_ERR_NOMEM;
+    case ENOMEM: lg_error("ssd out of memory op=%s dir=%s", what, dir); return ST_ERR_NOMEM;
     case MDB_CORRUPTED:
     case MDB_PAGE_NOTFOUND:
-        st_log_ratelimited(ST_LOG_ERROR, "ssd database damaged op=%s dir=%s err=\"%s\"", what, dir,
-                           mdb_strerror(rc));
+        lg_ratelimited(LG_ERROR, "ssd database damaged op=%s dir=%s err=\"%s\"", what, dir,
+                       mdb_strerror(rc));
         return ST_ERR_CORRUPT;
     default:
-        st_log_ratelimited(ST_LOG_ERROR, "ssd i/o error op=%s dir=%s err=\"%s\"", what, dir,
-                           mdb_strerror(rc));
+        lg_ratelimited(LG_ERROR, "ssd i/o error op=%s dir=%s err=\"%s\"", what, dir,
+                       mdb_strerror(rc));
         return ST_ERR_IO;
     }
 }
 
-static st_status_t ssd_params_fill(const st_ssd_params_t *in, st_ssd_params_t *out)
+static st_status_t ssd_params_fill(const ssd_params_t *in, ssd_params_t *out)
 {
     if (in == NULL || in->dir == NULL || in->dir[0] == '\0') {
-        st_error("ssd open refused: no data directory given");
+        lg_error("ssd open refused: no data directory given");
         return ST_ERR_INVALID;
     }
     *out = *in;
@@ -91,15 +89,15 @@ static st_status_t ssd_params_fill(const st_ssd_params_t *in, st_ssd_params_t *o
         out->map_size = SSD_DEF_MAP;
     }
     if (out->map_size < SSD_MIN_MAP) {
-        st_error("ssd open refused: map size too small map_size=%llu min=%llu",
+        lg_error("ssd open refused: map size too small map_size=%llu min=%llu",
                  (unsigned long long)out->map_size, (unsigned long long)SSD_MIN_MAP);
         return ST_ERR_INVALID;
     }
     if (out->spill_budget == 0) {
         out->spill_budget = out->map_size / 2;
     }
-    if (out->sync != ST_SSD_SYNC_DURABLE && out->sync != ST_SSD_SYNC_NONE) {
-        st_error("ssd open refused: unknown sync mode sync=%d", (int)out->sync);
+    if (out->sync != SSD_SYNC_DURABLE && out->sync != SSD_SYNC_NONE) {
+        lg_error("ssd open refused: unknown sync mode sync=%d", (int)out->sync);
         return ST_ERR_INVALID;
     }
     if (out->max_readers == 0) {
@@ -127,7 +125,7 @@ static st_status_t ssd_params_fill(const st_ssd_params_t *in, st_ssd_params_t *o
 }
 
 /* Opens the named tables and reads (or creates) the usage record. */
-static st_status_t ssd_open_tables(st_ssd_t *ssd)
+static st_status_t ssd_open_tables(ssd_t *ssd)
 {
     MDB_txn *txn;
     MDB_val k = {SSD_USAGE_KEYLEN, (void *)SSD_USAGE_KEY}, v;
@@ -152,7 +150,7 @@ static st_status_t ssd_open_tables(st_ssd_t *ssd)
         status = ssd_usage_decode(v.mv_data, v.mv_size, &ssd->usage);
         if (status != ST_OK) {
             mdb_txn_abort(txn);
-            st_error("ssd usage record unreadable dir=%s size=%zu", ssd->dir, v.mv_size);
+            lg_error("ssd usage record unreadable dir=%s size=%zu", ssd->dir, v.mv_size);
             return ST_ERR_CORRUPT;
         }
     } else if (rc == MDB_NOTFOUND) {
@@ -174,7 +172,7 @@ static st_status_t ssd_open_tables(st_ssd_t *ssd)
     return ST_OK;
 }
 
-static void ssd_free(st_ssd_t *ssd)
+static void ssd_free(ssd_t *ssd)
 {
     if (ssd->env != NULL) {
         mdb_env_close(ssd->env);
@@ -184,9 +182,9 @@ static void ssd_free(st_ssd_t *ssd)
     free(ssd);
 }
 
-st_status_t st_ssd_open(const st_ssd_params_t *params, st_ssd_t **ssd_p)
+st_status_t ssd_open(const ssd_params_t *params, ssd_t **ssd_p)
 {
-    st_ssd_t *ssd;
+    ssd_t *ssd;
     st_status_t status;
     unsigned flags;
     MDB_stat mst;
@@ -198,7 +196,7 @@ st_status_t st_ssd_open(const st_ssd_params_t *params, st_ssd_t **ssd_p)
     }
     ssd = calloc(1, sizeof(*ssd));
     if (ssd == NULL) {
-        st_error("ssd open: out of memory");
+        lg_error("ssd open: out of memory");
         return ST_ERR_NOMEM;
     }
     status = ssd_params_fill(params, &ssd->params);
@@ -215,7 +213,7 @@ st_status_t st_ssd_open(const st_ssd_params_t *params, st_ssd_t **ssd_p)
     ssd->pid = getpid();
 
     if (mkdir(ssd->dir, 0750) != 0 && errno != EEXIST) {
-        st_error("ssd cannot create data directory path=%s err=\"%s\"", ssd->dir, strerror(errno));
+        lg_error("ssd cannot create data directory path=%s err=\"%s\"", ssd->dir, strerror(errno));
         status = ST_ERR_IO;
         goto err_free;
     }
@@ -224,7 +222,7 @@ st_status_t st_ssd_open(const st_ssd_params_t *params, st_ssd_t **ssd_p)
         status = ssd_mdb_status(ssd, rc, "env create");
         goto err_free;
     }
-    flags = MDB_NOTLS | (ssd->params.sync == ST_SSD_SYNC_NONE ? MDB_NOSYNC : MDB_NOMETASYNC);
+    flags = MDB_NOTLS | (ssd->params.sync == SSD_SYNC_NONE ? MDB_NOSYNC : MDB_NOMETASYNC);
     if ((rc = mdb_env_set_mapsize(ssd->env, (size_t)ssd->params.map_size)) != 0 ||
         (rc = mdb_env_set_maxreaders(ssd->env, ssd->params.max_readers)) != 0 ||
         (rc = mdb_env_set_maxdbs(ssd->env, SSD_MAX_DBS)) != 0) {
@@ -233,7 +231,7 @@ st_status_t st_ssd_open(const st_ssd_params_t *params, st_ssd_t **ssd_p)
     }
     rc = mdb_env_open(ssd->env, ssd->dir, flags, 0640);
     if (rc != 0) {
-        st_error("ssd cannot open environment path=%s err=\"%s\"", ssd->dir, mdb_strerror(rc));
+        lg_error("ssd cannot open environment path=%s err=\"%s\"", ssd->dir, mdb_strerror(rc));
         status = rc == ENOMEM ? ST_ERR_NOMEM : ST_ERR_IO;
         goto err_free;
     }
@@ -243,7 +241,7 @@ st_status_t st_ssd_open(const st_ssd_params_t *params, st_ssd_t **ssd_p)
         goto err_free;
     }
     if (dead > 0) {
-        st_warn("ssd cleared stale readers dir=%s count=%d", ssd->dir, dead);
+        lg_warn("ssd cleared stale readers dir=%s count=%d", ssd->dir, dead);
         ssd->st.stale_readers += (uint64_t)dead;
     }
     status = ssd_open_tables(ssd);
@@ -257,7 +255,7 @@ st_status_t st_ssd_open(const st_ssd_params_t *params, st_ssd_t **ssd_p)
 
     ssd->batch_ops = calloc(ssd->params.batch_max, sizeof(*ssd->batch_ops));
     if (ssd->batch_ops == NULL) {
-        st_error("ssd open: out of memory dir=%s", ssd->dir);
+        lg_error("ssd open: out of memory dir=%s", ssd->dir);
         status = ST_ERR_NOMEM;
         goto err_free;
     }
@@ -266,17 +264,17 @@ st_status_t st_ssd_open(const st_ssd_params_t *params, st_ssd_t **ssd_p)
     pthread_cond_init(&ssd->queue_cv, NULL);
     pthread_cond_init(&ssd->room_cv, NULL);
     pthread_cond_init(&ssd->done_cv, NULL);
-    ssd->last_reader_check_ms = st_log_now_ms();
+    ssd->last_reader_check_ms = lg_now_ms();
     rc = pthread_create(&ssd->writer, NULL, ssd_writer_main, ssd);
     if (rc != 0) {
-        st_error("ssd cannot start writer thread dir=%s err=\"%s\"", ssd->dir, strerror(rc));
+        lg_error("ssd cannot start writer thread dir=%s err=\"%s\"", ssd->dir, strerror(rc));
         status = rc == EAGAIN ? ST_ERR_EXHAUSTED : ST_ERR_INTERNAL;
         goto err_sync;
     }
     ssd->writer_started = 1;
-    st_info("ssd opened dir=%s map_size=%llu spill_budget=%llu sync=%s objects=%llu", ssd->dir,
+    lg_info("ssd opened dir=%s map_size=%llu spill_budget=%llu sync=%s objects=%llu", ssd->dir,
             (unsigned long long)ssd->params.map_size, (unsigned long long)ssd->params.spill_budget,
-            ssd->params.sync == ST_SSD_SYNC_NONE ? "none" : "durable",
+            ssd->params.sync == SSD_SYNC_NONE ? "none" : "durable",
             (unsigned long long)(ssd->usage.objects[1] + ssd->usage.objects[2] +
                                  ssd->usage.objects[3] + ssd->usage.objects[4]));
     *ssd_p = ssd;
@@ -293,7 +291,7 @@ err_free:
     return status;
 }
 
-void st_ssd_close(st_ssd_t *ssd)
+void ssd_close(ssd_t *ssd)
 {
     if (ssd == NULL) {
         return;
@@ -311,7 +309,7 @@ void st_ssd_close(st_ssd_t *ssd)
     if (ssd->writer_started) {
         pthread_join(ssd->writer, NULL);
     }
-    if (ssd->params.sync == ST_SSD_SYNC_DURABLE) {
+    if (ssd->params.sync == SSD_SYNC_DURABLE) {
         mdb_env_sync(ssd->env, 1);
     }
     while (ssd->rtxn_n > 0) {
@@ -322,11 +320,11 @@ void st_ssd_close(st_ssd_t *ssd)
     pthread_cond_destroy(&ssd->room_cv);
     pthread_cond_destroy(&ssd->queue_cv);
     pthread_mutex_destroy(&ssd->lock);
-    st_info("ssd closed dir=%s", ssd->dir);
+    lg_info("ssd closed dir=%s", ssd->dir);
     ssd_free(ssd);
 }
 
-st_status_t st_ssd_reader_check(st_ssd_t *ssd, int *cleared_p)
+st_status_t ssd_reader_check(ssd_t *ssd, int *cleared_p)
 {
     int dead = 0, rc;
     st_status_t status = ssd_check_pid(ssd);
@@ -339,7 +337,7 @@ st_status_t st_ssd_reader_check(st_ssd_t *ssd, int *cleared_p)
         return ssd_mdb_status(ssd, rc, "reader check");
     }
     if (dead > 0) {
-        st_warn("ssd cleared stale readers dir=%s count=%d", ssd->dir, dead);
+        lg_warn("ssd cleared stale readers dir=%s count=%d", ssd->dir, dead);
         pthread_mutex_lock(&ssd->lock);
         ssd->st.stale_readers += (uint64_t)dead;
         pthread_mutex_unlock(&ssd->lock);
@@ -350,7 +348,7 @@ st_status_t st_ssd_reader_check(st_ssd_t *ssd, int *cleared_p)
     return ST_OK;
 }
 
-void st_ssd_stats(st_ssd_t *ssd, st_ssd_stats_t *stats)
+void ssd_stats(ssd_t *ssd, ssd_stats_t *stats)
 {
     MDB_envinfo info;
 
@@ -360,7 +358,7 @@ void st_ssd_stats(st_ssd_t *ssd, st_ssd_stats_t *stats)
     }
     pthread_mutex_lock(&ssd->lock);
     *stats = ssd->st;
-    for (int k = 0; k < ST_SSD_KIND_MAX_; k++) {
+    for (int k = 0; k < SSD_KIND_MAX_; k++) {
         stats->objects[k] = ssd->usage_pub.objects[k];
         stats->bytes[k] = ssd->usage_pub.bytes[k];
     }
@@ -369,7 +367,7 @@ void st_ssd_stats(st_ssd_t *ssd, st_ssd_stats_t *stats)
     stats->misses = atomic_load(&ssd->misses);
     stats->corrupt = atomic_load(&ssd->corrupt);
     stats->promotions = atomic_load(&ssd->promotions);
-    stats->spill_bytes = stats->bytes[ST_SSD_KV] + stats->bytes[ST_SSD_IDX];
+    stats->spill_bytes = stats->bytes[SSD_KV] + stats->bytes[SSD_IDX];
     stats->spill_budget = ssd->params.spill_budget;
     mdb_env_info(ssd->env, &info);
     stats->map_size = info.me_mapsize;
@@ -377,7 +375,7 @@ void st_ssd_stats(st_ssd_t *ssd, st_ssd_stats_t *stats)
 }
 
 /* Queues the deletion of a key whose metadata failed its check. */
-static void ssd_drop_raw(st_ssd_t *ssd, const st_ssd_key_t *key)
+static void ssd_drop_raw(ssd_t *ssd, const ssd_key_t *key)
 {
     ssd_op_t *op = calloc(1, sizeof(*op));
 
@@ -385,21 +383,21 @@ static void ssd_drop_raw(st_ssd_t *ssd, const st_ssd_key_t *key)
         return;
     }
     op->type = SSD_OP_DELETE;
-    op->flags = ST_SSD_NOWAIT;
+    op->flags = SSD_NOWAIT;
     op->key = *key;
     if (ssd_submit(ssd, op) != ST_OK) {
         free(op);
     }
 }
 
-st_status_t st_ssd_iterate(st_ssd_t *ssd, st_ssd_iter_fn fn, void *arg, uint64_t *count_p)
+st_status_t ssd_iterate(ssd_t *ssd, ssd_iter_fn fn, void *arg, uint64_t *count_p)
 {
     MDB_txn *txn = NULL;
     MDB_cursor *cur = NULL;
     MDB_val k, v;
-    uint8_t last[ST_SSD_KEY_BYTES];
+    uint8_t last[SSD_KEY_BYTES];
     int have_last = 0, stop = 0, rc;
-    uint64_t count = 0, t0 = st_log_now_ms();
+    uint64_t count = 0, t0 = lg_now_ms();
     st_status_t status = ssd_check_pid(ssd);
 
     if (status != ST_OK) {
@@ -429,20 +427,20 @@ st_status_t st_ssd_iterate(st_ssd_t *ssd, st_ssd_iter_fn fn, void *arg, uint64_t
             rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
         }
         for (int n = 0; rc == 0 && n < SSD_ITER_CHUNK && !stop; n++) {
-            st_ssd_key_t key;
+            ssd_key_t key;
             ssd_hdr_t hdr;
-            st_ssd_meta_t meta;
+            ssd_meta_t meta;
 
-            if (k.mv_size != ST_SSD_KEY_BYTES || st_ssd_key_decode(k.mv_data, &key) != ST_OK) {
+            if (k.mv_size != SSD_KEY_BYTES || ssd_key_decode(k.mv_data, &key) != ST_OK) {
                 atomic_fetch_add(&ssd->corrupt, 1);
-                st_warn_ratelimited("ssd metadata key malformed dir=%s size=%zu", ssd->dir,
+                lg_warn_ratelimited("ssd metadata key malformed dir=%s size=%zu", ssd->dir,
                                     k.mv_size);
             } else if (ssd_hdr_decode(&key, v.mv_data, v.mv_size, &hdr) != ST_OK) {
                 atomic_fetch_add(&ssd->corrupt, 1);
-                st_warn_ratelimited("ssd metadata corrupt, object dropped dir=%s kind=%s "
+                lg_warn_ratelimited("ssd metadata corrupt, object dropped dir=%s kind=%s "
                                     "ns=%llu layer=%u",
-                                    ssd->dir, st_ssd_kind_name(key.kind),
-                                    (unsigned long long)key.ns, (unsigned)key.layer);
+                                    ssd->dir, ssd_kind_name(key.kind), (unsigned long long)key.ns,
+                                    (unsigned)key.layer);
                 ssd_drop_raw(ssd, &key);
             } else {
                 meta.length = hdr.length;
@@ -453,7 +451,7 @@ st_status_t st_ssd_iterate(st_ssd_t *ssd, st_ssd_iter_fn fn, void *arg, uint64_t
                 count++;
                 stop = fn(arg, &key, &meta) != 0;
             }
-            if (k.mv_size == ST_SSD_KEY_BYTES) {
+            if (k.mv_size == SSD_KEY_BYTES) {
                 memcpy(last, k.mv_data, sizeof(last));
                 have_last = 1;
             }
@@ -474,9 +472,8 @@ st_status_t st_ssd_iterate(st_ssd_t *ssd, st_ssd_iter_fn fn, void *arg, uint64_t
         mdb_txn_abort(txn);
     }
     if (status == ST_OK) {
-        st_info("ssd recovery iteration done dir=%s objects=%llu ms=%llu stopped_early=%d",
-                ssd->dir, (unsigned long long)count, (unsigned long long)(st_log_now_ms() - t0),
-                stop);
+        lg_info("ssd recovery iteration done dir=%s objects=%llu ms=%llu stopped_early=%d",
+                ssd->dir, (unsigned long long)count, (unsigned long long)(lg_now_ms() - t0), stop);
     }
     if (count_p != NULL) {
         *count_p = count;

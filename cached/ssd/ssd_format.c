@@ -13,124 +13,77 @@
 
 #include <xxhash.h>
 
+#include "bytes.h"
 #include "ssd_internal.h"
 
-static void put_be64(uint8_t *p, uint64_t v)
+void ssd_key_encode(const ssd_key_t *key, uint8_t out[SSD_KEY_BYTES])
 {
-    for (int i = 7; i >= 0; i--) {
-        p[i] = (uint8_t)v;
-        v >>= 8;
-    }
-}
-
-static uint64_t get_be64(const uint8_t *p)
-{
-    uint64_t v = 0;
-
-    for (int i = 0; i < 8; i++) {
-        v = (v << 8) | p[i];
-    }
-    return v;
-}
-
-static void put_le64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) {
-        p[i] = (uint8_t)(v >> (8 * i));
-    }
-}
-
-static uint64_t get_le64(const uint8_t *p)
-{
-    uint64_t v = 0;
-
-    for (int i = 7; i >= 0; i--) {
-        v = (v << 8) | p[i];
-    }
-    return v;
-}
-
-static void put_le32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) {
-        p[i] = (uint8_t)(v >> (8 * i));
-    }
-}
-
-static uint32_t get_le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-void st_ssd_key_encode(const st_ssd_key_t *key, uint8_t out[ST_SSD_KEY_BYTES])
-{
-    put_be64(out, key->ns);
+    cm_put_be64(out, key->ns);
     memcpy(out + 8, key->id.b, ST_HASH_BYTES);
     out[24] = key->kind;
     out[25] = (uint8_t)(key->layer >> 8);
     out[26] = (uint8_t)key->layer;
 }
 
-st_status_t st_ssd_key_decode(const uint8_t in[ST_SSD_KEY_BYTES], st_ssd_key_t *key)
+st_status_t ssd_key_decode(const uint8_t in[SSD_KEY_BYTES], ssd_key_t *key)
 {
     if (!ssd_kind_valid(in[24])) {
         return ST_ERR_INVALID;
     }
-    key->ns = get_be64(in);
+    key->ns = cm_get_be64(in);
     memcpy(key->id.b, in + 8, ST_HASH_BYTES);
     key->kind = in[24];
     key->layer = (uint16_t)(in[25] << 8 | in[26]);
     return ST_OK;
 }
 
-const char *st_ssd_kind_name(unsigned kind)
+const char *ssd_kind_name(unsigned kind)
 {
     switch (kind) {
-    case ST_SSD_KV: return "KV";
-    case ST_SSD_IDX: return "IDX";
-    case ST_SSD_KDA: return "KDA";
-    case ST_SSD_SESSION: return "SESSION";
+    case SSD_KV: return "KV";
+    case SSD_IDX: return "IDX";
+    case SSD_KDA: return "KDA";
+    case SSD_SESSION: return "SESSION";
     default: return "?";
     }
 }
 
-static uint32_t hdr_check(const st_ssd_key_t *key, const uint8_t *hdr)
+static uint32_t hdr_check(const ssd_key_t *key, const uint8_t *hdr)
 {
-    uint8_t buf[ST_SSD_KEY_BYTES + 40];
+    uint8_t buf[SSD_KEY_BYTES + 40];
 
-    st_ssd_key_encode(key, buf);
-    memcpy(buf + ST_SSD_KEY_BYTES, hdr, 40);
+    ssd_key_encode(key, buf);
+    memcpy(buf + SSD_KEY_BYTES, hdr, 40);
     return (uint32_t)XXH3_64bits(buf, sizeof(buf));
 }
 
-void ssd_hdr_encode(const st_ssd_key_t *key, const ssd_hdr_t *hdr, uint8_t *out)
+void ssd_hdr_encode(const ssd_key_t *key, const ssd_hdr_t *hdr, uint8_t *out)
 {
-    put_le32(out, SSD_MAGIC);
+    cm_put_le32(out, SSD_MAGIC);
     out[4] = SSD_VERSION;
     out[5] = hdr->kind;
     out[6] = (uint8_t)hdr->flags;
     out[7] = (uint8_t)(hdr->flags >> 8);
-    put_le64(out + 8, hdr->length);
-    put_le64(out + 16, hdr->checksum);
-    put_le64(out + 24, hdr->seq);
-    put_le64(out + 32, hdr->created_us);
-    put_le32(out + 40, hdr_check(key, out));
-    put_le32(out + 44, 0);
+    cm_put_le64(out + 8, hdr->length);
+    cm_put_le64(out + 16, hdr->checksum);
+    cm_put_le64(out + 24, hdr->seq);
+    cm_put_le64(out + 32, hdr->created_us);
+    cm_put_le32(out + 40, hdr_check(key, out));
+    cm_put_le32(out + 44, 0);
 }
 
-st_status_t ssd_hdr_decode(const st_ssd_key_t *key, const uint8_t *in, size_t in_len,
-                           ssd_hdr_t *hdr)
+st_status_t ssd_hdr_decode(const ssd_key_t *key, const uint8_t *in, size_t in_len, ssd_hdr_t *hdr)
 {
-    if (in_len < SSD_HDR_BYTES || get_le32(in) != SSD_MAGIC || in[4] != SSD_VERSION ||
-        in[5] != key->kind || get_le32(in + 40) != hdr_check(key, in)) {
+    if (in_len < SSD_HDR_BYTES || cm_get_le32(in) != SSD_MAGIC || in[4] != SSD_VERSION ||
+        in[5] != key->kind || cm_get_le32(in + 40) != hdr_check(key, in)) {
         return ST_ERR_CORRUPT;
     }
     hdr->kind = in[5];
     hdr->flags = (uint16_t)(in[6] | in[7] << 8);
-    hdr->length = get_le64(in + 8);
-    hdr->checksum = get_le64(in + 16);
-    hdr->seq = get_le64(in + 24);
-    hdr->created_us = get_le64(in + 32);
+    hdr->length = cm_get_le64(in + 8);
+    hdr->checksum = cm_get_le64(in + 16);
+    hdr->seq = cm_get_le64(in + 24);
+    hdr->created_us = cm_get_le64(in + 32);
     return ST_OK;
 }
 
@@ -140,26 +93,27 @@ st_status_t ssd_hdr_decode(const st_ssd_key_t *key, const uint8_t *in, size_t in
  */
 void ssd_usage_encode(const ssd_usage_t *u, uint8_t out[SSD_USAGE_BYTES])
 {
-    put_le64(out, 1);
-    put_le64(out + 8, u->seq);
-    for (int k = 1; k < ST_SSD_KIND_MAX_; k++) {
-        put_le64(out + 16 + 8 * (k - 1), u->objects[k]);
-        put_le64(out + 48 + 8 * (k - 1), u->bytes[k]);
+    cm_put_le64(out, 1);
+    cm_put_le64(out + 8, u->seq);
+    for (int k = 1; k < SSD_KIND_MAX_; k++) {
+        cm_put_le64(out + 16 + 8 * (k - 1), u->objects[k]);
+        cm_put_le64(out + 48 + 8 * (k - 1), u->bytes[k]);
     }
-    put_le64(out + 80, 0);
-    put_le64(out + 88, XXH3_64bits(out, 88));
+    cm_put_le64(out + 80, 0);
+    cm_put_le64(out + 88, XXH3_64bits(out, 88));
 }
 
 st_status_t ssd_usage_decode(const uint8_t *in, size_t len, ssd_usage_t *u)
 {
-    if (len != SSD_USAGE_BYTES || get_le64(in) != 1 || get_le64(in + 88) != XXH3_64bits(in, 88)) {
+    if (len != SSD_USAGE_BYTES || cm_get_le64(in) != 1 ||
+        cm_get_le64(in + 88) != XXH3_64bits(in, 88)) {
         return ST_ERR_CORRUPT;
     }
     memset(u, 0, sizeof(*u));
-    u->seq = get_le64(in + 8);
-    for (int k = 1; k < ST_SSD_KIND_MAX_; k++) {
-        u->objects[k] = get_le64(in + 16 + 8 * (k - 1));
-        u->bytes[k] = get_le64(in + 48 + 8 * (k - 1));
+    u->seq = cm_get_le64(in + 8);
+    for (int k = 1; k < SSD_KIND_MAX_; k++) {
+        u->objects[k] = cm_get_le64(in + 16 + 8 * (k - 1));
+        u->bytes[k] = cm_get_le64(in + 48 + 8 * (k - 1));
     }
     return ST_OK;
 }

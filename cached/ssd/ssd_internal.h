@@ -15,7 +15,9 @@
 
 #include <lmdb.h>
 
-#include "st_ssd.h"
+#include "bytes.h"
+#include "clock.h"
+#include "ssd.h"
 
 /* The value header, little-endian, in front of every payload (docs/tiers.md). */
 #define SSD_MAGIC       0x56535453u /* "STSV" */
@@ -34,20 +36,19 @@ typedef struct ssd_hdr {
 } ssd_hdr_t;
 
 /* Writes the header of key into out (SSD_HDR_BYTES). */
-void ssd_hdr_encode(const st_ssd_key_t *key, const ssd_hdr_t *hdr, uint8_t *out);
+void ssd_hdr_encode(const ssd_key_t *key, const ssd_hdr_t *hdr, uint8_t *out);
 
 /*
  * Checks magic, version, kind and the header check (which binds the header
  * to key) and fills *hdr. Returns ST_OK or ST_ERR_CORRUPT.
  */
-st_status_t ssd_hdr_decode(const st_ssd_key_t *key, const uint8_t *in, size_t in_len,
-                           ssd_hdr_t *hdr);
+st_status_t ssd_hdr_decode(const ssd_key_t *key, const uint8_t *in, size_t in_len, ssd_hdr_t *hdr);
 
 /* The persisted usage record: write sequence and per-kind counts and bytes. */
 typedef struct ssd_usage {
     uint64_t seq;
-    uint64_t objects[ST_SSD_KIND_MAX_];
-    uint64_t bytes[ST_SSD_KIND_MAX_];
+    uint64_t objects[SSD_KIND_MAX_];
+    uint64_t bytes[SSD_KIND_MAX_];
 } ssd_usage_t;
 
 void ssd_usage_encode(const ssd_usage_t *u, uint8_t out[SSD_USAGE_BYTES]);
@@ -55,12 +56,12 @@ st_status_t ssd_usage_decode(const uint8_t *in, size_t len, ssd_usage_t *u);
 
 static inline int ssd_kind_spilled(unsigned kind)
 {
-    return kind == ST_SSD_KV || kind == ST_SSD_IDX;
+    return kind == SSD_KV || kind == SSD_IDX;
 }
 
 static inline int ssd_kind_valid(unsigned kind)
 {
-    return kind >= ST_SSD_KV && kind < ST_SSD_KIND_MAX_;
+    return kind >= SSD_KV && kind < SSD_KIND_MAX_;
 }
 
 typedef enum ssd_op_type {
@@ -75,22 +76,22 @@ typedef struct ssd_op {
     struct ssd_op *next;
     ssd_op_type_t type;
     unsigned flags;
-    st_ssd_key_t key;
+    ssd_key_t key;
     const void *data;
     size_t length;     /* payload bytes: head_len, then length - head_len from data */
-    uint32_t head_len; /* st_ssd_spill_parts: a copied head in front of data */
-    uint8_t head[ST_SSD_HEAD_MAX];
+    uint32_t head_len; /* ssd_spill_parts: a copied head in front of data */
+    uint8_t head[SSD_HEAD_MAX];
     void *copy;        /* owned copy of the payload, or NULL */
     uint64_t checksum; /* XXH3-64 of the payload, computed by the caller's thread */
     uint64_t seq;
-    st_ssd_done_fn done;
+    ssd_done_fn done;
     void *done_arg;
     int waited; /* a caller waits for it (op lives on its stack) */
     int finished;
     st_status_t status;
 } ssd_op_t;
 
-struct st_ssd {
+struct ssd {
     MDB_env *env;
     MDB_dbi dbi_durable; /* KDA, SESSION: key -> header | payload */
     MDB_dbi dbi_spill;   /* KV, IDX: key -> header | payload */
@@ -98,7 +99,7 @@ struct st_ssd {
     MDB_dbi dbi_meta;    /* every key -> header: the recovery index */
     MDB_dbi dbi_info;    /* "usage" -> ssd_usage_t */
     char *dir;
-    st_ssd_params_t params;
+    ssd_params_t params;
     pid_t pid;
     uint32_t page_size;
 
@@ -132,30 +133,32 @@ struct st_ssd {
     uint64_t last_reader_check_ms;
 
     /* Counters, written under lock or atomically. */
-    st_ssd_stats_t st;
+    ssd_stats_t st;
     _Atomic uint64_t gets;
     _Atomic uint64_t misses;
     _Atomic uint64_t corrupt;
-    _Atomic uint64_t removals; /* st_ssd_removals(): bumped by every w_remove */
+    _Atomic uint64_t removals; /* ssd_removals(): bumped by every w_remove */
     _Atomic uint64_t promotions;
 };
 
 /* Begins a read transaction (from the pool when it can) / ends it. */
-int ssd_rtxn_begin(st_ssd_t *ssd, MDB_txn **txn_p);
-void ssd_rtxn_end(st_ssd_t *ssd, MDB_txn *txn);
+int ssd_rtxn_begin(ssd_t *ssd, MDB_txn **txn_p);
+void ssd_rtxn_end(ssd_t *ssd, MDB_txn *txn);
 
 /* Maps an LMDB or errno code to a status, logging what and where. */
-st_status_t ssd_mdb_status(st_ssd_t *ssd, int rc, const char *what);
+st_status_t ssd_mdb_status(ssd_t *ssd, int rc, const char *what);
 
-/* Queues op (the caller fills it) and, if op->waited, waits for it. */
-st_status_t ssd_submit(st_ssd_t *ssd, ssd_op_t *op);
+/* Queues op (the caller fills it) and, if op->waited, waits for it (ssd_queue.c). */
+st_status_t ssd_submit(ssd_t *ssd, ssd_op_t *op);
 
 /* The writer thread's body. */
 void *ssd_writer_main(void *arg);
 
 /* Returns ST_ERR_INVALID (logged) when called in a process forked after open. */
-st_status_t ssd_check_pid(const st_ssd_t *ssd);
+st_status_t ssd_check_pid(const ssd_t *ssd);
 
 uint64_t ssd_wall_us(void);
+
+/* Microseconds of the monotonic clock (ssd_writer.c). */
 
 #endif /* STRATA_SSD_INTERNAL_H */

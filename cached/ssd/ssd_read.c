@@ -7,12 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "st_xxh.h"
+#include "xxh.h"
 
-#include "st_log.h"
+#include "log.h"
 #include "ssd_internal.h"
 
-int ssd_rtxn_begin(st_ssd_t *ssd, MDB_txn **txn_p)
+int ssd_rtxn_begin(ssd_t *ssd, MDB_txn **txn_p)
 {
     MDB_txn *txn = NULL;
 
@@ -31,7 +31,7 @@ int ssd_rtxn_begin(st_ssd_t *ssd, MDB_txn **txn_p)
     return mdb_txn_begin(ssd->env, NULL, MDB_RDONLY, txn_p);
 }
 
-void ssd_rtxn_end(st_ssd_t *ssd, MDB_txn *txn)
+void ssd_rtxn_end(ssd_t *ssd, MDB_txn *txn)
 {
     mdb_txn_reset(txn);
     pthread_mutex_lock(&ssd->rtxn_lock);
@@ -46,23 +46,23 @@ void ssd_rtxn_end(st_ssd_t *ssd, MDB_txn *txn)
 }
 
 /* Logs, counts and queues the removal of a corrupt value. */
-static void ssd_corrupt(st_ssd_t *ssd, const st_ssd_key_t *key, uint64_t seq, const char *why)
+static void ssd_corrupt(ssd_t *ssd, const ssd_key_t *key, uint64_t seq, const char *why)
 {
     char hex[33];
     ssd_op_t *op;
 
     atomic_fetch_add(&ssd->corrupt, 1);
     st_hash_to_hex(&key->id, hex);
-    st_warn_ratelimited("ssd corrupt value detected, dropped dir=%s kind=%s ns=%llu id=%s "
+    lg_warn_ratelimited("ssd corrupt value detected, dropped dir=%s kind=%s ns=%llu id=%s "
                         "layer=%u why=%s",
-                        ssd->dir, st_ssd_kind_name(key->kind), (unsigned long long)key->ns, hex,
+                        ssd->dir, ssd_kind_name(key->kind), (unsigned long long)key->ns, hex,
                         (unsigned)key->layer, why);
     op = calloc(1, sizeof(*op));
     if (op == NULL) {
         return;
     }
     op->type = seq != 0 ? SSD_OP_DROP_IFSEQ : SSD_OP_DELETE;
-    op->flags = ST_SSD_NOWAIT;
+    op->flags = SSD_NOWAIT;
     op->key = *key;
     op->seq = seq;
     if (ssd_submit(ssd, op) != ST_OK) {
@@ -107,17 +107,17 @@ static int ssd_verify_split(const uint8_t *head, size_t head_len, const uint8_t 
 
 /*
  * One read. With head_len > 0 the first head_len bytes of the value go to
- * head and alloc gives room for the rest only (st_ssd_promote_split).
+ * head and alloc gives room for the rest only (ssd_promote_split).
  */
-static st_status_t ssd_read(st_ssd_t *ssd, const st_ssd_key_t *key, void *head, size_t head_len,
-                            st_ssd_alloc_fn alloc, void *alloc_arg, uint64_t *tail_sum_p,
-                            st_ssd_meta_t *meta_p, int promote)
+static st_status_t ssd_read(ssd_t *ssd, const ssd_key_t *key, void *head, size_t head_len,
+                            ssd_alloc_fn alloc, void *alloc_arg, uint64_t *tail_sum_p,
+                            ssd_meta_t *meta_p, int promote)
 {
-    uint8_t kb[ST_SSD_KEY_BYTES];
+    uint8_t kb[SSD_KEY_BYTES];
     MDB_val k = {sizeof(kb), kb}, v;
     MDB_txn *txn;
     ssd_hdr_t hdr;
-    st_ssd_meta_t meta;
+    ssd_meta_t meta;
     st_status_t status;
     uint64_t tail_sum = 0;
     void *dst;
@@ -127,14 +127,14 @@ static st_status_t ssd_read(st_ssd_t *ssd, const st_ssd_key_t *key, void *head, 
     if (status != ST_OK) {
         return status;
     }
-    if (key == NULL || alloc == NULL || !ssd_kind_valid(key->kind) || head_len > ST_SSD_HEAD_MAX ||
+    if (key == NULL || alloc == NULL || !ssd_kind_valid(key->kind) || head_len > SSD_HEAD_MAX ||
         (head_len > 0 && head == NULL)) {
-        st_error("ssd read refused: bad key, allocator or head kind=%u head_len=%zu",
+        lg_error("ssd read refused: bad key, allocator or head kind=%u head_len=%zu",
                  key != NULL ? (unsigned)key->kind : 0u, head_len);
         return ST_ERR_INVALID;
     }
     atomic_fetch_add(&ssd->gets, 1);
-    st_ssd_key_encode(key, kb);
+    ssd_key_encode(key, kb);
     rc = ssd_rtxn_begin(ssd, &txn);
     if (rc != 0) {
         return ssd_mdb_status(ssd, rc, "get");
@@ -162,9 +162,9 @@ static st_status_t ssd_read(st_ssd_t *ssd, const st_ssd_key_t *key, void *head, 
     meta.flags = hdr.flags;
     if (hdr.length < head_len) {
         ssd_rtxn_end(ssd, txn);
-        st_error("ssd read refused: a value of %llu bytes is shorter than the head of %zu "
+        lg_error("ssd read refused: a value of %llu bytes is shorter than the head of %zu "
                  "kind=%s ns=%llu layer=%u",
-                 (unsigned long long)hdr.length, head_len, st_ssd_kind_name(key->kind),
+                 (unsigned long long)hdr.length, head_len, ssd_kind_name(key->kind),
                  (unsigned long long)key->ns, (unsigned)key->layer);
         return ST_ERR_INVALID;
     }
@@ -207,7 +207,7 @@ static st_status_t ssd_read(st_ssd_t *ssd, const st_ssd_key_t *key, void *head, 
          * ages out of the LRU. */
         if (op != NULL) {
             op->type = SSD_OP_DROP_IFSEQ;
-            op->flags = ST_SSD_NOWAIT;
+            op->flags = SSD_NOWAIT;
             op->key = *key;
             op->seq = hdr.seq;
             if (ssd_submit(ssd, op) != ST_OK) {
@@ -225,43 +225,43 @@ static st_status_t ssd_read(st_ssd_t *ssd, const st_ssd_key_t *key, void *head, 
     return ST_OK;
 }
 
-st_status_t st_ssd_get(st_ssd_t *ssd, const st_ssd_key_t *key, st_ssd_alloc_fn alloc,
-                       void *alloc_arg, st_ssd_meta_t *meta_p)
+st_status_t ssd_get(ssd_t *ssd, const ssd_key_t *key, ssd_alloc_fn alloc, void *alloc_arg,
+                    ssd_meta_t *meta_p)
 {
     return ssd_read(ssd, key, NULL, 0, alloc, alloc_arg, NULL, meta_p, 0);
 }
 
-st_status_t st_ssd_promote(st_ssd_t *ssd, const st_ssd_key_t *key, st_ssd_alloc_fn alloc,
-                           void *alloc_arg, st_ssd_meta_t *meta_p)
+st_status_t ssd_promote(ssd_t *ssd, const ssd_key_t *key, ssd_alloc_fn alloc, void *alloc_arg,
+                        ssd_meta_t *meta_p)
 {
     return ssd_read(ssd, key, NULL, 0, alloc, alloc_arg, NULL, meta_p, 1);
 }
 
-st_status_t st_ssd_promote_split(st_ssd_t *ssd, const st_ssd_key_t *key, void *head,
-                                 size_t head_len, st_ssd_alloc_fn alloc, void *alloc_arg,
-                                 uint64_t *tail_sum_p, st_ssd_meta_t *meta_p)
+st_status_t ssd_promote_split(ssd_t *ssd, const ssd_key_t *key, void *head, size_t head_len,
+                              ssd_alloc_fn alloc, void *alloc_arg, uint64_t *tail_sum_p,
+                              ssd_meta_t *meta_p)
 {
     if (head_len == 0) {
-        st_error("ssd promote refused: an empty head (use st_ssd_promote)");
+        lg_error("ssd promote refused: an empty head (use ssd_promote)");
         return ST_ERR_INVALID;
     }
     return ssd_read(ssd, key, head, head_len, alloc, alloc_arg, tail_sum_p, meta_p, 1);
 }
 
-st_status_t st_ssd_get_split(st_ssd_t *ssd, const st_ssd_key_t *key, void *head, size_t head_len,
-                             st_ssd_alloc_fn alloc, void *alloc_arg, uint64_t *tail_sum_p,
-                             st_ssd_meta_t *meta_p)
+st_status_t ssd_get_split(ssd_t *ssd, const ssd_key_t *key, void *head, size_t head_len,
+                          ssd_alloc_fn alloc, void *alloc_arg, uint64_t *tail_sum_p,
+                          ssd_meta_t *meta_p)
 {
     if (head_len == 0) {
-        st_error("ssd read refused: an empty head (use st_ssd_get)");
+        lg_error("ssd read refused: an empty head (use ssd_get)");
         return ST_ERR_INVALID;
     }
     return ssd_read(ssd, key, head, head_len, alloc, alloc_arg, tail_sum_p, meta_p, 0);
 }
 
-int st_ssd_contains(st_ssd_t *ssd, const st_ssd_key_t *key)
+int ssd_contains(ssd_t *ssd, const ssd_key_t *key)
 {
-    uint8_t kb[ST_SSD_KEY_BYTES];
+    uint8_t kb[SSD_KEY_BYTES];
     MDB_val k = {sizeof(kb), kb}, v;
     MDB_txn *txn;
     int rc;
@@ -269,7 +269,7 @@ int st_ssd_contains(st_ssd_t *ssd, const st_ssd_key_t *key)
     if (key == NULL || !ssd_kind_valid(key->kind) || ssd_check_pid(ssd) != ST_OK) {
         return 0;
     }
-    st_ssd_key_encode(key, kb);
+    ssd_key_encode(key, kb);
     if (ssd_rtxn_begin(ssd, &txn) != 0) {
         return 0;
     }
@@ -284,7 +284,7 @@ typedef struct ssd_buf {
     size_t need;
 } ssd_buf_t;
 
-static void *ssd_buf_alloc(void *arg, size_t length, const st_ssd_meta_t *meta)
+static void *ssd_buf_alloc(void *arg, size_t length, const ssd_meta_t *meta)
 {
     ssd_buf_t *b = arg;
     static uint8_t empty;
@@ -296,8 +296,8 @@ static void *ssd_buf_alloc(void *arg, size_t length, const st_ssd_meta_t *meta)
     return b->buf != NULL ? b->buf : &empty;
 }
 
-st_status_t st_ssd_get_buf(st_ssd_t *ssd, const st_ssd_key_t *key, void *buf, size_t cap,
-                           size_t *length_p, st_ssd_meta_t *meta_p)
+st_status_t ssd_get_buf(ssd_t *ssd, const ssd_key_t *key, void *buf, size_t cap, size_t *length_p,
+                        ssd_meta_t *meta_p)
 {
     ssd_buf_t b = {buf, buf != NULL ? cap : 0, 0};
     st_status_t status;
@@ -312,7 +312,7 @@ st_status_t st_ssd_get_buf(st_ssd_t *ssd, const st_ssd_key_t *key, void *buf, si
     return status;
 }
 
-uint64_t st_ssd_removals(st_ssd_t *ssd)
+uint64_t ssd_removals(ssd_t *ssd)
 {
     return atomic_load(&ssd->removals);
 }

@@ -6,7 +6,8 @@
  * aborted, so nothing of it is written, and its operations are retried one
  * per transaction so that each gets its own status. A durable or spilled
  * write that finds the map full first evicts the oldest spilled objects
- * (cache data gives way) and retries once.
+ * (cache data gives way) and retries once. The callers' side of the queue
+ * (ssd_put, ssd_spill, ssd_delete, ssd_flush): ssd_queue.c.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -16,21 +17,24 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
-#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
-#include "st_xxh.h"
-
-#include "st_log.h"
+#include "log.h"
 #include "ssd_internal.h"
 
 /* Spilled objects evicted during a transaction, and the payload bytes each
  * write (+) and removal (-) changed, reported after its commit. */
-typedef struct ssd_evicted {
-    st_ssd_key_t *keys;
-    uint64_t *lengths;
+typedef struct ssd_keyed {
+    ssd_key_t key;
+    int64_t v; /* an evicted object's length, or a change of payload bytes */
+} ssd_keyed_t;
+
+typedef struct ssd_keylist {
+    ssd_keyed_t *v;
     size_t n, cap;
-    st_ssd_key_t *dkeys;
-    int64_t *deltas;
-    size_t dn, dcap;
+} ssd_keylist_t;
+
+typedef struct ssd_evicted {
+    ssd_keylist_t evicted; /* for params.on_evict */
+    ssd_keylist_t deltas;  /* for params.on_usage */
 } ssd_evicted_t;
 
 /* Counts of one batch, added to the stats after its commit; ev collects what
@@ -40,83 +44,47 @@ typedef struct ssd_tally {
     ssd_evicted_t *ev;
 } ssd_tally_t;
 
-/* Notes a change of key's stored payload bytes, for params.on_usage. */
-static void ssd_delta_push(st_ssd_t *ssd, ssd_evicted_t *ev, const st_ssd_key_t *key, int64_t delta)
+/* Appends (key, v) to l; without memory, the entry is lost (the write or
+ * eviction still happens; only its report is lost). */
+static void ssd_keylist_push(ssd_keylist_t *l, const ssd_key_t *key, int64_t v)
 {
-    if (ssd->params.on_usage == NULL || ev == NULL) {
-        return;
-    }
-    if (ev->dn == ev->dcap) {
-        size_t cap = ev->dcap != 0 ? ev->dcap * 2 : 64;
-        st_ssd_key_t *keys = realloc(ev->dkeys, cap * sizeof(*keys));
-        int64_t *deltas;
+    if (l->n == l->cap) {
+        size_t cap = l->cap != 0 ? l->cap * 2 : 64;
+        ssd_keyed_t *nv = realloc(l->v, cap * sizeof(*nv));
 
-        if (keys == NULL) {
-            return; /* the write still happens; only the report is lost */
-        }
-        ev->dkeys = keys;
-        deltas = realloc(ev->deltas, cap * sizeof(*deltas));
-        if (deltas == NULL) {
+        if (nv == NULL) {
             return;
         }
-        ev->deltas = deltas;
-        ev->dcap = cap;
+        l->v = nv;
+        l->cap = cap;
     }
-    ev->dkeys[ev->dn] = *key;
-    ev->deltas[ev->dn] = delta;
-    ev->dn++;
+    l->v[l->n].key = *key;
+    l->v[l->n].v = v;
+    l->n++;
+}
+
+/* Notes a change of key's stored payload bytes, for params.on_usage. */
+static void ssd_delta_push(ssd_t *ssd, ssd_evicted_t *ev, const ssd_key_t *key, int64_t delta)
+{
+    if (ssd->params.on_usage != NULL && ev != NULL) {
+        ssd_keylist_push(&ev->deltas, key, delta);
+    }
 }
 
 /* Forgets what a transaction that did not commit collected. */
 static void ssd_evicted_clear(ssd_evicted_t *ev)
 {
-    ev->n = 0;
-    ev->dn = 0;
+    ev->evicted.n = 0;
+    ev->deltas.n = 0;
 }
 
-static void ssd_evicted_push(ssd_evicted_t *ev, const st_ssd_key_t *key, uint64_t length)
+static void ssd_evicted_push(ssd_evicted_t *ev, const ssd_key_t *key, uint64_t length)
 {
-    if (ev->n == ev->cap) {
-        size_t cap = ev->cap != 0 ? ev->cap * 2 : 64;
-        st_ssd_key_t *keys = realloc(ev->keys, cap * sizeof(*keys));
-        uint64_t *lengths;
-
-        if (keys == NULL) {
-            return; /* the eviction still happens; only the report is lost */
-        }
-        ev->keys = keys;
-        lengths = realloc(ev->lengths, cap * sizeof(*lengths));
-        if (lengths == NULL) {
-            return;
-        }
-        ev->lengths = lengths;
-        ev->cap = cap;
-    }
-    ev->keys[ev->n] = *key;
-    ev->lengths[ev->n] = length;
-    ev->n++;
-}
-
-static void seq_key(uint64_t seq, uint8_t out[8])
-{
-    for (int i = 7; i >= 0; i--) {
-        out[i] = (uint8_t)seq;
-        seq >>= 8;
-    }
-}
-
-static uint64_t seq_decode(const uint8_t *p)
-{
-    uint64_t v = 0;
-
-    for (int i = 0; i < 8; i++) {
-        v = (v << 8) | p[i];
-    }
-    return v;
+    ssd_keylist_push(&ev->evicted, key, (int64_t)length);
 }
 
 /* Removes the object at k (its value, metadata and LRU entry). */
-static int w_remove(st_ssd_t *ssd, MDB_txn *txn, const st_ssd_key_t *key, MDB_val *k,
+static int w_remove(ssd_t *ssd, MDB_txn *txn, const ssd_key_t *key, MDB_val *k,
                     const ssd_hdr_t *hdr, ssd_usage_t *u, ssd_tally_t *t)
 {
     uint8_t sk[8];
@@ -138,7 +106,7 @@ static int w_remove(st_ssd_t *ssd, MDB_txn *txn, const st_ssd_key_t *key, MDB_va
         return 0;
     }
     if (ssd_kind_spilled(key->kind)) {
-        seq_key(hdr->seq, sk);
+        cm_put_be64(sk, hdr->seq);
         rc = mdb_del(txn, ssd->dbi_lru, &skv, NULL);
         if (rc != 0 && rc != MDB_NOTFOUND) {
             return rc;
@@ -153,8 +121,8 @@ static int w_remove(st_ssd_t *ssd, MDB_txn *txn, const st_ssd_key_t *key, MDB_va
 }
 
 /* Looks up the stored header of key: 0, MDB_NOTFOUND, or an error. */
-static int w_lookup(st_ssd_t *ssd, MDB_txn *txn, const st_ssd_key_t *key, MDB_val *k,
-                    ssd_hdr_t *hdr, int *hdr_ok)
+static int w_lookup(ssd_t *ssd, MDB_txn *txn, const ssd_key_t *key, MDB_val *k, ssd_hdr_t *hdr,
+                    int *hdr_ok)
 {
     MDB_val v;
     int rc = mdb_get(txn, ssd->dbi_meta, k, &v);
@@ -166,15 +134,15 @@ static int w_lookup(st_ssd_t *ssd, MDB_txn *txn, const st_ssd_key_t *key, MDB_va
     return rc;
 }
 
-static int w_write(st_ssd_t *ssd, MDB_txn *txn, ssd_op_t *op, ssd_usage_t *u, ssd_tally_t *t)
+static int w_write(ssd_t *ssd, MDB_txn *txn, ssd_op_t *op, ssd_usage_t *u, ssd_tally_t *t)
 {
-    uint8_t kb[ST_SSD_KEY_BYTES], hb[SSD_HDR_BYTES], sk[8];
+    uint8_t kb[SSD_KEY_BYTES], hb[SSD_HDR_BYTES], sk[8];
     MDB_val k = {sizeof(kb), kb}, v, hv = {sizeof(hb), hb}, skv = {sizeof(sk), sk};
     int spilled = ssd_kind_spilled(op->key.kind);
     ssd_hdr_t hdr, old;
     int rc, old_ok;
 
-    st_ssd_key_encode(&op->key, kb);
+    ssd_key_encode(&op->key, kb);
     rc = w_lookup(ssd, txn, &op->key, &k, &old, &old_ok);
     if (rc == 0) {
         rc = w_remove(ssd, txn, &op->key, &k, old_ok ? &old : NULL, u, t);
@@ -185,7 +153,7 @@ static int w_write(st_ssd_t *ssd, MDB_txn *txn, ssd_op_t *op, ssd_usage_t *u, ss
         return rc;
     }
     hdr.kind = op->key.kind;
-    hdr.flags = (op->flags & ST_SSD_DURABLE) ? ST_SSD_DURABLE : 0;
+    hdr.flags = (op->flags & SSD_DURABLE) ? SSD_DURABLE : 0;
     hdr.length = op->length;
     hdr.checksum = op->checksum;
     hdr.seq = ++u->seq;
@@ -208,7 +176,7 @@ static int w_write(st_ssd_t *ssd, MDB_txn *txn, ssd_op_t *op, ssd_usage_t *u, ss
     }
     rc = mdb_put(txn, ssd->dbi_meta, &k, &hv, 0);
     if (rc == 0 && spilled) {
-        seq_key(hdr.seq, sk);
+        cm_put_be64(sk, hdr.seq);
         rc = mdb_put(txn, ssd->dbi_lru, &skv, &k, MDB_APPEND);
     }
     if (rc != 0) {
@@ -221,19 +189,19 @@ static int w_write(st_ssd_t *ssd, MDB_txn *txn, ssd_op_t *op, ssd_usage_t *u, ss
         t->spills++;
     } else {
         t->puts++;
-        t->durable_puts += (op->flags & ST_SSD_DURABLE) != 0;
+        t->durable_puts += (op->flags & SSD_DURABLE) != 0;
     }
     return 0;
 }
 
-static int w_delete(st_ssd_t *ssd, MDB_txn *txn, ssd_op_t *op, ssd_usage_t *u, ssd_tally_t *t)
+static int w_delete(ssd_t *ssd, MDB_txn *txn, ssd_op_t *op, ssd_usage_t *u, ssd_tally_t *t)
 {
-    uint8_t kb[ST_SSD_KEY_BYTES];
+    uint8_t kb[SSD_KEY_BYTES];
     MDB_val k = {sizeof(kb), kb};
     ssd_hdr_t hdr;
     int rc, ok;
 
-    st_ssd_key_encode(&op->key, kb);
+    ssd_key_encode(&op->key, kb);
     rc = w_lookup(ssd, txn, &op->key, &k, &hdr, &ok);
     if (rc == MDB_NOTFOUND) {
         op->status = ST_ERR_NOT_FOUND;
@@ -257,8 +225,8 @@ static int w_delete(st_ssd_t *ssd, MDB_txn *txn, ssd_op_t *op, ssd_usage_t *u, s
  * Deletes the oldest spilled objects until the spilled bytes are at most
  * target, or (with free_bytes) until free_bytes have been freed.
  */
-static int w_evict(st_ssd_t *ssd, MDB_txn *txn, ssd_usage_t *u, uint64_t target,
-                   uint64_t free_bytes, ssd_tally_t *t, ssd_evicted_t *ev)
+static int w_evict(ssd_t *ssd, MDB_txn *txn, ssd_usage_t *u, uint64_t target, uint64_t free_bytes,
+                   ssd_tally_t *t, ssd_evicted_t *ev)
 {
     MDB_cursor *cur;
     MDB_val sk, kv;
@@ -269,11 +237,10 @@ static int w_evict(st_ssd_t *ssd, MDB_txn *txn, ssd_usage_t *u, uint64_t target,
     if (rc != 0) {
         return rc;
     }
-    while (free_bytes != 0 ? freed < free_bytes
-                           : u->bytes[ST_SSD_KV] + u->bytes[ST_SSD_IDX] > target) {
-        st_ssd_key_t key;
+    while (free_bytes != 0 ? freed < free_bytes : u->bytes[SSD_KV] + u->bytes[SSD_IDX] > target) {
+        ssd_key_t key;
         ssd_hdr_t hdr;
-        uint8_t kb[ST_SSD_KEY_BYTES];
+        uint8_t kb[SSD_KEY_BYTES];
         MDB_val k = {sizeof(kb), kb};
         int ok;
 
@@ -281,9 +248,9 @@ static int w_evict(st_ssd_t *ssd, MDB_txn *txn, ssd_usage_t *u, uint64_t target,
         if (rc == MDB_NOTFOUND) {
             if (free_bytes == 0) {
                 /* The record says there is more than the LRU holds. */
-                st_warn("ssd spill accounting reset dir=%s bytes=%llu", ssd->dir,
-                        (unsigned long long)(u->bytes[ST_SSD_KV] + u->bytes[ST_SSD_IDX]));
-                u->bytes[ST_SSD_KV] = u->bytes[ST_SSD_IDX] = 0;
+                lg_warn("ssd spill accounting reset dir=%s bytes=%llu", ssd->dir,
+                        (unsigned long long)(u->bytes[SSD_KV] + u->bytes[SSD_IDX]));
+                u->bytes[SSD_KV] = u->bytes[SSD_IDX] = 0;
             }
             rc = 0;
             break;
@@ -291,10 +258,10 @@ static int w_evict(st_ssd_t *ssd, MDB_txn *txn, ssd_usage_t *u, uint64_t target,
         if (rc != 0) {
             break;
         }
-        if (kv.mv_size == ST_SSD_KEY_BYTES && st_ssd_key_decode(kv.mv_data, &key) == ST_OK) {
+        if (kv.mv_size == SSD_KEY_BYTES && ssd_key_decode(kv.mv_data, &key) == ST_OK) {
             memcpy(kb, kv.mv_data, sizeof(kb));
             rc = w_lookup(ssd, txn, &key, &k, &hdr, &ok);
-            if (rc == 0 && ok && sk.mv_size == 8 && hdr.seq == seq_decode(sk.mv_data)) {
+            if (rc == 0 && ok && sk.mv_size == 8 && hdr.seq == cm_get_be64(sk.mv_data)) {
                 /* w_remove deletes this LRU entry too. */
                 rc = w_remove(ssd, txn, &key, &k, &hdr, u, t);
                 if (rc != 0) {
@@ -323,7 +290,7 @@ static int w_evict(st_ssd_t *ssd, MDB_txn *txn, ssd_usage_t *u, uint64_t target,
     return rc;
 }
 
-static int w_save_usage(st_ssd_t *ssd, MDB_txn *txn, const ssd_usage_t *u)
+static int w_save_usage(ssd_t *ssd, MDB_txn *txn, const ssd_usage_t *u)
 {
     uint8_t buf[SSD_USAGE_BYTES];
     MDB_val k = {5, (void *)"usage"}, v = {sizeof(buf), buf};
@@ -332,7 +299,7 @@ static int w_save_usage(st_ssd_t *ssd, MDB_txn *txn, const ssd_usage_t *u)
     return mdb_put(txn, ssd->dbi_info, &k, &v, 0);
 }
 
-static void ssd_tally_publish(st_ssd_t *ssd, const ssd_tally_t *t)
+static void ssd_tally_publish(ssd_t *ssd, const ssd_tally_t *t)
 {
     pthread_mutex_lock(&ssd->lock);
     ssd->st.puts += t->puts;
@@ -346,7 +313,7 @@ static void ssd_tally_publish(st_ssd_t *ssd, const ssd_tally_t *t)
     pthread_mutex_unlock(&ssd->lock);
 }
 
-static void ssd_count_error(st_ssd_t *ssd, int rc, const ssd_op_t *op)
+static void ssd_count_error(ssd_t *ssd, int rc, const ssd_op_t *op)
 {
     pthread_mutex_lock(&ssd->lock);
     ssd->st.write_errors++;
@@ -355,26 +322,50 @@ static void ssd_count_error(st_ssd_t *ssd, int rc, const ssd_op_t *op)
     pthread_mutex_unlock(&ssd->lock);
 }
 
-static void ssd_report_evictions(st_ssd_t *ssd, ssd_evicted_t *ev)
+static void ssd_report_evictions(ssd_t *ssd, ssd_evicted_t *ev)
 {
     if (ssd->params.on_evict != NULL) {
-        for (size_t i = 0; i < ev->n; i++) {
-            ssd->params.on_evict(ssd->params.evict_arg, &ev->keys[i], ev->lengths[i]);
+        for (size_t i = 0; i < ev->evicted.n; i++) {
+            ssd->params.on_evict(ssd->params.evict_arg, &ev->evicted.v[i].key,
+                                 (uint64_t)ev->evicted.v[i].v);
         }
     }
     if (ssd->params.on_usage != NULL) {
-        for (size_t i = 0; i < ev->dn; i++) {
-            ssd->params.on_usage(ssd->params.usage_arg, &ev->dkeys[i], ev->deltas[i]);
+        for (size_t i = 0; i < ev->deltas.n; i++) {
+            ssd->params.on_usage(ssd->params.usage_arg, &ev->deltas.v[i].key, ev->deltas.v[i].v);
         }
     }
     ssd_evicted_clear(ev);
 }
 
 /*
+ * Ends a write transaction: commits it when rc is 0 (aborts it otherwise)
+ * and, once committed, makes its usage, counts and evictions known. Returns
+ * rc or the commit's code; on failure what ev collected is forgotten.
+ */
+static int w_finish(ssd_t *ssd, MDB_txn *txn, int rc, const ssd_usage_t *u, const ssd_tally_t *t,
+                    ssd_evicted_t *ev)
+{
+    if (rc == 0) {
+        rc = mdb_txn_commit(txn);
+    } else {
+        mdb_txn_abort(txn);
+    }
+    if (rc != 0) {
+        ssd_evicted_clear(ev);
+        return rc;
+    }
+    ssd->usage = *u;
+    ssd_tally_publish(ssd, t);
+    ssd_report_evictions(ssd, ev);
+    return 0;
+}
+
+/*
  * Runs ops[0..n) in one write transaction. Returns 0 when it committed (each
  * op->status set), or the LMDB error that stopped it (nothing written).
  */
-static int w_batch(st_ssd_t *ssd, ssd_op_t **ops, size_t n, ssd_evicted_t *ev)
+static int w_batch(ssd_t *ssd, ssd_op_t **ops, size_t n, ssd_evicted_t *ev)
 {
     MDB_txn *txn;
     ssd_usage_t u = ssd->usage;
@@ -385,7 +376,7 @@ static int w_batch(st_ssd_t *ssd, ssd_op_t **ops, size_t n, ssd_evicted_t *ev)
     ssd_evicted_clear(ev);
     for (i = 0; i < n && ops[i]->type == SSD_OP_BARRIER; i++) {
         ops[i]->status = ST_OK;
-        durable |= (ops[i]->flags & ST_SSD_DURABLE) != 0;
+        durable |= (ops[i]->flags & SSD_DURABLE) != 0;
     }
     if (i == n) {
         /* Only barriers: everything before them is committed already. */
@@ -397,7 +388,7 @@ static int w_batch(st_ssd_t *ssd, ssd_op_t **ops, size_t n, ssd_evicted_t *ev)
     }
     for (i = 0; i < n && rc == 0; i++) {
         ops[i]->status = ST_OK;
-        durable |= (ops[i]->flags & ST_SSD_DURABLE) != 0;
+        durable |= (ops[i]->flags & SSD_DURABLE) != 0;
         switch (ops[i]->type) {
         case SSD_OP_PUT:
         case SSD_OP_SPILL: rc = w_write(ssd, txn, ops[i], &u, &t); break;
@@ -406,34 +397,25 @@ static int w_batch(st_ssd_t *ssd, ssd_op_t **ops, size_t n, ssd_evicted_t *ev)
         case SSD_OP_BARRIER: break;
         }
     }
-    if (rc == 0 && u.bytes[ST_SSD_KV] + u.bytes[ST_SSD_IDX] > ssd->params.spill_budget) {
+    if (rc == 0 && u.bytes[SSD_KV] + u.bytes[SSD_IDX] > ssd->params.spill_budget) {
         rc = w_evict(ssd, txn, &u, ssd->params.spill_budget, 0, &t, ev);
     }
     if (rc == 0) {
         rc = w_save_usage(ssd, txn, &u);
     }
+    rc = w_finish(ssd, txn, rc, &u, &t, ev);
     if (rc != 0) {
-        mdb_txn_abort(txn);
-        ssd_evicted_clear(ev);
         return rc;
     }
-    rc = mdb_txn_commit(txn);
-    if (rc != 0) {
-        ssd_evicted_clear(ev);
-        return rc;
-    }
-    ssd->usage = u;
-    ssd_tally_publish(ssd, &t);
-    ssd_report_evictions(ssd, ev);
 sync:
-    if (durable && ssd->params.sync == ST_SSD_SYNC_DURABLE) {
+    if (durable && ssd->params.sync == SSD_SYNC_DURABLE) {
         /* The data pages were synced by the commit; this syncs the meta page. */
         rc = mdb_env_sync(ssd->env, 1);
         if (rc != 0) {
             st_status_t status = ssd_mdb_status(ssd, rc, "sync");
 
             for (i = 0; i < n; i++) {
-                if (ops[i]->flags & ST_SSD_DURABLE) {
+                if (ops[i]->flags & SSD_DURABLE) {
                     ops[i]->status = status;
                 }
             }
@@ -444,7 +426,7 @@ sync:
 }
 
 /* Frees free_bytes of spilled objects, oldest first, in a transaction of its own. */
-static int w_make_room(st_ssd_t *ssd, uint64_t free_bytes, ssd_evicted_t *ev)
+static int w_make_room(ssd_t *ssd, uint64_t free_bytes, ssd_evicted_t *ev)
 {
     MDB_txn *txn;
     ssd_usage_t u = ssd->usage;
@@ -460,18 +442,10 @@ static int w_make_room(st_ssd_t *ssd, uint64_t free_bytes, ssd_evicted_t *ev)
     if (rc == 0) {
         rc = w_save_usage(ssd, txn, &u);
     }
-    if (rc == 0) {
-        rc = mdb_txn_commit(txn);
-    } else {
-        mdb_txn_abort(txn);
-    }
+    rc = w_finish(ssd, txn, rc, &u, &t, ev);
     if (rc != 0) {
-        ssd_evicted_clear(ev);
         return rc;
     }
-    ssd->usage = u;
-    ssd_tally_publish(ssd, &t);
-    ssd_report_evictions(ssd, ev);
     /*
      * LMDB reuses the pages a transaction freed only from the second
      * transaction after it (the previous snapshot stays intact), so commit
@@ -508,7 +482,7 @@ static const char *op_name(const ssd_op_t *op)
  * when the file system has less than need plus 1 MiB free, EFBIG when the
  * file size limit leaves less than that, and rc otherwise.
  */
-static int w_diagnose(st_ssd_t *ssd, int rc, uint64_t need)
+static int w_diagnose(ssd_t *ssd, int rc, uint64_t need)
 {
     struct statvfs vfs;
     struct rlimit lim;
@@ -531,7 +505,7 @@ static int w_diagnose(st_ssd_t *ssd, int rc, uint64_t need)
 }
 
 /* Runs a batch; on failure runs its operations one per transaction. */
-static void w_run(st_ssd_t *ssd, ssd_op_t **ops, size_t n, ssd_evicted_t *ev)
+static void w_run(ssd_t *ssd, ssd_op_t **ops, size_t n, ssd_evicted_t *ev)
 {
     int rc = w_batch(ssd, ops, n, ev);
 
@@ -545,7 +519,7 @@ static void w_run(st_ssd_t *ssd, ssd_op_t **ops, size_t n, ssd_evicted_t *ev)
         return;
     }
     if (rc == MDB_MAP_FULL && (ops[0]->type == SSD_OP_PUT || ops[0]->type == SSD_OP_SPILL) &&
-        ssd->usage.bytes[ST_SSD_KV] + ssd->usage.bytes[ST_SSD_IDX] > 0) {
+        ssd->usage.bytes[SSD_KV] + ssd->usage.bytes[SSD_IDX] > 0) {
         /* Cache data gives way to the write: twice its size, then once more. */
         if (w_make_room(ssd, 2 * (ops[0]->length + SSD_HDR_BYTES) + 4 * ssd->page_size, ev) == 0) {
             rc = w_batch(ssd, ops, 1, ev);
@@ -562,37 +536,29 @@ static void w_run(st_ssd_t *ssd, ssd_op_t **ops, size_t n, ssd_evicted_t *ev)
         char hex[33];
 
         st_hash_to_hex(&ops[0]->key.id, hex);
-        st_log_ratelimited(ST_LOG_ERROR,
-                           "ssd map full, write refused (raise the ssd map size) op=%s kind=%s "
-                           "ns=%llu id=%s layer=%u "
-                           "length=%zu map_size=%llu",
-                           op_name(ops[0]), st_ssd_kind_name(ops[0]->key.kind),
-                           (unsigned long long)ops[0]->key.ns, hex, (unsigned)ops[0]->key.layer,
-                           ops[0]->length, (unsigned long long)ssd->params.map_size);
+        lg_ratelimited(LG_ERROR,
+                       "ssd map full, write refused (raise the ssd map size) op=%s kind=%s "
+                       "ns=%llu id=%s layer=%u "
+                       "length=%zu map_size=%llu",
+                       op_name(ops[0]), ssd_kind_name(ops[0]->key.kind),
+                       (unsigned long long)ops[0]->key.ns, hex, (unsigned)ops[0]->key.layer,
+                       ops[0]->length, (unsigned long long)ssd->params.map_size);
         ops[0]->status = ST_ERR_EXHAUSTED;
     }
 }
 
-static void w_periodic(st_ssd_t *ssd)
+static void w_periodic(ssd_t *ssd)
 {
-    uint64_t now = st_log_now_ms();
+    uint64_t now = lg_now_ms();
 
     if (now - ssd->last_reader_check_ms >= ssd->params.reader_check_ms) {
         ssd->last_reader_check_ms = now;
-        (void)st_ssd_reader_check(ssd, NULL);
+        (void)ssd_reader_check(ssd, NULL);
     }
 }
 
 /* How long a batch of durable puts waits for the callers of the last one. */
 #define SSD_GROUP_WAIT_US 300
-
-static uint64_t ssd_now_us(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 /*
  * Whether the writer should take a batch now (lock held); when not, how
@@ -603,7 +569,7 @@ static uint64_t ssd_now_us(void)
  * of them would start a batch alone and the others would wait a whole
  * commit for the next); when only queued writes are there, after linger_ms.
  */
-static int w_ready(st_ssd_t *ssd, uint64_t *wait_us)
+static int w_ready(ssd_t *ssd, uint64_t *wait_us)
 {
     uint64_t now, age, linger = (uint64_t)ssd->params.linger_ms * 1000u;
 
@@ -617,7 +583,7 @@ static int w_ready(st_ssd_t *ssd, uint64_t *wait_us)
     if (ssd->queued >= ssd->params.batch_max || ssd->queued_payload >= ssd->params.batch_bytes) {
         return 1;
     }
-    now = ssd_now_us();
+    now = cm_mono_us();
     if (ssd->queued_urgent > 0) {
         age = now - ssd->urgent_since_us;
         if (ssd->queued_urgent >= ssd->last_urgent || age >= SSD_GROUP_WAIT_US) {
@@ -636,7 +602,7 @@ static int w_ready(st_ssd_t *ssd, uint64_t *wait_us)
 
 void *ssd_writer_main(void *arg)
 {
-    st_ssd_t *ssd = arg;
+    ssd_t *ssd = arg;
     ssd_op_t **ops = ssd->batch_ops;
     ssd_evicted_t ev = {0};
 
@@ -648,15 +614,8 @@ void *ssd_writer_main(void *arg)
         ssd_op_t *finished = NULL, **fin_tail = &finished;
 
         while (!w_ready(ssd, &wait_us)) {
-            struct timespec ts;
+            struct timespec ts = cm_deadline_us(wait_us);
 
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_sec += (time_t)(wait_us / 1000000u);
-            ts.tv_nsec += (long)(wait_us % 1000000u) * 1000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
             pthread_cond_timedwait(&ssd->queue_cv, &ssd->lock, &ts);
             if (wait_us >= 1000000) {
                 pthread_mutex_unlock(&ssd->lock);
@@ -672,7 +631,7 @@ void *ssd_writer_main(void *arg)
             ops[n] = ssd->head;
             ssd->head = ops[n]->next;
             bytes += ops[n]->length;
-            urgent += ops[n]->waited || (ops[n]->flags & ST_SSD_DURABLE);
+            urgent += ops[n]->waited || (ops[n]->flags & SSD_DURABLE);
             ssd->queued_payload -= ops[n]->length;
             n++;
         }
@@ -727,269 +686,7 @@ void *ssd_writer_main(void *arg)
         pthread_cond_broadcast(&ssd->done_cv);
     }
     pthread_mutex_unlock(&ssd->lock);
-    free(ev.keys);
-    free(ev.lengths);
-    free(ev.dkeys);
-    free(ev.deltas);
+    free(ev.evicted.v);
+    free(ev.deltas.v);
     return NULL;
-}
-
-st_status_t ssd_submit(st_ssd_t *ssd, ssd_op_t *op)
-{
-    st_status_t status = ST_OK;
-
-    pthread_mutex_lock(&ssd->lock);
-    for (;;) {
-        if (ssd->stopping) {
-            status = ST_ERR_UNAVAILABLE;
-            break;
-        }
-        if (ssd->queued < ssd->params.queue_max &&
-            (op->copy == NULL || ssd->queued_bytes == 0 ||
-             ssd->queued_bytes + op->length <= ssd->params.queue_bytes)) {
-            break;
-        }
-        if (op->flags & ST_SSD_NOWAIT) {
-            status = ST_ERR_BUSY;
-            break;
-        }
-        pthread_cond_wait(&ssd->room_cv, &ssd->lock);
-    }
-    if (status == ST_OK) {
-        op->next = NULL;
-        if (ssd->tail != NULL) {
-            ssd->tail->next = op;
-        } else {
-            ssd->head = op;
-            ssd->head_since_us = ssd_now_us();
-        }
-        if ((op->waited || (op->flags & ST_SSD_DURABLE)) && ssd->queued_urgent == 0) {
-            ssd->urgent_since_us = ssd_now_us();
-        }
-        ssd->tail = op;
-        ssd->queued++;
-        ssd->queued_payload += op->length;
-        ssd->queued_urgent += op->waited || (op->flags & ST_SSD_DURABLE);
-        if (op->copy != NULL) {
-            ssd->queued_bytes += op->length;
-        }
-        pthread_cond_signal(&ssd->queue_cv);
-        if (op->waited) {
-            while (!op->finished) {
-                pthread_cond_wait(&ssd->done_cv, &ssd->lock);
-            }
-            status = op->status;
-        }
-    }
-    pthread_mutex_unlock(&ssd->lock);
-    return status;
-}
-
-/* XXH3-64 of head || data, as of one payload. */
-static uint64_t ssd_sum_parts(const void *head, size_t head_len, const void *data, size_t length)
-{
-    XXH3_state_t s;
-
-    if (head_len == 0) {
-        return XXH3_64bits(data, length);
-    }
-    (void)XXH3_64bits_reset(&s);
-    (void)XXH3_64bits_update(&s, head, head_len);
-    (void)XXH3_64bits_update(&s, data, length);
-    return XXH3_64bits_digest(&s);
-}
-
-/* Builds and queues a write; the common part of put and spill. A head
- * (head_len > 0, only with done) goes in front of data. */
-static st_status_t ssd_queue_write(st_ssd_t *ssd, ssd_op_type_t type, const st_ssd_key_t *key,
-                                   const void *head, size_t head_len, const void *data,
-                                   size_t length, unsigned flags, st_ssd_done_fn done,
-                                   void *done_arg)
-{
-    ssd_op_t *op, local;
-    st_status_t status;
-
-    if (flags & ST_SSD_DURABLE) {
-        memset(&local, 0, sizeof(local));
-        local.type = type;
-        local.flags = flags;
-        local.key = *key;
-        local.data = data;
-        local.length = length;
-        local.checksum = XXH3_64bits(data, length);
-        local.waited = 1;
-        return ssd_submit(ssd, &local);
-    }
-    op = malloc(sizeof(*op) + (done == NULL ? length : 0));
-    if (op == NULL) {
-        st_log_ratelimited(ST_LOG_ERROR, "ssd out of memory queueing a write length=%zu", length);
-        return ST_ERR_NOMEM;
-    }
-    memset(op, 0, sizeof(*op));
-    op->type = type;
-    op->flags = flags;
-    op->key = *key;
-    op->length = head_len + length;
-    op->head_len = (uint32_t)head_len;
-    if (head_len != 0) {
-        memcpy(op->head, head, head_len);
-    }
-    op->done = done;
-    op->done_arg = done_arg;
-    /* Hashed here, in the caller's thread, so that the one writer thread
-     * spends its time on the transaction. */
-    op->checksum = ssd_sum_parts(head, head_len, data, length);
-    if (done == NULL) {
-        op->copy = op + 1;
-        if (length != 0) {
-            memcpy(op->copy, data, length);
-        }
-        op->data = op->copy;
-    } else {
-        op->data = data;
-    }
-    status = ssd_submit(ssd, op);
-    if (status != ST_OK) {
-        free(op);
-    }
-    return status;
-}
-
-static st_status_t ssd_check_write(st_ssd_t *ssd, const st_ssd_key_t *key, const void *data,
-                                   size_t length, int spill)
-{
-    st_status_t status = ssd_check_pid(ssd);
-
-    if (status != ST_OK) {
-        return status;
-    }
-    if (key == NULL || (data == NULL && length != 0)) {
-        st_error("ssd write refused: NULL key or data length=%zu", length);
-        return ST_ERR_INVALID;
-    }
-    if (!ssd_kind_valid(key->kind) || ssd_kind_spilled(key->kind) != spill) {
-        st_error("ssd %s refused: wrong kind kind=%s(%u), expected %s", spill ? "spill" : "put",
-                 st_ssd_kind_name(key->kind), (unsigned)key->kind,
-                 spill ? "KV or IDX" : "KDA or SESSION");
-        return ST_ERR_INVALID;
-    }
-    return ST_OK;
-}
-
-st_status_t st_ssd_put(st_ssd_t *ssd, const st_ssd_key_t *key, const void *data, size_t length,
-                       unsigned flags, st_ssd_done_fn done, void *done_arg)
-{
-    st_status_t status = ssd_check_write(ssd, key, data, length, 0);
-
-    if (status != ST_OK) {
-        return status;
-    }
-    return ssd_queue_write(ssd, SSD_OP_PUT, key, NULL, 0, data, length, flags, done, done_arg);
-}
-
-static st_status_t ssd_spill(st_ssd_t *ssd, const st_ssd_key_t *key, const void *head,
-                             size_t head_len, const void *data, size_t length, unsigned flags,
-                             st_ssd_done_fn done, void *done_arg)
-{
-    st_status_t status = ssd_check_write(ssd, key, data, length, 1);
-
-    if (status == ST_OK && head_len > 0 &&
-        (head == NULL || head_len > ST_SSD_HEAD_MAX || done == NULL)) {
-        st_error("ssd spill refused: a head needs 1..%d bytes and a done callback head_len=%zu",
-                 ST_SSD_HEAD_MAX, head_len);
-        status = ST_ERR_INVALID;
-    }
-    if (status == ST_OK && head_len + length > ssd->params.spill_budget) {
-        st_log_ratelimited(ST_LOG_WARN,
-                           "ssd spill refused: larger than the budget length=%zu "
-                           "spill_budget=%llu",
-                           head_len + length, (unsigned long long)ssd->params.spill_budget);
-        status = ST_ERR_EXHAUSTED;
-    }
-    if (status == ST_OK) {
-        status = ssd_queue_write(ssd, SSD_OP_SPILL, key, head, head_len, data, length,
-                                 flags & ~ST_SSD_DURABLE, done, done_arg);
-    }
-    if (status != ST_OK && status != ST_ERR_INVALID) {
-        pthread_mutex_lock(&ssd->lock);
-        ssd->st.spill_failed++;
-        pthread_mutex_unlock(&ssd->lock);
-    }
-    return status;
-}
-
-st_status_t st_ssd_spill(st_ssd_t *ssd, const st_ssd_key_t *key, const void *data, size_t length,
-                         unsigned flags, st_ssd_done_fn done, void *done_arg)
-{
-    return ssd_spill(ssd, key, NULL, 0, data, length, flags, done, done_arg);
-}
-
-st_status_t st_ssd_spill_parts(st_ssd_t *ssd, const st_ssd_key_t *key, const void *head,
-                               size_t head_len, const void *data, size_t length, unsigned flags,
-                               st_ssd_done_fn done, void *done_arg)
-{
-    return ssd_spill(ssd, key, head, head_len, data, length, flags, done, done_arg);
-}
-
-st_status_t st_ssd_delete(st_ssd_t *ssd, const st_ssd_key_t *key, unsigned flags,
-                          st_ssd_done_fn done, void *done_arg)
-{
-    st_status_t status = ssd_check_pid(ssd);
-    ssd_op_t *op, local;
-
-    if (status != ST_OK) {
-        return status;
-    }
-    if (key == NULL || !ssd_kind_valid(key->kind)) {
-        st_error("ssd delete refused: bad key kind=%u", key != NULL ? (unsigned)key->kind : 0u);
-        return ST_ERR_INVALID;
-    }
-    if (flags & ST_SSD_DURABLE) {
-        memset(&local, 0, sizeof(local));
-        local.type = SSD_OP_DELETE;
-        local.flags = ST_SSD_DURABLE;
-        local.key = *key;
-        local.waited = 1;
-        return ssd_submit(ssd, &local);
-    }
-    op = calloc(1, sizeof(*op));
-    if (op == NULL) {
-        return ST_ERR_NOMEM;
-    }
-    op->type = SSD_OP_DELETE;
-    op->flags = flags;
-    op->key = *key;
-    op->done = done;
-    op->done_arg = done_arg;
-    status = ssd_submit(ssd, op);
-    if (status != ST_OK) {
-        free(op);
-    }
-    return status;
-}
-
-st_status_t st_ssd_flush(st_ssd_t *ssd, int durable)
-{
-    st_status_t status = ssd_check_pid(ssd);
-    ssd_op_t local;
-
-    if (status != ST_OK) {
-        return status;
-    }
-    memset(&local, 0, sizeof(local));
-    local.type = SSD_OP_BARRIER;
-    local.flags = durable ? ST_SSD_DURABLE : 0;
-    local.waited = 1;
-    return ssd_submit(ssd, &local);
-}
-
-void st_ssd_pause(st_ssd_t *ssd, int paused)
-{
-    if (ssd_check_pid(ssd) != ST_OK) {
-        return;
-    }
-    pthread_mutex_lock(&ssd->lock);
-    ssd->paused = paused != 0;
-    pthread_cond_broadcast(&ssd->queue_cv);
-    pthread_mutex_unlock(&ssd->lock);
 }

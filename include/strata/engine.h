@@ -132,6 +132,9 @@ enum st_engine_field {
     ST_ENGINE_FIELD_SERIAL_ROWS = 1u << 5,
     ST_ENGINE_FIELD_DEVICE = 1u << 6,
     ST_ENGINE_FIELD_DURABLE = 1u << 7,
+    ST_ENGINE_FIELD_REMOTE_SCORING = 1u << 8,
+    ST_ENGINE_FIELD_ON_SELECT = 1u << 9,
+    ST_ENGINE_FIELD_VIS_CACHE = 1u << 10,
 };
 
 /* Where the engine runs the model's attention (docs/engine.md, "The CUDA path"). */
@@ -172,6 +175,27 @@ typedef struct st_engine_params {
      * daemons need data_dir). A write that reached fewer is stored but logged
      * and counted in partial_writes; the turn goes on. Default 0. */
     uint32_t durable;
+    /* 1: near-data scoring (docs/engine.md, "Near-data scoring"): the
+     * sequence holds indexer keys and block summaries only of the local pool
+     * and the open block; each DSA step scores the older blocks on the nodes
+     * that hold their IDX objects (st_client_score) and merges their
+     * candidates with the local ones into the exact top-k. A resume fetches no
+     * IDX object outside the pool. When a Score call fails the engine fetches
+     * the history's IDX objects and scores locally for the rest of the run
+     * (counted in score_fallbacks). Needs local_blocks > 0, the CPU device (auto
+     * picks it) and topk <= ST_SCORE_K_MAX. Default 0. */
+    uint32_t remote_scoring;
+    /* Called after each DSA selection with the n selected positions of DSA
+     * layer `layer` (numbered among DSA layers) for the token at pos, in the
+     * indexer's order (score descending, ties by the lower position). For
+     * tests that compare selections; must not call the engine. */
+    void (*on_select)(void *arg, uint32_t layer, uint64_t pos, const int32_t *rows, uint32_t n);
+    void *on_select_arg;
+    /* 1 (the default): an image's projected embeddings are looked up in and
+     * written to the cluster as a VIS object keyed by st_hash_image(), and a
+     * hit skips the vision encoder; 0: every image is encoded (the chain's
+     * keys are the same either way). */
+    uint32_t vis_cache;
 } st_engine_params_t;
 
 /* What one st_engine_run did. */
@@ -204,6 +228,22 @@ typedef struct st_engine_stats {
     uint64_t partial_writes; /* durable writes (KDA checkpoints, the session record) that
                                 fewer replicas than write_quorum committed to disk
                                 (ST_ERR_PARTIAL): stored, with a weaker guarantee */
+    /* Near-data scoring (remote_scoring): */
+    uint64_t score_calls;     /* st_client_score calls (one per DSA layer and token) */
+    uint64_t score_fallbacks; /* Score calls that failed: the history's IDX objects were
+                                 fetched and scored locally for the rest of the run */
+    uint64_t score_us;        /* from issuing each Score call to having its candidates */
+    uint64_t score_bytes;     /* bytes the Score calls sent and received */
+    uint64_t keys_bytes;      /* indexer keys and block summaries the sequence held at the
+                                 end of the run, every DSA layer (either mode) */
+    /* Images (st_engine_run_images; docs/engine.md, "Images"). An image whose
+     * tokens were all resumed from KV is neither a VIS hit nor a miss. */
+    uint64_t images;      /* images in the prompt */
+    uint64_t vis_hits;    /* embeddings read from a VIS object: encoder skipped */
+    uint64_t vis_misses;  /* images encoded: no VIS object, or one refused (its header
+                             names another model, image or token count, or it is cut) */
+    uint64_t vis_written; /* VIS objects stored */
+    uint64_t encoder_us;  /* time in the vision encoder (pre-processing and projection) */
 } st_engine_stats_t;
 
 /* Overlap efficiency of a run (see st_engine_stats_t); 0 when nothing was fetched. */
@@ -214,11 +254,13 @@ typedef struct st_engine st_engine_t;
 /*
  * Creates an engine for the model (borrowed). Returns ST_OK;
  * ST_ERR_INVALID (NULL model, kda_interval 0, a client whose block size
- * differs from the model's, local_blocks > 0 without a client, an unknown
+ * differs from the model's, local_blocks > 0 without a client,
+ * remote_scoring without local_blocks or with topk > ST_SCORE_K_MAX, an unknown
  * device, device CUDA with a shape the CUDA kernels do not take: the error
  * line names the field and the constraint); ST_ERR_UNSUPPORTED (device CUDA
  * in a build without CUDA); ST_ERR_UNAVAILABLE (device CUDA and no usable
- * device); ST_ERR_NOMEM (host or device memory).
+ * device; remote_scoring with device CUDA: ST_ERR_UNSUPPORTED);
+ * ST_ERR_NOMEM (host or device memory).
  */
 ST_API st_status_t st_engine_create(const st_model_t *model, const st_engine_params_t *params,
                                     st_engine_t **engine_p);
@@ -252,6 +294,59 @@ ST_API void st_engine_free(st_engine_t *engine);
 ST_API st_status_t st_engine_run(st_engine_t *engine, const uint32_t *tokens, size_t n_tokens,
                                  uint32_t n_decode, float *logits, uint32_t *out_ids,
                                  st_engine_stats_t *stats);
+
+/* ---- images (engine/vision.c, engine/vis.c; docs/engine.md "Images") ----- */
+
+/* Pixels per side of one image patch: one patch is one image token. */
+#define ST_ENGINE_IMAGE_PATCH      16
+/* The most tokens one image may take (a 2048 x 2048 image). */
+#define ST_ENGINE_IMAGE_TOKENS_MAX 16384
+
+/*
+ * An image in a prompt: 8-bit samples, channels interleaved, rows top to
+ * bottom (as st_hash_image takes them). It occupies the token positions
+ * [position, position + st_engine_image_tokens(width, height)) of the
+ * prompt, whose ids there must all be st_model_image_token().
+ */
+typedef struct st_engine_image {
+    uint64_t position;     /* first token position of the image */
+    uint32_t width;        /* 1..ST_IMAGE_SIDE_MAX */
+    uint32_t height;       /* 1..ST_IMAGE_SIDE_MAX */
+    uint32_t channels;     /* 1 (grey) or 3 (RGB) */
+    const uint8_t *pixels; /* width * height * channels bytes, borrowed for the call */
+} st_engine_image_t;
+
+/*
+ * The tokens an image of width x height takes: ceil(width / 16) *
+ * ceil(height / 16) (the last row and column of patches are padded). 0 for
+ * a zero side.
+ */
+ST_API uint64_t st_engine_image_tokens(uint32_t width, uint32_t height);
+
+/* The placeholder id at an image's positions: vocab - 1. */
+ST_API uint32_t st_model_image_token(const st_model_t *model);
+
+/*
+ * st_engine_run with images in the prompt. Each image is named by
+ * st_hash_image() and passed to the chain as an item (so the blocks it
+ * overlaps are keyed by the image and its offset: docs/hashing.md); its
+ * embeddings come from a VIS object when the cluster holds one made by this
+ * model (vis_cache), else from the vision encoder (then written as a VIS
+ * object). The image's tokens attend to each other both ways in the DSA
+ * layers and are scanned in raster order by the KDA layers
+ * (docs/engine.md, "Images"). n_images 0 is st_engine_run.
+ * Returns what st_engine_run returns; also ST_ERR_INVALID (images NULL with
+ * n_images > 0, images not sorted by position or overlapping, an image past
+ * the prompt's end, a bad size or channel count, more than
+ * ST_ENGINE_IMAGE_TOKENS_MAX tokens, a position under an image without the
+ * placeholder id: the error line names the image and what is wrong);
+ * ST_ERR_UNSUPPORTED (images on the CUDA device, or an image over more blocks
+ * than local_blocks).
+ */
+ST_API st_status_t st_engine_run_images(st_engine_t *engine, const uint32_t *tokens,
+                                        size_t n_tokens, const st_engine_image_t *images,
+                                        size_t n_images, uint32_t n_decode, float *logits,
+                                        uint32_t *out_ids, st_engine_stats_t *stats);
 
 /* ---- sessions: multi-turn conversations (engine/session.c) ---------------- */
 
@@ -331,6 +426,17 @@ ST_API st_status_t st_engine_session_generate(st_engine_session_t *sess, uint32_
                                               uint32_t *out_ids, float *logits,
                                               st_engine_stats_t *stats);
 
+/*
+ * Appends an image to the user turn, at the conversation's end: its pixels
+ * are copied (position is ignored) and st_engine_image_tokens() placeholder
+ * ids are appended. Later turns run over it as well (resumed, or a VIS hit).
+ * Returns ST_OK; ST_ERR_INVALID (NULL, a bad size or channel count, more
+ * than ST_ENGINE_IMAGE_TOKENS_MAX tokens; the conversation is unchanged);
+ * ST_ERR_NOMEM.
+ */
+ST_API st_status_t st_engine_session_append_image(st_engine_session_t *sess,
+                                                  const st_engine_image_t *image);
+
 /* Tokens in the conversation, the turn not yet generated included; 0 for NULL. */
 ST_API size_t st_engine_session_length(const st_engine_session_t *sess);
 
@@ -351,7 +457,9 @@ ST_API const st_session_info_t *st_engine_session_info(const st_engine_session_t
  * Gives a reopened session its history: n tokens (copied) that must start
  * with the tokens the record covers (n >= the record's length, and the hash
  * of their block record.length / block_size - 1 equals the record's head).
- * The conversation must be empty. Then append and generate as usual.
+ * The conversation must be empty. Then append and generate as usual. The
+ * history is text: a conversation that held images cannot be restored (its
+ * head covers the images' items, ST_ERR_CORRUPT).
  * Returns ST_OK; ST_ERR_INVALID (NULL, n 0, a token out of range, n shorter
  * than the record, a conversation that is not empty); ST_ERR_CORRUPT (the
  * tokens do not hash to the record's head: another conversation); ST_ERR_NOMEM.

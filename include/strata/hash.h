@@ -84,6 +84,37 @@ ST_API st_status_t st_hash_chain(const st_hash_t *seed, const uint32_t *tokens, 
                                  uint32_t block_tokens, const st_hash_item_t *items, size_t n_items,
                                  st_hash_t *chain, size_t max_blocks, size_t *n_blocks_p);
 
+/* Images for st_hash_image(): 8-bit samples, interleaved, rows top to bottom. */
+#define ST_IMAGE_SIDE_MAX     16384       /* the largest width or height */
+#define ST_IMAGE_HASH_MAGIC   0x4d495453u /* "STIM" little-endian */
+#define ST_IMAGE_HASH_VERSION 1u
+#define ST_IMAGE_FORMAT_U8    1u /* one byte per sample, channels interleaved */
+
+/*
+ * Names an image by its content: the XXH3-128 of a 24-byte header followed
+ * by every pixel (docs/hashing.md, "Images"):
+ *
+ *   u32 magic "STIM" || u32 version 1 || u32 width || u32 height
+ *   || u32 channels || u32 format 1 (8-bit interleaved) || pixels
+ *
+ * The size is in the hash, so the same bytes read as another shape (a 4x3
+ * image against a 6x2 one, grey against colour) give another name. The
+ * result is the content hash of the image's item in st_hash_chain() and the
+ * key of its VIS object.
+ *
+ * @param[in]  pixels    width * height * channels bytes, row by row, no
+ *                       padding between rows.
+ * @param[in]  width     1..ST_IMAGE_SIDE_MAX.
+ * @param[in]  height    1..ST_IMAGE_SIDE_MAX.
+ * @param[in]  channels  1 (grey) or 3 (RGB).
+ * @param[out] out       the image's hash, written only on success.
+ *
+ * Returns ST_OK, or ST_ERR_INVALID for a NULL pointer, a zero or oversized
+ * side, or channels other than 1 or 3. Does not allocate.
+ */
+ST_API st_status_t st_hash_image(const uint8_t *pixels, uint32_t width, uint32_t height,
+                                 uint32_t channels, st_hash_t *out);
+
 /* Writes the 32 lowercase hex digits of h and a NUL into hex (33 bytes). */
 ST_API void st_hash_to_hex(const st_hash_t *h, char hex[33]);
 

@@ -40,7 +40,10 @@ typedef enum st_status {
     ST_ERR_UNAUTHENTICATED = -17, /* the call carried no credential, or one nobody holds */
     ST_ERR_PARTIAL = -18,         /* a replicated write reached fewer replicas than asked (the
                                      write quorum W); the call says how many did */
-    ST_ERR_LAST_ = -19
+    ST_ERR_OVERLOADED = -19,      /* the node refused the call: too much work queued; retry
+                                     after the hint (RESOURCE_EXHAUSTED on the wire, with
+                                     strata-retry-after-ms) */
+    ST_ERR_LAST_ = -20
 } st_status_t;
 
 /*

@@ -10,18 +10,24 @@
  *
  * Memory: the caller allocates the buffers it passes; libstrata never keeps a
  * pointer to a caller's buffer after the operation that used it completed.
- * Results and handles are owned by libstrata until released with the
- * matching st_*_free / st_handle_release call.
+ * Results (st_lookup_result_t, st_session_info_t, st_write_result_t, each
+ * op's status and length) are written into memory the caller provides. What
+ * libstrata allocates for the caller is the client, freed by
+ * st_client_close(), and each handle, freed by st_handle_release(); nothing
+ * else needs freeing.
  *
  * Threads: an st_client_t may be used from several threads at once; one
  * st_handle_t must be used by one thread at a time. Callbacks are not used:
  * completion is observed with st_handle_test / st_handle_wait /
  * st_client_poll.
  *
- * Status: every function returns st_status_t (strata/status.h). The codes
- * each may return are listed with it; st_client_last_error() gives the
- * message that came with the last error on this thread (which node, which
- * limit).
+ * Status: every function that can fail returns st_status_t (strata/status.h).
+ * The codes each may return are listed with it; st_client_last_error() gives
+ * the message that came with the last error on this thread (which node, which
+ * limit). The others cannot fail and return what they are named for:
+ * st_handle_test() 1 or 0, st_client_poll() a count of handles, the accessors
+ * (st_client_block_tokens(), st_client_replicas(), ...) their value,
+ * st_client_close() and st_handle_release() nothing.
  */
 #ifndef STRATA_STRATA_H
 #define STRATA_STRATA_H
@@ -68,6 +74,8 @@ enum st_client_field {
     ST_CLIENT_FIELD_TLS_CA = 1u << 15,
     ST_CLIENT_FIELD_TLS_CERT = 1u << 16,
     ST_CLIENT_FIELD_TLS_KEY = 1u << 17,
+    ST_CLIENT_FIELD_ETCD = 1u << 18,
+    ST_CLIENT_FIELD_ETCD_PREFIX = 1u << 19,
 };
 
 /*
@@ -85,7 +93,7 @@ typedef struct st_client_params {
                                     the cluster's (the replicas of the first Hello's answer,
                                     2 if it names none) */
     uint32_t vnodes;             /* ring points per node, default 128 */
-    uint32_t timeout_ms;         /* per call, default 5000 */
+    uint32_t timeout_ms;         /* deadline of a whole call, default 5000 */
     const char *transport;       /* "inline" (default), "ucx", "libfabric" or
                                     "libfabric:<provider>" (e.g. "libfabric:tcp;ofi_rxm"):
                                     with a transport, get and put move object bytes with
@@ -107,8 +115,8 @@ typedef struct st_client_params {
                                     "all" (whole objects too: a re-read skips the control
                                     plane, but every object read stays leased, so not
                                     evictable, for up to the lease) */
-    int transport_calls;         /* with a transport: 1 (default) sends Locate, Release and
-                                    Lookup over it to daemons that serve them, saving gRPC's
+    int transport_calls;         /* with a transport: 1 (default) sends Locate, Release,
+                                    Lookup and Score over it to daemons that serve them, saving gRPC's
                                     round trip (gRPC again for a call not answered within
                                     250 ms); 0 keeps every call on gRPC */
     uint32_t copy_threads;       /* 1 to 16, default 2: where the transport maps the daemons'
@@ -129,6 +137,12 @@ typedef struct st_client_params {
                                     host (SAN); NULL or "": plaintext */
     const char *tls_cert;        /* PEM file of a client certificate (mutual TLS; needs tls_ca) */
     const char *tls_key;         /* PEM file of tls_cert's private key (unencrypted) */
+    const char *etcd;            /* etcd endpoints, "http://host:port,...": the cluster's
+                                    members are read there (docs/membership.md) in place of
+                                    nodes, which is then ignored; the client follows joins
+                                    and leaves (checked every health_interval). NULL or "":
+                                    the nodes list */
+    const char *etcd_prefix;     /* the cluster's key prefix in etcd, default "/strata/" */
 } st_client_params_t;
 
 /*
@@ -192,18 +206,70 @@ typedef struct st_lookup_result {
 ST_API st_status_t st_client_lookup(st_client_t *client, const st_hash_t *chain, size_t n_blocks,
                                     uint32_t layers, st_lookup_result_t *result);
 
+/* Near-data scoring (docs/protocol.md "Score"): the DSA indexer run on the
+ * nodes that hold a history's IDX objects. */
+#define ST_SCORE_K_MAX 2048 /* the most candidates one Score call answers */
+
+/* One token's indexer query for one DSA layer. */
+typedef struct st_score_query {
+    uint32_t layer; /* DSA layer, numbered among DSA layers (the IDX object's layer) */
+    uint32_t heads; /* indexer heads */
+    uint32_t dim;   /* indexer key width */
+    const float *q; /* heads x dim: one token's indexer query, as the model computes it */
+    const float *w; /* heads: the head weights */
+    uint32_t k;     /* candidates wanted, 1..ST_SCORE_K_MAX */
+} st_score_query_t;
+
+/* What a Score call did. */
+typedef struct st_score_stats {
+    uint64_t blocks;                     /* blocks of the range */
+    uint64_t blocks_scored;              /* scored row by row on the nodes (both rounds, with
+                                            STRATA_SCORE_ROUNDS=2) */
+    uint64_t bytes_sent, bytes_received; /* requests and answers, packed, all calls */
+    uint32_t nodes;                      /* nodes asked (calls made, a second attempt's included) */
+} st_score_stats_t;
+
+/*
+ * Scores the rows of blocks [first, first + n) of the chain (chain[i] names
+ * block i; the client's block_tokens) by the IDX objects (layer
+ * query->layer) the cluster holds, and answers the global top-k: positions
+ * (block * block_tokens + row) and scores, ordered by score descending, ties
+ * by the lower position: exactly what st_cpu_indexer_topk over the same keys
+ * would pick. *n_out = min(k, rows). positions and scores: room for
+ * query->k each, owned by the caller. The scores are bit for bit those of
+ * a process whose kernels run the nodes' SIMD path (both choose the best
+ * the CPU has by default). IDX objects written with row_bytes = dim x 4
+ * let a node read a block's two summary rows alone for its bound.
+ * STRATA_SCORE_ROUNDS=2 in the environment scores in two rounds (a floor
+ * from every node's top k / nodes first; docs/protocol.md "Score"): the
+ * same answer, more pruning where few blocks hold the strong rows.
+ *
+ * Returns ST_OK; ST_ERR_NOT_FOUND when some block's IDX object is held by
+ * none of its reachable owners; ST_ERR_UNAVAILABLE when an owner cannot be
+ * reached (the caller then fetches the keys and scores locally);
+ * ST_ERR_INVALID for a bad query; ST_ERR_CORRUPT when a node holds an
+ * object whose size does not match the layout. stats may be NULL.
+ * Thread-safe like every st_client_ call.
+ */
+ST_API st_status_t st_client_score(st_client_t *client, const st_hash_t *chain, size_t first,
+                                   size_t n, const st_score_query_t *query, uint64_t *positions,
+                                   float *scores, size_t *n_out, st_score_stats_t *stats);
+
 /*
  * Objects of a chain are named by the block's index in the chain, its kind
  * and its layer: the block's hash and its parent come from the chain, and the
  * chain's segment decides which node holds it. KV and IDX objects live on
  * the segment's owner; KDA objects also on the next replicas - 1 nodes.
+ * A VIS object (an image's projected embeddings) is named by the image's
+ * hash (st_hash_image): pass a chain of that one hash and block 0; it has no
+ * parent and lives on the owner of that hash.
  */
 
 /* One object to read: whole (n_rows = 0) or selected rows. */
 typedef struct st_get_op {
     uint64_t block;       /* index of the block in the chain */
-    uint8_t kind;         /* ST_KIND_KV, ST_KIND_IDX or ST_KIND_KDA */
-    uint16_t layer;       /* DSA layer for KV and IDX; 0 for KDA */
+    uint8_t kind;         /* ST_KIND_KV, ST_KIND_IDX, ST_KIND_KDA or ST_KIND_VIS */
+    uint16_t layer;       /* DSA layer for KV and IDX; 0 for KDA and VIS */
     void *dst;            /* caller's buffer */
     size_t dst_len;       /* its size in bytes */
     uint32_t row_bytes;   /* row size for row reads */
@@ -409,6 +475,14 @@ ST_API uint32_t st_client_write_quorum(const st_client_t *client);
 /* R: the replicas of a KDA or SESSION object the client writes (replicas, at
  * most the number of nodes it was given). */
 ST_API uint32_t st_client_replicas(const st_client_t *client);
+
+/*
+ * The ring epoch this client places by: with etcd, etcd's revision of the
+ * last membership change it applied (the daemons' Hello and Stats give
+ * theirs: equal once everyone has caught up); without etcd, the largest
+ * ring_epoch the nodes' Hello gave at connect. Thread-safe.
+ */
+ST_API uint64_t st_client_ring_epoch(const st_client_t *client);
 
 /* Reads the session record, from any live replica. ST_ERR_NOT_FOUND if none. */
 ST_API st_status_t st_session_get(st_client_t *client, const char *id, st_session_info_t *info);

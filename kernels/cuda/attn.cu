@@ -21,6 +21,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "ka_mma.cuh"
 #include "kn_cuda.h"
 
 #define KA_DQK     576
@@ -39,173 +40,6 @@ struct ka_smem {
     float m[2][KA_HG];
     float l[KA_HG];
 };
-
-/*
- * Element offset of (row, col) in a 64-row tile, stored as 128-byte-wide column panels
- * (64 values each, panel after panel) with the 128-byte swizzle of wgmma: in each
- * 8-row x 128-byte atom the 16-byte chunk c of row r sits at chunk c ^ (r & 7). ldmatrix
- * reads it without bank conflicts and wgmma descriptors describe it directly.
- */
-__device__ __forceinline__ int ka_swz(int row, int col)
-{
-    return (col >> 6) * (64 * 64) + row * 64 + ((((col >> 3) ^ row) & 7) << 3) + (col & 7);
-}
-
-__device__ __forceinline__ uint32_t ka_smem_addr(const void *p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-__device__ __forceinline__ void ka_ldm_x4(uint32_t *r, const void *p)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(ka_smem_addr(p)));
-}
-
-__device__ __forceinline__ void ka_ldm_x4_t(uint32_t *r, const void *p)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(ka_smem_addr(p)));
-}
-
-__device__ __forceinline__ void ka_mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define KA_WGMMA 1
-/* wgmma shared-memory descriptor: 128-byte swizzle, 8-row groups 1024 bytes apart. */
-__device__ __forceinline__ uint64_t ka_desc(uint32_t addr)
-{
-    return (uint64_t)((addr & 0x3ffff) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
-           ((uint64_t)1 << 62);
-}
-
-/* d (64 heads x 32 rows, this thread's 16 values) += A (64 x 16) * B (32 x 16)^T. */
-__device__ __forceinline__ void ka_wgmma_64x32(float (&d)[4][4], uint64_t da, uint64_t db)
-{
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 0, 0;\n"
-        "}\n"
-        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
-          "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
-        : "l"(da), "l"(db), "r"(1));
-}
-/* The 128 accumulator operands of an m64n256 wgmma (d[i][j][e]: columns (8i + j) * 8 ..). */
-#define KA_D128(d)                                                                                \
-    "+f"(d[0][0][0]), "+f"(d[0][0][1]), "+f"(d[0][0][2]), "+f"(d[0][0][3]), "+f"(d[0][1][0]),     \
-        "+f"(d[0][1][1]), "+f"(d[0][1][2]), "+f"(d[0][1][3]), "+f"(d[0][2][0]), "+f"(d[0][2][1]), \
-        "+f"(d[0][2][2]), "+f"(d[0][2][3]), "+f"(d[0][3][0]), "+f"(d[0][3][1]), "+f"(d[0][3][2]), \
-        "+f"(d[0][3][3]), "+f"(d[0][4][0]), "+f"(d[0][4][1]), "+f"(d[0][4][2]), "+f"(d[0][4][3]), \
-        "+f"(d[0][5][0]), "+f"(d[0][5][1]), "+f"(d[0][5][2]), "+f"(d[0][5][3]), "+f"(d[0][6][0]), \
-        "+f"(d[0][6][1]), "+f"(d[0][6][2]), "+f"(d[0][6][3]), "+f"(d[0][7][0]), "+f"(d[0][7][1]), \
-        "+f"(d[0][7][2]), "+f"(d[0][7][3]), "+f"(d[1][0][0]), "+f"(d[1][0][1]), "+f"(d[1][0][2]), \
-        "+f"(d[1][0][3]), "+f"(d[1][1][0]), "+f"(d[1][1][1]), "+f"(d[1][1][2]), "+f"(d[1][1][3]), \
-        "+f"(d[1][2][0]), "+f"(d[1][2][1]), "+f"(d[1][2][2]), "+f"(d[1][2][3]), "+f"(d[1][3][0]), \
-        "+f"(d[1][3][1]), "+f"(d[1][3][2]), "+f"(d[1][3][3]), "+f"(d[1][4][0]), "+f"(d[1][4][1]), \
-        "+f"(d[1][4][2]), "+f"(d[1][4][3]), "+f"(d[1][5][0]), "+f"(d[1][5][1]), "+f"(d[1][5][2]), \
-        "+f"(d[1][5][3]), "+f"(d[1][6][0]), "+f"(d[1][6][1]), "+f"(d[1][6][2]), "+f"(d[1][6][3]), \
-        "+f"(d[1][7][0]), "+f"(d[1][7][1]), "+f"(d[1][7][2]), "+f"(d[1][7][3]), "+f"(d[2][0][0]), \
-        "+f"(d[2][0][1]), "+f"(d[2][0][2]), "+f"(d[2][0][3]), "+f"(d[2][1][0]), "+f"(d[2][1][1]), \
-        "+f"(d[2][1][2]), "+f"(d[2][1][3]), "+f"(d[2][2][0]), "+f"(d[2][2][1]), "+f"(d[2][2][2]), \
-        "+f"(d[2][2][3]), "+f"(d[2][3][0]), "+f"(d[2][3][1]), "+f"(d[2][3][2]), "+f"(d[2][3][3]), \
-        "+f"(d[2][4][0]), "+f"(d[2][4][1]), "+f"(d[2][4][2]), "+f"(d[2][4][3]), "+f"(d[2][5][0]), \
-        "+f"(d[2][5][1]), "+f"(d[2][5][2]), "+f"(d[2][5][3]), "+f"(d[2][6][0]), "+f"(d[2][6][1]), \
-        "+f"(d[2][6][2]), "+f"(d[2][6][3]), "+f"(d[2][7][0]), "+f"(d[2][7][1]), "+f"(d[2][7][2]), \
-        "+f"(d[2][7][3]), "+f"(d[3][0][0]), "+f"(d[3][0][1]), "+f"(d[3][0][2]), "+f"(d[3][0][3]), \
-        "+f"(d[3][1][0]), "+f"(d[3][1][1]), "+f"(d[3][1][2]), "+f"(d[3][1][3]), "+f"(d[3][2][0]), \
-        "+f"(d[3][2][1]), "+f"(d[3][2][2]), "+f"(d[3][2][3]), "+f"(d[3][3][0]), "+f"(d[3][3][1]), \
-        "+f"(d[3][3][2]), "+f"(d[3][3][3]), "+f"(d[3][4][0]), "+f"(d[3][4][1]), "+f"(d[3][4][2]), \
-        "+f"(d[3][4][3]), "+f"(d[3][5][0]), "+f"(d[3][5][1]), "+f"(d[3][5][2]), "+f"(d[3][5][3]), \
-        "+f"(d[3][6][0]), "+f"(d[3][6][1]), "+f"(d[3][6][2]), "+f"(d[3][6][3]), "+f"(d[3][7][0]), \
-        "+f"(d[3][7][1]), "+f"(d[3][7][2]), "+f"(d[3][7][3])
-/* The 32 accumulator operands of an m64n64 wgmma (d[j][e]: columns 8j ..). */
-#define KA_D32(d)                                                                                 \
-    "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),     \
-        "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), \
-        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), \
-        "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
-        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), \
-        "+f"(d[7][2]), "+f"(d[7][3])
-
-/* d (64 heads x 256 columns, this thread's 128 values) += A (64 x 16, K-major) * B (16 x 256,
- * MN-major: rows of V are K, their values N). */
-__device__ __forceinline__ void ka_wgmma_64x256_tb(float (&d)[4][8][4], uint64_t da, uint64_t db)
-{
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%"
-        "24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%"
-        "46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%"
-        "68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%"
-        "90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%"
-        "110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127},"
-        " %128, %129, p, 1, 1, 0, 1;\n"
-        "}\n"
-        : KA_D128(d)
-        : "l"(da), "l"(db), "r"(1));
-}
-
-/* The same with A (P: 64 x 16) in registers, laid out as the accumulator of ka_wgmma_64x64. */
-__device__ __forceinline__ void ka_wgmma_64x256_rs(float (&d)[4][8][4], const uint32_t (&a)[4],
-                                                   uint64_t db)
-{
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%"
-        "24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%"
-        "46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%"
-        "68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%"
-        "90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%"
-        "110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127},"
-        " {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n"
-        "}\n"
-        : KA_D128(d)
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
-}
-
-/* d (64 heads x 64 rows) = (ScaleD ? d : 0) + A (64 x 16) * B (64 x 16)^T, both in shared memory. */
-template <int ScaleD>
-__device__ __forceinline__ void ka_wgmma_64x64(float (&d)[8][4], uint64_t da, uint64_t db)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%"
-                 "22,%23,%24,%25,%26,%27,%28,%29,%30,%31},"
-                 " %32, %33, p, 1, 1, 0, 0;\n"
-                 "}\n"
-                 : KA_D32(d)
-                 : "l"(da), "l"(db), "n"(ScaleD));
-}
-
-/* Descriptor of an MN-major operand: 128-byte swizzle; KA_PV_LBO between 64-column panels,
- * KA_PV_SBO between 8-row groups (bytes). */
-#ifndef KA_PV_LBO
-#define KA_PV_LBO (64 * 128)
-#define KA_PV_SBO 1024
-#endif
-__device__ __forceinline__ uint64_t ka_desc_mn(uint32_t addr)
-{
-    return (uint64_t)((addr & 0x3ffff) >> 4) | ((uint64_t)(KA_PV_LBO >> 4) << 16) |
-           ((uint64_t)(KA_PV_SBO >> 4) << 32) | ((uint64_t)1 << 62);
-}
-#endif
-
-__device__ __forceinline__ void ka_cp16(void *dst, const void *src)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(ka_smem_addr(dst)), "l"(src));
-}
 
 /* The row pointer that thread tid copies in tile t (4 threads per row); rows past the end
  * repeat row 0, whose scores are masked. */
@@ -239,20 +73,52 @@ __device__ __forceinline__ void ka_write_empty(float *out, float *lse, size_t he
     }
 }
 
-/*
- * The serial loop (STRATA_KN_ATTN=serial; the only loop where wgmma is not built): all 8 warps
- * take each tile through S, the softmax and P V in turn, with three CTA barriers per tile.
- */
-__device__ __forceinline__ void ka_serial_body(ka_smem *sm, const __nv_bfloat16 *q,
-                                               const __nv_bfloat16 *const *rows, int n_rows,
-                                               float scale_log2, float *out, float *lse,
-                                               size_t head0)
+#if KA_WGMMA
+/* Scales this thread's accumulator values of head h0 by a0 and of head h0 + 8 by a1. */
+__device__ __forceinline__ void ka_scale_acc(float (&acc)[4][8][4], float a0, float a1)
+{
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            acc[i][j][0] *= a0;
+            acc[i][j][1] *= a0;
+            acc[i][j][2] *= a1;
+            acc[i][j][3] *= a1;
+        }
+}
+
+/* Writes O / l for heads h0 and h0 + 8, columns col0 .. col0 + 255. */
+__device__ __forceinline__ void ka_ws_store(const float (&acc)[4][8][4], float *out, size_t head0,
+                                            int h0, int col0, float inv0, float inv1)
+{
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const float inv = half ? inv1 : inv0;
+        float *o = out + (head0 + h0 + half * 8) * KA_DV + col0 + (lane & 3) * 2;
+#pragma unroll
+        for (int j = 0; j < 32; j++) {
+            *reinterpret_cast<float2 *>(o + j * 8) = make_float2(
+                acc[j >> 3][j & 7][half * 2] * inv, acc[j >> 3][j & 7][half * 2 + 1] * inv);
+        }
+    }
+}
+#endif
+
+/* The factor alpha = exp2(m_old - m_new) by which head h's running sums shrink in this tile:
+ * m_old is the running max of parity par, m_new also takes both halves' maxima of the tile. */
+__device__ __forceinline__ float ka_alpha(const ka_smem *sm, int par, int h)
+{
+    float mold = sm->m[par][h];
+    float mnew = fmaxf(mold, fmaxf(sm->red_max[0][h], sm->red_max[1][h]));
+    return exp2f(mold - mnew);
+}
+
+/* Copies Q of this CTA's heads into shared memory and starts the running max and sum. */
+__device__ __forceinline__ void ka_serial_start(ka_smem *sm, const __nv_bfloat16 *q, size_t head0)
 {
     const int tid = threadIdx.x;
-    const int warp = tid >> 5, lane = tid & 31;
-    ka_load_tile(sm, 0, ka_row_ptr(rows, n_rows, 0));
-    const int n_tiles = (n_rows + KA_BN - 1) / KA_BN;
-    const __nv_bfloat16 *next_ptr = n_tiles > 1 ? ka_row_ptr(rows, n_rows, 1) : NULL;
     for (int i = tid; i < KA_HG * KA_CH; i += KA_THREADS) {
         int h = i / KA_CH, ch = i % KA_CH;
         *reinterpret_cast<uint4 *>(&sm->q[ka_swz(h, ch * 8)]) =
@@ -262,18 +128,212 @@ __device__ __forceinline__ void ka_serial_body(ka_smem *sm, const __nv_bfloat16 
         sm->m[0][tid] = -INFINITY;
         sm->l[tid] = 0.0f;
     }
+}
 
-    const int wm = warp & 3, wn = warp >> 2; /* S phase: heads wm*16.., rows wn*32.. */
-    float acc[4][8][4];                      /* PV phase: 64 heads x columns warp*64.. */
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                acc[i][j][e] = 0.0f;
+/* S = Q K^T of tile kt: this warp's 16 heads (wm*16..) x 32 rows (wn*32..). */
+__device__ __forceinline__ void ka_serial_qk(ka_smem *sm, const __nv_bfloat16 *kt, float (&s)[4][4])
+{
+    const int tid = threadIdx.x, warp = tid >> 5, wn = warp >> 2;
+    kn_zero(s);
+#if KA_WGMMA
+    /* Warpgroup wn: all 64 heads x rows wn*32..; K advances 16 values = 32 bytes. */
+    const uint32_t qa = ka_smem_addr(sm->q), kb = ka_smem_addr(kt) + wn * 32 * 128;
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll 4
+    for (int ks = 0; ks < KA_DQK / 16; ks++) {
+        uint32_t off = (ks >> 2) * (64 * 128) + (ks & 3) * 32;
+        ka_wgmma_64x32(s, ka_desc(qa + off), ka_desc(kb + off));
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#else
+    const int lane = tid & 31, wm = warp & 3;
+    const int qa_row = wm * 16 + (lane & 15), qa_col = (lane >> 4) * 8;
+    const int kb_row = wn * 32 + (lane & 7) + ((lane >> 4) << 3), kb_col = ((lane >> 3) & 1) * 8;
+#pragma unroll 4
+    for (int k0 = 0; k0 < KA_DQK; k0 += 16) {
+        uint32_t a[4], b0[4], b1[4];
+        ka_ldm_x4(a, &sm->q[ka_swz(qa_row, k0 + qa_col)]);
+        ka_ldm_x4(b0, &kt[ka_swz(kb_row, k0 + kb_col)]);
+        ka_ldm_x4(b1, &kt[ka_swz(kb_row + 16, k0 + kb_col)]);
+        ka_mma(s[0], a, b0[0], b0[1]);
+        ka_mma(s[1], a, b0[2], b0[3]);
+        ka_mma(s[2], a, b1[0], b1[1]);
+        ka_mma(s[3], a, b1[2], b1[3]);
+    }
+#endif
+}
 
+/*
+ * The online softmax of one tile: scales S to the log2 domain, masks the rows past the
+ * valid ones, writes P = exp2(S - m_new) to shared memory and moves the running max (into
+ * parity par ^ 1) and sum on. Two CTA barriers; afterwards m[par] still holds the old max.
+ */
+__device__ __forceinline__ void ka_serial_softmax(ka_smem *sm, float (&s)[4][4], int valid,
+                                                  float scale_log2, int par)
+{
+    const int tid = threadIdx.x;
+    const int warp = tid >> 5, lane = tid & 31;
+    const int wm = warp & 3, wn = warp >> 2;
     const int h0 = wm * 16 + (lane >> 2);
+    float mx[2] = {-INFINITY, -INFINITY}; /* heads h0 and h0+8 */
+#pragma unroll
+    for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            int r = wn * 32 + nt * 8 + (lane & 3) * 2 + (e & 1);
+            float v = r < valid ? s[nt][e] * scale_log2 : -INFINITY;
+            s[nt][e] = v;
+            mx[e >> 1] = fmaxf(mx[e >> 1], v);
+        }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+    }
+    if ((lane & 3) == 0) {
+        sm->red_max[wn][h0] = mx[0];
+        sm->red_max[wn][h0 + 8] = mx[1];
+    }
+    __syncthreads();
+    float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        int h = h0 + i * 8;
+        float mnew = fmaxf(sm->m[par][h], fmaxf(sm->red_max[0][h], sm->red_max[1][h]));
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++) {
+            float p0 = exp2f(s[nt][2 * i] - mnew), p1 = exp2f(s[nt][2 * i + 1] - mnew);
+            sum[i] += p0 + p1;
+            int r = wn * 32 + nt * 8 + (lane & 3) * 2;
+            *reinterpret_cast<__nv_bfloat162 *>(&sm->p[ka_swz(h, r)]) =
+                __floats2bfloat162_rn(p0, p1);
+        }
+        sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 1);
+        sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 2);
+    }
+    if ((lane & 3) == 0) {
+        sm->red_sum[wn][h0] = sum[0];
+        sm->red_sum[wn][h0 + 8] = sum[1];
+    }
+#if KA_WGMMA
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+    __syncthreads();
+    /* Running max and sum, double-buffered by parity so that readers below see the old m. */
+    if (tid < KA_HG) {
+        float mold = sm->m[par][tid];
+        float mnew = fmaxf(mold, fmaxf(sm->red_max[0][tid], sm->red_max[1][tid]));
+        float alpha = exp2f(mold - mnew);
+        sm->l[tid] = sm->l[tid] * alpha + sm->red_sum[0][tid] + sm->red_sum[1][tid];
+        sm->m[par ^ 1][tid] = mnew;
+    }
+}
+
+#if KA_WGMMA
+/* O = alpha O + P V: warpgroup wn takes all 64 heads x value columns wn*256..; this thread
+ * holds heads h0 and h0 + 8. P was written by ordinary stores: fence, barrier (above). */
+__device__ __forceinline__ void ka_serial_pv(ka_smem *sm, const __nv_bfloat16 *kt,
+                                             float (&acc)[4][8][4], int par)
+{
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int wn = warp >> 2, h0 = (warp & 3) * 16 + (lane >> 2);
+    ka_scale_acc(acc, ka_alpha(sm, par, h0), ka_alpha(sm, par, h0 + 8));
+    const uint32_t pa = ka_smem_addr(sm->p), vb = ka_smem_addr(kt) + wn * 4 * (64 * 128);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int kk = 0; kk < KA_BN / 16; kk++) {
+        ka_wgmma_64x256_tb(acc, ka_desc(pa + kk * 32), ka_desc_mn(vb + kk * 16 * 128));
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
+#else
+/* O = alpha O + P V for 64 heads x this warp's 64 value columns (warp*64..), by mma.sync. */
+__device__ __forceinline__ void ka_serial_pv(ka_smem *sm, const __nv_bfloat16 *kt,
+                                             float (&acc)[4][8][4], int par)
+{
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+#pragma unroll
+    for (int mi = 0; mi < 4; mi++) {
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            float alpha = ka_alpha(sm, par, mi * 16 + (lane >> 2) + half * 8);
+#pragma unroll
+            for (int nj = 0; nj < 8; nj++) {
+                acc[mi][nj][half * 2] *= alpha;
+                acc[mi][nj][half * 2 + 1] *= alpha;
+            }
+        }
+    }
+#pragma unroll
+    for (int k0 = 0; k0 < KA_BN; k0 += 16) {
+        uint32_t a[4][4];
+#pragma unroll
+        for (int mi = 0; mi < 4; mi++) {
+            ka_ldm_x4(a[mi], &sm->p[ka_swz(mi * 16 + (lane & 15), k0 + (lane >> 4) * 8)]);
+        }
+#pragma unroll
+        for (int nj = 0; nj < 8; nj += 2) {
+            uint32_t bb[4];
+            int col = warp * 64 + nj * 8 + (lane >> 4) * 8;
+            ka_ldm_x4_t(bb, &kt[ka_swz(k0 + (lane & 7) + ((lane >> 3) & 1) * 8, col)]);
+#pragma unroll
+            for (int mi = 0; mi < 4; mi++) {
+                ka_mma(acc[mi][nj], a[mi], bb[0], bb[1]);
+                ka_mma(acc[mi][nj + 1], a[mi], bb[2], bb[3]);
+            }
+        }
+    }
+}
+#endif
+
+/* Writes O / l and the LSE of this CTA's heads; par is the parity of the final running max. */
+__device__ __forceinline__ void ka_serial_store(const ka_smem *sm, const float (&acc)[4][8][4],
+                                                float *out, float *lse, size_t head0, int par)
+{
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+#if KA_WGMMA
+    const int h0 = (warp & 3) * 16 + (lane >> 2);
+    ka_ws_store(acc, out, head0, h0, (warp >> 2) * 256, 1.0f / sm->l[h0], 1.0f / sm->l[h0 + 8]);
+#else
+#pragma unroll
+    for (int mi = 0; mi < 4; mi++) {
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            int h = mi * 16 + (lane >> 2) + half * 8;
+            float inv = 1.0f / sm->l[h];
+            float *o = out + (head0 + h) * KA_DV + warp * 64 + (lane & 3) * 2;
+#pragma unroll
+            for (int nj = 0; nj < 8; nj++) {
+                *reinterpret_cast<float2 *>(o + nj * 8) =
+                    make_float2(acc[mi][nj][half * 2] * inv, acc[mi][nj][half * 2 + 1] * inv);
+            }
+        }
+    }
+#endif
+    if (threadIdx.x < KA_HG) {
+        lse[head0 + threadIdx.x] =
+            sm->m[par][threadIdx.x] * 0.69314718056f + logf(sm->l[threadIdx.x]);
+    }
+}
+
+/*
+ * The serial loop (STRATA_KN_ATTN=serial; the only loop where wgmma is not built): all 8 warps
+ * take each tile through S, the softmax and P V in turn, with three CTA barriers per tile.
+ */
+__device__ __forceinline__ void ka_serial_body(ka_smem *sm, const __nv_bfloat16 *q,
+                                               const __nv_bfloat16 *const *rows, int n_rows,
+                                               float scale_log2, float *out, float *lse,
+                                               size_t head0)
+{
+    ka_load_tile(sm, 0, ka_row_ptr(rows, n_rows, 0));
+    const int n_tiles = (n_rows + KA_BN - 1) / KA_BN;
+    const __nv_bfloat16 *next_ptr = n_tiles > 1 ? ka_row_ptr(rows, n_rows, 1) : NULL;
+    ka_serial_start(sm, q, head0);
+
+    float acc[4][8][4]; /* PV phase: 64 heads x columns warp*64.. */
+    kn_zero(acc);
 
     int par = 0;
     for (int t = 0; t < n_tiles; t++) {
@@ -291,198 +351,14 @@ __device__ __forceinline__ void ka_serial_body(ka_smem *sm, const __nv_bfloat16 
             }
         }
         const __nv_bfloat16 *kt = sm->k[buf];
-
-        /* S = Q K^T: this warp's 16 heads x 32 rows. */
         float s[4][4];
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                s[i][e] = 0.0f;
-#if KA_WGMMA
-        {
-            /* Warpgroup wn: all 64 heads x rows wn*32..; K advances 16 values = 32 bytes. */
-            const uint32_t qa = ka_smem_addr(sm->q), kb = ka_smem_addr(kt) + wn * 32 * 128;
-            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll 4
-            for (int ks = 0; ks < KA_DQK / 16; ks++) {
-                uint32_t off = (ks >> 2) * (64 * 128) + (ks & 3) * 32;
-                ka_wgmma_64x32(s, ka_desc(qa + off), ka_desc(kb + off));
-            }
-            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-        }
-#else
-        const int qa_row = wm * 16 + (lane & 15), qa_col = (lane >> 4) * 8;
-        const int kb_row = wn * 32 + (lane & 7) + ((lane >> 4) << 3),
-                  kb_col = ((lane >> 3) & 1) * 8;
-#pragma unroll 4
-        for (int k0 = 0; k0 < KA_DQK; k0 += 16) {
-            uint32_t a[4], b0[4], b1[4];
-            ka_ldm_x4(a, &sm->q[ka_swz(qa_row, k0 + qa_col)]);
-            ka_ldm_x4(b0, &kt[ka_swz(kb_row, k0 + kb_col)]);
-            ka_ldm_x4(b1, &kt[ka_swz(kb_row + 16, k0 + kb_col)]);
-            ka_mma(s[0], a, b0[0], b0[1]);
-            ka_mma(s[1], a, b0[2], b0[3]);
-            ka_mma(s[2], a, b1[0], b1[1]);
-            ka_mma(s[3], a, b1[2], b1[3]);
-        }
-#endif
-        /* Scale to the log2 domain and mask rows past the end. */
-        const int valid = n_rows - t * KA_BN;
-        float mx[2] = {-INFINITY, -INFINITY}; /* heads h0 and h0+8 */
-#pragma unroll
-        for (int nt = 0; nt < 4; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int r = wn * 32 + nt * 8 + (lane & 3) * 2 + (e & 1);
-                float v = r < valid ? s[nt][e] * scale_log2 : -INFINITY;
-                s[nt][e] = v;
-                mx[e >> 1] = fmaxf(mx[e >> 1], v);
-            }
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-        }
-        if ((lane & 3) == 0) {
-            sm->red_max[wn][h0] = mx[0];
-            sm->red_max[wn][h0 + 8] = mx[1];
-        }
-        __syncthreads();
-        float sum[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            int h = h0 + i * 8;
-            float mnew = fmaxf(sm->m[par][h], fmaxf(sm->red_max[0][h], sm->red_max[1][h]));
-#pragma unroll
-            for (int nt = 0; nt < 4; nt++) {
-                float p0 = exp2f(s[nt][2 * i] - mnew), p1 = exp2f(s[nt][2 * i + 1] - mnew);
-                sum[i] += p0 + p1;
-                int r = wn * 32 + nt * 8 + (lane & 3) * 2;
-                *reinterpret_cast<__nv_bfloat162 *>(&sm->p[ka_swz(h, r)]) =
-                    __floats2bfloat162_rn(p0, p1);
-            }
-            sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 1);
-            sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 2);
-        }
-        if ((lane & 3) == 0) {
-            sm->red_sum[wn][h0] = sum[0];
-            sm->red_sum[wn][h0 + 8] = sum[1];
-        }
-#if KA_WGMMA
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-        __syncthreads();
-        /* Running max and sum, double-buffered by parity so that readers below see the old m. */
-        if (tid < KA_HG) {
-            float mold = sm->m[par][tid];
-            float mnew = fmaxf(mold, fmaxf(sm->red_max[0][tid], sm->red_max[1][tid]));
-            float alpha = exp2f(mold - mnew);
-            sm->l[tid] = sm->l[tid] * alpha + sm->red_sum[0][tid] + sm->red_sum[1][tid];
-            sm->m[par ^ 1][tid] = mnew;
-        }
-#if KA_WGMMA
-        /* O = alpha O + P V: warpgroup wn takes all 64 heads x value columns wn*256..; this
-         * thread holds heads h0 and h0 + 8. P was written by ordinary stores: fence, barrier. */
-        {
-            float al[2];
-#pragma unroll
-            for (int half = 0; half < 2; half++) {
-                int h = h0 + half * 8;
-                float mold = sm->m[par][h];
-                float mnew = fmaxf(mold, fmaxf(sm->red_max[0][h], sm->red_max[1][h]));
-                al[half] = exp2f(mold - mnew);
-            }
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-#pragma unroll
-                for (int j = 0; j < 8; j++) {
-                    acc[i][j][0] *= al[0];
-                    acc[i][j][1] *= al[0];
-                    acc[i][j][2] *= al[1];
-                    acc[i][j][3] *= al[1];
-                }
-            const uint32_t pa = ka_smem_addr(sm->p), vb = ka_smem_addr(kt) + wn * 4 * (64 * 128);
-            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-            for (int kk = 0; kk < KA_BN / 16; kk++) {
-                ka_wgmma_64x256_tb(acc, ka_desc(pa + kk * 32), ka_desc_mn(vb + kk * 16 * 128));
-            }
-            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-        }
-#else
-        /* O = alpha O + P V for 64 heads x 64 columns. */
-#pragma unroll
-        for (int mi = 0; mi < 4; mi++) {
-#pragma unroll
-            for (int half = 0; half < 2; half++) {
-                int h = mi * 16 + (lane >> 2) + half * 8;
-                float mold = sm->m[par][h];
-                float mnew = fmaxf(mold, fmaxf(sm->red_max[0][h], sm->red_max[1][h]));
-                float alpha = exp2f(mold - mnew);
-#pragma unroll
-                for (int nj = 0; nj < 8; nj++) {
-                    acc[mi][nj][half * 2] *= alpha;
-                    acc[mi][nj][half * 2 + 1] *= alpha;
-                }
-            }
-        }
-#pragma unroll
-        for (int k0 = 0; k0 < KA_BN; k0 += 16) {
-            uint32_t a[4][4];
-#pragma unroll
-            for (int mi = 0; mi < 4; mi++) {
-                ka_ldm_x4(a[mi], &sm->p[ka_swz(mi * 16 + (lane & 15), k0 + (lane >> 4) * 8)]);
-            }
-#pragma unroll
-            for (int nj = 0; nj < 8; nj += 2) {
-                uint32_t bb[4];
-                int col = warp * 64 + nj * 8 + (lane >> 4) * 8;
-                ka_ldm_x4_t(bb, &kt[ka_swz(k0 + (lane & 7) + ((lane >> 3) & 1) * 8, col)]);
-#pragma unroll
-                for (int mi = 0; mi < 4; mi++) {
-                    ka_mma(acc[mi][nj], a[mi], bb[0], bb[1]);
-                    ka_mma(acc[mi][nj + 1], a[mi], bb[2], bb[3]);
-                }
-            }
-        }
-#endif
+        ka_serial_qk(sm, kt, s);
+        ka_serial_softmax(sm, s, n_rows - t * KA_BN, scale_log2, par);
+        ka_serial_pv(sm, kt, acc, par);
         par ^= 1;
     }
     __syncthreads();
-#if KA_WGMMA
-#pragma unroll
-    for (int half = 0; half < 2; half++) {
-        int h = h0 + half * 8;
-        float inv = 1.0f / sm->l[h];
-        float *o = out + (head0 + h) * KA_DV + wn * 256 + (lane & 3) * 2;
-#pragma unroll
-        for (int j = 0; j < 32; j++) {
-            *reinterpret_cast<float2 *>(o + j * 8) = make_float2(
-                acc[j >> 3][j & 7][half * 2] * inv, acc[j >> 3][j & 7][half * 2 + 1] * inv);
-        }
-    }
-#else
-#pragma unroll
-    for (int mi = 0; mi < 4; mi++) {
-#pragma unroll
-        for (int half = 0; half < 2; half++) {
-            int h = mi * 16 + (lane >> 2) + half * 8;
-            float inv = 1.0f / sm->l[h];
-            float *o = out + (head0 + h) * KA_DV + warp * 64 + (lane & 3) * 2;
-#pragma unroll
-            for (int nj = 0; nj < 8; nj++) {
-                *reinterpret_cast<float2 *>(o + nj * 8) =
-                    make_float2(acc[mi][nj][half * 2] * inv, acc[mi][nj][half * 2 + 1] * inv);
-            }
-        }
-    }
-#endif
-    if (tid < KA_HG) {
-        lse[head0 + tid] = sm->m[par][tid] * 0.69314718056f + logf(sm->l[tid]);
-    }
+    ka_serial_store(sm, acc, out, lse, head0, par);
 }
 
 /* wgmma's swizzle atoms need 1024-byte alignment; the launch asks for 1 KiB more. */
@@ -645,36 +521,6 @@ __device__ __forceinline__ void ka_ws_qk(float (&s)[8][4], uint32_t qa, uint32_t
     }
 }
 
-__device__ __forceinline__ void ka_scale_acc(float (&acc)[4][8][4], float a0, float a1)
-{
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            acc[i][j][0] *= a0;
-            acc[i][j][1] *= a0;
-            acc[i][j][2] *= a1;
-            acc[i][j][3] *= a1;
-        }
-}
-
-/* Writes O / l for heads h0 and h0 + 8, columns col0 .. col0 + 255. */
-__device__ __forceinline__ void ka_ws_store(const float (&acc)[4][8][4], float *out, size_t head0,
-                                            int h0, int col0, float inv0, float inv1)
-{
-    const int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int half = 0; half < 2; half++) {
-        const float inv = half ? inv1 : inv0;
-        float *o = out + (head0 + h0 + half * 8) * KA_DV + col0 + (lane & 3) * 2;
-#pragma unroll
-        for (int j = 0; j < 32; j++) {
-            *reinterpret_cast<float2 *>(o + j * 8) = make_float2(
-                acc[j >> 3][j & 7][half * 2] * inv, acc[j >> 3][j & 7][half * 2 + 1] * inv);
-        }
-    }
-}
-
 /* Warpgroup 0: S, softmax, P, O[:, 0:256]. */
 __device__ __forceinline__ void ka_ws_wg0(ka_ws_smem *sm, int n_rows, float scale_log2, float *out,
                                           float *lse, size_t head0)
@@ -686,13 +532,7 @@ __device__ __forceinline__ void ka_ws_wg0(ka_ws_smem *sm, int n_rows, float scal
     float acc[4][8][4], s[8][4];
     uint32_t pk[4][4];
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                acc[i][j][e] = 0.0f;
+    kn_zero(acc);
 
     ka_mbar_wait(&sm->full[0], 0);
     ka_fence_async();
@@ -839,13 +679,7 @@ __device__ __forceinline__ void ka_ws_wg1(ka_ws_smem *sm, const __nv_bfloat16 *q
     __syncwarp();
 
     float acc[4][8][4];
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                acc[i][j][e] = 0.0f;
+    kn_zero(acc);
     const uint32_t pa = ka_smem_addr(sm->p);
     for (int t = 0; t < n_tiles; t++) {
         ka_bar_sync(KA_BAR_PREADY);

@@ -94,29 +94,14 @@ __global__ void __launch_bounds__(128, WG ? 4 : 2)
                                                       }
     };
     auto ident = [](int i) { return i; };
+    const float *qt = q + (size_t)t * n_heads * KF_DIM, *wt = w + (size_t)t * n_heads;
 #if KF_WGMMA
     if (WG) {
-        unsigned char *base = kf_align1k(ki_dyn);
-        __half *qs = reinterpret_cast<__half *>(base);
-        kf_wg_stage_t *ring = reinterpret_cast<kf_wg_stage_t *>(base + 64 * KF_DIM * 2);
-        float wl[8][2];
-        kf_store_query_smem(q + (size_t)t * n_heads * KF_DIM, n_heads, qs, threadIdx.x);
-        kf_load_weights(w + (size_t)t * n_heads, n_heads, lane, wl);
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        __syncthreads();
-        kf_wg_stream(keys8, key_scale, n_keys, 0, n_groups, blockIdx.x, gridDim.x, ident, emit, qs,
-                     ring, wl);
+        kf_wg_score(qt, wt, n_heads, keys8, key_scale, n_keys, 0, n_groups, ident, emit, ki_dyn);
         return;
     }
 #endif
-    kf_stage_t(*ring)[KF_STAGES] = reinterpret_cast<kf_stage_t(*)[KF_STAGES]>(ki_dyn);
-    uint32_t bq[8][8][2];
-    float wl[8][2];
-    kf_load_query(q + (size_t)t * n_heads * KF_DIM, w + (size_t)t * n_heads, n_heads, lane, bq, wl);
-    const int warp_id = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    const int n_warps = (gridDim.x * blockDim.x) >> 5;
-    kf_stream(keys8, key_scale, n_keys, warp_id, n_warps, n_groups, ident, emit,
-              ring[threadIdx.x >> 5], lane, bq, wl);
+    kf_mma_score(qt, wt, n_heads, keys8, key_scale, n_keys, 0, n_groups, ident, emit, ki_dyn);
 }
 
 /* The scorer the launches use: wgmma unless STRATA_KN_SCORER=mma. */

@@ -1,5 +1,6 @@
 /*
- * kn_cuda.h - what the CUDA kernels share: launch checking and the stream cast.
+ * kn_cuda.h - what the CUDA kernels share: launch checking, the stream cast and the zeroing
+ * of per-thread fragment arrays.
  */
 #ifndef STRATA_KN_CUDA_H
 #define STRATA_KN_CUDA_H
@@ -58,6 +59,23 @@ static inline int kn_num_sms(void)
         }
     }
     return n;
+}
+
+/* Zeroes a thread's accumulator fragments (unrolled: they live in registers). */
+template <int M, int N> __device__ __forceinline__ void kn_zero(float (&a)[M][N])
+{
+#pragma unroll
+    for (int i = 0; i < M; i++)
+#pragma unroll
+        for (int j = 0; j < N; j++)
+            a[i][j] = 0.0f;
+}
+
+template <int L, int M, int N> __device__ __forceinline__ void kn_zero(float (&a)[L][M][N])
+{
+#pragma unroll
+    for (int i = 0; i < L; i++)
+        kn_zero(a[i]);
 }
 
 #endif

@@ -16,6 +16,8 @@
 #include <cuda_fp8.h>
 #include <stdint.h>
 
+#include "kn_cuda.h"
+
 #define KF_DIM   128
 #define KF_HEADS 64
 
@@ -101,6 +103,26 @@ __device__ __forceinline__ void kf_issue(const uint8_t *keys8, const float *key_
     }
 }
 
+/* The index score of this thread's two rows from their head products acc (the mma layout: rows
+ * lane / 4 and lane / 4 + 8, heads 8 nt + 2 (lane % 4) ..): the sum over heads of weight times
+ * ReLU, reduced over the four lanes of a row. */
+__device__ __forceinline__ void kf_head_sum(const float (&acc)[8][4], const float wl[8][2],
+                                            float *s0_p, float *s1_p)
+{
+    float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++) {
+        s0 += wl[nt][0] * fmaxf(acc[nt][0], 0.0f) + wl[nt][1] * fmaxf(acc[nt][1], 0.0f);
+        s1 += wl[nt][0] * fmaxf(acc[nt][2], 0.0f) + wl[nt][1] * fmaxf(acc[nt][3], 0.0f);
+    }
+    s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
+    s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
+    s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
+    s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+    *s0_p = s0;
+    *s1_p = s1;
+}
+
 /*
  * Scores the 16 keys staged in st: lanes with (lane & 3) == 0 get row lane/4 in *s0 and
  * row lane/4 + 8 in *s1 (zero rows score 0).
@@ -117,11 +139,7 @@ __device__ __forceinline__ void kf_score_stage(const kf_stage_t *st, int lane,
     const uint32_t w0[8] = {k0a.x, k0a.y, k0a.z, k0a.w, k0b.x, k0b.y, k0b.z, k0b.w};
     const uint32_t w1[8] = {k1a.x, k1a.y, k1a.z, k1a.w, k1b.x, k1b.y, k1b.z, k1b.w};
     float acc[8][4];
-#pragma unroll
-    for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            acc[nt][e] = 0.0f;
+    kn_zero(acc);
 #pragma unroll
     for (int s = 0; s < 8; s++) {
         uint32_t a[4] = {kf_f8x2_to_h2(w0[s] & 0xffffu), kf_f8x2_to_h2(w1[s] & 0xffffu),
@@ -131,16 +149,8 @@ __device__ __forceinline__ void kf_score_stage(const kf_stage_t *st, int lane,
             kf_mma_f16(acc[nt], a, bq[nt][s][0], bq[nt][s][1]);
         }
     }
-    float s0 = 0.0f, s1 = 0.0f;
-#pragma unroll
-    for (int nt = 0; nt < 8; nt++) {
-        s0 += wl[nt][0] * fmaxf(acc[nt][0], 0.0f) + wl[nt][1] * fmaxf(acc[nt][1], 0.0f);
-        s1 += wl[nt][0] * fmaxf(acc[nt][2], 0.0f) + wl[nt][1] * fmaxf(acc[nt][3], 0.0f);
-    }
-    s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
-    s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
-    s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
-    s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+    float s0, s1;
+    kf_head_sum(acc, wl, &s0, &s1);
     *s0_p = s0 * st->scale[r0];
     *s1_p = s1 * st->scale[r0 + 8];
 }
@@ -336,11 +346,7 @@ __device__ __forceinline__ void kf_wg_stream(const uint8_t *keys8, const float *
     int ahead = base0 + (NS - 1) * stride + wq;
     int g_ahead = ahead < n_items ? map(ahead) : -1;
     float d[8][4];
-#pragma unroll
-    for (int j = 0; j < 8; j++)
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            d[j][e] = 0.0f;
+    kn_zero(d);
     int slot = 0;
     for (int base = base0; base < n_items; base += stride) {
         asm volatile("cp.async.wait_group %0;\n" ::"n"(NS - 2));
@@ -370,16 +376,8 @@ __device__ __forceinline__ void kf_wg_stream(const uint8_t *keys8, const float *
         }
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-        float s0 = 0.0f, s1 = 0.0f;
-#pragma unroll
-        for (int nt = 0; nt < 8; nt++) {
-            s0 += wl[nt][0] * fmaxf(d[nt][0], 0.0f) + wl[nt][1] * fmaxf(d[nt][1], 0.0f);
-            s1 += wl[nt][0] * fmaxf(d[nt][2], 0.0f) + wl[nt][1] * fmaxf(d[nt][3], 0.0f);
-        }
-        s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
-        s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
-        s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
-        s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+        float s0, s1;
+        kf_head_sum(d, wl, &s0, &s1);
         if (base + wq < n_items) {
             emit(base + wq, grp, s0 * sc0, s1 * sc1);
         }
@@ -397,5 +395,58 @@ __device__ __forceinline__ unsigned char *kf_align1k(unsigned char *p)
 {
     return reinterpret_cast<unsigned char *>(((uintptr_t)p + 1023) & ~(uintptr_t)1023);
 }
+
+/*
+ * A scoring kernel's loop over items first .. n_items of the query q (weights w) by mma.sync:
+ * each warp loads the query fragments and streams items first + its warp, then every n_warps,
+ * through its ring in dyn (KF_MMA_SMEM). Warps with no item return at once.
+ */
+template <class Map, class Emit>
+__device__ __forceinline__ void kf_mma_score(const float *q, const float *w, int n_heads,
+                                             const uint8_t *keys8, const float *key_scale,
+                                             int n_keys, int first, int n_items, Map map, Emit emit,
+                                             unsigned char *dyn)
+{
+    kf_stage_t(*ring)[KF_STAGES] = reinterpret_cast<kf_stage_t(*)[KF_STAGES]>(dyn);
+    const int lane = threadIdx.x & 31;
+    const int warp_id = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int n_warps = (gridDim.x * blockDim.x) >> 5;
+    if (first + warp_id >= n_items) {
+        return;
+    }
+    uint32_t bq[8][8][2];
+    float wl[8][2];
+    kf_load_query(q, w, n_heads, lane, bq, wl);
+    kf_stream(keys8, key_scale, n_keys, first + warp_id, n_warps, n_items, map, emit,
+              ring[threadIdx.x >> 5], lane, bq, wl);
+}
+
+#if KF_WGMMA
+/*
+ * The same by wgmma (one warpgroup a CTA): the query and weights staged in dyn (aligned to
+ * 1 KiB) for kf_wg_stream<NS>, which takes 4 items a CTA from first + 4 * blockIdx.x. A CTA with
+ * no item returns at once (all its threads alike: the staging has a CTA barrier).
+ */
+template <int NS = KF_WG_STAGES, class Map, class Emit>
+__device__ __forceinline__ void kf_wg_score(const float *q, const float *w, int n_heads,
+                                            const uint8_t *keys8, const float *key_scale,
+                                            int n_keys, int first, int n_items, Map map, Emit emit,
+                                            unsigned char *dyn)
+{
+    if (first + 4 * (int)blockIdx.x >= n_items) {
+        return;
+    }
+    unsigned char *base = kf_align1k(dyn);
+    __half *qs = reinterpret_cast<__half *>(base);
+    kf_wg_stage_t *ring = reinterpret_cast<kf_wg_stage_t *>(base + 64 * KF_DIM * 2);
+    float wl[8][2];
+    kf_store_query_smem(q, n_heads, qs, threadIdx.x);
+    kf_load_weights(w, n_heads, threadIdx.x & 31, wl);
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+    kf_wg_stream<NS>(keys8, key_scale, n_keys, first, n_items, blockIdx.x, gridDim.x, map, emit, qs,
+                     ring, wl);
+}
+#endif
 
 #endif

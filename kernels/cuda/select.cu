@@ -92,6 +92,14 @@ __device__ __forceinline__ void ks_count(uint32_t *h, bool hit, uint32_t digit, 
     }
 }
 
+/* Clears the shared histogram h (nt threads, the CTA's); the caller's barrier follows. */
+__device__ __forceinline__ void ks_hist_zero(uint32_t *h, int nt)
+{
+    for (int i = threadIdx.x; i < KS_BINS; i += nt) {
+        h[i] = 0;
+    }
+}
+
 /*
  * The whole CTA (any multiple of 32 threads up to 1024) finds, in the histogram h (shared),
  * the digit d, highest first, at which the count from the top reaches want: res[0] = d,
@@ -180,9 +188,7 @@ __device__ void ks_cta_select(const float *vals, int n, int k, uint32_t *h, uint
     for (int p = 0; p < 3; p++) {
         const int shift = ks_shift(p);
         const uint32_t dm = ks_dmask(p);
-        for (int i = tid; i < KS_BINS; i += KS_1CTA) {
-            h[i] = 0;
-        }
+        ks_hist_zero(h, KS_1CTA);
         __syncthreads();
         for (int base = 0; base < n; base += KS_1CTA * KS_1CTA_PER) {
             if (!resident) {
@@ -220,6 +226,39 @@ __device__ __forceinline__ void ks_append(bool take, int32_t idx, int32_t *out, 
     }
 }
 
+/* Appends to list, at slots from the shared counter *cnt, every block b < nb whose bound's key
+ * lies in [lo, hi) (hi = 2^32: no upper end). All KS_1CTA threads of the CTA call it; each sweep
+ * loads its bounds before it appends. */
+__device__ __forceinline__ void ks_list_blocks(const float *bound, int nb, uint32_t lo, uint64_t hi,
+                                               int32_t *list, int *cnt)
+{
+    const int tid = threadIdx.x, lane = tid & 31;
+    for (int base = 0; base < nb; base += KS_1CTA * KS_1CTA_PER) {
+        float v[KS_1CTA_PER];
+#pragma unroll
+        for (int u = 0; u < KS_1CTA_PER; u++) {
+            int b = base + u * KS_1CTA + tid;
+            v[u] = b < nb ? bound[b] : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < KS_1CTA_PER; u++) {
+            int b = base + u * KS_1CTA + tid;
+            uint32_t bk = ks_key(v[u]);
+            ks_append(b < nb && bk >= lo && bk < hi, b, list, cnt, lane);
+        }
+    }
+}
+
+/* Adds the non-zero bins of the shared histogram h into st->hist (nt threads, the CTA's). */
+__device__ __forceinline__ void ks_hist_add(const uint32_t *h, ks_state_t *st, int nt)
+{
+    for (int i = threadIdx.x; i < KS_BINS; i += nt) {
+        if (h[i]) {
+            atomicAdd(&st->hist[i], h[i]);
+        }
+    }
+}
+
 /* Kernel 2: resets the state, selects the seed threshold thr[0], lists the seed blocks. */
 __global__ void __launch_bounds__(KS_1CTA)
     ks_seed_kernel(const float *bound, int nb, int n_seed, ks_state_t *st, uint32_t *thr,
@@ -227,7 +266,7 @@ __global__ void __launch_bounds__(KS_1CTA)
 {
     __shared__ uint32_t h[KS_BINS], scratch[32];
     __shared__ int res[2], cnt;
-    const int tid = threadIdx.x, lane = tid & 31;
+    const int tid = threadIdx.x;
     for (int i = tid; i < KS_BINS; i += KS_1CTA) {
         st->hist[i] = 0;
     }
@@ -245,19 +284,7 @@ __global__ void __launch_bounds__(KS_1CTA)
     uint32_t t0;
     int kl;
     ks_cta_select(bound, nb, n_seed, h, scratch, res, &t0, &kl);
-    for (int base = 0; base < nb; base += KS_1CTA * KS_1CTA_PER) {
-        float v[KS_1CTA_PER];
-#pragma unroll
-        for (int u = 0; u < KS_1CTA_PER; u++) {
-            int b = base + u * KS_1CTA + tid;
-            v[u] = b < nb ? bound[b] : 0.0f;
-        }
-#pragma unroll
-        for (int u = 0; u < KS_1CTA_PER; u++) {
-            int b = base + u * KS_1CTA + tid;
-            ks_append(b < nb && ks_key(v[u]) >= t0, b, list, &cnt, lane);
-        }
-    }
+    ks_list_blocks(bound, nb, t0, (uint64_t)1 << 32, list, &cnt);
     __syncthreads();
     if (tid == 0) {
         thr[0] = t0;
@@ -287,23 +314,8 @@ __global__ void __launch_bounds__(KS_1CTA)
     uint32_t t1;
     int kl;
     ks_cta_select(cand_s, n, k, h, scratch, res, &t1, &kl);
-    for (int base = 0; base < nb; base += KS_1CTA * KS_1CTA_PER) {
-        float v[KS_1CTA_PER];
-#pragma unroll
-        for (int u = 0; u < KS_1CTA_PER; u++) {
-            int b = base + u * KS_1CTA + tid;
-            v[u] = b < nb ? bound[b] : 0.0f;
-        }
-#pragma unroll
-        for (int u = 0; u < KS_1CTA_PER; u++) {
-            int b = base + u * KS_1CTA + tid;
-            uint32_t bk = ks_key(v[u]);
-            ks_append(b < nb && bk >= t1 && bk < t0, b, list + n_list0, &cnt_list, lane);
-        }
-    }
-    for (int i = tid; i < KS_BINS; i += KS_1CTA) {
-        h[i] = 0;
-    }
+    ks_list_blocks(bound, nb, t1, t0, list + n_list0, &cnt_list);
+    ks_hist_zero(h, KS_1CTA);
     __syncthreads();
     for (int base = 0; base < n; base += KS_1CTA * KS_1CTA_PER) {
         float v[KS_1CTA_PER];
@@ -319,11 +331,7 @@ __global__ void __launch_bounds__(KS_1CTA)
         }
     }
     __syncthreads();
-    for (int i = tid; i < KS_BINS; i += KS_1CTA) {
-        if (h[i]) {
-            atomicAdd(&st->hist[i], h[i]);
-        }
-    }
+    ks_hist_add(h, st, KS_1CTA);
     if (tid == 0) {
         thr[1] = t1;
         st->list_start = n_list0;
@@ -339,23 +347,22 @@ __global__ void __launch_bounds__(KS_1CTA)
  * candidate matching the prefix, and extends the prefix. want0 > 0 replaces st->k_left (the
  * first pass). Every thread of every CTA must call it.
  */
-__device__ void ks_pass_end(uint32_t *h, uint32_t *scratch, int *res, bool *last, ks_state_t *st,
-                            int p, int want0)
+__device__ void ks_pass_end(uint32_t *h, ks_state_t *st, int p, int want0)
 {
+    /* The pass end's own room, one instance a CTA in each kernel that calls it. */
+    __shared__ uint32_t scratch[32];
+    __shared__ int res[2];
+    __shared__ bool last;
     const int tid = threadIdx.x;
     __syncthreads();
-    for (int i = tid; i < KS_BINS; i += blockDim.x) {
-        if (h[i]) {
-            atomicAdd(&st->hist[i], h[i]);
-        }
-    }
+    ks_hist_add(h, st, blockDim.x);
     __threadfence();
     __syncthreads();
     if (tid == 0) {
-        *last = atomicAdd(&st->done, 1u) == gridDim.x - 1;
+        last = atomicAdd(&st->done, 1u) == gridDim.x - 1;
     }
     __syncthreads();
-    if (!*last) {
+    if (!last) {
         return;
     }
     __threadfence();
@@ -410,18 +417,14 @@ __global__ void __launch_bounds__(128, WG ? (REST ? 3 : 4) : 2)
                     float *cand_s, int32_t *cand_i, ks_state_t *st, const uint32_t *thr, int k)
 {
     extern __shared__ __align__(128) unsigned char ks_dyn[];
-    __shared__ uint32_t h[REST ? KS_BINS : 1], scratch[32];
-    __shared__ int res[2];
-    __shared__ bool last;
+    __shared__ uint32_t h[REST ? KS_BINS : 1];
     const int lane = threadIdx.x & 31, gpb = block_rows / 16;
     const int first = st->list_start * gpb, n_items = st->n_list * gpb;
     if (!REST && blockIdx.x == 0 && threadIdx.x == 0) {
         st->n_cand = st->n_list * block_rows;
     }
     if (REST) {
-        for (int i = threadIdx.x; i < KS_BINS; i += blockDim.x) {
-            h[i] = 0;
-        }
+        ks_hist_zero(h, blockDim.x);
         __syncthreads();
     }
     const uint32_t tau = thr[REST ? 1 : 0]; /* used when REST */
@@ -447,75 +450,65 @@ __global__ void __launch_bounds__(128, WG ? (REST ? 3 : 4) : 2)
     };
 #if KF_WGMMA
     if (WG) {
-        if (first + 4 * (int)blockIdx.x < n_items) {
-            unsigned char *base = kf_align1k(ks_dyn);
-            __half *qs = reinterpret_cast<__half *>(base);
-            kf_wg_stage_t *ring = reinterpret_cast<kf_wg_stage_t *>(base + 64 * KF_DIM * 2);
-            float wl[8][2];
-            kf_store_query_smem(q, n_heads, qs, threadIdx.x);
-            kf_load_weights(w, n_heads, lane, wl);
-            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-            __syncthreads();
-            kf_wg_stream(keys8, key_scale, n_keys, first, n_items, blockIdx.x, gridDim.x, map, emit,
-                         qs, ring, wl);
-        }
+        kf_wg_score(q, w, n_heads, keys8, key_scale, n_keys, first, n_items, map, emit, ks_dyn);
     } else
 #endif
     {
-        kf_stage_t(*ring)[KF_STAGES] = reinterpret_cast<kf_stage_t(*)[KF_STAGES]>(ks_dyn);
-        const int warp_id = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-        const int n_warps = (gridDim.x * blockDim.x) >> 5;
-        if (first + warp_id < n_items) {
-            uint32_t bq[8][8][2];
-            float wl[8][2];
-            kf_load_query(q, w, n_heads, lane, bq, wl);
-            kf_stream(keys8, key_scale, n_keys, first + warp_id, n_warps, n_items, map, emit,
-                      ring[threadIdx.x >> 5], lane, bq, wl);
-        }
+        kf_mma_score(q, w, n_heads, keys8, key_scale, n_keys, first, n_items, map, emit, ks_dyn);
     }
     if (REST) {
-        ks_pass_end(h, scratch, res, &last, st, 0, k);
+        ks_pass_end(h, st, 0, k);
+    }
+}
+
+#define KS_PASS_PER 4 /* float4 loads per thread per sweep, all issued first */
+
+/*
+ * This CTA's share of a grid-strided sweep over vals[0 .. 4 n4) in float4 loads, KS_PASS_PER of
+ * them in flight a thread (all loaded before any is visited): visit(i, vals[i]) for each slot,
+ * slots past the end as KS_EMPTY. All lanes of a warp visit in step, so visit may vote.
+ */
+template <class Visit>
+__device__ __forceinline__ void ks_sweep4(const float *vals, int n4, Visit visit)
+{
+    const int tid = threadIdx.x, stride = gridDim.x * KS_THREADS * KS_PASS_PER;
+    for (int base = blockIdx.x * KS_THREADS * KS_PASS_PER; base < n4; base += stride) {
+        float4 v[KS_PASS_PER];
+#pragma unroll
+        for (int u = 0; u < KS_PASS_PER; u++) {
+            int i4 = base + u * KS_THREADS + tid;
+            v[u] = i4 < n4 ? reinterpret_cast<const float4 *>(vals)[i4]
+                           : make_float4(KS_EMPTY, KS_EMPTY, KS_EMPTY, KS_EMPTY);
+        }
+#pragma unroll
+        for (int u = 0; u < KS_PASS_PER; u++) {
+            const float f[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                visit(4 * (base + u * KS_THREADS + tid) + e, f[e]);
+            }
+        }
     }
 }
 
 /* Kernels 6 and 7: digit p (1, 2) of the k-th best candidate, over every slot. */
-#define KS_PASS_PER 4 /* float4 loads per thread per sweep, all issued first */
 __global__ void __launch_bounds__(KS_THREADS)
     ks_pass_kernel(const float *vals, ks_state_t *st, int p)
 {
-    __shared__ uint32_t h[KS_BINS], scratch[32];
-    __shared__ int res[2];
-    __shared__ bool last;
+    __shared__ uint32_t h[KS_BINS];
     const int tid = threadIdx.x, lane = tid & 31;
-    for (int i = tid; i < KS_BINS; i += KS_THREADS) {
-        h[i] = 0;
-    }
+    ks_hist_zero(h, KS_THREADS);
     __syncthreads();
     const int n = st->n_cand, shift = ks_shift(p);
     const uint32_t prefix = st->prefix, mask = st->mask, dm = ks_dmask(p);
     if (mask != 0xffffffffu) {
         /* n is a multiple of 16 (whole groups of slots). */
-        const int n4 = n >> 2, stride = gridDim.x * KS_THREADS * KS_PASS_PER;
-        for (int base = blockIdx.x * KS_THREADS * KS_PASS_PER; base < n4; base += stride) {
-            float4 v[KS_PASS_PER];
-#pragma unroll
-            for (int u = 0; u < KS_PASS_PER; u++) {
-                int i4 = base + u * KS_THREADS + tid;
-                v[u] = i4 < n4 ? reinterpret_cast<const float4 *>(vals)[i4]
-                               : make_float4(KS_EMPTY, KS_EMPTY, KS_EMPTY, KS_EMPTY);
-            }
-#pragma unroll
-            for (int u = 0; u < KS_PASS_PER; u++) {
-                const float f[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    uint32_t key = ks_key(f[e]);
-                    ks_count(h, (key & mask) == prefix, (key >> shift) & dm, lane);
-                }
-            }
-        }
+        ks_sweep4(vals, n >> 2, [&](int, float f) {
+            uint32_t key = ks_key(f);
+            ks_count(h, (key & mask) == prefix, (key >> shift) & dm, lane);
+        });
     }
-    ks_pass_end(h, scratch, res, &last, st, p, 0);
+    ks_pass_end(h, st, p, 0);
 }
 
 /* Kernel 8: the candidates above the threshold, and as many equal to it as the rank asks. */
@@ -526,41 +519,25 @@ __global__ void __launch_bounds__(KS_THREADS)
     const int n4 = st->n_cand >> 2; /* a multiple of 16 slots */
     const uint32_t thr = st->prefix;
     const int eq_wanted = st->k_left;
-    const int stride = gridDim.x * KS_THREADS * KS_PASS_PER;
-    for (int base = blockIdx.x * KS_THREADS * KS_PASS_PER; base < n4; base += stride) {
-        float4 v[KS_PASS_PER];
-#pragma unroll
-        for (int u = 0; u < KS_PASS_PER; u++) {
-            int i4 = base + u * KS_THREADS + threadIdx.x;
-            v[u] = i4 < n4 ? reinterpret_cast<const float4 *>(cand_s)[i4]
-                           : make_float4(KS_EMPTY, KS_EMPTY, KS_EMPTY, KS_EMPTY);
+    ks_sweep4(cand_s, n4, [&](int i, float f) {
+        const uint32_t key = ks_key(f);
+        if (key < thr) {
+            return;
         }
-#pragma unroll
-        for (int u = 0; u < KS_PASS_PER; u++) {
-            const float f[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const uint32_t key = ks_key(f[e]);
-                if (key < thr) {
-                    continue;
-                }
-                bool take = key > thr;
-                if (key == thr) {
-                    take = atomicAdd(&st->n_taken_eq, 1) < eq_wanted;
-                }
-                if (take) {
-                    const int i = 4 * (base + u * KS_THREADS + threadIdx.x) + e;
-                    int o = atomicAdd(&st->n_out, 1);
-                    if (o < k) {
-                        idx[o] = cand_i[i];
-                        if (score) {
-                            score[o] = f[e];
-                        }
-                    }
+        bool take = key > thr;
+        if (key == thr) {
+            take = atomicAdd(&st->n_taken_eq, 1) < eq_wanted;
+        }
+        if (take) {
+            int o = atomicAdd(&st->n_out, 1);
+            if (o < k) {
+                idx[o] = cand_i[i];
+                if (score) {
+                    score[o] = f;
                 }
             }
         }
-    }
+    });
 }
 
 /*
@@ -581,13 +558,9 @@ __global__ void __launch_bounds__(128, WG ? (NS <= 3 ? 4 : 3) : 2)
                    const float *key_scale, int n_keys, float *vals, ks_state_t *st, int k)
 {
     extern __shared__ __align__(128) unsigned char ks_dyn[];
-    __shared__ uint32_t h[KS_BINS], scratch[32];
-    __shared__ int res[2];
-    __shared__ bool last;
+    __shared__ uint32_t h[KS_BINS];
     const int lane = threadIdx.x & 31, n_groups = (n_keys + 15) / 16;
-    for (int i = threadIdx.x; i < KS_BINS; i += blockDim.x) {
-        h[i] = 0;
-    }
+    ks_hist_zero(h, blockDim.x);
     __syncthreads();
     auto ident = [](int i) { return i; };
     auto emit = [&](int, int g, float s0, float s1) {
@@ -606,81 +579,41 @@ __global__ void __launch_bounds__(128, WG ? (NS <= 3 ? 4 : 3) : 2)
     };
 #if KF_WGMMA
     if (WG) {
-        unsigned char *base = kf_align1k(ks_dyn);
-        __half *qs = reinterpret_cast<__half *>(base);
-        kf_wg_stage_t *ring = reinterpret_cast<kf_wg_stage_t *>(base + 64 * KF_DIM * 2);
-        float wl[8][2];
-        kf_store_query_smem(q, n_heads, qs, threadIdx.x);
-        kf_load_weights(w, n_heads, lane, wl);
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        __syncthreads();
-        kf_wg_stream<NS>(keys8, key_scale, n_keys, 0, n_groups, blockIdx.x, gridDim.x, ident, emit,
-                         qs, ring, wl);
+        kf_wg_score<NS>(q, w, n_heads, keys8, key_scale, n_keys, 0, n_groups, ident, emit, ks_dyn);
     } else
 #endif
     {
-        kf_stage_t(*ring)[KF_STAGES] = reinterpret_cast<kf_stage_t(*)[KF_STAGES]>(ks_dyn);
-        const int warp_id = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-        const int n_warps = (gridDim.x * blockDim.x) >> 5;
-        uint32_t bq[8][8][2];
-        float wl[8][2];
-        kf_load_query(q, w, n_heads, lane, bq, wl);
-        kf_stream(keys8, key_scale, n_keys, warp_id, n_warps, n_groups, ident, emit,
-                  ring[threadIdx.x >> 5], lane, bq, wl);
+        kf_mma_score(q, w, n_heads, keys8, key_scale, n_keys, 0, n_groups, ident, emit, ks_dyn);
     }
-    ks_pass_end(h, scratch, res, &last, st, 0, k);
+    ks_pass_end(h, st, 0, k);
 }
 
 /* D2: the second digit, and the compact list (rows, in any order) in comp. */
 __global__ void __launch_bounds__(KS_THREADS)
     ks_dense_compact(const float *vals, int n_keys, ks_state_t *st, int32_t *comp)
 {
-    __shared__ uint32_t h[KS_BINS], scratch[32];
-    __shared__ int res[2];
-    __shared__ bool last;
+    __shared__ uint32_t h[KS_BINS];
     const int tid = threadIdx.x, lane = tid & 31;
-    for (int i = tid; i < KS_BINS; i += KS_THREADS) {
-        h[i] = 0;
-    }
+    ks_hist_zero(h, KS_THREADS);
     __syncthreads();
     const uint32_t prefix = st->prefix, mask = st->mask;
     /* vals holds whole groups of 16 slots, so the float4 reads stay inside it. */
-    const int n4 = (n_keys + 3) >> 2, stride = gridDim.x * KS_THREADS * KS_PASS_PER;
-    for (int base = blockIdx.x * KS_THREADS * KS_PASS_PER; base < n4; base += stride) {
-        float4 v[KS_PASS_PER];
-#pragma unroll
-        for (int u = 0; u < KS_PASS_PER; u++) {
-            int i4 = base + u * KS_THREADS + tid;
-            v[u] = i4 < n4 ? reinterpret_cast<const float4 *>(vals)[i4]
-                           : make_float4(KS_EMPTY, KS_EMPTY, KS_EMPTY, KS_EMPTY);
-        }
-#pragma unroll
-        for (int u = 0; u < KS_PASS_PER; u++) {
-            const float f[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int r = 4 * (base + u * KS_THREADS + tid) + e;
-                const uint32_t key = ks_key(f[e]);
-                const bool ok = r < n_keys;
-                ks_count(h, ok && (key & mask) == prefix, (key >> 10) & 0x7ffu, lane);
-                ks_append(ok && key >= prefix, r, comp, &st->n_comp, lane);
-            }
-        }
-    }
-    ks_pass_end(h, scratch, res, &last, st, 1, 0);
+    ks_sweep4(vals, (n_keys + 3) >> 2, [&](int r, float f) {
+        const uint32_t key = ks_key(f);
+        const bool ok = r < n_keys;
+        ks_count(h, ok && (key & mask) == prefix, (key >> 10) & 0x7ffu, lane);
+        ks_append(ok && key >= prefix, r, comp, &st->n_comp, lane);
+    });
+    ks_pass_end(h, st, 1, 0);
 }
 
 /* D3: the third digit over the compact list. */
 __global__ void __launch_bounds__(KS_THREADS)
     ks_comp_pass(const float *vals, const int32_t *comp, ks_state_t *st)
 {
-    __shared__ uint32_t h[KS_BINS], scratch[32];
-    __shared__ int res[2];
-    __shared__ bool last;
+    __shared__ uint32_t h[KS_BINS];
     const int tid = threadIdx.x, lane = tid & 31;
-    for (int i = tid; i < KS_BINS; i += KS_THREADS) {
-        h[i] = 0;
-    }
+    ks_hist_zero(h, KS_THREADS);
     __syncthreads();
     const int n = st->n_comp;
     const uint32_t prefix = st->prefix, mask = st->mask;
@@ -691,7 +624,7 @@ __global__ void __launch_bounds__(KS_THREADS)
             ks_count(h, j < n && (key & mask) == prefix, key & 0x3ffu, lane);
         }
     }
-    ks_pass_end(h, scratch, res, &last, st, 2, 0);
+    ks_pass_end(h, st, 2, 0);
 }
 
 /* D4: the compact rows above the k-th key, and as many equal to it as the rank asks. */

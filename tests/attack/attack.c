@@ -44,76 +44,30 @@
 
 #include "cluster.h"
 #include "srpc.h"
-#include "st_transport.h"
+#include "transport.h"
 #include "strata.pb-c.h"
 #include "strata/strata.h"
 #include "tcall_raw.h"
 #include "tenants.h"
+#include "mkhash.h"
+#include "grpc_conn.h"
 
-#define AT_MODEL   "at"
-#define AT_TOKEN_A "attack-acme-token-0123456789abcdef"
-#define AT_TOKEN_B "attack-beta-token-fedcba9876543210"
-#define AT_BLOCKS  8
-#define AT_OBJ     4096
-#define AT_TIMEOUT 10000
-#define AT_MSG     256
+#include "attack.h"
 
-/* acme's quotas (the tenants file; beta has none): the quota cases hold
- * acme at them and check that beta is not starved. */
-#define AT_A_QUOTAS "memory=16M pins=16 leases=16 namespaces=2"
-#define AT_MODELS   "at,n1,n2,n3"
-#define AT_BIG      (256 * 1024) /* the quota cases' objects */
-#define AT_BIG_N    320          /* 80 MiB of them: more than the daemon's 64 MiB */
+/* The run: the daemon, both tenants, the transport; one for the whole suite. */
+at_state_t A;
 
-/* AT_BROKEN: the case could not make its attack (set-up failed): a failure
- * whether or not the case is an expected one. */
-enum { AT_PASS = 0, AT_FAIL = 1, AT_BROKEN = 2, AT_SKIP = 3 };
-
-/* One tenant: its token, libstrata client, raw gRPC channel, raw transport client. */
-typedef struct at_tenant {
-    const char *name, *token;
-    st_client_t *lib;
-    srpc_channel_t *ch;
-    tr_client_t tr;
-    st_hash_t chain[AT_BLOCKS];
-    uint8_t data[AT_BLOCKS][AT_OBJ]; /* KV layer 0 of each block */
-} at_tenant_t;
-
-static struct {
-    tc_cluster_t cl;
-    int metrics_port;
-    tt_set_t tenants; /* their tokens, and the daemon's flags for them */
-    at_tenant_t a, b;
-    const char *stratad;
-    char why[AT_MSG];
-    char spec[128];             /* libstrata's transport: "ucx" or "libfabric:<provider>" */
-    const char *provider;       /* libfabric's provider, NULL over UCX */
-    st_transport_config_t tcfg; /* the raw clients' transport */
-} A;
-
-/* Records why a case failed; returns AT_FAIL. */
-static int __attribute__((format(printf, 1, 2))) at_fail(const char *fmt, ...)
+int at_verdict(int verdict, const char *fmt, ...)
 {
     va_list ap;
 
     va_start(ap, fmt);
     vsnprintf(A.why, sizeof(A.why), fmt, ap);
     va_end(ap);
-    return AT_FAIL;
+    return verdict;
 }
 
-/* Records why a case could not run; returns AT_BROKEN. */
-static int __attribute__((format(printf, 1, 2))) at_broken(const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(A.why, sizeof(A.why), fmt, ap);
-    va_end(ap);
-    return AT_BROKEN;
-}
-
-static void __attribute__((noreturn, format(printf, 1, 2))) at_die(const char *fmt, ...)
+void at_die(const char *fmt, ...)
 {
     va_list ap;
 
@@ -226,8 +180,7 @@ static void at_tenant_close(at_tenant_t *t)
 /* ------------------------------------------------------------ helpers -- */
 
 /* A raw gRPC call on t's channel; returns the gRPC code, the answer in *resp. */
-static int at_call(at_tenant_t *t, int m, const void *req, ProtobufCMessage **resp,
-                   srpc_error_t *err)
+int at_call(at_tenant_t *t, int m, const void *req, ProtobufCMessage **resp, srpc_error_t *err)
 {
     st_status_t st;
 
@@ -237,14 +190,14 @@ static int at_call(at_tenant_t *t, int m, const void *req, ProtobufCMessage **re
     return st == ST_OK ? 0 : (err->grpc_code ? err->grpc_code : 2);
 }
 
-static void at_free(ProtobufCMessage *m)
+void at_free(ProtobufCMessage *m)
 {
     if (m != NULL) {
         protobuf_c_message_free_unpacked(m, NULL);
     }
 }
 
-static Strata__V1__ObjectKey at_key(const at_tenant_t *t, size_t b)
+Strata__V1__ObjectKey at_key(const at_tenant_t *t, size_t b)
 {
     Strata__V1__ObjectKey k = STRATA__V1__OBJECT_KEY__INIT;
 
@@ -613,7 +566,7 @@ static int at_tcall_other_ns(void)
     sg.block_hashes.data = (uint8_t *)A.b.chain[0].b;
     sg.block_hashes.len = AT_BLOCKS * ST_HASH_BYTES;
     tr_forget(c);
-    if (tr_call_msg(c, ST_TCALL_LOOKUP, 1, c->key, c->key_len, &q.base) != ST_OK ||
+    if (tr_call_msg(c, TCALL_LOOKUP, 1, c->key, c->key_len, &q.base) != ST_OK ||
         tr_wait(c, 1, AT_TIMEOUT) != 1 || (ans = tr_find(c, 1)) == NULL) {
         return at_broken("no answer over the transport");
     }
@@ -644,8 +597,8 @@ static int at_tcall_locate_release(void)
     rq.lease_ids = &lease;
     rq.n_lease_ids = 1;
     tr_forget(c);
-    if (tr_call_msg(c, ST_TCALL_LOCATE, 1, c->key, c->key_len, &q.base) != ST_OK ||
-        tr_call_msg(c, ST_TCALL_RELEASE, 2, c->key, c->key_len, &rq.base) != ST_OK ||
+    if (tr_call_msg(c, TCALL_LOCATE, 1, c->key, c->key_len, &q.base) != ST_OK ||
+        tr_call_msg(c, TCALL_RELEASE, 2, c->key, c->key_len, &rq.base) != ST_OK ||
         tr_wait(c, 2, AT_TIMEOUT) != 2 || (x = tr_find(c, 1)) == NULL ||
         (y = tr_find(c, 2)) == NULL) {
         return at_broken("no answers over the transport");
@@ -680,579 +633,14 @@ static int at_tcall_no_key(void)
     memcpy(bad, A.b.tr.key, A.b.tr.key_len);
     bad[0] ^= 1;
     tr_forget(c);
-    if (tr_call_msg(c, ST_TCALL_LOOKUP, 1, NULL, 0, &q.base) != ST_OK ||
-        tr_call_msg(c, ST_TCALL_LOOKUP, 2, bad, A.b.tr.key_len, &q.base) != ST_OK ||
+    if (tr_call_msg(c, TCALL_LOOKUP, 1, NULL, 0, &q.base) != ST_OK ||
+        tr_call_msg(c, TCALL_LOOKUP, 2, bad, A.b.tr.key_len, &q.base) != ST_OK ||
         tr_wait(c, 2, AT_TIMEOUT) != 2 || (x = tr_find(c, 1)) == NULL ||
         (y = tr_find(c, 2)) == NULL) {
         return at_broken("no answers over the transport");
     }
     return x->code == 0 || y->code == 0 ? at_fail("a keyless or wrong-key call was served")
                                         : AT_PASS;
-}
-
-static void at_rma_done(void *user, st_status_t status)
-{
-    *(st_status_t *)user = status;
-}
-
-/*
- * A one-sided get (put 0) or put (put 1) of len bytes between local (in mem)
- * and remote through rkey on c's endpoint, waiting at most AT_TIMEOUT for
- * it: a refused operation may never complete (libfabric shm). Returns its
- * status, ST_ERR_TIMEOUT when nothing came.
- */
-static st_status_t at_rma(tr_client_t *c, int put, void *local, size_t len, st_transport_mem_t *mem,
-                          uint64_t remote, st_transport_rkey_t *rkey)
-{
-    st_status_t done = ST_ERR_BUSY, st;
-
-    st = put ? st_transport_put(c->ep, local, len, mem, remote, rkey, at_rma_done, &done)
-             : st_transport_get(c->ep, local, len, mem, remote, rkey, at_rma_done, &done);
-    if (st != ST_OK) {
-        return st;
-    }
-    for (int i = 0; done == ST_ERR_BUSY && i < AT_TIMEOUT; i++) {
-        st_transport_progress(c->tp);
-        if (done == ST_ERR_BUSY) {
-            usleep(1000);
-        }
-    }
-    if (done == ST_ERR_BUSY) {
-        return ST_ERR_TIMEOUT;
-    }
-    return done == ST_OK && put ? st_transport_ep_flush(c->ep, AT_TIMEOUT) : done;
-}
-
-/*
- * Where owner's block b is, from a Locate of owner's own: *remote_p the
- * address in owner's Hello, *region_p the region. Returns 0, or -1.
- */
-static int at_locate(at_tenant_t *owner, size_t b, uint64_t *remote_p, uint32_t *region_p)
-{
-    Strata__V1__LocateRequest q = STRATA__V1__LOCATE_REQUEST__INIT;
-    Strata__V1__ObjectKey k = at_key(owner, b), *kp = &k;
-    Strata__V1__LocateResponse *r;
-    Strata__V1__HelloResponse *h = owner->tr.hello;
-    srpc_error_t err;
-    int found = -1;
-
-    q.namespace_id = owner->tr.ns;
-    q.keys = &kp;
-    q.n_keys = 1;
-    if (at_call(owner, SRPC_CACHE_LOCATE, &q, (ProtobufCMessage **)&r, &err) != 0) {
-        return -1;
-    }
-    for (size_t i = 0; i < h->n_regions && r->locations != NULL && r->locations->n_state == 1 &&
-                       r->locations->state[0] == STRATA__V1__OBJECT_STATE__OBJECT_PRESENT;
-         i++) {
-        if (h->regions[i]->id == r->locations->region_id[0]) {
-            *remote_p = h->regions[i]->remote_addr + r->locations->offset[0];
-            *region_p = h->regions[i]->id;
-            found = 0;
-        }
-    }
-    at_free(&r->base);
-    return found;
-}
-
-/* The key of region `region` in t's Hello, unpacked for t's endpoint (NULL: none). */
-static st_transport_rkey_t *at_region_key(at_tenant_t *t, uint32_t region)
-{
-    Strata__V1__HelloResponse *h = t->tr.hello;
-    st_transport_rkey_t *rkey = NULL;
-
-    for (size_t i = 0; i < h->n_regions; i++) {
-        if (h->regions[i]->id == region &&
-            st_transport_rkey_unpack(t->tr.ep, h->regions[i]->rkey.data, h->regions[i]->rkey.len,
-                                     &rkey) != ST_OK) {
-            rkey = NULL;
-        }
-    }
-    return rkey;
-}
-
-/*
- * key (a packed remote key of strata's transport: transport.c's envelope,
- * 40 bytes of header then the backend's key) re-wrapped with the region
- * bounds base and len, unpacked for c's endpoint. The bounds are the
- * initiator's own claim, checked only by the initiator's library (an
- * unkeyed XXH3 guards the envelope against corruption, not against its
- * holder): a hostile client skips them, and so does this one, so that only
- * what the target enforces stands between acme's key and beta's memory.
- */
-static st_transport_rkey_t *at_forged_key(tr_client_t *c, const ProtobufCBinaryData *key,
-                                          uint64_t base, uint64_t len)
-{
-    enum { HDR = 40 };
-    st_transport_rkey_t *rkey = NULL;
-    uint8_t *blob;
-    XXH3_state_t x;
-    uint64_t sum;
-
-    if (key->len <= HDR || (blob = malloc(key->len)) == NULL) {
-        return NULL;
-    }
-    memcpy(blob, key->data, key->len);
-    for (int i = 0; i < 8; i++) {
-        blob[16 + i] = (uint8_t)(base >> (8 * i));
-        blob[24 + i] = (uint8_t)(len >> (8 * i));
-    }
-    XXH3_64bits_reset(&x);
-    XXH3_64bits_update(&x, blob, HDR - 8);
-    XXH3_64bits_update(&x, blob + HDR, key->len - HDR);
-    sum = XXH3_64bits_digest(&x);
-    for (int i = 0; i < 8; i++) {
-        blob[HDR - 8 + i] = (uint8_t)(sum >> (8 * i));
-    }
-    if (st_transport_rkey_unpack(c->ep, blob, key->len, &rkey) != ST_OK) {
-        rkey = NULL;
-    }
-    free(blob);
-    return rkey;
-}
-
-/*
- * acme reads beta's committed block with a one-sided get through its own
- * region key at beta's address (from beta's Locate and Hello, as a
- * colluder or a guess would give it): refused, or no byte of beta's. First
- * beta itself reads the same address with its own key (the address is
- * right). Over UCX acme's client picks tcp (the initiator chooses; sm's
- * mapped segment ends where acme's region does, cma and tcp reach the whole
- * process): UCX checks no key, acme reads beta's block, and that is why a
- * UCX daemon refuses two tenants without allow_shared_dataplane.
- */
-static int at_cross_tenant_get(void)
-{
-    st_transport_config_t cfg = A.tcfg;
-    tr_client_t x, *c = &A.a.tr;
-    uint64_t remote = 0;
-    uint32_t region = 0;
-    st_transport_rkey_t *bkey = NULL, *akey = NULL;
-    st_transport_mem_t *amem = NULL, *bmem = NULL;
-    st_status_t own, st = ST_ERR_UNSUPPORTED;
-    int res = AT_PASS, leaked = 0, own_client = 0;
-
-    if (A.provider == NULL) {
-        cfg.ucx_tls = "tcp,self";
-        if (tr_open_cfg(&x, A.cl.node[0].addr, A.a.token, "acme", AT_MODEL, &cfg) != ST_OK) {
-            return at_broken("acme cannot connect over tcp,self");
-        }
-        c = &x;
-        own_client = 1;
-    }
-    if (c->hello->n_regions == 0 || at_locate(&A.b, 0, &remote, &region) != 0) {
-        res = at_broken("no region of acme's, or beta's block not located");
-        goto out;
-    }
-    bkey = at_region_key(&A.b, region);
-    for (size_t i = 0; i < A.b.tr.hello->n_regions; i++) {
-        const Strata__V1__Region *br = A.b.tr.hello->regions[i];
-
-        if (br->id == region) {
-            /* acme's own key, with beta's region as its bounds. */
-            akey = at_forged_key(c, &c->hello->regions[0]->rkey, br->remote_addr, br->length);
-        }
-    }
-    if (bkey == NULL || akey == NULL || st_transport_mem_alloc(A.b.tr.tp, AT_OBJ, &bmem) != ST_OK ||
-        st_transport_mem_alloc(c->tp, AT_OBJ, &amem) != ST_OK) {
-        res = at_broken("no keys or no local buffers");
-        goto out;
-    }
-    memset(st_transport_mem_addr(bmem), 0, AT_OBJ);
-    own = at_rma(&A.b.tr, 0, st_transport_mem_addr(bmem), AT_OBJ, bmem, remote, bkey);
-    if (own != ST_OK || memcmp(st_transport_mem_addr(bmem), A.b.data[0], AT_OBJ) != 0) {
-        res = at_broken("beta cannot read its own block at that address (%s)", st_strerror(own));
-        goto out;
-    }
-    memset(st_transport_mem_addr(amem), 0, AT_OBJ);
-    st = at_rma(c, 0, st_transport_mem_addr(amem), AT_OBJ, amem, remote, akey);
-    for (size_t i = 0; st == ST_OK && i + 64 <= AT_OBJ && !leaked; i += 64) {
-        leaked = memcmp((uint8_t *)st_transport_mem_addr(amem) + i, A.b.data[0] + i, 64) == 0;
-    }
-    if (leaked) {
-        res = at_fail("a get with acme's region key at beta's address read beta's block");
-    }
-    printf("         cross_tenant_get: acme's key at beta's address: %s, %s\n", st_strerror(st),
-           leaked ? "beta's bytes" : "none of beta's bytes");
-out:
-    st_transport_rkey_destroy(akey);
-    st_transport_rkey_destroy(bkey);
-    if (amem != NULL) {
-        st_transport_mem_deregister(c->tp, amem);
-    }
-    if (bmem != NULL) {
-        st_transport_mem_deregister(A.b.tr.tp, bmem);
-    }
-    if (own_client) {
-        tr_close(&x);
-    }
-    return res;
-}
-
-/*
- * acme writes over its own committed object through the key Hello gave.
- * Where the node says committed_read_only (libfabric) the write must be
- * refused and the object read back unchanged, by inline Get and by
- * libstrata. Where it cannot (UCX) the write lands, and then the scribbled
- * object must never be served as a hit: inline Get checks the object
- * against its commit checksum (cd_store_get), libstrata checks every object
- * of such a node; either returns the committed bytes or a miss.
- */
-static int at_committed_write(void)
-{
-    Strata__V1__HelloResponse *h = A.a.tr.hello;
-    Strata__V1__ObjectKey k = at_key(&A.a, 3), *kp = &k;
-    st_transport_mem_t *mem = NULL;
-    st_transport_rkey_t *rkey = NULL;
-    srpc_error_t err;
-    st_status_t st = ST_ERR_UNSUPPORTED, lib;
-    uint64_t remote = 0;
-    uint32_t region = 0;
-    int served, intact, lib_intact;
-    uint8_t *got = calloc(1, AT_OBJ);
-    st_get_op_t g = {.block = 3, .kind = ST_KIND_KV, .dst = got, .dst_len = AT_OBJ};
-    st_handle_t *hd = NULL;
-
-    if (got == NULL || at_locate(&A.a, 3, &remote, &region) != 0 ||
-        (rkey = at_region_key(&A.a, region)) == NULL ||
-        st_transport_mem_alloc(A.a.tr.tp, AT_OBJ, &mem) != ST_OK) {
-        free(got);
-        st_transport_rkey_destroy(rkey);
-        return at_broken("acme's block 3 not located, or no key or buffer");
-    }
-    memset(st_transport_mem_addr(mem), 0x77, AT_OBJ);
-    st = at_rma(&A.a.tr, 1, st_transport_mem_addr(mem), 64, mem, remote, rkey);
-    st_transport_rkey_destroy(rkey);
-    st_transport_mem_deregister(A.a.tr.tp, mem);
-    /* Inline Get over gRPC. */
-    {
-        Strata__V1__GetRequest q = STRATA__V1__GET_REQUEST__INIT;
-        Strata__V1__GetResponse *gr;
-
-        q.namespace_id = A.a.tr.ns;
-        q.keys = &kp;
-        q.n_keys = 1;
-        served = at_call(&A.a, SRPC_CACHE_GET, &q, (ProtobufCMessage **)&gr, &err) == 0 &&
-                 gr->n_status == 1 && gr->status[0] == STRATA__V1__KEY_STATUS__KEY_OK;
-        intact = served && gr->objects[0]->data.len == AT_OBJ &&
-                 memcmp(gr->objects[0]->data.data, A.a.data[3], AT_OBJ) == 0;
-        at_free(gr ? &gr->base : NULL);
-    }
-    /* libstrata, over the transport. */
-    lib = st_client_get(A.a.lib, A.a.chain, AT_BLOCKS, &g, 1, &hd);
-    if (lib == ST_OK) {
-        lib = st_handle_wait(hd, 60000);
-        st_handle_release(hd);
-    }
-    lib = lib == ST_OK ? g.status : lib;
-    lib_intact = lib == ST_OK && g.length == AT_OBJ && memcmp(got, A.a.data[3], AT_OBJ) == 0;
-    free(got);
-    printf("         committed_write: put %s (committed_read_only=%d); inline Get %s; "
-           "libstrata %s%s\n",
-           st_strerror(st), (int)h->committed_read_only,
-           intact   ? "the committed bytes"
-           : served ? "OTHER BYTES"
-                    : "a miss",
-           st_strerror(lib), lib == ST_OK && !lib_intact ? " with OTHER BYTES" : "");
-    if (served && !intact) {
-        return at_fail("inline Get served a scribbled committed object as a hit");
-    }
-    if (lib == ST_OK && !lib_intact) {
-        return at_fail("libstrata returned a scribbled committed object as a hit");
-    }
-    if (h->committed_read_only && (st == ST_OK || !intact || !lib_intact)) {
-        return at_fail("committed_read_only, yet the put was %s and the object %s", st_strerror(st),
-                       intact && lib_intact ? "intact" : "not served");
-    }
-    if (!h->committed_read_only && lib != ST_OK && lib != ST_ERR_NOT_FOUND) {
-        return at_broken("libstrata's get failed: %s", st_strerror(lib));
-    }
-    return AT_PASS;
-}
-
-/*
- * A client over UCX's TCP that asks for no peer failure detection sends a
- * call and closes before the answer: UCX 1.13 lets the initiator choose the
- * error mode of both ends, and the daemon crashed answering (strata's own
- * clients ask for detection wherever TCP carries their traffic;
- * docs/transport.md). Against a daemon of its own, on tcp,self.
- */
-static int at_tcp_client_vanishes(void)
-{
-    tc_cluster_t cl;
-    st_transport_config_t cfg = {.backend = ST_TRANSPORT_UCX,
-                                 .ucx_tls = "tcp,self",
-                                 .ucx_peer_failure = ST_TRANSPORT_PEER_FAILURE_OFF};
-    const char *old = getenv("UCX_TLS");
-    char *saved = old != NULL ? strdup(old) : NULL;
-    char args[256], cwd[512];
-    int alive = 1, rc;
-    pid_t pid;
-
-    snprintf(args, sizeof(args), "--log-level warn %s %s", A.tenants.flags, A.tenants.shared);
-    setenv("UCX_TLS", "tcp,self", 1);
-    /* Started in /tmp: what a crash leaves in its directory stays out of the build. */
-    if (getcwd(cwd, sizeof(cwd)) == NULL || chdir("/tmp") != 0) {
-        cwd[0] = '\0';
-    }
-    rc = tc_start(&cl, A.stratad, 1, args);
-    if (cwd[0] != '\0' && chdir(cwd) != 0) {
-        at_die("cannot return to %s", cwd);
-    }
-    if (saved != NULL) {
-        setenv("UCX_TLS", saved, 1);
-        free(saved);
-    } else {
-        unsetenv("UCX_TLS");
-    }
-    if (rc != 0) {
-        return at_broken("cannot start a daemon on tcp,self");
-    }
-    pid = cl.node[0].pid;
-    for (int round = 0; round < 20 && alive; round++) {
-        Strata__V1__LookupRequest q = STRATA__V1__LOOKUP_REQUEST__INIT;
-        tr_client_t c;
-
-        if (tr_open_cfg(&c, cl.node[0].addr, A.a.token, "acme", AT_MODEL, &cfg) != ST_OK) {
-            tc_stop_all(&cl);
-            return at_broken("cannot connect over tcp,self");
-        }
-        q.namespace_id = c.ns;
-        for (uint64_t id = 1; id <= 8; id++) {
-            (void)tr_call_msg(&c, ST_TCALL_LOOKUP, id, c.key, c.key_len, &q.base);
-        }
-        (void)st_transport_progress(c.tp);
-        tr_close(&c);
-        usleep(200 * 1000);
-        alive = waitpid(cl.node[0].pid, NULL, WNOHANG) == 0;
-    }
-    if (!alive) {
-        char pat[64];
-        glob_t g;
-
-        cl.node[0].pid = 0;
-        snprintf(pat, sizeof(pat), "/tmp/stratad*-%d,*.btr", (int)pid);
-        if (glob(pat, 0, NULL, &g) == 0) {
-            for (size_t i = 0; i < g.gl_pathc; i++) {
-                unlink(g.gl_pathv[i]);
-            }
-            globfree(&g);
-        }
-    }
-    tc_stop_all(&cl);
-    return alive ? AT_PASS
-                 : at_fail("the daemon died answering a client that had closed its endpoint");
-}
-
-/* ------------------------------------------------------------ quotas -- */
-
-/* The hash of big object i of stream (any 16 bytes: the daemon cannot tell). */
-static st_hash_t at_big_hash(uint64_t stream, uint64_t i)
-{
-    XXH128_hash_t x = XXH3_128bits_withSeed(&i, sizeof(i), stream);
-    st_hash_t h;
-
-    memcpy(h.b, &x.low64, 8);
-    memcpy(h.b + 8, &x.high64, 8);
-    return h;
-}
-
-/* Puts one AT_BIG object under h in t's namespace over gRPC; returns the
- * gRPC code, or 8 (RESOURCE_EXHAUSTED) for a key refused in the answer. */
-static int at_put_big(at_tenant_t *t, const st_hash_t *h, const uint8_t *data, srpc_error_t *err)
-{
-    Strata__V1__PutRequest q = STRATA__V1__PUT_REQUEST__INIT;
-    Strata__V1__InlineObject o = STRATA__V1__INLINE_OBJECT__INIT, *op = &o;
-    Strata__V1__ObjectKey k = STRATA__V1__OBJECT_KEY__INIT;
-    Strata__V1__PutResponse *r;
-    int code;
-
-    k.block_hash.data = (uint8_t *)h->b;
-    k.block_hash.len = ST_HASH_BYTES;
-    k.kind = STRATA__V1__OBJECT_KIND__KV;
-    o.key = &k;
-    o.data.data = (uint8_t *)data;
-    o.data.len = AT_BIG;
-    o.checksum = XXH3_64bits(data, AT_BIG);
-    q.namespace_id = t->tr.ns;
-    q.objects = &op;
-    q.n_objects = 1;
-    code = at_call(t, SRPC_CACHE_PUT, &q, (ProtobufCMessage **)&r, err);
-    if (code == 0 && (r->n_status != 1 || r->status[0] != STRATA__V1__KEY_STATUS__KEY_OK)) {
-        snprintf(err->message, sizeof(err->message), "key status %d",
-                 r->n_status == 1 ? (int)r->status[0] : -1);
-        code = 8;
-    }
-    at_free(r ? &r->base : NULL);
-    return code;
-}
-
-/* Pins (ttl 0: until Unpin or max_pin) or unpins block h of t's namespace. */
-static int at_pin_big(at_tenant_t *t, const st_hash_t *h, int pin, srpc_error_t *err)
-{
-    ProtobufCMessage *r;
-    int code;
-
-    if (pin) {
-        Strata__V1__PinRequest q = STRATA__V1__PIN_REQUEST__INIT;
-
-        q.namespace_id = t->tr.ns;
-        q.block_hashes.data = (uint8_t *)h->b;
-        q.block_hashes.len = ST_HASH_BYTES;
-        code = at_call(t, SRPC_CACHE_PIN, &q, &r, err);
-    } else {
-        Strata__V1__UnpinRequest q = STRATA__V1__UNPIN_REQUEST__INIT;
-
-        q.namespace_id = t->tr.ns;
-        q.block_hashes.data = (uint8_t *)h->b;
-        q.block_hashes.len = ST_HASH_BYTES;
-        code = at_call(t, SRPC_CACHE_UNPIN, &q, &r, err);
-    }
-    if (code == 0 && pin && ((Strata__V1__PinResponse *)r)->n_status == 1 &&
-        ((Strata__V1__PinResponse *)r)->status[0] != STRATA__V1__KEY_STATUS__KEY_OK) {
-        code = 8;
-    }
-    at_free(r);
-    return code;
-}
-
-/* A lease (the longest) on block h of t's namespace, from a Locate; 0: refused. */
-static uint64_t at_lease_big(at_tenant_t *t, const st_hash_t *h, srpc_error_t *err)
-{
-    Strata__V1__LocateRequest q = STRATA__V1__LOCATE_REQUEST__INIT;
-    Strata__V1__ObjectKey k = STRATA__V1__OBJECT_KEY__INIT, *kp = &k;
-    Strata__V1__LocateResponse *r;
-    uint64_t id = 0;
-
-    k.block_hash.data = (uint8_t *)h->b;
-    k.block_hash.len = ST_HASH_BYTES;
-    k.kind = STRATA__V1__OBJECT_KIND__KV;
-    q.namespace_id = t->tr.ns;
-    q.keys = &kp;
-    q.n_keys = 1;
-    q.lease = 1;
-    q.lease_ms = 10000;
-    if (at_call(t, SRPC_CACHE_LOCATE, &q, (ProtobufCMessage **)&r, err) == 0) {
-        id = r->lease_id;
-        at_free(&r->base);
-    }
-    return id;
-}
-
-/*
- * acme puts more than the whole daemon holds, pinning every block it can and
- * leasing every one it cannot pin: its pins, leases and memory stop at its
- * quotas (refused with RESOURCE_EXHAUSTED naming the quota), and beta's Puts
- * still succeed.
- */
-static int at_quota_holds(void)
-{
-    static uint8_t data[AT_BIG];
-    static st_hash_t pinned[AT_BIG_N];
-    size_t n_pinned = 0, n_leased = 0, n_put = 0;
-    int pin_refused = 0, lease_refused = 0, res = AT_PASS;
-    srpc_error_t err;
-    char pin_why[AT_MSG] = "";
-
-    memset(data, 0xa5, sizeof(data));
-    for (uint64_t i = 0; i < AT_BIG_N; i++) {
-        st_hash_t h = at_big_hash(101, i);
-
-        data[0] = (uint8_t)i;
-        if (at_put_big(&A.a, &h, data, &err) != 0) {
-            continue; /* acme's own put may fail: acme is at its quota */
-        }
-        n_put++;
-        if (at_pin_big(&A.a, &h, 1, &err) == 0) {
-            pinned[n_pinned++] = h;
-            continue;
-        }
-        if (!pin_refused) {
-            snprintf(pin_why, sizeof(pin_why), "%s", err.message);
-        }
-        pin_refused = 1;
-        if (at_lease_big(&A.a, &h, &err) != 0) {
-            n_leased++;
-        } else {
-            lease_refused = 1;
-        }
-    }
-    if (n_put == 0) {
-        return at_broken("acme stored nothing: %s", err.message);
-    }
-    for (uint64_t i = 0; i < 8 && res == AT_PASS; i++) {
-        st_hash_t h = at_big_hash(202, i);
-        int code = at_put_big(&A.b, &h, data, &err);
-
-        if (code != 0) {
-            res = at_fail("beta's Put %llu failed (code %d: %s) while acme holds %zu pins and %zu "
-                          "leases of %zu blocks put",
-                          (unsigned long long)i, code, err.message, n_pinned, n_leased, n_put);
-        }
-    }
-    if (res == AT_PASS &&
-        (!pin_refused || !lease_refused || strstr(pin_why, "pins quota") == NULL)) {
-        res = at_fail("acme's holds did not stop at its quotas: %zu pins, %zu leases (%s)",
-                      n_pinned, n_leased, pin_why);
-    }
-    for (size_t i = 0; i < n_pinned; i++) {
-        (void)at_pin_big(&A.a, &pinned[i], 0, &err);
-    }
-    return res;
-}
-
-/* Opens a namespace of t for model; returns the gRPC code (err: why). */
-static int at_hello_model(at_tenant_t *t, const char *model, srpc_error_t *err)
-{
-    Strata__V1__HelloRequest q = STRATA__V1__HELLO_REQUEST__INIT;
-    ProtobufCMessage *r;
-    int code;
-
-    q.protocol_version = 1;
-    q.tenant = (char *)t->name;
-    q.model = (char *)model;
-    code = at_call(t, SRPC_CACHE_HELLO, &q, &r, err);
-    at_free(r);
-    return code;
-}
-
-/*
- * acme (namespaces=2, one of them "at") opens a second namespace, then a
- * third: the third is RESOURCE_EXHAUSTED, and the store, which counts them,
- * shows the quota and the use on /metrics.
- */
-static int at_namespaces_quota(void)
-{
-    char series[160];
-    srpc_error_t err;
-    double quota, used;
-    int code;
-
-    if (at_hello_model(&A.a, "n1", &err) != 0) {
-        return at_broken("acme's second namespace refused: %s", err.message);
-    }
-    code = at_hello_model(&A.a, "n2", &err);
-    if (code == 0) {
-        return at_fail("acme opened a third namespace (quota namespaces=2)");
-    }
-    if (code != 8 || strstr(err.message, "namespaces quota") == NULL) {
-        return at_fail("the third namespace: code %d, %s (want RESOURCE_EXHAUSTED naming the "
-                       "namespaces quota)",
-                       code, err.message);
-    }
-    if (at_hello_model(&A.b, "n2", &err) != 0) {
-        return at_fail("beta's namespace refused after acme's: %s", err.message);
-    }
-    snprintf(series, sizeof(series),
-             "strata_tenant_quota{tenant=\"acme\",resource=\"namespaces\"}");
-    quota = tc_metric(A.metrics_port, series);
-    snprintf(series, sizeof(series), "strata_tenant_used{tenant=\"acme\",resource=\"namespaces\"}");
-    used = tc_metric(A.metrics_port, series);
-    if (quota != 2 || used != 2) {
-        return at_fail("the store shows acme's namespaces quota %.0f, used %.0f (want 2 and 2)",
-                       quota, used);
-    }
-    return AT_PASS;
 }
 
 /* ---------------------------------------------------------------- run -- */
@@ -1325,10 +713,10 @@ int main(int argc, char **argv)
     for (char *q = A.spec; *q != '\0'; q++) {
         *q = *q == '+' ? ';' : *q; /* "tcp+ofi_rxm": CMake lists split on ';' */
     }
-    A.tcfg.backend = ST_TRANSPORT_UCX;
+    A.tcfg.backend = TP_UCX;
     if (strncmp(A.spec, "libfabric:", 10) == 0 && A.spec[10] != '\0') {
         A.provider = A.spec + 10;
-        A.tcfg.backend = ST_TRANSPORT_FABRIC;
+        A.tcfg.backend = TP_FABRIC;
         A.tcfg.fabric_provider = A.provider;
     } else if (strcmp(A.spec, "ucx") != 0) {
         fprintf(stderr, "test_attack: transport %s: expected ucx or libfabric:<provider>\n",

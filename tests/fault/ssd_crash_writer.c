@@ -30,8 +30,8 @@
 
 #include <xxhash.h>
 
-#include "st_log.h"
-#include "st_ssd.h"
+#include "log.h"
+#include "ssd.h"
 
 #define N_SESSIONS 4
 #define MAP_SIZE   (1ull << 30)
@@ -39,9 +39,9 @@
 #define MAX_KEYS   (1 << 16)
 #define CRASH_NS   77
 
-static st_ssd_key_t crash_key(unsigned kind, uint64_t n)
+static ssd_key_t crash_key(unsigned kind, uint64_t n)
 {
-    st_ssd_key_t k;
+    ssd_key_t k;
 
     memset(&k, 0, sizeof(k));
     k.ns = CRASH_NS;
@@ -50,7 +50,7 @@ static st_ssd_key_t crash_key(unsigned kind, uint64_t n)
         k.id.b[i] = (uint8_t)(n >> (8 * i));
         k.id.b[8 + i] = (uint8_t)(0x5A + i);
     }
-    k.layer = kind == ST_SSD_KDA ? (uint16_t)(n % 16) : 0;
+    k.layer = kind == SSD_KDA ? (uint16_t)(n % 16) : 0;
     return k;
 }
 
@@ -69,15 +69,15 @@ static void gen(uint8_t *buf, size_t len, uint64_t version)
     }
 }
 
-static st_ssd_t *open_env(const char *dir)
+static ssd_t *open_env(const char *dir)
 {
-    st_ssd_params_t p = {0};
-    st_ssd_t *ssd = NULL;
+    ssd_params_t p = {0};
+    ssd_t *ssd = NULL;
 
     p.dir = dir;
     p.map_size = MAP_SIZE;
-    p.sync = ST_SSD_SYNC_DURABLE;
-    if (st_ssd_open(&p, &ssd) != ST_OK) {
+    p.sync = SSD_SYNC_DURABLE;
+    if (ssd_open(&p, &ssd) != ST_OK) {
         fprintf(stderr, "cannot open %s\n", dir);
         exit(2);
     }
@@ -100,7 +100,7 @@ static void say(const char *line)
 
 static int do_write(const char *dir, uint64_t run)
 {
-    st_ssd_t *ssd = open_env(dir);
+    ssd_t *ssd = open_env(dir);
     uint8_t *buf = malloc(MAX_LEN);
     uint64_t x = run * 2654435761u + 1;
     char line[160];
@@ -123,11 +123,11 @@ static int do_write(const char *dir, uint64_t run)
             n = (run << 20) | i;
             len = 16 + (size_t)(x % (MAX_LEN - 16));
             gen(buf, len, version);
-            snprintf(line, sizeof(line), "Q %u %" PRIu64 " %" PRIu64 " %zu\n", ST_SSD_KDA, n,
-                     version, len);
+            snprintf(line, sizeof(line), "Q %u %" PRIu64 " %" PRIu64 " %zu\n", SSD_KDA, n, version,
+                     len);
             say(line);
-            st_ssd_key_t qkey = crash_key(ST_SSD_KDA, n);
-            status = st_ssd_put(ssd, &qkey, buf, len, 0, NULL, NULL); /* copied */
+            ssd_key_t qkey = crash_key(SSD_KDA, n);
+            status = ssd_put(ssd, &qkey, buf, len, 0, NULL, NULL); /* copied */
             if (status != ST_OK) {
                 fprintf(stderr, "queued put failed: %s\n", st_strerror(status));
                 return 1;
@@ -136,19 +136,19 @@ static int do_write(const char *dir, uint64_t run)
         }
         if (i % 3 == 0) {
             /* A session append: the record of one of a few sessions grows. */
-            kind = ST_SSD_SESSION;
+            kind = SSD_SESSION;
             n = x % N_SESSIONS;
             len = 64 + (size_t)(i % 512) * 16;
         } else {
-            kind = ST_SSD_KDA;
+            kind = SSD_KDA;
             n = (run << 20) | i;
             len = 16 + (size_t)(x % (MAX_LEN - 16));
         }
         gen(buf, len, version);
         snprintf(line, sizeof(line), "I %u %" PRIu64 " %" PRIu64 " %zu\n", kind, n, version, len);
         say(line);
-        st_ssd_key_t key = crash_key(kind, n);
-        status = st_ssd_put(ssd, &key, buf, len, ST_SSD_DURABLE, NULL, NULL);
+        ssd_key_t key = crash_key(kind, n);
+        status = ssd_put(ssd, &key, buf, len, SSD_DURABLE, NULL, NULL);
         if (status != ST_OK) {
             fprintf(stderr, "put failed: %s\n", st_strerror(status));
             return 1;
@@ -193,8 +193,8 @@ static int do_verify(const char *dir, const char *log)
     uint8_t *want = malloc(MAX_LEN), *got = malloc(MAX_LEN);
     size_t count = 0, acked = 0, pending_seen = 0, bad = 0, queued = 0;
     char line[200];
-    st_ssd_t *ssd;
-    st_ssd_stats_t st;
+    ssd_t *ssd;
+    ssd_stats_t st;
 
     if (f == NULL || tab == NULL || want == NULL || got == NULL) {
         fprintf(stderr, "cannot read %s\n", log);
@@ -238,9 +238,9 @@ static int do_verify(const char *dir, const char *log)
     ssd = open_env(dir);
     for (size_t i = 0; i < count; i++) {
         expect_t *e = &tab[i];
-        st_ssd_key_t key = crash_key(e->kind, e->n);
+        ssd_key_t key = crash_key(e->kind, e->n);
         size_t len = 0;
-        st_status_t status = st_ssd_get_buf(ssd, &key, got, MAX_LEN, &len, NULL);
+        st_status_t status = ssd_get_buf(ssd, &key, got, MAX_LEN, &len, NULL);
         int ok = 0;
 
         if (status == ST_OK) {
@@ -262,10 +262,10 @@ static int do_verify(const char *dir, const char *log)
                     st_status_name(status), len, e->acked);
         }
     }
-    st_ssd_stats(ssd, &st);
+    ssd_stats(ssd, &st);
     printf("verify keys=%zu acks=%zu queued=%zu unacked_found=%zu bad=%zu corrupt=%" PRIu64 "\n",
            count, acked, queued, pending_seen, bad, st.corrupt);
-    st_ssd_close(ssd);
+    ssd_close(ssd);
     free(tab);
     free(want);
     free(got);
@@ -274,7 +274,7 @@ static int do_verify(const char *dir, const char *log)
 
 int main(int argc, char **argv)
 {
-    st_log_set_level(ST_LOG_WARN);
+    lg_set_level(LG_WARN);
     if (argc == 4 && strcmp(argv[1], "write") == 0) {
         return do_write(argv[2], strtoull(argv[3], NULL, 10));
     }

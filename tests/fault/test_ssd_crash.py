@@ -59,7 +59,7 @@ def main():
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
     rng = random.Random(seed)
     print(f"seed={seed}")
-    top = tempfile.mkdtemp(prefix="st_ssd_crash_")
+    top = tempfile.mkdtemp(prefix="ssd_crash_")
     data_dir = os.path.join(top, "env")
     log_path = os.path.join(top, "acks.log")
     total = 0

@@ -35,91 +35,49 @@
 
 #include "daemon.h"
 #include "fuzz_util.h"
-#include "st_config.h"
+#include "config.h"
 #include "strata/strata.h"
 
-#define FZC_ITERS   4000 /* default rounds */
-#define FZC_SECONDS 240  /* default time bound */
-#define FZC_LINE    198  /* longest line a config file may have (inih's buffer, less '\n') */
-#define FZC_OPTS    64
-#define FZC_CLIENT  8 /* one round in FZC_CLIENT also parses a client file */
+#include "fuzz_config.h"
 
-/* ------------------------------------------------------- the test table -- */
+const char *const fzc_modes[] = {"alpha", "beta", "gamma", NULL};
 
-struct fzc_conf {
-    char *listen;
-    uint64_t size;
-    uint64_t dur;
-    int64_t n;
-    int flag;
-    int mode;
-    char *token;
-    char *only_flag;
+const cfg_option_t fzc_options[] = {
+    {"listen", CFG_STRING, FZC_OFF(listen), "127.0.0.1:1", 0, 0, 0, NULL, 'l', "address"},
+    {"size", CFG_SIZE, FZC_OFF(size), "1M", 1024, 1ll << 40, 0, NULL, 's', "a size"},
+    {"dur", CFG_DURATION, FZC_OFF(dur), "5s", 10, 86400000, 0, NULL, 0, "a duration"},
+    {"n", CFG_INT, FZC_OFF(n), "3", -1000, 1000000, 0, NULL, 'n', "a number"},
+    {"flag", CFG_BOOL, FZC_OFF(flag), "false", 0, 0, 0, NULL, 'v', "a switch"},
+    {"mode", CFG_ENUM, FZC_OFF(mode), "alpha", 0, 0, 0, fzc_modes, 0, "a mode"},
+    {"token", CFG_STRING, FZC_OFF(token), "", 0, 0, CFG_SENSITIVE, NULL, 0, "a secret"},
+    {"only_flag", CFG_STRING, FZC_OFF(only_flag), "", 0, 0, CFG_NOFILE, NULL, 0, "not in files"},
 };
-
-static const char *const fzc_modes[] = {"alpha", "beta", "gamma", NULL};
-
-#define FZC_OFF(m) offsetof(struct fzc_conf, m)
-static const st_cfg_option_t fzc_options[] = {
-    {"listen", ST_CFG_STRING, FZC_OFF(listen), "127.0.0.1:1", 0, 0, 0, NULL, 'l', "address"},
-    {"size", ST_CFG_SIZE, FZC_OFF(size), "1M", 1024, 1ll << 40, 0, NULL, 's', "a size"},
-    {"dur", ST_CFG_DURATION, FZC_OFF(dur), "5s", 10, 86400000, 0, NULL, 0, "a duration"},
-    {"n", ST_CFG_INT, FZC_OFF(n), "3", -1000, 1000000, 0, NULL, 'n', "a number"},
-    {"flag", ST_CFG_BOOL, FZC_OFF(flag), "false", 0, 0, 0, NULL, 'v', "a switch"},
-    {"mode", ST_CFG_ENUM, FZC_OFF(mode), "alpha", 0, 0, 0, fzc_modes, 0, "a mode"},
-    {"token", ST_CFG_STRING, FZC_OFF(token), "", 0, 0, ST_CFG_SENSITIVE, NULL, 0, "a secret"},
-    {"only_flag", ST_CFG_STRING, FZC_OFF(only_flag), "", 0, 0, ST_CFG_NOFILE, NULL, 0,
-     "not in files"},
-};
-static const st_cfg_table_t fzc_table = {"fuzzd", "a table with every kind of option", NULL,
-                                         fzc_options, sizeof(fzc_options) / sizeof(fzc_options[0])};
-
-/* The keys of libstrata's client file (client/client.c), to mutate its files
+const cfg_table_t fzc_table = {"fuzzd", "a table with every kind of option", NULL, fzc_options,
+                               sizeof(fzc_options) / sizeof(fzc_options[0])};
+/* The keys of libstrata's client file (client/options.c), to mutate its files
  * with; the parse itself runs on the client's own table. */
-static const st_cfg_option_t fzc_client_options[] = {
-    {"nodes", ST_CFG_STRING, 0, "", 0, 0, 0, NULL, 0, ""},
-    {"tenant", ST_CFG_STRING, 0, "", 0, 0, 0, NULL, 0, ""},
-    {"model", ST_CFG_STRING, 0, "", 0, 0, 0, NULL, 0, ""},
-    {"token", ST_CFG_STRING, 0, "", 0, 0, 0, NULL, 0, ""},
-    {"replicas", ST_CFG_INT, 0, "2", 1, 16, 0, NULL, 0, ""},
-    {"vnodes", ST_CFG_INT, 0, "128", 1, 4096, 0, NULL, 0, ""},
-    {"timeout", ST_CFG_DURATION, 0, "5s", 10, 600000, 0, NULL, 0, ""},
-    {"health_interval", ST_CFG_DURATION, 0, "1s", 10, 600000, 0, NULL, 0, ""},
+const cfg_option_t fzc_client_options[] = {
+    {"nodes", CFG_STRING, 0, "", 0, 0, 0, NULL, 0, ""},
+    {"tenant", CFG_STRING, 0, "", 0, 0, 0, NULL, 0, ""},
+    {"model", CFG_STRING, 0, "", 0, 0, 0, NULL, 0, ""},
+    {"token", CFG_STRING, 0, "", 0, 0, 0, NULL, 0, ""},
+    {"replicas", CFG_INT, 0, "2", 1, 16, 0, NULL, 0, ""},
+    {"vnodes", CFG_INT, 0, "128", 1, 4096, 0, NULL, 0, ""},
+    {"timeout", CFG_DURATION, 0, "5s", 10, 600000, 0, NULL, 0, ""},
+    {"health_interval", CFG_DURATION, 0, "1s", 10, 600000, 0, NULL, 0, ""},
 };
-static const st_cfg_table_t fzc_client_table = {"strata", "", NULL, fzc_client_options,
-                                                sizeof(fzc_client_options) /
-                                                    sizeof(fzc_client_options[0])};
+const cfg_table_t fzc_client_table = {"strata", "", NULL, fzc_client_options,
+                                      sizeof(fzc_client_options) / sizeof(fzc_client_options[0])};
 
-/* A config struct of either table. */
-typedef union fzc_any {
-    cd_config_t stratad;
-    struct fzc_conf test;
-    max_align_t align;
-} fzc_any_t;
+fzc_state_t G;
 
-/* ------------------------------------------------------------- failures -- */
-
-static struct {
-    uint64_t seed;
-    uint64_t round;
-    const char *what;
-    fz_log_t log;
-    const char *input; /* the file's text or the flag list, for the report */
-    size_t input_len;
-    char path[64];
-    /* counts */
-    uint64_t values, values_ok, files, files_ok, flags, flags_ok, client, client_ok;
-    uint64_t long_lines, nuls, indented;
-} G;
-
-static void __attribute__((noreturn, format(printf, 1, 2))) fzc_fail(const char *fmt, ...)
+void fzc_fail(const char *fmt, ...)
 {
     va_list ap;
     char hex[700];
 
-    fprintf(stderr, "\nFAIL: ");
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    fz_fail_head(fmt, ap);
     va_end(ap);
     fprintf(stderr, "\n  seed=0x%016llx round=%llu input=%s\n", (unsigned long long)G.seed,
             (unsigned long long)G.round, G.what ? G.what : "-");
@@ -141,60 +99,53 @@ static void __attribute__((noreturn, format(printf, 1, 2))) fzc_fail(const char 
     exit(1);
 }
 
-#define FZC_CHECK(cond, ...)       \
-    do {                           \
-        if (!(cond)) {             \
-            fzc_fail(__VA_ARGS__); \
-        }                          \
-    } while (0)
-
 /* ------------------------------------------------------------- helpers -- */
 
-static void *fzc_member(const st_cfg_option_t *o, void *conf)
+static void *fzc_member(const cfg_option_t *o, void *conf)
 {
     return (char *)conf + o->offset;
 }
 
 /* The value of an int, size or duration option as int64. */
-static int64_t fzc_num(const st_cfg_option_t *o, const void *conf)
+int64_t fzc_num(const cfg_option_t *o, const void *conf)
 {
     const char *p = (const char *)conf + o->offset;
 
-    if (o->type == ST_CFG_INT) {
+    if (o->type == CFG_INT) {
         return *(const int64_t *)(const void *)p;
     }
     return (int64_t) * (const uint64_t *)(const void *)p;
 }
 
-static void fzc_defaults(const st_cfg_table_t *t, fzc_any_t *c)
+void fzc_defaults(const cfg_table_t *t, fzc_any_t *c)
 {
     memset(c, 0, sizeof(*c));
-    FZC_CHECK(st_config_defaults(t, c) == ST_OK, "%s: defaults do not parse", t->program);
+    FZC_CHECK(cfg_defaults(t, c) == ST_OK, "%s: defaults do not parse", t->program);
 }
 
 /* After ST_OK: every value of the table within its bounds. */
-static void fzc_check_bounds(const st_cfg_table_t *t, const void *conf)
+void fzc_check_bounds(const cfg_table_t *t, const void *conf)
 {
     for (size_t i = 0; i < t->n_options; i++) {
-        const st_cfg_option_t *o = &t->options[i];
+        const cfg_option_t *o = &t->options[i];
         const char *p = (const char *)conf + o->offset;
 
         switch (o->type) {
-        case ST_CFG_INT:
-        case ST_CFG_SIZE:
-        case ST_CFG_DURATION: {
+        case CFG_INT:
+        case CFG_SIZE:
+        case CFG_DURATION: {
             int64_t v = fzc_num(o, conf);
 
             FZC_CHECK(v >= o->min && v <= o->max, "%s: %s = %lld outside [%lld, %lld]", t->program,
                       o->name, (long long)v, (long long)o->min, (long long)o->max);
             break;
         }
-        case ST_CFG_BOOL:
+        case CFG_BOOL:
             FZC_CHECK(*(const int *)(const void *)p == 0 || *(const int *)(const void *)p == 1,
                       "%s: %s = %d is not a boolean", t->program, o->name,
                       *(const int *)(const void *)p);
             break;
-        case ST_CFG_ENUM: {
+        case CFG_ENUM: {
             int v = *(const int *)(const void *)p, n = 0;
 
             while (o->enum_names[n] != NULL) {
@@ -203,7 +154,7 @@ static void fzc_check_bounds(const st_cfg_table_t *t, const void *conf)
             FZC_CHECK(v >= 0 && v < n, "%s: %s = %d is not an enum index", t->program, o->name, v);
             break;
         }
-        case ST_CFG_STRING:
+        case CFG_STRING:
             FZC_CHECK(*(char *const *)(const void *)p != NULL, "%s: %s is NULL", t->program,
                       o->name);
             break;
@@ -214,7 +165,7 @@ static void fzc_check_bounds(const st_cfg_table_t *t, const void *conf)
 /* ----------------------------------------------------- reference parser -- */
 
 /*
- * The documented value grammar (st_config.h), written again independently.
+ * The documented value grammar (config.h), written again independently.
  * Returns 1 and sets *v for a valid value within the option's bounds.
  */
 static int fzc_ref_scaled(const char *s, const char *const *sfx, const uint64_t *scale,
@@ -249,7 +200,7 @@ static int fzc_ref_scaled(const char *s, const char *const *sfx, const uint64_t 
     return !__builtin_mul_overflow(v, k, out);
 }
 
-static int fzc_ref(const st_cfg_option_t *o, const char *s, int64_t *v)
+static int fzc_ref(const cfg_option_t *o, const char *s, int64_t *v)
 {
     static const char *const size_sfx[] = {"b", "k",  "kb",  "kib", "m",  "mb",  "mib",
                                            "g", "gb", "gib", "t",   "tb", "tib", NULL};
@@ -263,8 +214,8 @@ static int fzc_ref(const st_cfg_option_t *o, const char *s, int64_t *v)
     uint64_t u;
 
     switch (o->type) {
-    case ST_CFG_STRING: return 1;
-    case ST_CFG_BOOL:
+    case CFG_STRING: return 1;
+    case CFG_BOOL:
         for (int i = 0; i < 4; i++) {
             if (strcasecmp(s, yes[i]) == 0 || strcasecmp(s, no[i]) == 0) {
                 *v = strcasecmp(s, yes[i]) == 0;
@@ -272,7 +223,7 @@ static int fzc_ref(const st_cfg_option_t *o, const char *s, int64_t *v)
             }
         }
         return 0;
-    case ST_CFG_ENUM:
+    case CFG_ENUM:
         for (int i = 0; o->enum_names[i] != NULL; i++) {
             if (strcasecmp(s, o->enum_names[i]) == 0) {
                 *v = i;
@@ -280,7 +231,7 @@ static int fzc_ref(const st_cfg_option_t *o, const char *s, int64_t *v)
             }
         }
         return 0;
-    case ST_CFG_INT: {
+    case CFG_INT: {
         const char *p = s;
         int neg = 0;
         uint64_t m = 0;
@@ -306,10 +257,10 @@ static int fzc_ref(const st_cfg_option_t *o, const char *s, int64_t *v)
         *v = neg ? (int64_t)(0 - m) : (int64_t)m;
         break;
     }
-    case ST_CFG_SIZE:
-    case ST_CFG_DURATION:
-        if (!fzc_ref_scaled(s, o->type == ST_CFG_SIZE ? size_sfx : dur_sfx,
-                            o->type == ST_CFG_SIZE ? size_scale : dur_scale, &u) ||
+    case CFG_SIZE:
+    case CFG_DURATION:
+        if (!fzc_ref_scaled(s, o->type == CFG_SIZE ? size_sfx : dur_sfx,
+                            o->type == CFG_SIZE ? size_scale : dur_scale, &u) ||
             u > INT64_MAX) {
             return 0;
         }
@@ -334,19 +285,19 @@ static char *fzc_case(fz_rng_t *r, const char *s)
 }
 
 /* A valid value of option o as text; *v gets its value (strings: none). */
-static char *fzc_valid(fz_rng_t *r, const st_cfg_option_t *o, int64_t *v)
+char *fzc_valid(fz_rng_t *r, const cfg_option_t *o, int64_t *v)
 {
     char *buf = fz_alloc(96);
 
     switch (o->type) {
-    case ST_CFG_BOOL: {
+    case CFG_BOOL: {
         static const char *const b[] = {"true", "yes", "on", "1", "false", "no", "off", "0"};
         size_t i = fz_below(r, 8);
 
         *v = i < 4;
         return fzc_case(r, b[i]);
     }
-    case ST_CFG_ENUM: {
+    case CFG_ENUM: {
         int n = 0;
 
         while (o->enum_names[n] != NULL) {
@@ -355,7 +306,7 @@ static char *fzc_valid(fz_rng_t *r, const st_cfg_option_t *o, int64_t *v)
         *v = (int64_t)fz_below(r, (uint64_t)n);
         return fzc_case(r, o->enum_names[*v]);
     }
-    case ST_CFG_STRING: {
+    case CFG_STRING: {
         size_t n = fz_below(r, 60);
 
         /* No quotes, comment characters or spaces at the ends: as written. */
@@ -366,7 +317,7 @@ static char *fzc_valid(fz_rng_t *r, const st_cfg_option_t *o, int64_t *v)
         *v = 0;
         return buf;
     }
-    case ST_CFG_INT:
+    case CFG_INT:
         switch (fz_below(r, 3)) {
         case 0: *v = o->min; break;
         case 1: *v = o->max; break;
@@ -374,13 +325,13 @@ static char *fzc_valid(fz_rng_t *r, const st_cfg_option_t *o, int64_t *v)
         }
         snprintf(buf, 96, "%lld", (long long)*v);
         return buf;
-    case ST_CFG_SIZE:
-    case ST_CFG_DURATION: {
+    case CFG_SIZE:
+    case CFG_DURATION: {
         static const char *const ssfx[] = {"", "K", "M", "G", "T"};
         static const char *const dsfx[] = {"ms", "s", "m", "h", "d"};
         static const uint64_t sscale[] = {1, 1ull << 10, 1ull << 20, 1ull << 30, 1ull << 40};
         static const uint64_t dscale[] = {1, 1000, 60000, 3600000, 86400000};
-        const uint64_t *scale = o->type == ST_CFG_SIZE ? sscale : dscale;
+        const uint64_t *scale = o->type == CFG_SIZE ? sscale : dscale;
 
         for (;;) {
             size_t k = fz_below(r, 5);
@@ -392,7 +343,7 @@ static char *fzc_valid(fz_rng_t *r, const st_cfg_option_t *o, int64_t *v)
             }
             *v = (int64_t)((lo + fz_below(r, hi - lo + 1)) * scale[k]);
             snprintf(buf, 96, "%llu%s", (unsigned long long)((uint64_t)*v / scale[k]),
-                     o->type == ST_CFG_SIZE ? ssfx[k] : dsfx[k]);
+                     o->type == CFG_SIZE ? ssfx[k] : dsfx[k]);
             return fzc_case(r, buf);
         }
     }
@@ -401,7 +352,7 @@ static char *fzc_valid(fz_rng_t *r, const st_cfg_option_t *o, int64_t *v)
 }
 
 /* A value that is probably not valid: huge numbers, bad units, junk. */
-static char *fzc_junk(fz_rng_t *r)
+char *fzc_junk(fz_rng_t *r)
 {
     static const char *const v[] = {"",
                                     "-1",
@@ -457,11 +408,11 @@ static char *fzc_junk(fz_rng_t *r)
 
 /* -------------------------------------------------------------- values -- */
 
-/* One value of every option through st_config_set, against the reference. */
-static void fzc_values(fz_rng_t *r, const st_cfg_table_t *t)
+/* One value of every option through cfg_set, against the reference. */
+static void fzc_values(fz_rng_t *r, const cfg_table_t *t)
 {
     for (size_t i = 0; i < t->n_options; i++) {
-        const st_cfg_option_t *o = &t->options[i];
+        const cfg_option_t *o = &t->options[i];
         fzc_any_t c;
         char err[256] = "";
         int64_t want = 0, got;
@@ -474,7 +425,7 @@ static void fzc_values(fz_rng_t *r, const st_cfg_table_t *t)
         G.input = text;
         G.input_len = strlen(text);
         fzc_defaults(t, &c);
-        st = st_config_set(t, &c, o->name, text, "x.ini:7", err, sizeof(err));
+        st = cfg_set(t, &c, o->name, text, "x.ini:7", err, sizeof(err));
         G.values++;
         G.values_ok += st == ST_OK;
         FZC_CHECK(st == ST_OK || st == ST_ERR_INVALID, "%s: %s = '%s' returned %s", t->program,
@@ -486,334 +437,24 @@ static void fzc_values(fz_rng_t *r, const st_cfg_table_t *t)
             FZC_CHECK(strncmp(err, "x.ini:7: ", 9) == 0 && strstr(err, o->name) != NULL,
                       "%s: the error for %s = '%s' does not name the place and the key: %s",
                       t->program, o->name, text, err);
-        } else if (o->type == ST_CFG_STRING) {
+        } else if (o->type == CFG_STRING) {
             FZC_CHECK(strcmp(*(char **)fzc_member(o, &c), text) == 0,
                       "%s: %s = '%s' stored as '%s'", t->program, o->name, text,
                       *(char **)fzc_member(o, &c));
         } else {
-            got = o->type == ST_CFG_BOOL || o->type == ST_CFG_ENUM ? *(int *)fzc_member(o, &c)
-                                                                   : fzc_num(o, &c);
+            got = o->type == CFG_BOOL || o->type == CFG_ENUM ? *(int *)fzc_member(o, &c)
+                                                             : fzc_num(o, &c);
             FZC_CHECK(got == want, "%s: %s = '%s' gave %lld, expected %lld", t->program, o->name,
                       text, (long long)got, (long long)want);
         }
         fzc_check_bounds(t, &c);
-        st_config_free(t, &c);
+        cfg_free(t, &c);
     }
-}
-
-/* --------------------------------------------------------------- files -- */
-
-typedef struct fzc_expect {
-    int set[FZC_OPTS];
-    int64_t v[FZC_OPTS];
-    const char *s[FZC_OPTS];
-} fzc_expect_t;
-
-/* Text buffer in the arena. */
-typedef struct fzc_text {
-    char *p;
-    size_t len, cap;
-} fzc_text_t;
-
-static void fzc_put(fzc_text_t *t, const char *s, size_t n)
-{
-    if (t->len + n + 1 > t->cap) {
-        size_t cap = (t->len + n + 1) * 2;
-        char *p = fz_alloc(cap);
-
-        if (t->len > 0) {
-            memcpy(p, t->p, t->len);
-        }
-        t->p = p;
-        t->cap = cap;
-    }
-    if (n > 0) {
-        memcpy(t->p + t->len, s, n);
-    }
-    t->len += n;
-    t->p[t->len] = '\0';
-}
-
-static void __attribute__((format(printf, 2, 3))) fzc_putf(fzc_text_t *t, const char *fmt, ...)
-{
-    char buf[512];
-    va_list ap;
-    int n;
-
-    va_start(ap, fmt);
-    n = vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    fzc_put(t, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
-}
-
-/* A valid file of random options; e gets what it sets (the last line wins). */
-static void fzc_valid_file(fz_rng_t *r, const st_cfg_table_t *t, fzc_text_t *f, fzc_expect_t *e)
-{
-    size_t n = 1 + fz_below(r, 8);
-
-    memset(e, 0, sizeof(*e));
-    if (fz_chance(r, 30)) {
-        fzc_putf(f, "[%s]\n", t->program);
-    }
-    for (size_t k = 0; k < n; k++) {
-        size_t i = fz_below(r, t->n_options);
-        const st_cfg_option_t *o = &t->options[i];
-        int64_t v = 0;
-        char *text;
-
-        if (o->flags & ST_CFG_NOFILE) {
-            continue;
-        }
-        text = fzc_valid(r, o, &v);
-        if (fz_chance(r, 20)) {
-            fzc_putf(f, "%s %s\n", fz_chance(r, 50) ? "#" : ";", "a comment");
-        }
-        if (fz_chance(r, 10)) {
-            fzc_put(f, "\n", 1);
-        }
-        if (o->type == ST_CFG_STRING && fz_chance(r, 20)) {
-            fzc_putf(f, "%s = \"%s\"\n", o->name, text);
-        } else {
-            fzc_putf(f, fz_chance(r, 50) ? "%s = %s\n" : "%s=%s\n", o->name, text);
-        }
-        e->set[i] = 1;
-        e->v[i] = v;
-        e->s[i] = text;
-    }
-}
-
-/* What the parser must refuse, found in the raw bytes: a NUL, a line longer
- * than FZC_LINE bytes, a line that starts with white space and holds more
- * than a comment. Returns a description, or NULL. */
-static const char *fzc_must_refuse(const char *p, size_t len)
-{
-    size_t start = 0;
-
-    if (memchr(p, '\0', len) != NULL) {
-        G.nuls++;
-        return "a NUL byte";
-    }
-    while (start < len) {
-        const char *nl = memchr(p + start, '\n', len - start);
-        size_t end = nl ? (size_t)(nl - p) : len, i = start;
-
-        if (end - start > FZC_LINE) {
-            G.long_lines++;
-            return "a line longer than the parser's buffer";
-        }
-        if (end > start && isspace((unsigned char)p[start])) {
-            while (i < end && isspace((unsigned char)p[i])) {
-                i++;
-            }
-            if (i < end && p[i] != ';' && p[i] != '#') {
-                G.indented++;
-                return "an indented line (a continuation)";
-            }
-        }
-        start = end + 1;
-    }
-    return NULL;
-}
-
-/* The name of the table's first string option. */
-static const char *fzc_first_string(const st_cfg_table_t *t)
-{
-    for (size_t i = 0; i < t->n_options; i++) {
-        if (t->options[i].type == ST_CFG_STRING) {
-            return t->options[i].name;
-        }
-    }
-    return "x";
-}
-
-/* Applies 1-3 mutations to a file's text. */
-static void fzc_mutate_file(fz_rng_t *r, const st_cfg_table_t *t, fzc_text_t *f)
-{
-    unsigned n = 1 + (unsigned)fz_below(r, 3);
-
-    for (unsigned k = 0; k < n; k++) {
-        const st_cfg_option_t *o = &t->options[fz_below(r, t->n_options)];
-        fzc_text_t g = {0};
-        size_t at = fz_below(r, f->len + 1), len;
-
-        /* Most mutations add a line at a line start. */
-        while (at > 0 && f->p[at - 1] != '\n') {
-            at--;
-        }
-        fzc_put(&g, f->p, at);
-        switch (fz_below(r, 12)) {
-        case 0: { /* bytes */
-            uint8_t *b = fz_mutate_bytes(r, (const uint8_t *)f->p, f->len, &len, &G.log);
-
-            g.len = 0;
-            fzc_put(&g, (const char *)b, len);
-            at = f->len;
-            break;
-        }
-        case 1: { /* a long line: a long value, or a value with a setting at its tail */
-            size_t L = 150 + fz_below(r, 400);
-            char *v = fz_alloc(L + 1);
-
-            memset(v, 'a' + (int)fz_below(r, 26), L);
-            v[L] = '\0';
-            if (fz_chance(r, 50)) {
-                fzc_putf(&g, "%s = ", o->name);
-                fzc_put(&g, v, L);
-                fzc_put(&g, "\n", 1);
-            } else {
-                /* The first 199 bytes fill the INI parser's buffer; what
-                 * follows looks like a line of its own. */
-                const char *key = fzc_first_string(t);
-                size_t head = strlen(key) + 3, fill = 199 - head - fz_below(r, 3);
-                char *pad = fz_alloc(fill + 1);
-
-                memset(pad, 'b', fill);
-                fzc_putf(&g, "%s = ", key);
-                fzc_put(&g, pad, fill);
-                fzc_putf(&g, "%s = %s\n", o->name, fzc_junk(r));
-            }
-            fz_logf(&G.log, "long line");
-            break;
-        }
-        case 2:
-            fzc_putf(&g, "%s %s\n", o->name, fzc_junk(r));
-            fz_logf(&G.log, "no '='");
-            break;
-        case 3:
-            fzc_putf(&g, "no_such_key_%u = 1\n", (unsigned)fz_below(r, 100));
-            fz_logf(&G.log, "unknown key");
-            break;
-        case 4:
-            fzc_putf(&g, "%s = %s\n", o->name, fzc_junk(r));
-            fz_logf(&G.log, "junk value for %s", o->name);
-            break;
-        case 5: { /* a NUL inside a line */
-            const char line[] = "listen = 127.0.0.1:9\0junk = 1\n";
-
-            fzc_put(&g, line, sizeof(line) - 1);
-            fz_logf(&G.log, "NUL byte");
-            break;
-        }
-        case 6: { /* an indented line */
-            int64_t v;
-
-            fzc_putf(&g, "%s%s = %s\n", fz_chance(r, 50) ? "  " : "\t", o->name,
-                     fzc_valid(r, o, &v));
-            fz_logf(&G.log, "indented line");
-            break;
-        }
-        case 7:
-            fzc_putf(&g, "[%s]\n", fz_chance(r, 50) ? "other" : "stratad ");
-            fz_logf(&G.log, "section");
-            break;
-        case 8: { /* CRLF line ends */
-            g.len = 0;
-            for (size_t i = 0; i < f->len; i++) {
-                fzc_put(&g, f->p[i] == '\n' ? "\r\n" : f->p + i, f->p[i] == '\n' ? 2 : 1);
-            }
-            at = f->len;
-            fz_logf(&G.log, "CRLF");
-            break;
-        }
-        case 9:
-            fzc_put(&g, "\xef\xbb\xbf", at == 0 ? 3 : 0);
-            fz_logf(&G.log, "BOM");
-            break;
-        case 10:
-            fzc_put(&g, "[stratad\n", 9);
-            fz_logf(&G.log, "bad section");
-            break;
-        default: {
-            int64_t v;
-
-            fzc_putf(&g, "%s : %s\n", o->name, fzc_valid(r, o, &v));
-            fz_logf(&G.log, "':' separator");
-            break;
-        }
-        }
-        fzc_put(&g, f->p + at, f->len - at);
-        *f = g;
-    }
-}
-
-static void fzc_write(const char *text, size_t len)
-{
-    FILE *f = fopen(G.path, "wb");
-
-    FZC_CHECK(f != NULL && fwrite(text, 1, len, f) == len, "cannot write %s", G.path);
-    fclose(f);
-}
-
-/* Checks the values a valid file (or flag list) set. */
-static void fzc_check_expect(const st_cfg_table_t *t, const void *conf, const fzc_expect_t *e)
-{
-    for (size_t i = 0; i < t->n_options; i++) {
-        const st_cfg_option_t *o = &t->options[i];
-        const char *p = (const char *)conf + o->offset;
-
-        if (!e->set[i]) {
-            continue;
-        }
-        if (o->type == ST_CFG_STRING) {
-            FZC_CHECK(strcmp(*(char *const *)(const void *)p, e->s[i]) == 0,
-                      "%s: %s is '%s', the input says '%s'", t->program, o->name,
-                      *(char *const *)(const void *)p, e->s[i]);
-        } else {
-            int64_t got = o->type == ST_CFG_BOOL || o->type == ST_CFG_ENUM
-                              ? *(const int *)(const void *)p
-                              : fzc_num(o, conf);
-
-            FZC_CHECK(got == e->v[i], "%s: %s is %lld, the input says %lld", t->program, o->name,
-                      (long long)got, (long long)e->v[i]);
-        }
-    }
-}
-
-static void fzc_file(fz_rng_t *r, const st_cfg_table_t *t)
-{
-    fzc_text_t f = {0};
-    fzc_expect_t e;
-    fzc_any_t c;
-    char err[512] = "";
-    int mutated = fz_chance(r, 75);
-    const char *refuse;
-    st_status_t st;
-
-    fz_log_clear(&G.log);
-    G.what = "file";
-    fzc_put(&f, "", 0);
-    fzc_valid_file(r, t, &f, &e);
-    if (mutated) {
-        fzc_mutate_file(r, t, &f);
-    }
-    G.input = f.p;
-    G.input_len = f.len;
-    refuse = fzc_must_refuse(f.p, f.len);
-    fzc_write(f.p, f.len);
-    fzc_defaults(t, &c);
-    st = st_config_load_file(t, &c, G.path, err, sizeof(err));
-    G.files++;
-    G.files_ok += st == ST_OK;
-    FZC_CHECK(st == ST_OK || st == ST_ERR_INVALID || st == ST_ERR_NOT_FOUND,
-              "%s: file returned %s (%s)", t->program, st_status_name(st), err);
-    if (st != ST_OK) {
-        FZC_CHECK(strncmp(err, G.path, strlen(G.path)) == 0 && err[strlen(G.path)] == ':' &&
-                      strlen(err) > strlen(G.path) + 3,
-                  "%s: the error does not start with the file and line: '%s'", t->program, err);
-    } else {
-        FZC_CHECK(refuse == NULL, "%s: a file with %s parsed OK", t->program, refuse);
-        fzc_check_bounds(t, &c);
-    }
-    if (!mutated) {
-        FZC_CHECK(st == ST_OK, "%s: a valid file was refused: %s", t->program, err);
-        fzc_check_expect(t, &c, &e);
-    }
-    st_config_free(t, &c);
 }
 
 /* --------------------------------------------------------------- flags -- */
 
-static void fzc_flags(fz_rng_t *r, const st_cfg_table_t *t)
+static void fzc_flags(fz_rng_t *r, const cfg_table_t *t)
 {
     char *argv[64], *copy[64], name[160];
     int argc = 1, npos = -1, help = 0, want_pos = 0, mutated = fz_chance(r, 70);
@@ -830,11 +471,11 @@ static void fzc_flags(fz_rng_t *r, const st_cfg_table_t *t)
     argv[0] = (char *)t->program;
     for (size_t k = 0, n = fz_below(r, 8); k < n && argc < 40; k++) {
         size_t i = fz_below(r, t->n_options);
-        const st_cfg_option_t *o = &t->options[i];
+        const cfg_option_t *o = &t->options[i];
         int64_t v = 0;
         char *text = fzc_valid(r, o, &v);
 
-        if (o->type == ST_CFG_STRING && fz_chance(r, 10)) {
+        if (o->type == CFG_STRING && fz_chance(r, 10)) {
             /* A value that looks like a flag is still the value. */
             static const char *const flaglike[] = {"-h", "--help", "-c",        "--config",
                                                    "--", "-",      "--no-flag", "-v"};
@@ -848,17 +489,17 @@ static void fzc_flags(fz_rng_t *r, const st_cfg_table_t *t)
             name[j] = o->name[j] == '_' ? '-' : o->name[j];
             name[j + 1] = '\0';
         }
-        if (o->type == ST_CFG_BOOL && fz_chance(r, 50)) {
+        if (o->type == CFG_BOOL && fz_chance(r, 50)) {
             argv[argc] = fz_alloc(strlen(name) + 8);
             sprintf(argv[argc++], v ? "--%s" : "--no-%s", name);
-        } else if (o->short_flag && fz_chance(r, 30) && o->type != ST_CFG_BOOL) {
+        } else if (o->short_flag && fz_chance(r, 30) && o->type != CFG_BOOL) {
             argv[argc] = fz_alloc(3);
             sprintf(argv[argc++], "-%c", o->short_flag);
             argv[argc++] = text;
         } else if (fz_chance(r, 50)) {
             argv[argc] = fz_alloc(strlen(name) + strlen(text) + 4);
             sprintf(argv[argc++], "--%s=%s", name, text);
-        } else if (o->type != ST_CFG_BOOL) {
+        } else if (o->type != CFG_BOOL) {
             argv[argc] = fz_alloc(strlen(name) + 3);
             sprintf(argv[argc++], "--%s", name);
             argv[argc++] = text;
@@ -912,7 +553,7 @@ static void fzc_flags(fz_rng_t *r, const st_cfg_table_t *t)
     G.input_len = shown.len;
     memcpy(copy, argv, sizeof(char *) * (size_t)(argc + 1));
     fzc_defaults(t, &c);
-    st = st_config_parse_args(t, &c, argc, copy, &npos, &help, err, sizeof(err));
+    st = cfg_parse_args(t, &c, argc, copy, &npos, &help, err, sizeof(err));
     G.flags++;
     G.flags_ok += st == ST_OK;
     FZC_CHECK(st == ST_OK || st == ST_ERR_INVALID || st == ST_ERR_NOT_FOUND || st == ST_ERR_IO,
@@ -938,7 +579,7 @@ static void fzc_flags(fz_rng_t *r, const st_cfg_table_t *t)
                       copy[1 + i], want[i]);
         }
     }
-    st_config_free(t, &c);
+    cfg_free(t, &c);
 }
 
 /* ---------------------------------------------------------- the client -- */
@@ -1002,7 +643,7 @@ static void fzc_regress_file(const char *what, const char *text, size_t len, st_
     fz_log_clear(&G.log);
     fzc_write(text, len);
     fzc_defaults(&cd_config_table, c);
-    st = st_config_load_file(&cd_config_table, c, G.path, err, sizeof(err));
+    st = cfg_load_file(&cd_config_table, c, G.path, err, sizeof(err));
     FZC_CHECK(st == want && strstr(err, msg) != NULL,
               "regression (%s): %s with '%s', expected %s with '%s'", what, st_status_name(st), err,
               st_status_name(want), msg);
@@ -1025,7 +666,7 @@ static void fzc_regressions(void)
     n += snprintf(line + n, sizeof(line) - (size_t)n, "memory_limit = 2G\n");
     fzc_regress_file("long line", line, (size_t)n, ST_ERR_INVALID, ":1: line longer than 198", &c);
     FZC_CHECK(c.stratad.memory_limit == 1ull << 30, "the tail of a long line was applied");
-    st_config_free(&cd_config_table, &c);
+    cfg_free(&cd_config_table, &c);
     /* 198 bytes fit, whole. */
     n = snprintf(line, sizeof(line), "node_id = ");
     memset(line + n, 'c', 188);
@@ -1033,19 +674,19 @@ static void fzc_regressions(void)
     line[n++] = '\n';
     fzc_regress_file("198-byte line", line, (size_t)n, ST_OK, "", &c);
     FZC_CHECK(strlen(c.stratad.node_id) == 188, "a 198-byte line was cut");
-    st_config_free(&cd_config_table, &c);
+    cfg_free(&cd_config_table, &c);
     /* A NUL byte: the value was cut there, the rest dropped. */
     fzc_regress_file("NUL", FZC_LIT("node_id = abc\0def\nmemory_limit = 2G\n"), ST_ERR_INVALID,
                      ":1: a NUL byte", &c);
-    st_config_free(&cd_config_table, &c);
+    cfg_free(&cd_config_table, &c);
     /* Indented keys: the second became part of the first's value
      * (node_id = "listen = 127.0.0.1:9"). */
     fzc_regress_file("indented", FZC_LIT("[stratad]\n  node_id = n1\n  listen = 127.0.0.1:9\n"),
                      ST_ERR_INVALID, ":2: the line starts with white space", &c);
-    st_config_free(&cd_config_table, &c);
+    cfg_free(&cd_config_table, &c);
     fzc_regress_file("indented comment", FZC_LIT("node_id = n1\n  # a note\n"), ST_OK, "", &c);
     FZC_CHECK(strcmp(c.stratad.node_id, "n1") == 0, "node_id is '%s'", c.stratad.node_id);
-    st_config_free(&cd_config_table, &c);
+    cfg_free(&cd_config_table, &c);
 
     /* A flag's value that looks like a flag was read as one by the first
      * pass: "--node-id -h" printed the help, "--auth-token -c x" loaded x. */
@@ -1059,13 +700,13 @@ static void fzc_regressions(void)
         G.what = "flags: --node-id -h --auth-token -c";
         G.input = NULL;
         fzc_defaults(&cd_config_table, &c);
-        st = st_config_parse_args(&cd_config_table, &c, 7, argv, &npos, &help, err, sizeof(err));
+        st = cfg_parse_args(&cd_config_table, &c, 7, argv, &npos, &help, err, sizeof(err));
         FZC_CHECK(st == ST_OK && help == 0 && npos == 0 && strcmp(c.stratad.node_id, "-h") == 0 &&
                       strcmp(c.stratad.auth_token, "-c") == 0 &&
                       strcmp(c.stratad.listen, "127.0.0.1:9") == 0,
                   "regression (flag values like flags): %s help=%d '%s'", st_status_name(st), help,
                   err);
-        st_config_free(&cd_config_table, &c);
+        cfg_free(&cd_config_table, &c);
     }
 }
 
@@ -1075,7 +716,7 @@ int main(void)
 {
     uint64_t iters = fz_env_u64("STRATA_FUZZ_ITERS", FZC_ITERS);
     double limit = (double)fz_env_u64("STRATA_FUZZ_SECONDS", FZC_SECONDS), t0 = fz_now();
-    const st_cfg_table_t *tables[] = {&cd_config_table, &fzc_table};
+    const cfg_table_t *tables[] = {&cd_config_table, &fzc_table};
     fz_rng_t r;
     int fd, stopped_early = 0;
 

@@ -1,7 +1,7 @@
 /*
  * fuzz_envelope.c - the address and remote-key blobs of the transport
- * (transport/transport.c, docs/transport.md): what st_transport_connect()
- * and st_transport_rkey_unpack() do with bytes that came over the control
+ * (transport/transport.c, docs/transport.md): what tp_connect()
+ * and tp_rkey_unpack() do with bytes that came over the control
  * plane, held to an independent reader of the documented header (magic,
  * version, backend, payload length, for keys the region's base and length,
  * and the XXH3-64 checksum of header and payload).
@@ -40,8 +40,8 @@
 #include <xxhash.h>
 
 #include "fuzz_util.h"
-#include "st_log.h"
-#include "st_transport.h"
+#include "log.h"
+#include "transport.h"
 
 #define FE_ITERS      50000
 #define FE_ADDR_HDR   24
@@ -58,44 +58,12 @@ static void __attribute__((noreturn, format(printf, 3, 4)))
 fe_fail(const uint8_t *buf, size_t len, const char *fmt, ...)
 {
     va_list ap;
-    char hex[600];
 
     if (g_log_fd >= 0) {
-        st_log_set_fd(g_log_fd);
+        lg_set_fd(g_log_fd);
     }
-    fprintf(stderr, "\nFAIL: ");
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fz_hex(buf, len < 200 ? len : 200, hex, sizeof(hex));
-    fprintf(stderr, "\n  seed=0x%016llx iteration=%llu\n  mutations: %s\n  blob (%zu bytes): %s\n",
-            (unsigned long long)g_seed, (unsigned long long)g_iter,
-            g_log.len ? g_log.text : "(none)", len, hex);
-    fprintf(stderr, "  replay: STRATA_TEST_SEED=0x%016llx\n", (unsigned long long)g_seed);
-    exit(1);
-}
-
-static uint32_t fe_get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t fe_get64(const uint8_t *p)
-{
-    return (uint64_t)fe_get32(p) | (uint64_t)fe_get32(p + 4) << 32;
-}
-
-static void fe_put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) {
-        p[i] = (uint8_t)(v >> (8 * i));
-    }
-}
-
-static void fe_put64(uint8_t *p, uint64_t v)
-{
-    fe_put32(p, (uint32_t)v);
-    fe_put32(p + 4, (uint32_t)(v >> 32));
+    fz_fail_one(g_seed, g_iter, &g_log, "blob", buf, len, fmt, ap);
 }
 
 /* The checksum as docs/transport.md gives it: header less its last 8 bytes, then the payload. */
@@ -113,13 +81,12 @@ static int fe_reference(const uint8_t *b, size_t len, uint32_t magic)
 {
     size_t hdr = magic == FE_RKEY_MAGIC ? FE_RKEY_HDR : FE_ADDR_HDR;
 
-    if (b == NULL || len < hdr || fe_get32(b) != magic || b[4] != 1 ||
-        b[5] != (uint8_t)ST_TRANSPORT_UCX || fe_get32(b + 8) != len - hdr ||
-        fe_sum(b, len, hdr) != fe_get64(b + hdr - 8)) {
+    if (b == NULL || len < hdr || fz_get32(b) != magic || b[4] != 1 || b[5] != (uint8_t)TP_UCX ||
+        fz_get32(b + 8) != len - hdr || fe_sum(b, len, hdr) != fz_get64(b + hdr - 8)) {
         return 0;
     }
     if (magic == FE_RKEY_MAGIC) {
-        uint64_t base = fe_get64(b + 16), rlen = fe_get64(b + 24);
+        uint64_t base = fz_get64(b + 16), rlen = fz_get64(b + 24);
 
         if (rlen == 0 || base + rlen < base) {
             return 0;
@@ -148,9 +115,9 @@ static void fe_edit(fz_rng_t *r, uint8_t *b, size_t len, uint32_t magic)
 
     switch (fz_below(r, n)) {
     case 0:
-        fe_put32(b, fz_chance(r, 50) ? (magic == FE_RKEY_MAGIC ? FE_ADDR_MAGIC : FE_RKEY_MAGIC)
+        fz_put32(b, fz_chance(r, 50) ? (magic == FE_RKEY_MAGIC ? FE_ADDR_MAGIC : FE_RKEY_MAGIC)
                                      : (uint32_t)fz_next(r));
-        fz_logf(&g_log, "magic 0x%08x", fe_get32(b));
+        fz_logf(&g_log, "magic 0x%08x", fz_get32(b));
         break;
     case 1:
         b[4] = (uint8_t)(fz_chance(r, 50) ? fz_below(r, 3) : fz_next(r));
@@ -161,9 +128,9 @@ static void fe_edit(fz_rng_t *r, uint8_t *b, size_t len, uint32_t magic)
         fz_logf(&g_log, "backend %u", b[5]);
         break;
     case 3:
-        fe_put32(b + 8, fz_chance(r, 50) ? (uint32_t)(len - hdr) + (uint32_t)fz_below(r, 3) - 1
+        fz_put32(b + 8, fz_chance(r, 50) ? (uint32_t)(len - hdr) + (uint32_t)fz_below(r, 3) - 1
                                          : (uint32_t)fz_next(r));
-        fz_logf(&g_log, "payload length %u of %zu", fe_get32(b + 8), len - hdr);
+        fz_logf(&g_log, "payload length %u of %zu", fz_get32(b + 8), len - hdr);
         break;
     case 4:
     case 5: {
@@ -174,69 +141,174 @@ static void fe_edit(fz_rng_t *r, uint8_t *b, size_t len, uint32_t magic)
         break;
     }
     case 6: {
-        uint64_t base = fe_get64(b + 16);
+        uint64_t base = fz_get64(b + 16);
         uint64_t v = fz_chance(r, 50) ? big[fz_below(r, sizeof(big) / sizeof(big[0]))]
                                       : base + fz_below(r, 2 * FE_REGION) - FE_REGION;
 
-        fe_put64(b + 16, v);
+        fz_put64(b + 16, v);
         fz_logf(&g_log, "base 0x%llx", (unsigned long long)v);
         break;
     }
     default: {
         uint64_t v = big[fz_below(r, sizeof(big) / sizeof(big[0]))];
 
-        fe_put64(b + 24, v);
+        fz_put64(b + 24, v);
         fz_logf(&g_log, "region length %llu", (unsigned long long)v);
         break;
     }
     }
     if (len >= hdr) {
-        fe_put64(b + hdr - 8, fe_sum(b, len, hdr));
+        fz_put64(b + hdr - 8, fe_sum(b, len, hdr));
     }
 }
 
 /* Gets outside an accepted key's bounds are refused before they are posted. */
-static void fe_probe(st_transport_ep_t *ep, st_transport_rkey_t *rkey, st_transport_mem_t *local,
-                     const uint8_t *b, size_t len)
+static void fe_probe(tp_ep_t *ep, tp_rkey_t *rkey, tp_mem_t *local, const uint8_t *b, size_t len)
 {
-    uint64_t base, hbase = fe_get64(b + 16), hlen = fe_get64(b + 24);
+    uint64_t base, hbase = fz_get64(b + 16), hlen = fz_get64(b + 24);
     size_t rlen;
-    uint8_t *dst = st_transport_mem_addr(local);
+    uint8_t *dst = tp_mem_addr(local);
     st_status_t st;
 
-    st_transport_rkey_bounds(rkey, &base, &rlen);
+    tp_rkey_bounds(rkey, &base, &rlen);
     if (base != hbase || rlen != (size_t)hlen) {
         fe_fail(b, len, "key bounds 0x%llx/%zu, its header says 0x%llx/%llu",
                 (unsigned long long)base, rlen, (unsigned long long)hbase,
                 (unsigned long long)hlen);
     }
     if (base > 0) {
-        st = st_transport_get(ep, dst, 1, local, base - 1, rkey, NULL, NULL);
+        st = tp_get(ep, dst, 1, local, base - 1, rkey, NULL, NULL);
         if (st != ST_ERR_INVALID) {
             fe_fail(b, len, "a get before the region: %s", st_strerror(st));
         }
     }
-    st = st_transport_get(ep, dst, 64, local, base + rlen - (rlen < 32 ? rlen : 32), rkey, NULL,
-                          NULL);
+    st = tp_get(ep, dst, 64, local, base + rlen - (rlen < 32 ? rlen : 32), rkey, NULL, NULL);
     if (rlen >= 32 && st != ST_ERR_INVALID) {
         fe_fail(b, len, "a get across the region's end: %s", st_strerror(st));
     }
     if (rlen < 64 && st != ST_ERR_INVALID) {
         fe_fail(b, len, "a get longer than the region: %s", st_strerror(st));
     }
-    st = st_transport_get_now(ep, dst, 1, local, base + rlen, rkey);
+    st = tp_get_now(ep, dst, 1, local, base + rlen, rkey);
     if (st != ST_ERR_INVALID && base + rlen != 0) {
         fe_fail(b, len, "a get_now past the region's end: %s", st_strerror(st));
     }
 }
 
+/* The blob of one iteration, made from the transport's own address (addr0)
+ * or key (key0); *ref is the reference reader's verdict on it. */
+static uint8_t *fe_make_blob(fz_rng_t *r, int is_key, const uint8_t *addr0, size_t addr_len,
+                             const uint8_t *key0, size_t key_len, size_t *len_p, int *ref_p)
+{
+    uint32_t magic = is_key ? FE_RKEY_MAGIC : FE_ADDR_MAGIC;
+    const uint8_t *orig = is_key ? key0 : addr0;
+    size_t olen = is_key ? key_len : addr_len, len;
+    uint8_t *b;
+    int ref;
+    unsigned mode = (unsigned)fz_below(r, 10);
+
+    if (mode < 4) { /* bytes mutated, checksum stale */
+        b = fz_mutate_bytes(r, orig, olen, &len, &g_log);
+        ref = len == olen && memcmp(b, orig, olen) == 0;
+    } else if (mode < 8) { /* one field, checksum anew */
+        b = fz_dup(orig, olen);
+        len = olen;
+        fe_edit(r, b, len, magic);
+        if (fz_chance(r, 25)) {
+            fe_edit(r, b, len, magic);
+        }
+        ref = fe_reference(b, len, magic);
+    } else if (mode == 8) { /* the other blob */
+        const uint8_t *other = is_key ? addr0 : key0;
+
+        len = is_key ? addr_len : key_len;
+        b = fz_dup(other, len);
+        fz_logf(&g_log, "the %s offered as %s", is_key ? "address" : "key",
+                is_key ? "a key" : "an address");
+        ref = 0;
+    } else { /* random bytes, sometimes behind a real magic */
+        len = fz_below(r, 600);
+        b = fz_alloc(len + 1);
+        fz_fill(r, b, len);
+        if (len >= 4 && fz_chance(r, 50)) {
+            fz_put32(b, magic);
+        }
+        fz_logf(&g_log, "%zu random bytes", len);
+        ref = fe_reference(b, len, magic);
+    }
+    *len_p = len;
+    *ref_p = ref;
+    return b;
+}
+
+/* Offers b (len bytes) as a remote key on ep, or as an address to tp, from
+ * an exact-size copy (the sanitizer build sees a read past it); fails when
+ * the transport and the reference (ref) disagree. */
+static void fe_offer(tp_transport_t *tp, tp_ep_t *ep, tp_mem_t *local, int is_key, const uint8_t *b,
+                     size_t len, int ref)
+{
+    uint8_t *exact = malloc(len ? len : 1);
+    tp_rkey_t *rkey = NULL;
+    tp_ep_t *e2 = NULL;
+    st_status_t st;
+
+    if (exact == NULL) {
+        fe_fail(b, len, "out of memory");
+    }
+    memcpy(exact, b, len);
+    st = is_key ? tp_rkey_unpack(ep, len ? exact : NULL, len, &rkey)
+                : tp_connect(tp, len ? exact : NULL, len, &e2);
+    if ((st == ST_OK) != ref) {
+        fe_fail(b, len, "%s says %s, the reference %s",
+                is_key ? "remote key: tp_rkey_unpack" : "address: tp_connect", st_strerror(st),
+                ref ? "accepts" : "refuses");
+    }
+    if (st == ST_OK && is_key) {
+        fe_probe(ep, rkey, local, b, len);
+        tp_rkey_destroy(rkey);
+    } else if (st == ST_OK) {
+        tp_ep_close(e2);
+    }
+    if (st != ST_OK && st != ST_ERR_INVALID) {
+        fe_fail(b, len, "a refusal is %s, not ST_ERR_INVALID", st_strerror(st));
+    }
+    free(exact);
+}
+
+/* The original key (key0) still reads the region. */
+static void fe_check_original(tp_ep_t *ep, tp_mem_t *local, const void *key0, size_t key_len)
+{
+    tp_rkey_t *rkey = NULL;
+    uint64_t base;
+    size_t rlen;
+    uint8_t *dst = tp_mem_addr(local);
+    st_status_t st;
+
+    if (tp_rkey_unpack(ep, key0, key_len, &rkey) != ST_OK) {
+        fe_fail(key0, key_len, "the original key no longer unpacks");
+    }
+    tp_rkey_bounds(rkey, &base, &rlen);
+    memset(dst, 0, 256);
+    st = tp_get_now(ep, dst, 256, local, base + 1024, rkey);
+    if (st == ST_ERR_UNSUPPORTED) {
+        st = tp_get(ep, dst, 256, local, base + 1024, rkey, NULL, NULL);
+        if (st == ST_OK) {
+            st = tp_ep_flush(ep, 10000);
+        }
+    }
+    if (st != ST_OK || dst[0] != 0x5a || dst[255] != 0x5a) {
+        fe_fail(key0, key_len, "a get with the original key: %s", st_strerror(st));
+    }
+    tp_rkey_destroy(rkey);
+}
+
 int main(void)
 {
     uint64_t iters = fz_env_u64("STRATA_FUZZ_ITERS", FE_ITERS), accepted = 0;
-    st_transport_config_t cfg = {.backend = ST_TRANSPORT_UCX};
-    st_transport_t *tp = NULL;
-    st_transport_mem_t *region = NULL, *local = NULL;
-    st_transport_ep_t *ep = NULL;
+    tp_config_t cfg = {.backend = TP_UCX};
+    tp_transport_t *tp = NULL;
+    tp_mem_t *region = NULL, *local = NULL;
+    tp_ep_t *ep = NULL;
     const void *addr0, *key0;
     size_t addr_len, key_len;
     double start = fz_now();
@@ -245,18 +317,18 @@ int main(void)
 
     g_seed = fz_seed("test_fuzz_envelope");
     fz_rng_init(&r, g_seed, 1);
-    if (st_transport_create(&cfg, &tp) != ST_OK) {
+    if (tp_create(&cfg, &tp) != ST_OK) {
         printf("test_fuzz_envelope: no UCX transport here: skipped\n");
         return 77;
     }
-    if (st_transport_mem_alloc(tp, FE_REGION, &region) != ST_OK ||
-        st_transport_mem_alloc(tp, FE_REGION, &local) != ST_OK) {
+    if (tp_mem_alloc(tp, FE_REGION, &region) != ST_OK ||
+        tp_mem_alloc(tp, FE_REGION, &local) != ST_OK) {
         fe_fail(NULL, 0, "cannot allocate the regions");
     }
-    memset(st_transport_mem_addr(region), 0x5a, FE_REGION);
-    st_transport_address(tp, &addr0, &addr_len);
-    st_transport_mem_rkey(region, &key0, &key_len);
-    if (st_transport_connect(tp, addr0, addr_len, &ep) != ST_OK) {
+    memset(tp_mem_addr(region), 0x5a, FE_REGION);
+    tp_address(tp, &addr0, &addr_len);
+    tp_mem_rkey(region, &key0, &key_len);
+    if (tp_connect(tp, addr0, addr_len, &ep) != ST_OK) {
         fe_fail(addr0, addr_len, "cannot connect to this transport's own address");
     }
     if (!fe_reference(addr0, addr_len, FE_ADDR_MAGIC) ||
@@ -264,124 +336,31 @@ int main(void)
         fe_fail(key0, key_len, "the reference refuses the transport's own blobs");
     }
     devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
-    g_log_fd = st_log_set_fd(devnull);
+    g_log_fd = lg_set_fd(devnull);
 
     for (g_iter = 0; g_iter < iters; g_iter++) {
         int is_key = fz_chance(&r, 70), ref;
-        uint32_t magic = is_key ? FE_RKEY_MAGIC : FE_ADDR_MAGIC;
-        const uint8_t *orig = is_key ? key0 : addr0;
-        size_t olen = is_key ? key_len : addr_len, len;
+        size_t len;
         uint8_t *b;
-        st_status_t st;
-        unsigned mode = (unsigned)fz_below(&r, 10);
 
         fz_log_clear(&g_log);
-        if (mode < 4) { /* bytes mutated, checksum stale */
-            b = fz_mutate_bytes(&r, orig, olen, &len, &g_log);
-            ref = len == olen && memcmp(b, orig, olen) == 0;
-        } else if (mode < 8) { /* one field, checksum anew */
-            b = fz_dup(orig, olen);
-            len = olen;
-            fe_edit(&r, b, len, magic);
-            if (fz_chance(&r, 25)) {
-                fe_edit(&r, b, len, magic);
-            }
-            ref = fe_reference(b, len, magic);
-        } else if (mode == 8) { /* the other blob */
-            const uint8_t *other = is_key ? addr0 : key0;
-
-            len = is_key ? addr_len : key_len;
-            b = fz_dup(other, len);
-            fz_logf(&g_log, "the %s offered as %s", is_key ? "address" : "key",
-                    is_key ? "a key" : "an address");
-            ref = 0;
-        } else { /* random bytes, sometimes behind a real magic */
-            len = fz_below(&r, 600);
-            b = fz_alloc(len + 1);
-            fz_fill(&r, b, len);
-            if (len >= 4 && fz_chance(&r, 50)) {
-                fe_put32(b, magic);
-            }
-            fz_logf(&g_log, "%zu random bytes", len);
-            ref = fe_reference(b, len, magic);
-        }
-        /* An exact-size copy: the sanitizer build sees a read past it. */
-        {
-            uint8_t *exact = malloc(len ? len : 1);
-
-            if (exact == NULL) {
-                fe_fail(b, len, "out of memory");
-            }
-            memcpy(exact, b, len);
-            if (is_key) {
-                st_transport_rkey_t *rkey = NULL;
-
-                st = st_transport_rkey_unpack(ep, len ? exact : NULL, len, &rkey);
-                if ((st == ST_OK) != ref) {
-                    fe_fail(b, len,
-                            "remote key: st_transport_rkey_unpack says %s, the reference %s",
-                            st_strerror(st), ref ? "accepts" : "refuses");
-                }
-                if (st == ST_OK) {
-                    fe_probe(ep, rkey, local, b, len);
-                    st_transport_rkey_destroy(rkey);
-                }
-            } else {
-                st_transport_ep_t *e2 = NULL;
-
-                st = st_transport_connect(tp, len ? exact : NULL, len, &e2);
-                if ((st == ST_OK) != ref) {
-                    fe_fail(b, len, "address: st_transport_connect says %s, the reference %s",
-                            st_strerror(st), ref ? "accepts" : "refuses");
-                }
-                if (st == ST_OK) {
-                    st_transport_ep_close(e2);
-                }
-            }
-            if (st != ST_OK && st != ST_ERR_INVALID) {
-                fe_fail(b, len, "a refusal is %s, not ST_ERR_INVALID", st_strerror(st));
-            }
-            free(exact);
-        }
+        b = fe_make_blob(&r, is_key, addr0, addr_len, key0, key_len, &len, &ref);
+        fe_offer(tp, ep, local, is_key, b, len, ref);
         accepted += ref;
         if (g_iter % 512 == 511) {
             fz_arena_reset();
         }
     }
-    st_log_set_fd(g_log_fd);
+    lg_set_fd(g_log_fd);
     close(devnull);
     g_log_fd = -1;
     fz_arena_reset();
 
-    /* The original key still reads the region. */
-    {
-        st_transport_rkey_t *rkey = NULL;
-        uint64_t base;
-        size_t rlen;
-        uint8_t *dst = st_transport_mem_addr(local);
-        st_status_t st;
-
-        if (st_transport_rkey_unpack(ep, key0, key_len, &rkey) != ST_OK) {
-            fe_fail(key0, key_len, "the original key no longer unpacks");
-        }
-        st_transport_rkey_bounds(rkey, &base, &rlen);
-        memset(dst, 0, 256);
-        st = st_transport_get_now(ep, dst, 256, local, base + 1024, rkey);
-        if (st == ST_ERR_UNSUPPORTED) {
-            st = st_transport_get(ep, dst, 256, local, base + 1024, rkey, NULL, NULL);
-            if (st == ST_OK) {
-                st = st_transport_ep_flush(ep, 10000);
-            }
-        }
-        if (st != ST_OK || dst[0] != 0x5a || dst[255] != 0x5a) {
-            fe_fail(key0, key_len, "a get with the original key: %s", st_strerror(st));
-        }
-        st_transport_rkey_destroy(rkey);
-    }
-    st_transport_ep_close(ep);
-    st_transport_mem_deregister(tp, local);
-    st_transport_mem_deregister(tp, region);
-    st_transport_destroy(tp);
+    fe_check_original(ep, local, key0, key_len);
+    tp_ep_close(ep);
+    tp_mem_deregister(tp, local);
+    tp_mem_deregister(tp, region);
+    tp_destroy(tp);
     printf("test_fuzz_envelope: %llu blobs in %.1f s (%llu accepted)\n", (unsigned long long)iters,
            fz_now() - start, (unsigned long long)accepted);
     return 0;

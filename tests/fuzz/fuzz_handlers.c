@@ -65,30 +65,20 @@ static void fz_check_alive(void);
 void __attribute__((noreturn, format(printf, 1, 2))) fz_fail(const char *fmt, ...)
 {
     va_list ap;
-    char hex[600], path[256];
+    char path[256];
 
-    fprintf(stderr, "\nFAIL: ");
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    fz_fail_head(fmt, ap);
     va_end(ap);
     fprintf(stderr, "\n  seed=0x%016llx method=%s node=%d iteration=%llu\n",
             (unsigned long long)F.seed, F.cur_method ? F.cur_method : "-", F.cur_node,
             (unsigned long long)F.cur_iter);
     fprintf(stderr, "  mutations: %s\n", F.log.len ? F.log.text : "(none)");
     if (F.cur_req != NULL) {
-        FILE *f;
-
-        fz_hex(F.cur_req, F.cur_len < 256 ? F.cur_len : 256, hex, sizeof(hex));
-        fprintf(stderr, "  request (%zu bytes): %s\n", F.cur_len, hex);
         snprintf(path, sizeof(path), "/tmp/fuzz_handlers-%016llx-%s-%llu.bin",
                  (unsigned long long)F.seed, F.cur_method ? F.cur_method : "x",
                  (unsigned long long)F.cur_iter);
-        f = fopen(path, "wb");
-        if (f != NULL) {
-            fwrite(F.cur_req, 1, F.cur_len, f);
-            fclose(f);
-            fprintf(stderr, "  request saved to %s\n", path);
-        }
+        fz_fail_input("request", F.cur_req, F.cur_len, 256, path);
     }
     fprintf(stderr, "  replay: STRATA_TEST_SEED=0x%016llx STRATA_FUZZ_METHOD=%s\n",
             (unsigned long long)F.seed, F.cur_method ? F.cur_method : "");
@@ -603,6 +593,7 @@ static void fz_check_nodes(void)
         fz_cred_probe(node);
         fz_canary_check(node);
         fz_put_chain(node, F.pool, FZ_POOL, FZ_OBJ, 0);
+        fz_put_score_idx(node, 0);
         fz_arena_reset();
     }
 }
@@ -916,6 +907,7 @@ int main(int argc, char **argv)
     fz_chain(0x900d, F.pool, FZ_POOL);
     for (int i = 0; i < FZ_NODES; i++) {
         fz_put_chain(i, F.pool, FZ_POOL, FZ_OBJ, 1);
+        fz_put_score_idx(i, 1);
     }
     fz_arena_reset();
     fz_canary_setup();

@@ -131,12 +131,7 @@ typedef struct fz_expect {
  * request, the daemons' last log lines), stops the daemons, exits 1. */
 void fz_fail(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 
-#define FZ_CHECK(cond, ...)       \
-    do {                          \
-        if (!(cond)) {            \
-            fz_fail(__VA_ARGS__); \
-        }                         \
-    } while (0)
+#define FZ_CHECK(cond, ...) FZ_CHECK_OR(fz_fail, cond, __VA_ARGS__)
 
 /* Sends raw bytes to node; returns the gRPC code, the answer in *resp (malloc'd). */
 int fz_raw(int node, const char *path, const uint8_t *req, size_t len, void **resp,
@@ -197,6 +192,15 @@ void fz_check_ok(int m, int node, const ProtobufCMessage *pm, const ProtobufCMes
 
 /* Forgets a reservation that was committed, aborted or found gone. */
 void fz_forget_resv(int node, uint64_t id);
+
+/* ------------------------------------------------------- fuzz_score.c -- */
+
+/* Puts IDX objects of the indexer's layout on the pool of node (strict:
+ * every one must be KEY_OK or KEY_EXISTS). */
+void fz_put_score_idx(int node, int strict);
+ProtobufCMessage *fz_b_score(fz_rng_t *r);
+void fz_expect_score(const ProtobufCMessage *pm, fz_expect_t *e);
+void fz_ok_score(const ProtobufCMessage *pm, const ProtobufCMessage *pa);
 
 /* Checks a Locations table of n objects. */
 void fz_check_locations(const Strata__V1__Locations *l, size_t n, const char *what);

@@ -638,6 +638,55 @@ ProtobufCMessage *fz_b_cluster(fz_rng_t *r)
     return &q->base;
 }
 
+/* A peer's copy of KDA objects and session records (refused to a tenant's token). */
+static ProtobufCMessage *fz_b_replicate(fz_rng_t *r)
+{
+    Strata__V1__ReplicateRequest *q = fz_alloc(sizeof(*q));
+    size_t n = fz_below(r, 4), ns = fz_below(r, 3);
+
+    strata__v1__replicate_request__init(q);
+    q->tenant = "fuzz";
+    q->model = "m";
+    q->block_tokens = (uint32_t)F.block_tokens;
+    q->check_only = fz_chance(r, 30);
+    q->objects = fz_alloc(sizeof(*q->objects) * (n + 1));
+    q->links = fz_alloc(sizeof(*q->links) * (n + 1));
+    for (size_t i = 0; i < n; i++) {
+        size_t b = fz_below(r, FZ_POOL);
+
+        q->objects[i] = fz_obj(&F.pool[b], KIND_KDA, 0, 1 + fz_below(r, 2048));
+        q->links[i] = fz_link(F.pool, b);
+        q->links[i]->placement = fz_hb(&F.pool[b - b % F.segment_blocks]);
+    }
+    q->n_objects = q->n_links = n;
+    q->sessions = fz_alloc(sizeof(*q->sessions) * (ns + 1));
+    q->session_checksum = fz_alloc(sizeof(*q->session_checksum) * (ns + 1));
+    for (size_t i = 0; i < ns; i++) {
+        Strata__V1__SessionInfo *si = fz_alloc(sizeof(*si));
+        size_t b = fz_below(r, FZ_POOL);
+
+        strata__v1__session_info__init(si);
+        si->session_id = fz_session_id(r);
+        si->head_hash = fz_hb(&F.pool[b]);
+        si->length = (b + 1) * F.block_tokens;
+        si->version = fz_below(r, 8);
+        si->ttl_ms = (uint32_t)fz_below(r, 100000);
+        q->sessions[i] = si;
+        q->session_checksum[i] = fz_below(r, 1u << 30);
+    }
+    q->n_sessions = q->n_session_checksum = ns;
+    return &q->base;
+}
+
+static ProtobufCMessage *fz_b_drain(fz_rng_t *r)
+{
+    Strata__V1__DrainRequest *q = fz_alloc(sizeof(*q));
+
+    strata__v1__drain_request__init(q);
+    q->timeout_ms = (uint32_t)fz_below(r, 100000);
+    return &q->base;
+}
+
 static ProtobufCMessage *fz_b_health(fz_rng_t *r)
 {
     static const char *const svc[] = {"", SRPC_CACHE_SERVICE, SRPC_HEALTH_SERVICE};
@@ -649,7 +698,8 @@ static ProtobufCMessage *fz_b_health(fz_rng_t *r)
 }
 
 const fz_builder_fn fz_builders[FZ_N_METHODS] = {
-    fz_b_hello,      fz_b_lookup, fz_b_locate, fz_b_reserve, fz_b_commit, fz_b_abort, fz_b_release,
-    fz_b_put,        fz_b_get,    fz_b_delete, fz_b_pin,     fz_b_unpin,  fz_b_open,  fz_b_append,
-    fz_b_getsession, fz_b_close,  fz_b_stats,  fz_b_cluster, fz_b_health, NULL,
+    fz_b_hello,   fz_b_lookup,    fz_b_locate,     fz_b_reserve, fz_b_commit, fz_b_abort,
+    fz_b_release, fz_b_put,       fz_b_get,        fz_b_delete,  fz_b_pin,    fz_b_unpin,
+    fz_b_open,    fz_b_append,    fz_b_getsession, fz_b_close,   fz_b_stats,  fz_b_cluster,
+    fz_b_score,   fz_b_replicate, fz_b_drain,      fz_b_health,  NULL,
 };

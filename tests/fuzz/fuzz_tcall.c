@@ -3,8 +3,8 @@
  * over the transport") sent to a real stratad over UCX, from this process's
  * own transport (tests/support/tcall_raw.c).
  *
- * Each batch mixes valid calls (Lookup and Locate of a stored chain, leases
- * taken and Released), which must be answered OK with the right content,
+ * Each batch mixes valid calls (Lookup, Locate and Score of a stored chain,
+ * leases taken and Released), which must be answered OK with the right content,
  * with frames that must not be served: no key, a key with a bit flipped,
  * cut, lengthened or random, of 0 to 1024 bytes; unknown method numbers;
  * request bodies mutated through the protobuf descriptors (fuzz_util.c) or
@@ -66,122 +66,36 @@
 #include "tcall_raw.h"
 #include "tenants.h"
 
-#define FT_TOKEN_A "fuzz-tcall-acme-token-0123456789"
-#define FT_TOKEN_B "fuzz-tcall-beta-token-9876543210"
-#define FT_MAX_MSG (1u << 20)                                          /* --max-message 1M */
-#define FT_ARGS    "--max-message 1M --max-lease 10s --log-level warn" /* and the tenants' flags */
-#define FT_CHAIN   48    /* blocks of the stored chain */
-#define FT_OBJ     1024  /* bytes of its objects (KV layers 0 and 1) */
-#define FT_BATCH   40    /* frames per batch */
-#define FT_ITERS   10000 /* default frames in all */
-#define FT_SECONDS 120   /* default time bound */
-#define FT_WAIT_MS 20000
-#define FT_LEASES  64
-#define FT_HDR     24
-#define FT_KEY_MAX 1024
-#define FT_MSG_MAX 1024
-#define FT_CODE(c) (1u << (c))
+#include "fuzz_tcall.h"
 
-enum {
-    GC_OK = 0,
-    GC_CANCELLED = 1,
-    GC_UNKNOWN = 2,
-    GC_INVALID = 3,
-    GC_DEADLINE = 4,
-    GC_NOT_FOUND = 5,
-    GC_EXISTS = 6,
-    GC_DENIED = 7,
-    GC_EXHAUSTED = 8,
-    GC_PRECONDITION = 9,
-    GC_UNAUTHENTICATED = 16,
-};
+const char *const fe_names[] = {"no answer", "INVALID_ARGUMENT", "refused", "served"};
 
-/* What a frame is, as the test built it (for the report and the counters). */
-enum {
-    FC_VALID,
-    FC_BAD_KEY,
-    FC_MUTATED_BODY,
-    FC_RANDOM_BODY,
-    FC_UNKNOWN_METHOD,
-    FC_FRAME_BYTES,
-    FC_FRAME_HEADER,
-    FC_OVERSIZE,
-    FC_SHORT,
-    FC_OTHER_KEY,
-    FC_N
-};
-static const char *const fc_names[FC_N] = {
-    "valid",       "bad-key",      "mutated-body", "random-body", "unknown-method",
-    "frame-bytes", "frame-header", "oversize",     "short",       "other-key"};
+const char *const fc_names[FC_N] = {"valid",          "bad-key",     "mutated-body", "random-body",
+                                    "unknown-method", "frame-bytes", "frame-header", "oversize",
+                                    "short",          "other-key"};
 
-/* What the documented layout says about a frame. */
-enum { FE_DROP, FE_INVALID, FE_DENIED, FE_SERVED };
-static const char *const fe_names[] = {"no answer", "INVALID_ARGUMENT", "refused", "served"};
-
-/* Valid calls whose answers the test checks in full. */
-enum { FV_NONE, FV_LOOKUP, FV_LOCATE, FV_LOCATE_LEASE, FV_RELEASE };
-
-typedef struct ft_frame {
-    int cls;
-    int expect; /* FE_* */
-    int valid;  /* FV_*: the content of an OK answer is checked too */
-    uint32_t method;
-    uint64_t id;
-    uint64_t lease; /* FV_RELEASE: the lease released */
-    size_t len;
-    uint8_t *bytes; /* the frame (arena memory) */
-    fz_log_t log;
-} ft_frame_t;
-
-static struct {
-    uint64_t seed;
-    tc_cluster_t cl;
-    tr_client_t a;    /* tenant acme: the fuzzed client */
-    tr_client_t b;    /* tenant beta: valid calls of its own, and its key */
-    tt_set_t tenants; /* acme's and beta's tokens, and the daemon's flags */
-    fz_rng_t r;
-    st_hash_t chain[FT_CHAIN];
-    st_client_t *lib;                   /* libstrata, which stored the chain */
-    uint8_t data[2 * FT_CHAIN][FT_OBJ]; /* its objects: KV layers 0 and 1 */
-    uint64_t leases[FT_LEASES];
-    size_t n_leases;
-    uint64_t next_id;
-    uint64_t batch;
-    ft_frame_t *cur;
-    fz_domain_t dom;
-    uint64_t sent[FC_N], codes[17];
-} T;
+ft_state_t T;
 
 /* ------------------------------------------------------------ failures -- */
 
-static void __attribute__((noreturn, format(printf, 1, 2))) ft_fail(const char *fmt, ...)
+void ft_fail(const char *fmt, ...)
 {
     va_list ap;
-    char hex[600], path[256];
+    char path[256];
 
-    fprintf(stderr, "\nFAIL: ");
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    fz_fail_head(fmt, ap);
     va_end(ap);
     fprintf(stderr, "\n  seed=0x%016llx batch=%llu\n", (unsigned long long)T.seed,
             (unsigned long long)T.batch);
     if (T.cur != NULL) {
-        FILE *f;
-
         fprintf(stderr, "  frame: id=%llu class=%s expected=%s method=%u\n",
                 (unsigned long long)T.cur->id, fc_names[T.cur->cls], fe_names[T.cur->expect],
                 T.cur->method);
         fprintf(stderr, "  mutations: %s\n", T.cur->log.len ? T.cur->log.text : "(none)");
-        fz_hex(T.cur->bytes, T.cur->len < 200 ? T.cur->len : 200, hex, sizeof(hex));
-        fprintf(stderr, "  frame (%zu bytes): %s\n", T.cur->len, hex);
         snprintf(path, sizeof(path), "/tmp/fuzz_tcall-%016llx-%llu.bin", (unsigned long long)T.seed,
                  (unsigned long long)T.cur->id);
-        f = fopen(path, "wb");
-        if (f != NULL) {
-            fwrite(T.cur->bytes, 1, T.cur->len, f);
-            fclose(f);
-            fprintf(stderr, "  frame saved to %s\n", path);
-        }
+        fz_fail_input("frame", T.cur->bytes, T.cur->len, 200, path);
     }
     fprintf(stderr, "  replay: STRATA_TEST_SEED=0x%016llx\n", (unsigned long long)T.seed);
     for (int i = 0; i < T.cl.n; i++) {
@@ -193,50 +107,25 @@ static void __attribute__((noreturn, format(printf, 1, 2))) ft_fail(const char *
     exit(1);
 }
 
-#define FT_CHECK(cond, ...)       \
-    do {                          \
-        if (!(cond)) {            \
-            ft_fail(__VA_ARGS__); \
-        }                         \
-    } while (0)
-
 /* ------------------------------------------------------- the reference -- */
-
-static uint32_t ft_get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static void ft_put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) {
-        p[i] = (uint8_t)(v >> (8 * i));
-    }
-}
-
-static void ft_put64(uint8_t *p, uint64_t v)
-{
-    ft_put32(p, (uint32_t)v);
-    ft_put32(p + 4, (uint32_t)(v >> 32));
-}
 
 /*
  * What docs/protocol.md says the daemon does with a request frame, read
  * from its table alone: the call id, and the key and body it carries.
  */
-static int ft_reference(const uint8_t *p, size_t len, const uint8_t *key, size_t key_len,
-                        uint64_t *id, uint32_t *method, size_t *body_len)
+int ft_reference(const uint8_t *p, size_t len, const uint8_t *key, size_t key_len, uint64_t *id,
+                 uint32_t *method, size_t *body_len)
 {
     uint32_t klen;
 
     if (len < FT_HDR) {
         return FE_DROP;
     }
-    *id = (uint64_t)ft_get32(p + 8) | (uint64_t)ft_get32(p + 12) << 32;
-    *method = ft_get32(p + 4);
-    klen = ft_get32(p + 16);
-    if (ft_get32(p) != 0x31514353u || ft_get32(p + 20) != 0 || klen > FT_KEY_MAX ||
-        klen > len - FT_HDR || *method < 1 || *method > 3) {
+    *id = (uint64_t)fz_get32(p + 8) | (uint64_t)fz_get32(p + 12) << 32;
+    *method = fz_get32(p + 4);
+    klen = fz_get32(p + 16);
+    if (fz_get32(p) != 0x31514353u || fz_get32(p + 20) != 0 || klen > FT_KEY_MAX ||
+        klen > len - FT_HDR || *method < 1 || *method > 4) {
         return FE_INVALID;
     }
     *body_len = len - FT_HDR - klen;
@@ -248,7 +137,7 @@ static int ft_reference(const uint8_t *p, size_t len, const uint8_t *key, size_t
 
 /* --------------------------------------------------------- valid calls -- */
 
-static Strata__V1__LookupRequest *ft_lookup_req(size_t n)
+Strata__V1__LookupRequest *ft_lookup_req(size_t n)
 {
     Strata__V1__LookupRequest *q = fz_alloc(sizeof(*q));
     Strata__V1__Segment *sg = fz_alloc(sizeof(*sg)), **sgp = fz_alloc(sizeof(*sgp));
@@ -271,7 +160,7 @@ static Strata__V1__LookupRequest *ft_lookup_req(size_t n)
     return q;
 }
 
-static Strata__V1__LocateRequest *ft_locate_req(size_t first, size_t n_keys, int lease)
+Strata__V1__LocateRequest *ft_locate_req(size_t first, size_t n_keys, int lease)
 {
     Strata__V1__LocateRequest *q = fz_alloc(sizeof(*q));
     Strata__V1__ObjectKey **kp = fz_alloc(n_keys * sizeof(*kp));
@@ -305,16 +194,52 @@ static Strata__V1__ReleaseRequest *ft_release_req(const uint64_t *ids, size_t n)
     return q;
 }
 
+/* A Score of n blocks of the chain from first, layer 0 (no IDX object is
+ * stored: every block is answered missing). */
+static Strata__V1__ScoreRequest *ft_score_req(size_t first, size_t n)
+{
+    Strata__V1__ScoreRequest *q = fz_alloc(sizeof(*q));
+
+    strata__v1__score_request__init(q);
+    q->namespace_id = T.a.ns;
+    q->heads = 2;
+    q->dim = 16;
+    q->n_q = 32;
+    q->q = fz_alloc(sizeof(float) * 32);
+    q->n_w = 2;
+    q->w = fz_alloc(sizeof(float) * 2);
+    for (size_t i = 0; i < 32; i++) {
+        q->q[i] = (float)fz_below(&T.r, 100) / 50.0f - 1.0f;
+    }
+    q->w[0] = 1.0f;
+    q->w[1] = 0.5f;
+    q->k = 1 + (uint32_t)fz_below(&T.r, 2048);
+    q->block_hashes.data = (uint8_t *)T.chain[first].b;
+    q->block_hashes.len = n * ST_HASH_BYTES;
+    q->blocks = fz_alloc(sizeof(uint64_t) * n);
+    for (size_t i = 0; i < n; i++) {
+        q->blocks[i] = first + i;
+    }
+    q->n_blocks = n;
+    return q;
+}
+
 /* A valid request of method m (random shape), for the valid and mutated classes. */
 static ProtobufCMessage *ft_valid_req(uint32_t m, int *valid, uint64_t *lease)
 {
     *valid = FV_NONE;
     *lease = 0;
     switch (m) {
-    case ST_TCALL_LOOKUP:
+    case TCALL_LOOKUP:
         *valid = FV_LOOKUP;
         return &ft_lookup_req(1 + fz_below(&T.r, FT_CHAIN))->base;
-    case ST_TCALL_LOCATE: {
+    case TCALL_SCORE: {
+        size_t first = fz_below(&T.r, FT_CHAIN);
+
+        *valid = FV_SCORE;
+        return &ft_score_req(first, 1 + fz_below(&T.r, FT_CHAIN - first))->base;
+    }
+    case TCALL_LOCATE: {
         int with_lease = fz_chance(&T.r, 40);
 
         *valid = with_lease ? FV_LOCATE_LEASE : FV_LOCATE;
@@ -386,6 +311,20 @@ static void ft_check_valid(const ft_frame_t *f, const tr_answer_t *a)
         strata__v1__locate_request__free_unpacked(lq, NULL);
         break;
     }
+    case FV_SCORE: {
+        Strata__V1__ScoreResponse *sr =
+            strata__v1__score_response__unpack(NULL, a->body_len, a->body);
+        Strata__V1__ScoreRequest *sq = strata__v1__score_request__unpack(
+            NULL, f->len - FT_HDR - T.a.key_len, f->bytes + FT_HDR + T.a.key_len);
+
+        FT_CHECK(sr != NULL && sq != NULL, "a valid Score's answer does not unpack");
+        FT_CHECK(sr->n_missing == sq->n_blocks && sr->n_positions == 0 && sr->blocks_scored == 0,
+                 "a Score of %zu blocks without IDX objects answered %zu missing, %zu positions",
+                 sq->n_blocks, sr->n_missing, sr->n_positions);
+        strata__v1__score_response__free_unpacked(sr, NULL);
+        strata__v1__score_request__free_unpacked(sq, NULL);
+        break;
+    }
     case FV_RELEASE: {
         Strata__V1__ReleaseResponse *rr =
             strata__v1__release_response__unpack(NULL, a->body_len, a->body);
@@ -449,11 +388,11 @@ static uint8_t *ft_frame_bytes(uint32_t method, uint64_t id, const uint8_t *key,
 {
     uint8_t *p = fz_alloc(FT_HDR + key_len + body_len + 1);
 
-    ft_put32(p, 0x31514353u);
-    ft_put32(p + 4, method);
-    ft_put64(p + 8, id);
-    ft_put32(p + 16, (uint32_t)key_len);
-    ft_put32(p + 20, 0);
+    fz_put32(p, 0x31514353u);
+    fz_put32(p + 4, method);
+    fz_put64(p + 8, id);
+    fz_put32(p + 16, (uint32_t)key_len);
+    fz_put32(p + 20, 0);
     memcpy(p + FT_HDR, key, key_len);
     if (body_len > 0) {
         memcpy(p + FT_HDR + key_len, body, body_len);
@@ -516,24 +455,24 @@ static void ft_mutate_header(uint8_t *p, size_t len, fz_log_t *log)
 
     switch (fz_below(&T.r, 5)) {
     case 0:
-        ft_put32(p, fz_chance(&T.r, 50) ? 0x31504353u : (uint32_t)fz_next(&T.r));
-        fz_logf(log, "header: magic 0x%08x", ft_get32(p));
+        fz_put32(p, fz_chance(&T.r, 50) ? 0x31504353u : (uint32_t)fz_next(&T.r));
+        fz_logf(log, "header: magic 0x%08x", fz_get32(p));
         break;
     case 1:
-        ft_put32(p + 16, fz_chance(&T.r, 50) ? v : (uint32_t)(len - FT_HDR + fz_below(&T.r, 3)));
-        fz_logf(log, "header: key length %u (frame %zu)", ft_get32(p + 16), len);
+        fz_put32(p + 16, fz_chance(&T.r, 50) ? v : (uint32_t)(len - FT_HDR + fz_below(&T.r, 3)));
+        fz_logf(log, "header: key length %u (frame %zu)", fz_get32(p + 16), len);
         break;
     case 2:
         p[20 + fz_below(&T.r, 4)] |= (uint8_t)(1u << fz_below(&T.r, 8));
-        fz_logf(log, "header: reserved 0x%08x", ft_get32(p + 20));
+        fz_logf(log, "header: reserved 0x%08x", fz_get32(p + 20));
         break;
     case 3:
-        ft_put32(p + 4, v);
+        fz_put32(p + 4, v);
         fz_logf(log, "header: method %u", v);
         break;
     default:
         p[18 + fz_below(&T.r, 2)] = (uint8_t)fz_next(&T.r);
-        fz_logf(log, "header: key length high bytes 0x%08x", ft_get32(p + 16));
+        fz_logf(log, "header: key length high bytes 0x%08x", fz_get32(p + 16));
         break;
     }
 }
@@ -545,9 +484,9 @@ static int ft_same_keys(void)
 }
 
 /* Builds one frame of class cls (the id is fresh). */
-static void ft_build(ft_frame_t *f, int cls)
+void ft_build(ft_frame_t *f, int cls)
 {
-    uint32_t m = 1 + (uint32_t)fz_below(&T.r, 3);
+    uint32_t m = 1 + (uint32_t)fz_below(&T.r, 4);
     ProtobufCMessage *req;
     uint8_t *body, *key = T.a.key;
     size_t body_len, key_len = T.a.key_len;
@@ -598,10 +537,10 @@ static void ft_build(ft_frame_t *f, int cls)
         f->valid = FV_NONE;
         break;
     case FC_UNKNOWN_METHOD: {
-        static const uint32_t odd[] = {0, 4, 5, 9, 255, 256, 0x10001, 0x7fffffffu, 0xffffffffu};
+        static const uint32_t odd[] = {0, 5, 6, 9, 255, 256, 0x10001, 0x7fffffffu, 0xffffffffu};
 
         m = fz_chance(&T.r, 50) ? odd[fz_below(&T.r, sizeof(odd) / sizeof(odd[0]))]
-                                : (uint32_t)fz_next(&T.r) | 4u;
+                                : (uint32_t)fz_next(&T.r) | 8u;
         fz_logf(&f->log, "method %u", m);
         f->valid = FV_NONE;
         break;
@@ -630,7 +569,7 @@ static void ft_build(ft_frame_t *f, int cls)
         f->bytes = fz_mutate_bytes(&T.r, f->bytes, f->len, &f->len, &f->log);
         f->valid = FV_NONE;
         if (f->len >= 16) {
-            ft_put64(f->bytes + 8, f->id); /* ids stay unique; the rest is mutated */
+            fz_put64(f->bytes + 8, f->id); /* ids stay unique; the rest is mutated */
         }
         break;
     case FC_FRAME_HEADER:
@@ -657,7 +596,7 @@ static void ft_build(ft_frame_t *f, int cls)
     }
 }
 
-static int ft_pick_class(void)
+int ft_pick_class(void)
 {
     static const struct {
         int cls;
@@ -682,7 +621,7 @@ static int ft_pick_class(void)
 }
 
 /* Judges the answer a to frame f. */
-static void ft_judge(ft_frame_t *f, const tr_answer_t *a)
+void ft_judge(ft_frame_t *f, const tr_answer_t *a)
 {
     const uint32_t served_ok = FT_CODE(GC_OK) | FT_CODE(GC_INVALID) | FT_CODE(GC_NOT_FOUND) |
                                FT_CODE(GC_DENIED) | FT_CODE(GC_EXHAUSTED) |
@@ -724,14 +663,15 @@ static void ft_judge(ft_frame_t *f, const tr_answer_t *a)
             ft_check_valid(f, a);
         } else if (a->code == GC_OK) {
             const ProtobufCMessageDescriptor *d =
-                f->method == ST_TCALL_LOCATE    ? &strata__v1__locate_response__descriptor
-                : f->method == ST_TCALL_RELEASE ? &strata__v1__release_response__descriptor
-                                                : &strata__v1__lookup_response__descriptor;
+                f->method == TCALL_LOCATE    ? &strata__v1__locate_response__descriptor
+                : f->method == TCALL_RELEASE ? &strata__v1__release_response__descriptor
+                : f->method == TCALL_SCORE   ? &strata__v1__score_response__descriptor
+                                             : &strata__v1__lookup_response__descriptor;
             ProtobufCMessage *pm = protobuf_c_message_unpack(d, NULL, a->body_len, a->body);
 
             FT_CHECK(pm != NULL || a->body_len == 0, "an OK answer does not unpack as %s", d->name);
             if (pm != NULL) {
-                if (f->method == ST_TCALL_LOCATE) {
+                if (f->method == TCALL_LOCATE) {
                     uint64_t lease = ((Strata__V1__LocateResponse *)pm)->lease_id;
 
                     if (lease != 0 && T.n_leases < FT_LEASES) {
@@ -747,408 +687,6 @@ static void ft_judge(ft_frame_t *f, const tr_answer_t *a)
         FT_CHECK(a->body_len == 0, "a refused frame's answer carries %zu bytes", a->body_len);
     }
     T.cur = NULL;
-}
-
-/* ---------------------------------------------------------- the daemon -- */
-
-static void ft_check_alive(void)
-{
-    srpc_error_t err;
-    int status = 0;
-
-    FT_CHECK(kill(T.cl.node[0].pid, 0) == 0, "the daemon is gone");
-    FT_CHECK(srpc_health_check(T.a.ch, "", 10000, &status, &err) == ST_OK &&
-                 status == SRPC_HEALTH_SERVING,
-             "the daemon is not serving: %s", err.message);
-}
-
-/*
- * Tenant beta asks, over its own connection with its own key, for tenant
- * acme's chain in its own namespace: it finds none of it (namespaces are
- * per tenant), and its answers come to it, not to acme's client.
- */
-static void ft_beta_calls(void)
-{
-    uint64_t id0 = T.next_id + 1;
-    int n = 4;
-
-    tr_forget(&T.b);
-    for (int i = 0; i < n; i++) {
-        ProtobufCMessage *m;
-        uint32_t method = i % 2 ? ST_TCALL_LOCATE : ST_TCALL_LOOKUP;
-
-        if (method == ST_TCALL_LOOKUP) {
-            Strata__V1__LookupRequest *q = ft_lookup_req(FT_CHAIN);
-
-            q->namespace_id = T.b.ns;
-            m = &q->base;
-        } else {
-            Strata__V1__LocateRequest *q = ft_locate_req(0, 2 * FT_CHAIN, 0);
-
-            q->namespace_id = T.b.ns;
-            m = &q->base;
-        }
-        FT_CHECK(tr_call_msg(&T.b, method, ++T.next_id, T.b.key, T.b.key_len, m) == ST_OK,
-                 "tenant beta cannot send");
-    }
-    FT_CHECK(tr_wait(&T.b, (size_t)n, FT_WAIT_MS) == (size_t)n && T.b.n_bad == 0,
-             "tenant beta got %zu of %d answers", T.b.n_ans, n);
-    for (int i = 0; i < n; i++) {
-        tr_answer_t *a = tr_find(&T.b, id0 + (uint64_t)i);
-
-        FT_CHECK(a != NULL && a->code == GC_OK, "tenant beta's call %d: %s", i,
-                 a ? a->msg : "no answer");
-        if (i % 2 == 0) {
-            Strata__V1__LookupResponse *lr =
-                strata__v1__lookup_response__unpack(NULL, a->body_len, a->body);
-
-            FT_CHECK(lr != NULL && lr->n_segments == 1 && lr->segments[0]->matched_blocks == 0,
-                     "tenant beta's Lookup found tenant acme's chain in its own namespace");
-            strata__v1__lookup_response__free_unpacked(lr, NULL);
-        } else {
-            Strata__V1__LocateResponse *lr =
-                strata__v1__locate_response__unpack(NULL, a->body_len, a->body);
-
-            FT_CHECK(lr != NULL && lr->locations != NULL && lr->locations->n_state == 2 * FT_CHAIN,
-                     "tenant beta's Locate answer does not unpack");
-            for (size_t k = 0; k < lr->locations->n_state; k++) {
-                FT_CHECK(lr->locations->state[k] != STRATA__V1__OBJECT_STATE__OBJECT_PRESENT,
-                         "tenant beta's Locate found tenant acme's object %zu", k);
-            }
-            strata__v1__locate_response__free_unpacked(lr, NULL);
-        }
-    }
-}
-
-/* Another client sends a burst and vanishes before the answers come. */
-static void ft_vanish(void)
-{
-    tr_client_t b;
-    ft_frame_t f;
-
-    FT_CHECK(tr_open(&b, T.cl.node[0].addr, T.tenants.t[0].token, "acme", "fz") == ST_OK,
-             "a second client cannot connect");
-    for (int i = 0; i < 20; i++) {
-        ft_build(&f, i % 2 ? FC_VALID : ft_pick_class());
-        if (f.len > 0) {
-            (void)tr_send(&b, f.bytes, f.len);
-        }
-    }
-    (void)st_transport_progress(b.tp);
-    tr_close(&b);
-}
-
-/* Sends f on acme's client, waits for its answer, judges it. */
-static void ft_send_judge(ft_frame_t *f)
-{
-    size_t want = T.a.n_ans + T.a.n_bad + 1;
-    tr_answer_t *a;
-
-    T.cur = f;
-    FT_CHECK(tr_send(&T.a, f->bytes, f->len) == ST_OK, "sending a frame failed");
-    FT_CHECK(tr_wait(&T.a, want, FT_WAIT_MS) == want && T.a.n_bad == 0, "no answer within %d ms",
-             FT_WAIT_MS);
-    a = tr_find(&T.a, f->id);
-    FT_CHECK(a != NULL, "the answer has another call id");
-    ft_judge(f, a);
-}
-
-/* Lines of the daemon's log so far. */
-static size_t ft_log_lines(void)
-{
-    char line[1024];
-    size_t n = 0;
-    FILE *f = fopen(T.cl.node[0].log, "r");
-
-    if (f == NULL) {
-        return 0;
-    }
-    while (fgets(line, sizeof(line), f) != NULL) {
-        n++;
-    }
-    fclose(f);
-    return n;
-}
-
-static void ft_noreply_done(void *request, ucs_status_t status, void *user)
-{
-    (void)status;
-    (*(int *)user)--;
-    ucp_request_free(request);
-}
-
-/*
- * A peer that speaks UCX itself and sends frames as active messages without
- * a reply endpoint (strata's own transport always offers one), some of them
- * large and by rendezvous: the daemon has no way to answer them, and must
- * neither crash nor write a log line for each (a flood of them is not a
- * flood of the log).
- */
-static void ft_noreply(void)
-{
-    const uint8_t *addr = T.a.hello->transport_address.data;
-    size_t addr_len = T.a.hello->transport_address.len, before = ft_log_lines(), after;
-    ucp_params_t pp = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_AM};
-    ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
-                              .thread_mode = UCS_THREAD_MODE_SINGLE};
-    ucp_context_h ctx;
-    ucp_worker_h w;
-    ucp_ep_h ep;
-    ucp_ep_params_t ep_params;
-    ucp_config_t *config;
-    int pending = 0, n = 1000;
-    ft_frame_t f;
-
-    /* The envelope (24 bytes: docs/transport.md) and the 8-byte host id. */
-    FT_CHECK(addr_len > 32, "the daemon's transport address is %zu bytes", addr_len);
-    FT_CHECK(ucp_config_read(NULL, NULL, &config) == UCS_OK, "ucp_config_read failed");
-    FT_CHECK(ucp_init(&pp, config, &ctx) == UCS_OK, "ucp_init failed");
-    ucp_config_release(config);
-    FT_CHECK(ucp_worker_create(ctx, &wp, &w) == UCS_OK, "ucp_worker_create failed");
-    memset(&ep_params, 0, sizeof(ep_params));
-    ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-    ep_params.address = (const ucp_address_t *)(addr + 32);
-    ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    if (ucp_ep_create(w, &ep_params, &ep) != UCS_OK) {
-        ep_params.err_mode = UCP_ERR_HANDLING_MODE_NONE; /* shared memory: no detection */
-        FT_CHECK(ucp_ep_create(w, &ep_params, &ep) == UCS_OK, "ucp_ep_create failed");
-    }
-    for (int i = 0; i < n; i++) {
-        ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                                                  UCP_OP_ATTR_FIELD_USER_DATA |
-                                                  UCP_OP_ATTR_FIELD_FLAGS,
-                                  .cb = {.send = ft_noreply_done},
-                                  .user_data = &pending,
-                                  .flags = UCP_AM_SEND_FLAG_EAGER};
-        ucs_status_ptr_t req;
-
-        /* Every 50th is 1 MiB and more, sent as UCX likes (a rendezvous):
-         * the daemon's other path of receiving a message. */
-        ft_build(&f, i % 50 == 7 ? FC_OVERSIZE : i % 3 == 0 ? FC_VALID : FC_BAD_KEY);
-        if (f.cls == FC_OVERSIZE) {
-            rp.flags = 0;
-        }
-        req = ucp_am_send_nbx(ep, 7 /* STT_UCX_AM_ID */, NULL, 0, f.bytes, f.len, &rp);
-        FT_CHECK(!UCS_PTR_IS_ERR(req), "ucp_am_send_nbx failed");
-        pending += req != NULL;
-        while (pending > 64) {
-            ucp_worker_progress(w);
-        }
-    }
-    {
-        uint64_t until = (uint64_t)(fz_now() * 1000) + 10000;
-
-        while (pending > 0 && (uint64_t)(fz_now() * 1000) < until) {
-            ucp_worker_progress(w);
-        }
-        FT_CHECK(pending == 0, "%d frames without a reply endpoint not sent", pending);
-    }
-    /* Valid calls from the real client come after them: answered in turn. */
-    tr_forget(&T.a);
-    for (int i = 0; i < 4; i++) {
-        ft_build(&f, FC_VALID);
-        ft_send_judge(&f);
-    }
-    {
-        ucp_request_param_t rp = {.op_attr_mask = 0};
-        ucs_status_ptr_t req = ucp_ep_close_nbx(ep, &rp);
-
-        while (req != NULL && !UCS_PTR_IS_ERR(req) &&
-               ucp_request_check_status(req) == UCS_INPROGRESS) {
-            ucp_worker_progress(w);
-        }
-        if (req != NULL && !UCS_PTR_IS_ERR(req)) {
-            ucp_request_free(req);
-        }
-    }
-    ucp_worker_destroy(w);
-    ucp_cleanup(ctx);
-    ft_check_alive();
-    after = ft_log_lines();
-    FT_CHECK(after - before < 100, "%d frames without a reply endpoint wrote %zu log lines", n,
-             after - before);
-}
-
-/* Stores the chain through libstrata, as a worker would. */
-static void ft_store_chain(void)
-{
-    st_client_params_t p = {0};
-    st_client_t *c = NULL;
-    uint32_t *tok;
-    size_t bt, nb = 0;
-    st_put_op_t *ops = fz_alloc(2 * FT_CHAIN * sizeof(*ops));
-    st_handle_t *h = NULL;
-
-    p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TENANT | ST_CLIENT_FIELD_MODEL |
-                   ST_CLIENT_FIELD_TOKEN | ST_CLIENT_FIELD_TIMEOUT | ST_CLIENT_FIELD_TRANSPORT;
-    p.nodes = T.cl.node[0].addr;
-    p.tenant = "acme";
-    p.model = "fz";
-    p.token = T.tenants.t[0].token;
-    p.timeout_ms = 10000;
-    p.transport = "ucx";
-    FT_CHECK(st_client_connect(&p, &c) == ST_OK, "libstrata cannot connect");
-    bt = st_client_block_tokens(c);
-    tok = fz_alloc(FT_CHAIN * bt * sizeof(*tok));
-    for (size_t i = 0; i < FT_CHAIN * bt; i++) {
-        tok[i] = (uint32_t)(XXH3_64bits_withSeed(&i, sizeof(i), 77) % 150000);
-    }
-    FT_CHECK(st_client_hash(c, tok, FT_CHAIN * bt, NULL, 0, T.chain, FT_CHAIN, &nb) == ST_OK &&
-                 nb == FT_CHAIN,
-             "st_client_hash failed");
-    for (size_t b = 0; b < FT_CHAIN; b++) {
-        for (uint16_t l = 0; l < 2; l++) {
-            uint8_t *d = T.data[2 * b + l];
-
-            fz_fill(&T.r, d, FT_OBJ);
-            ops[2 * b + l] = (st_put_op_t){b, ST_KIND_KV, l, d, FT_OBJ, 0, 0};
-        }
-    }
-    FT_CHECK(st_client_put(c, T.chain, FT_CHAIN, ops, 2 * FT_CHAIN, 0, &h) == ST_OK &&
-                 st_handle_wait(h, 60000) == ST_OK,
-             "the chain cannot be stored");
-    st_handle_release(h);
-    for (size_t i = 0; i < 2 * FT_CHAIN; i++) {
-        FT_CHECK(ops[i].status == ST_OK, "object %zu not stored: %s", i,
-                 st_strerror(ops[i].status));
-    }
-    T.lib = c;
-}
-
-/* libstrata still finds the whole chain and reads it byte for byte (its
- * Lookup and Locate go over the transport too). */
-static void ft_check_lib(void)
-{
-    st_lookup_result_t lr;
-    st_get_op_t ops[2 * FT_CHAIN];
-    uint8_t *buf = fz_alloc(2 * FT_CHAIN * FT_OBJ);
-    st_handle_t *h = NULL;
-
-    FT_CHECK(st_client_lookup(T.lib, T.chain, FT_CHAIN, 0, &lr) == ST_OK &&
-                 lr.matched_blocks == FT_CHAIN,
-             "libstrata's lookup matched %llu of %d blocks", (unsigned long long)lr.matched_blocks,
-             FT_CHAIN);
-    memset(ops, 0, sizeof(ops));
-    for (size_t i = 0; i < 2 * FT_CHAIN; i++) {
-        ops[i].block = i / 2;
-        ops[i].kind = ST_KIND_KV;
-        ops[i].layer = (uint16_t)(i % 2);
-        ops[i].dst = buf + i * FT_OBJ;
-        ops[i].dst_len = FT_OBJ;
-    }
-    FT_CHECK(st_client_get(T.lib, T.chain, FT_CHAIN, ops, 2 * FT_CHAIN, &h) == ST_OK &&
-                 st_handle_wait(h, 60000) == ST_OK,
-             "libstrata's get failed");
-    st_handle_release(h);
-    for (size_t i = 0; i < 2 * FT_CHAIN; i++) {
-        FT_CHECK(ops[i].status == ST_OK && ops[i].length == FT_OBJ &&
-                     memcmp(buf + i * FT_OBJ, T.data[i], FT_OBJ) == 0,
-                 "libstrata read object %zu wrong (%s)", i, st_strerror(ops[i].status));
-    }
-}
-
-/*
- * Sends the frame saved in path (a failure's /tmp/fuzz_tcall-*.bin) alone to
- * the fresh daemon and judges its answer. The saved frame presents the key
- * of the run that failed: frames that presented the key are sent with this
- * run's key in its place (same length), so that they reach the handler again.
- */
-static int ft_replay(const char *path)
-{
-    FILE *fp = fopen(path, "rb");
-    ft_frame_t f;
-    long n;
-    uint64_t id = 0;
-    uint32_t method = 0;
-    size_t blen = 0;
-
-    FT_CHECK(fp != NULL && fseek(fp, 0, SEEK_END) == 0 && (n = ftell(fp)) >= 0, "cannot read %s",
-             path);
-    memset(&f, 0, sizeof(f));
-    f.len = (size_t)n;
-    f.bytes = fz_alloc(f.len + 1);
-    rewind(fp);
-    FT_CHECK(fread(f.bytes, 1, f.len, fp) == f.len, "cannot read %s", path);
-    fclose(fp);
-    if (f.len >= FT_HDR + T.a.key_len && ft_get32(f.bytes + 16) == T.a.key_len) {
-        memcpy(f.bytes + FT_HDR, T.a.key, T.a.key_len); /* the key of this run */
-    }
-    f.cls = FC_FRAME_BYTES;
-    f.expect = ft_reference(f.bytes, f.len, T.a.key, T.a.key_len, &id, &method, &blen);
-    f.id = id;
-    f.method = method;
-    fz_logf(&f.log, "replay of %s", path);
-    printf("test_fuzz_tcall: replaying %zu bytes from %s: expected %s\n", f.len, path,
-           fe_names[f.expect]);
-    if (f.expect == FE_DROP) {
-        T.cur = &f;
-        FT_CHECK(tr_send(&T.a, f.bytes, f.len) == ST_OK || f.len == 0, "sending failed");
-        tr_idle(&T.a, 300);
-        FT_CHECK(T.a.n_ans == 0, "a frame without a call id was answered");
-    } else {
-        tr_forget(&T.a);
-        ft_send_judge(&f);
-        printf("test_fuzz_tcall: answered code %u (%s), %zu bytes\n", T.a.ans[0].code,
-               T.a.ans[0].msg, T.a.ans[0].body_len);
-    }
-    ft_check_alive();
-    st_client_close(T.lib);
-    tr_close(&T.a);
-    tr_close(&T.b);
-    FT_CHECK(tc_stop(&T.cl, 0, 30000) == 0, "the daemon did not exit 0 on SIGTERM");
-    tc_stop_all(&T.cl);
-    tt_cleanup(&T.tenants);
-    fz_arena_reset();
-    return 0;
-}
-
-/*
- * SIGTERM while frames keep coming: the daemon answers them (OK while it
- * serves, UNAVAILABLE once it is stopping, PERMISSION_DENIED or
- * UNAUTHENTICATED without the key, as in the main run)
- * or stops answering, and exits 0. Returns its exit status.
- */
-static int ft_stop_under_load(void)
-{
-    pid_t pid = T.cl.node[0].pid;
-    int status = 0, sent = 0;
-    double t0 = fz_now(), until = t0 + 30;
-    int sent_at_exit = -1;
-    ft_frame_t f;
-
-    tr_forget(&T.a);
-    srpc_channel_close(T.a.ch); /* an open channel holds the daemon's stop for its grace */
-    T.a.ch = NULL;
-    FT_CHECK(kill(pid, SIGTERM) == 0, "cannot signal the daemon");
-    while (fz_now() < until) {
-        if (waitpid(pid, &status, WNOHANG) == pid) {
-            T.cl.node[0].pid = 0;
-            sent_at_exit = sent;
-            break;
-        }
-        /* At most 32 unanswered: a dead peer's backlog would hold our
-         * transport's teardown for its close timeout. */
-        if (sent < 20000 && (size_t)sent < T.a.n_ans + 32) {
-            ft_build(&f, sent % 2 ? FC_VALID : FC_BAD_KEY);
-            (void)tr_send(&T.a, f.bytes, f.len); /* refused once the peer is gone */
-            sent++;
-        }
-        (void)st_transport_progress(T.a.tp);
-        if (sent % 256 == 0) {
-            fz_arena_reset();
-        }
-    }
-    FT_CHECK(T.cl.node[0].pid == 0, "the daemon did not exit within 30 s of SIGTERM");
-    FT_CHECK(T.a.n_bad == 0, "an answer while stopping is not a response frame: %s", T.a.bad_why);
-    for (size_t i = 0; i < T.a.n_ans; i++) {
-        uint32_t c = T.a.ans[i].code;
-
-        FT_CHECK(c == GC_OK || c == GC_DENIED || c == GC_UNAUTHENTICATED || c == 14,
-                 "an answer while stopping: code %u (%s)", c, T.a.ans[i].msg);
-    }
-    printf("test_fuzz_tcall: SIGTERM under %d frames, %zu answered; exited after %.2f s\n",
-           sent_at_exit, T.a.n_ans, fz_now() - t0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 /* ---------------------------------------------------------------- main -- */
@@ -1246,7 +784,7 @@ int main(int argc, char **argv)
                      st_strerror(st));
             want += f->expect != FE_DROP;
             /* Answers of earlier frames come in meanwhile. */
-            (void)st_transport_progress(T.a.tp);
+            (void)tp_progress(T.a.tp);
         }
         T.cur = NULL;
         got = tr_wait(&T.a, want, FT_WAIT_MS);

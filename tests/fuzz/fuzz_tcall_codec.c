@@ -4,7 +4,7 @@
  * docs/protocol.md "Calls over the transport".
  *
  * Inputs, requests and responses alike: random bytes of 0 to 2,100 bytes;
- * frames written by st_tcall_head() (any method or code, any call id, texts
+ * frames written by tcall_head() (any method or code, any call id, texts
  * of 0 to 1,100 bytes, bodies) and parsed back (round trip); those frames
  * with bit flips, truncations, inserts and appends (fuzz_util.c), with their
  * length field past the end, at the limit, just over it, at 2^16 and huge,
@@ -12,12 +12,12 @@
  * out of range; every prefix of some of them. Each input is parsed from a
  * buffer of exactly its size (the sanitizer build sees any read past it).
  *
- * Oracle: st_tcall_parse() accepts exactly what the reference accepts and
+ * Oracle: tcall_parse() accepts exactly what the reference accepts and
  * gives the same method or code, call id, text and body (as pointers into
  * the input); a refusal has a reason that fits the buffer given for it
  * (also of 0, 1 and 7 bytes: nothing is written past it) and the call id
- * whenever the header holds one. st_tcall_head() writes exactly the header
- * and the (cut) text, nothing past them; st_tcall_path() names methods 1-3
+ * whenever the header holds one. tcall_head() writes exactly the header
+ * and the (cut) text, nothing past them; tcall_path() names methods 1-4
  * and no other.
  *
  * Bounds: STRATA_FUZZ_ITERS inputs (default 200,000). The seed is printed;
@@ -53,30 +53,9 @@ static void __attribute__((noreturn, format(printf, 3, 4)))
 fc_fail(const uint8_t *buf, size_t len, const char *fmt, ...)
 {
     va_list ap;
-    char hex[600];
 
-    fprintf(stderr, "\nFAIL: ");
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fz_hex(buf, len < 200 ? len : 200, hex, sizeof(hex));
-    fprintf(stderr, "\n  seed=0x%016llx iteration=%llu\n  mutations: %s\n  input (%zu bytes): %s\n",
-            (unsigned long long)g_seed, (unsigned long long)g_iter,
-            g_log.len ? g_log.text : "(none)", len, hex);
-    fprintf(stderr, "  replay: STRATA_TEST_SEED=0x%016llx\n", (unsigned long long)g_seed);
-    exit(1);
-}
-
-static uint32_t fc_get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static void fc_put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) {
-        p[i] = (uint8_t)(v >> (8 * i));
-    }
+    fz_fail_one(g_seed, g_iter, &g_log, "input", buf, len, fmt, ap);
 }
 
 /* The layout of docs/protocol.md, read on its own. */
@@ -89,16 +68,16 @@ static fc_ref_t fc_reference(const uint8_t *p, size_t len, int resp)
         return r;
     }
     r.has_id = 1;
-    r.id = (uint64_t)fc_get32(p + 8) | (uint64_t)fc_get32(p + 12) << 32;
-    r.v = fc_get32(p + 4);
-    tl = fc_get32(p + 16);
-    if (fc_get32(p) != (resp ? 0x31504353u : 0x31514353u) || fc_get32(p + 20) != 0) {
+    r.id = (uint64_t)fz_get32(p + 8) | (uint64_t)fz_get32(p + 12) << 32;
+    r.v = fz_get32(p + 4);
+    tl = fz_get32(p + 16);
+    if (fz_get32(p) != (resp ? 0x31504353u : 0x31514353u) || fz_get32(p + 20) != 0) {
         return r;
     }
     if (tl > 1024 || tl > len - FC_HDR) {
         return r;
     }
-    if (resp ? r.v > 16 : (r.v < 1 || r.v > 3)) {
+    if (resp ? r.v > 16 : (r.v < 1 || r.v > 4)) {
         return r;
     }
     r.text_off = FC_HDR;
@@ -116,10 +95,10 @@ static fc_ref_t fc_reference(const uint8_t *p, size_t len, int resp)
 static void fc_check(const uint8_t *input, size_t len, int resp)
 {
     uint8_t *buf = malloc(len ? len : 1);
-    static const size_t caps[] = {0, 1, 7, 64, ST_TCALL_MSG_MAX};
+    static const size_t caps[] = {0, 1, 7, 64, TCALL_MSG_MAX};
     size_t cap = caps[g_iter % (sizeof(caps) / sizeof(caps[0]))];
     char *why = malloc(cap + 16);
-    st_tcall_frame_t f;
+    tcall_frame_t f;
     fc_ref_t r = fc_reference(input, len, resp);
     st_status_t st;
 
@@ -128,14 +107,14 @@ static void fc_check(const uint8_t *input, size_t len, int resp)
     }
     memcpy(buf, input, len);
     memset(why, FC_CANARY, cap + 16);
-    st = st_tcall_parse(buf, len, resp, &f, why, cap);
+    st = tcall_parse(buf, len, resp, &f, why, cap);
     for (size_t i = cap; i < cap + 16; i++) {
         if ((uint8_t)why[i] != FC_CANARY) {
             fc_fail(input, len, "the reason was written past its %zu-byte buffer", cap);
         }
     }
     if ((st == ST_OK) != r.ok) {
-        fc_fail(input, len, "%s: st_tcall_parse says %s, the reference %s",
+        fc_fail(input, len, "%s: tcall_parse says %s, the reference %s",
                 resp ? "response" : "request", st_strerror(st), r.ok ? "accepts" : "refuses");
     }
     if (st != ST_OK) {
@@ -166,11 +145,11 @@ static void fc_check(const uint8_t *input, size_t len, int resp)
     free(why);
 }
 
-/* A frame written by st_tcall_head() into an exact buffer, checked, then parsed back. */
+/* A frame written by tcall_head() into an exact buffer, checked, then parsed back. */
 static uint8_t *fc_written(fz_rng_t *r, int resp, size_t *len_p)
 {
     static const size_t tlens[] = {0, 1, 15, 16, 17, 1023, 1024, 1025, 1100};
-    size_t max = resp ? ST_TCALL_MSG_MAX : ST_TCALL_TOKEN_MAX;
+    size_t max = resp ? TCALL_MSG_MAX : TCALL_TOKEN_MAX;
     size_t tl =
         fz_chance(r, 50) ? tlens[fz_below(r, sizeof(tlens) / sizeof(tlens[0]))] : fz_below(r, 1101);
     size_t cut = tl < max ? tl : max, bl;
@@ -184,30 +163,30 @@ static uint8_t *fc_written(fz_rng_t *r, int resp, size_t *len_p)
         v = (uint32_t)fz_below(r, 17);
         bl = v == 0 ? fz_below(r, 300) : 0;
     } else {
-        v = 1 + (uint32_t)fz_below(r, 3);
+        v = 1 + (uint32_t)fz_below(r, 4);
         bl = fz_below(r, 300);
     }
     fz_fill(r, text, tl);
     out = fz_alloc(FC_HDR + cut + bl + 16);
     memset(out, FC_CANARY, FC_HDR + cut + bl + 16);
-    n = st_tcall_head(out, resp, v, id, text, tl);
+    n = tcall_head(out, resp, v, id, text, tl);
     if (n != FC_HDR + cut) {
-        fc_fail(out, n, "st_tcall_head wrote %zu bytes for a %zu-byte text (want %zu)", n, tl,
+        fc_fail(out, n, "tcall_head wrote %zu bytes for a %zu-byte text (want %zu)", n, tl,
                 (size_t)FC_HDR + cut);
     }
     for (size_t i = n; i < n + bl + 16; i++) {
         if (out[i] != FC_CANARY) {
-            fc_fail(out, n, "st_tcall_head wrote past the header and text");
+            fc_fail(out, n, "tcall_head wrote past the header and text");
         }
     }
     fz_fill(r, out + n, bl);
     *len_p = n + bl;
     {
-        st_tcall_frame_t f;
+        tcall_frame_t f;
         char why[128];
 
-        if (st_tcall_parse(out, *len_p, resp, &f, why, sizeof(why)) != ST_OK) {
-            fc_fail(out, *len_p, "a frame st_tcall_head wrote does not parse: %s", why);
+        if (tcall_parse(out, *len_p, resp, &f, why, sizeof(why)) != ST_OK) {
+            fc_fail(out, *len_p, "a frame tcall_head wrote does not parse: %s", why);
         }
         if ((resp ? f.code : f.method) != v || f.id != id || f.text_len != cut ||
             memcmp(f.text, text, cut) != 0 || f.body_len != bl) {
@@ -229,27 +208,27 @@ static void fc_edge(fz_rng_t *r, uint8_t *p, size_t len, int resp)
     }
     switch (fz_below(r, 6)) {
     case 0:
-        fc_put32(p, resp ? 0x31514353u : 0x31504353u);
+        fz_put32(p, resp ? 0x31514353u : 0x31504353u);
         fz_logf(&g_log, "the other direction's magic");
         break;
     case 1: {
         uint32_t tl = (uint32_t)(len - FC_HDR) + (uint32_t)fz_below(r, 3);
 
-        fc_put32(p + 16, fz_chance(r, 50) ? v : tl - 1);
-        fz_logf(&g_log, "length %u in a %zu-byte frame", fc_get32(p + 16), len);
+        fz_put32(p + 16, fz_chance(r, 50) ? v : tl - 1);
+        fz_logf(&g_log, "length %u in a %zu-byte frame", fz_get32(p + 16), len);
         break;
     }
     case 2:
         p[20 + fz_below(r, 4)] ^= (uint8_t)(1u << fz_below(r, 8));
-        fz_logf(&g_log, "reserved bytes 0x%08x", fc_get32(p + 20));
+        fz_logf(&g_log, "reserved bytes 0x%08x", fz_get32(p + 20));
         break;
     case 3:
-        fc_put32(p + 4, fz_chance(r, 50) ? v : (uint32_t)fz_below(r, 20));
-        fz_logf(&g_log, "%s %u", resp ? "code" : "method", fc_get32(p + 4));
+        fz_put32(p + 4, fz_chance(r, 50) ? v : (uint32_t)fz_below(r, 20));
+        fz_logf(&g_log, "%s %u", resp ? "code" : "method", fz_get32(p + 4));
         break;
     case 4:
         p[18 + fz_below(r, 2)] = (uint8_t)fz_next(r);
-        fz_logf(&g_log, "length high bytes 0x%08x", fc_get32(p + 16));
+        fz_logf(&g_log, "length high bytes 0x%08x", fz_get32(p + 16));
         break;
     default:
         p[fz_below(r, 4)] ^= (uint8_t)(1u << fz_below(r, 8));
@@ -267,12 +246,12 @@ int main(void)
     g_seed = fz_seed("test_fuzz_tcall_codec");
     fz_rng_init(&r, g_seed, 1);
     for (uint32_t m = 0; m < 64; m++) {
-        if ((st_tcall_path(m) != NULL) != (m >= 1 && m <= 3)) {
-            fc_fail(NULL, 0, "st_tcall_path(%u) is %s", m, st_tcall_path(m) ? "set" : "NULL");
+        if ((tcall_path(m) != NULL) != (m >= 1 && m <= 4)) {
+            fc_fail(NULL, 0, "tcall_path(%u) is %s", m, tcall_path(m) ? "set" : "NULL");
         }
     }
-    if (st_tcall_path(UINT32_MAX) != NULL || st_tcall_path(0x80000001u) != NULL) {
-        fc_fail(NULL, 0, "st_tcall_path names a method number past 3");
+    if (tcall_path(UINT32_MAX) != NULL || tcall_path(0x80000001u) != NULL) {
+        fc_fail(NULL, 0, "tcall_path names a method number past 4");
     }
     for (g_iter = 0; g_iter < iters; g_iter++) {
         int resp = (int)fz_below(&r, 2);
@@ -286,10 +265,10 @@ int main(void)
             in = fz_alloc(len + 1);
             fz_fill(&r, in, len);
             if (len >= 4 && fz_chance(&r, 50)) {
-                fc_put32(in, fz_chance(&r, 80) == resp ? 0x31504353u : 0x31514353u);
+                fz_put32(in, fz_chance(&r, 80) == resp ? 0x31504353u : 0x31514353u);
                 if (len >= FC_HDR && fz_chance(&r, 70)) {
-                    fc_put32(in + 20, 0);
-                    fc_put32(in + 16, (uint32_t)fz_below(&r, len - FC_HDR + 2));
+                    fz_put32(in + 20, 0);
+                    fz_put32(in + 16, (uint32_t)fz_below(&r, len - FC_HDR + 2));
                 }
             }
             fz_logf(&g_log, "%zu random bytes", len);

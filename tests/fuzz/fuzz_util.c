@@ -682,6 +682,65 @@ uint8_t *fz_pb_pack(const ProtobufCMessage *m, size_t *len_p)
     return buf;
 }
 
+uint32_t fz_get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+uint64_t fz_get64(const uint8_t *p)
+{
+    return (uint64_t)fz_get32(p) | (uint64_t)fz_get32(p + 4) << 32;
+}
+
+void fz_put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) {
+        p[i] = (uint8_t)(v >> (8 * i));
+    }
+}
+
+void fz_put64(uint8_t *p, uint64_t v)
+{
+    fz_put32(p, (uint32_t)v);
+    fz_put32(p + 4, (uint32_t)(v >> 32));
+}
+
+void fz_fail_head(const char *fmt, va_list ap)
+{
+    fprintf(stderr, "\nFAIL: ");
+    vfprintf(stderr, fmt, ap);
+}
+
+void fz_fail_one(uint64_t seed, uint64_t iter, const fz_log_t *log, const char *what,
+                 const uint8_t *buf, size_t len, const char *fmt, va_list ap)
+{
+    char hex[600];
+
+    fz_fail_head(fmt, ap);
+    fz_hex(buf, len < 200 ? len : 200, hex, sizeof(hex));
+    fprintf(stderr, "\n  seed=0x%016llx iteration=%llu\n  mutations: %s\n  %s (%zu bytes): %s\n",
+            (unsigned long long)seed, (unsigned long long)iter, log->len ? log->text : "(none)",
+            what, len, hex);
+    fprintf(stderr, "  replay: STRATA_TEST_SEED=0x%016llx\n", (unsigned long long)seed);
+    exit(1);
+}
+
+void fz_fail_input(const char *what, const uint8_t *bytes, size_t len, size_t shown,
+                   const char *path)
+{
+    char hex[600];
+    FILE *f;
+
+    fz_hex(bytes, len < shown ? len : shown, hex, sizeof(hex));
+    fprintf(stderr, "  %s (%zu bytes): %s\n", what, len, hex);
+    f = fopen(path, "wb");
+    if (f != NULL) {
+        fwrite(bytes, 1, len, f);
+        fclose(f);
+        fprintf(stderr, "  %s saved to %s\n", what, path);
+    }
+}
+
 void fz_hex(const uint8_t *buf, size_t len, char *out, size_t outlen)
 {
     size_t o = 0;

@@ -9,6 +9,7 @@
 #ifndef STRATA_FUZZ_UTIL_H
 #define STRATA_FUZZ_UTIL_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -113,6 +114,36 @@ uint8_t *fz_pb_pack(const ProtobufCMessage *m, size_t *len_p);
 
 /* Hex of the first bytes of buf, for failure reports. */
 void fz_hex(const uint8_t *buf, size_t len, char *out, size_t outlen);
+
+/* Little-endian fields as the references read and write them, on their
+ * own (not the codecs under test). */
+uint32_t fz_get32(const uint8_t *p);
+uint64_t fz_get64(const uint8_t *p);
+void fz_put32(uint8_t *p, uint32_t v);
+void fz_put64(uint8_t *p, uint64_t v);
+
+/* The head of a failure report on stderr: "FAIL: " and the message. */
+void fz_fail_head(const char *fmt, va_list ap);
+
+/* The whole report of a fuzzer of one input at a time, then exit(1): the
+ * head, seed, iteration, mutations, the input's first 200 bytes as hex
+ * ("  what (len bytes): ..."), and how to replay the run. */
+void fz_fail_one(uint64_t seed, uint64_t iter, const fz_log_t *log, const char *what,
+                 const uint8_t *buf, size_t len, const char *fmt, va_list ap)
+    __attribute__((noreturn));
+
+/* The input of a failure: its first `shown` bytes as hex ("  what (len
+ * bytes): ..."), and all of it saved to path, which the report names. */
+void fz_fail_input(const char *what, const uint8_t *bytes, size_t len, size_t shown,
+                   const char *path);
+
+/* Calls fail (a noreturn reporter) with the message when cond is false. */
+#define FZ_CHECK_OR(fail, cond, ...) \
+    do {                             \
+        if (!(cond)) {               \
+            fail(__VA_ARGS__);       \
+        }                            \
+    } while (0)
 
 /* Prints the last `lines` lines of the file at path (a daemon's log) to
  * stderr, indented; nothing when it cannot be opened. */

@@ -12,18 +12,9 @@
 
 #include "strata/kernels.h"
 #include "../unit/test_kernels_util.h"
+#include "../support/fail_count.h"
 
 static int failures;
-
-#define CHECK(cond, ...)                                \
-    do {                                                \
-        if (!(cond)) {                                  \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-            printf(__VA_ARGS__);                        \
-            printf("\n");                               \
-            failures++;                                 \
-        }                                               \
-    } while (0)
 
 #define CUDA_OK(call) CHECK((call) == cudaSuccess, "%s", #call)
 

@@ -36,6 +36,19 @@ def fail(message):
     sys.exit(1)
 
 
+def stop_process(proc, timeout):
+    """Ends proc: SIGTERM, then SIGKILL when it has not exited within timeout
+    seconds. Returns its exit status."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
 def free_port():
     """A loopback TCP port nobody listens on right now, drawn below the
     kernel's ephemeral range: a port the kernel handed out and took back
@@ -222,14 +235,8 @@ class Prometheus:
         return active and all(t["health"] == "up" for t in active)
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
         if self.proc:
+            stop_process(self.proc, 30)
             self.log.close()
 
 
@@ -246,3 +253,21 @@ def find_tool(name, env_var):
     """The path of a tool from $env_var or PATH, or None."""
     path = os.environ.get(env_var) or shutil.which(name)
     return path if path and os.access(path, os.X_OK) else None
+
+
+def require_tool(given, name, env_var, package):
+    """given, else the tool find_tool finds; skips the test (saying which
+    Debian package has it) when there is none."""
+    path = given or find_tool(name, env_var)
+    if not path:
+        skip("%s is not installed (Debian: apt-get install %s)" % (name, package))
+    return path
+
+
+def finish(problems, work, message):
+    """Fails with the problems, if any; else removes the work folder and
+    says message."""
+    if problems:
+        fail("; ".join(problems))
+    shutil.rmtree(work, ignore_errors=True)
+    print(message, flush=True)

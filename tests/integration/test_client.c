@@ -20,11 +20,13 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "client_fixture.h"
 #include "cluster.h"
 #include "ring.h"
 #include "srpc.h"
 #include "strata.pb-c.h"
 #include "strata/strata.h"
+#include "stratad_arg.h"
 
 #define N_NODES  4
 #define N_BLOCKS 16384 /* 1M tokens of 64 */
@@ -34,18 +36,11 @@ static const char *stratad_path;
 
 static st_client_t *connect_cluster(const tc_cluster_t *cl)
 {
-    st_client_params_t p = {0};
-    st_client_t *c = NULL;
+    st_client_params_t p;
 
-    p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TENANT | ST_CLIENT_FIELD_MODEL |
-                   ST_CLIENT_FIELD_HEALTH_INTERVAL | ST_CLIENT_FIELD_TIMEOUT;
-    p.nodes = cl->peers;
-    p.tenant = "acme";
-    p.model = "k3";
-    p.health_interval_ms = 100;
-    p.timeout_ms = 30000; /* generous: the sanitizer build on 2 busy cores is slow */
-    assert_int_equal(st_client_connect(&p, &c), ST_OK);
-    return c;
+    /* generous: the sanitizer build on 2 busy cores is slow */
+    cf_params_session(&p, cl->peers, "k3", 30000);
+    return cf_connect(&p);
 }
 
 /* Waits (up to 10 s) until the client sees every node up again. */
@@ -72,22 +67,6 @@ static void fill(uint8_t *buf, size_t len, const st_hash_t *h, int kind, int lay
         x = x * 6364136223846793005ull + 1442695040888963407ull;
         buf[i] = (uint8_t)(x >> 56);
     }
-}
-
-static st_hash_t *make_chain(st_client_t *c, uint64_t stream, size_t n_blocks)
-{
-    size_t n = n_blocks * st_client_block_tokens(c), nb;
-    uint32_t *tok = malloc(sizeof(uint32_t) * n);
-    st_hash_t *chain = malloc(sizeof(st_hash_t) * n_blocks);
-
-    assert_true(tok && chain);
-    for (size_t i = 0; i < n; i++) {
-        tok[i] = (uint32_t)(XXH3_64bits_withSeed(&i, sizeof(i), stream) % 150000);
-    }
-    assert_int_equal(st_client_hash(c, tok, n, NULL, 0, chain, n_blocks, &nb), ST_OK);
-    assert_int_equal(nb, n_blocks);
-    free(tok);
-    return chain;
 }
 
 /* Puts KV and IDX layers 0 and 1 of blocks [from, to), and KDA every 16 blocks. */
@@ -191,7 +170,7 @@ static void test_cluster(void **state)
     st_client_t *c;
     st_hash_t *chain;
     st_lookup_result_t r;
-    st_ring_t ring;
+    ring_t ring;
     const char *names[N_NODES];
     uint32_t S;
     size_t lost_seg = SIZE_MAX, total = 0;
@@ -200,7 +179,7 @@ static void test_cluster(void **state)
     assert_int_equal(tc_start(&cl, stratad_path, N_NODES, "--memory-limit 1G"), 0);
     c = connect_cluster(&cl);
     S = st_client_segment_blocks(c);
-    chain = make_chain(c, 7, N_BLOCKS);
+    chain = cf_chain(c, 7, N_BLOCKS);
 
     /* Nothing yet. */
     assert_int_equal(st_client_lookup(c, chain, N_BLOCKS, 2, &r), ST_OK);
@@ -235,9 +214,9 @@ static void test_cluster(void **state)
     for (int i = 0; i < N_NODES; i++) {
         names[i] = cl.node[i].addr;
     }
-    assert_int_equal(st_ring_init(&ring, names, N_NODES, 128), ST_OK);
+    assert_int_equal(ring_init(&ring, names, N_NODES, 128), ST_OK);
     for (size_t k = 0; k * S < N_BLOCKS; k++) {
-        if (st_ring_home(&ring, &chain[k * S]) == (uint32_t)victim) {
+        if (ring_home(&ring, &chain[k * S]) == (uint32_t)victim) {
             lost_seg = k;
             break;
         }
@@ -280,7 +259,7 @@ static void test_cluster(void **state)
     assert_int_equal(st_client_lookup(c, chain, N_BLOCKS, 2, &r), ST_OK);
     assert_int_equal(r.matched_blocks, N_BLOCKS);
 
-    st_ring_destroy(&ring);
+    ring_destroy(&ring);
     free(chain);
     st_client_close(c);
     tc_stop_all(&cl);
@@ -308,7 +287,7 @@ static void test_lookup_that_finds_a_node_down(void **state)
     assert_non_null(ops);
     assert_int_equal(tc_start(&cl, stratad_path, N_NODES, "--memory-limit 256M"), 0);
     c = connect_cluster(&cl);
-    chain = make_chain(c, 11, BLOCKS);
+    chain = cf_chain(c, 11, BLOCKS);
     for (size_t b = 0; b < BLOCKS; b++) {
         fill(data + b * OBJ, OBJ, &chain[b], ST_KIND_KDA, 0);
         ops[b] = (st_put_op_t){b, ST_KIND_KDA, 0, data + b * OBJ, OBJ, 0, 0};
@@ -346,7 +325,7 @@ static void test_sessions_grow_and_survive_a_node(void **state)
     assert_int_equal(tc_start(&cl, stratad_path, N_NODES, NULL), 0);
     c = connect_cluster(&cl);
     bt = st_client_block_tokens(c);
-    chain = make_chain(c, 11, 64);
+    chain = cf_chain(c, 11, 64);
     assert_int_equal(st_session_open(c, "chat-42", 0, &info), ST_OK);
     assert_int_equal(info.length, 0);
     /* Three turns, the prefix growing each time. */
@@ -404,7 +383,7 @@ static void test_bad_input(void **state)
 
     assert_int_equal(tc_start(&cl, stratad_path, 1, NULL), 0);
     c = connect_cluster(&cl);
-    chain = make_chain(c, 3, 4);
+    chain = cf_chain(c, 3, 4);
     g.block = 4; /* outside the chain */
     g.kind = ST_KIND_KV;
     g.dst = buf;
@@ -418,19 +397,7 @@ static void test_bad_input(void **state)
     tc_stop_all(&cl);
 }
 
-int main(int argc, char **argv)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_cluster),
-        cmocka_unit_test(test_lookup_that_finds_a_node_down),
-        cmocka_unit_test(test_sessions_grow_and_survive_a_node),
-        cmocka_unit_test(test_bad_input),
-    };
-
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_client PATH-TO-STRATAD\n");
-        return 2;
-    }
-    stratad_path = argv[1];
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TM_STRATAD_MAIN("test_client", "PATH-TO-STRATAD", &stratad_path, cmocka_unit_test(test_cluster),
+                cmocka_unit_test(test_lookup_that_finds_a_node_down),
+                cmocka_unit_test(test_sessions_grow_and_survive_a_node),
+                cmocka_unit_test(test_bad_input))

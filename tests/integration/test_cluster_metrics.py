@@ -47,15 +47,9 @@ class Daemon:
         self.metrics = "127.0.0.1:%s" % m.group(1)
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        code = h.stop_process(self.proc, 20)
         self.log.close()
-        return self.proc.returncode
+        return code
 
 
 def main():
@@ -65,9 +59,7 @@ def main():
     ap.add_argument("--artifacts", required=True)
     args = ap.parse_args()
 
-    prom_bin = h.find_tool("prometheus", "PROMETHEUS")
-    if not prom_bin:
-        h.skip("prometheus is not installed (Debian: apt-get install prometheus)")
+    prom_bin = h.require_tool(None, "prometheus", "PROMETHEUS", "prometheus")
     os.makedirs(args.artifacts, exist_ok=True)
     work = tempfile.mkdtemp(prefix="strata-cluster-metrics-")
     daemons, prom = [], None

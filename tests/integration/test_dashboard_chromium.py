@@ -1,13 +1,14 @@
 #!/usr/bin/python3
 """test_dashboard_chromium.py - headless Chromium renders /dashboard of one
-node with a peer and must show the hit rates the nodes serve and non-empty
-charts.
+node with a peer and must show the hit rates the nodes serve, the get and
+lookup hit rates per object kind (VIS included) and non-empty charts.
 
 Two stand-in nodes (metrics_testd --mode scrape) add one fixed batch of
 lookups per /stats poll, so every window of polls has a token hit rate of
 76.0 %, a request hit rate of 80.0 % and a resumable-token hit rate of 64.0 %.
 Chromium loads http://A/dashboard?peers=B with a virtual-time budget (about
-a dozen polls), dumps the DOM, and a second run takes a screenshot, kept as
+a dozen polls), dumps the DOM (the per-kind chart "Get hit rate per kind"
+must draw its lines and the kinds table show each kind's rates), and a second run takes a screenshot, kept as
 <artifacts>/dashboard.png.
 
 Exit 77 (skip) when chromium is not installed.
@@ -25,9 +26,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import obs_harness as h  # noqa: E402
 
 CHARTS = ["chart-token", "chart-request", "chart-resumable", "chart-bytes", "chart-tiers",
-          "chart-evictions"]
+          "chart-evictions", "chart-kinds"]
 EXPECT = {"token-hit-rate": ("76.0%", 0.76), "request-hit-rate": ("80.0%", 0.80),
-          "resumable-hit-rate": ("64.0%", 0.64)}
+          "resumable-hit-rate": ("64.0%", 0.64),
+          # The per-kind table (metrics_testd's fixed "kinds" batches, both nodes).
+          "kind-kv-get-hit": ("80.0%", 0.80), "kind-kv-ssd": ("25.0%", 0.25),
+          "kind-idx-get-hit": ("50.0%", 0.50), "kind-session-get-hit": ("100.0%", 1.0),
+          "kind-vis-get-hit": ("25.0%", 0.25), "kind-vis-ssd": ("0.0%", 0.0),
+          "kind-kv-lookup-hit": ("80.0%", 0.80), "kind-vis-lookup-hit": ("50.0%", 0.50)}
 
 
 class Dom(html.parser.HTMLParser):
@@ -68,9 +74,7 @@ def main():
     ap.add_argument("--budget-ms", type=int, default=12000, help="virtual time to run the page")
     args = ap.parse_args()
 
-    binary = args.chromium or h.find_tool("chromium", "CHROMIUM")
-    if not binary:
-        h.skip("chromium is not installed (Debian: apt-get install chromium)")
+    binary = h.require_tool(args.chromium, "chromium", "CHROMIUM", "chromium")
     os.makedirs(args.artifacts, exist_ok=True)
     work = tempfile.mkdtemp(prefix="strata-chromium-")
     # The nodes' logs go with the artifacts, so a failure can be read after.
@@ -125,7 +129,7 @@ def main():
         for chart in CHARTS:
             el = dom.by_id.get(chart)
             points = int(el["attrs"].get("data-points") or 0) if el else 0
-            if points < 2:
+            if points < (10 if chart == "chart-kinds" else 2):  # five kinds, 2 points each
                 problems.append("chart #%s drew %d points; want at least 2" % (chart, points))
         for node in ("node-a", "node-b"):
             if ">%s<" % node not in page:
@@ -134,7 +138,8 @@ def main():
         if problems:
             h.fail("; ".join(problems))
         h.stop_all(servers)
-        print("dashboard shows 76.0%, 80.0%, 64.0% and six non-empty charts", flush=True)
+        print("dashboard shows 76.0%, 80.0%, 64.0%, the per-kind rates and seven non-empty "
+              "charts", flush=True)
     finally:
         for s in servers:
             s.stop()

@@ -30,6 +30,7 @@
 #include "cluster.h"
 #include "srpc.h"
 #include "strata.pb-c.h"
+#include "stratad_arg.h"
 
 #define TOK_A  "iso-alpha-token-0123456789"
 #define TOK_B  "iso-beta-token-9876543210"
@@ -187,6 +188,31 @@ static void assert_refusal_message(const char *log)
     assert_non_null(strstr(log, "allow_shared_dataplane=true"));
 }
 
+/* Writes a tenants file of n tenants and starts one daemon with transport
+ * (its flags), that file, opt (" --allow-shared-dataplane" or "") and
+ * /metrics on mport; checks the isolation gauge says isolated. */
+static void start_tenants(tc_cluster_t *cl, int n, const char *transport, const char *opt,
+                          int mport, double isolated)
+{
+    char extra[512];
+
+    write_tenants(n);
+    snprintf(extra, sizeof(extra), "%s --tenants-file %s%s --metrics-listen 127.0.0.1:%d",
+             transport, tenants_path, opt, mport);
+    assert_int_equal(tc_start(cl, stratad_path, 1, extra), 0);
+    assert_true(tc_metric(mport, "strata_dataplane_isolated") == isolated);
+}
+
+/* The dataplane object of /stats on mport holds want. */
+static void assert_stats_dataplane(int mport, const char *want)
+{
+    char *stats = tc_http_get(mport, "/stats");
+
+    assert_non_null(stats);
+    assert_non_null(strstr(stats, want));
+    free(stats);
+}
+
 static void test_two_tenants_over_ucx_refused(void **state)
 {
     char log[16384], port[16], listen[32];
@@ -214,16 +240,10 @@ static void test_two_tenants_over_ucx_refused(void **state)
 static void test_one_tenant_over_ucx_starts(void **state)
 {
     int mport = tc_free_port();
-    char extra[512];
     tc_cluster_t cl;
 
     (void)state;
-    write_tenants(1);
-    snprintf(extra, sizeof(extra),
-             "--transport ucx --tenants-file %s --metrics-listen 127.0.0.1:%d", tenants_path,
-             mport);
-    assert_int_equal(tc_start(&cl, stratad_path, 1, extra), 0);
-    assert_true(tc_metric(mport, "strata_dataplane_isolated") == 1);
+    start_tenants(&cl, 1, "--transport ucx", "", mport, 1);
     assert_int_equal(hello_code(cl.node[0].addr, TOK_A, "alpha"), 0);
     tc_stop_all(&cl);
 }
@@ -231,22 +251,13 @@ static void test_one_tenant_over_ucx_starts(void **state)
 static void test_opt_in_starts_with_gauge_zero(void **state)
 {
     int mport = tc_free_port();
-    char extra[512], *log, *stats;
+    char *log;
     tc_cluster_t cl;
 
     (void)state;
-    write_tenants(2);
-    snprintf(extra, sizeof(extra),
-             "--transport ucx --tenants-file %s --allow-shared-dataplane --metrics-listen "
-             "127.0.0.1:%d",
-             tenants_path, mport);
-    assert_int_equal(tc_start(&cl, stratad_path, 1, extra), 0);
-    assert_true(tc_metric(mport, "strata_dataplane_isolated") == 0);
-    stats = tc_http_get(mport, "/stats");
-    assert_non_null(stats);
-    assert_non_null(strstr(stats, "\"dataplane\":{\"transport\":\"ucx\",\"enforces_keys\":false,"
-                                  "\"isolated\":false,\"allow_shared_dataplane\":true}"));
-    free(stats);
+    start_tenants(&cl, 2, "--transport ucx", " --allow-shared-dataplane", mport, 0);
+    assert_stats_dataplane(mport, "\"dataplane\":{\"transport\":\"ucx\",\"enforces_keys\":false,"
+                                  "\"isolated\":false,\"allow_shared_dataplane\":true}");
     log = node_log(&cl);
     assert_int_equal(count(log, "allow_shared_dataplane=true: tenants_file names 2 tenants"), 1);
     free(log);
@@ -272,22 +283,12 @@ static void test_opt_in_starts_with_gauge_zero(void **state)
 static void test_two_tenants_over_libfabric_start(void **state)
 {
     int mport = tc_free_port();
-    char extra[512], *stats;
     tc_cluster_t cl;
 
     (void)state;
-    write_tenants(2);
-    snprintf(extra, sizeof(extra),
-             "--transport libfabric --fabric-provider tcp;ofi_rxm --tenants-file %s "
-             "--metrics-listen 127.0.0.1:%d",
-             tenants_path, mport);
-    assert_int_equal(tc_start(&cl, stratad_path, 1, extra), 0);
-    assert_true(tc_metric(mport, "strata_dataplane_isolated") == 1);
-    stats = tc_http_get(mport, "/stats");
-    assert_non_null(stats);
-    assert_non_null(strstr(stats, "\"dataplane\":{\"transport\":\"libfabric\","
-                                  "\"enforces_keys\":true,\"isolated\":true"));
-    free(stats);
+    start_tenants(&cl, 2, "--transport libfabric --fabric-provider tcp;ofi_rxm", "", mport, 1);
+    assert_stats_dataplane(mport, "\"dataplane\":{\"transport\":\"libfabric\","
+                                  "\"enforces_keys\":true,\"isolated\":true");
     assert_int_equal(hello_code(cl.node[0].addr, TOK_A, "alpha"), 0);
     assert_int_equal(hello_code(cl.node[0].addr, TOK_B, "beta"), 0);
     tc_stop_all(&cl);
@@ -310,15 +311,11 @@ static char *wait_log(const tc_cluster_t *c, const char *needle, int n)
 static void test_reload_to_two_tenants_refused(void **state)
 {
     int mport = tc_free_port();
-    char extra[512], *log;
+    char *log;
     tc_cluster_t cl;
 
     (void)state;
-    write_tenants(1);
-    snprintf(extra, sizeof(extra),
-             "--transport ucx --tenants-file %s --metrics-listen 127.0.0.1:%d", tenants_path,
-             mport);
-    assert_int_equal(tc_start(&cl, stratad_path, 1, extra), 0);
+    start_tenants(&cl, 1, "--transport ucx", "", mport, 1);
     assert_int_equal(hello_code(cl.node[0].addr, TOK_B, "beta"), GRPC_STATUS_UNAUTHENTICATED);
     write_tenants(2);
     kill(cl.node[0].pid, SIGHUP);
@@ -341,13 +338,7 @@ static void test_reload_to_two_tenants_refused(void **state)
     tc_stop_all(&cl);
 
     /* With the opt-in the same reload is taken, warned, and the gauge drops. */
-    write_tenants(1);
-    snprintf(extra, sizeof(extra),
-             "--transport ucx --tenants-file %s --allow-shared-dataplane --metrics-listen "
-             "127.0.0.1:%d",
-             tenants_path, mport);
-    assert_int_equal(tc_start(&cl, stratad_path, 1, extra), 0);
-    assert_true(tc_metric(mport, "strata_dataplane_isolated") == 1);
+    start_tenants(&cl, 1, "--transport ucx", " --allow-shared-dataplane", mport, 1);
     write_tenants(2);
     kill(cl.node[0].pid, SIGHUP);
     log = wait_log(&cl, "tenants reloaded", 1);
@@ -363,38 +354,26 @@ static void test_reload_to_two_tenants_refused(void **state)
 static void test_transport_none_unaffected(void **state)
 {
     int mport = tc_free_port();
-    char extra[512];
     tc_cluster_t cl;
 
     (void)state;
-    write_tenants(2);
-    snprintf(extra, sizeof(extra),
-             "--transport none --tenants-file %s --metrics-listen 127.0.0.1:%d", tenants_path,
-             mport);
-    assert_int_equal(tc_start(&cl, stratad_path, 1, extra), 0);
-    assert_true(tc_metric(mport, "strata_dataplane_isolated") == 1);
+    start_tenants(&cl, 2, "--transport none", "", mport, 1);
     tc_stop_all(&cl);
 }
 
-int main(int argc, char **argv)
+/* The group's set-up names the tenants file; its state is that name, which
+ * tm_group_unlink removes at the end. */
+static int group_setup(void **state)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_two_tenants_over_ucx_refused),
-        cmocka_unit_test(test_one_tenant_over_ucx_starts),
-        cmocka_unit_test(test_opt_in_starts_with_gauge_zero),
-        cmocka_unit_test(test_two_tenants_over_libfabric_start),
-        cmocka_unit_test(test_reload_to_two_tenants_refused),
-        cmocka_unit_test(test_transport_none_unaffected),
-    };
-    int rc;
-
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s STRATAD\n", argv[0]);
-        return 2;
-    }
-    stratad_path = argv[1];
     snprintf(tenants_path, sizeof(tenants_path), "/tmp/strata-iso-tenants-%d", (int)getpid());
-    rc = cmocka_run_group_tests(tests, NULL, NULL);
-    unlink(tenants_path);
-    return rc;
+    *state = tenants_path;
+    return 0;
 }
+
+TM_STRATAD_GROUP_MAIN(NULL, "STRATAD", &stratad_path, group_setup, tm_group_unlink,
+                      cmocka_unit_test(test_two_tenants_over_ucx_refused),
+                      cmocka_unit_test(test_one_tenant_over_ucx_starts),
+                      cmocka_unit_test(test_opt_in_starts_with_gauge_zero),
+                      cmocka_unit_test(test_two_tenants_over_libfabric_start),
+                      cmocka_unit_test(test_reload_to_two_tenants_refused),
+                      cmocka_unit_test(test_transport_none_unaffected))

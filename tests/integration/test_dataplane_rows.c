@@ -27,13 +27,16 @@
 #include <xxhash.h>
 
 #include "client_internal.h"
+#include "client_fixture.h"
 #include "cluster.h"
 #include "dp_harness.h"
+#include "grpc_conn.h"
 #include "rowsum.h"
 #include "srpc.h"
-#include "st_transport.h"
+#include "transport.h"
 #include "strata.pb-c.h"
 #include "strata/strata.h"
+#include "stratad_arg.h"
 
 enum { RB = 656, ROWS = 64, LEN = RB * ROWS };
 
@@ -51,18 +54,11 @@ static void fill(uint8_t *p, size_t len, uint64_t salt)
 
 static st_client_t *connect_to(const char *nodes, const char *transport_calls)
 {
-    st_client_params_t p = {0};
-    st_client_t *c = NULL;
+    st_client_params_t p;
 
-    p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_TIMEOUT;
-    p.nodes = nodes;
-    p.transport = "ucx";
-    p.timeout_ms = 20000;
     (void)transport_calls;
-    if (st_client_connect(&p, &c) != ST_OK) {
-        fail_msg("connect: %s", st_client_last_error());
-    }
-    return c;
+    cf_params_transport(&p, nodes, "ucx", 20000);
+    return cf_connect(&p);
 }
 
 /* One daemon over UCX; skips when UCX cannot run here. */
@@ -340,18 +336,12 @@ static void test_spill_promote_keeps_row_sums(void **state)
 static void raw_put(dh_raw_t *r, const st_hash_t *chain, const uint8_t *obj, uint32_t rb)
 {
     Strata__V1__PutRequest req = STRATA__V1__PUT_REQUEST__INIT;
-    Strata__V1__ObjectKey k = STRATA__V1__OBJECT_KEY__INIT;
-    Strata__V1__InlineObject o = STRATA__V1__INLINE_OBJECT__INIT, *op = &o;
+    Strata__V1__ObjectKey k = gc_key(&chain[0], STRATA__V1__OBJECT_KIND__KV);
+    Strata__V1__InlineObject o, *op = &o;
     Strata__V1__PutResponse *resp = NULL;
     srpc_error_t err;
 
-    k.block_hash.data = (uint8_t *)chain[0].b;
-    k.block_hash.len = ST_HASH_BYTES;
-    k.kind = STRATA__V1__OBJECT_KIND__KV;
-    o.key = &k;
-    o.data.data = (uint8_t *)obj;
-    o.data.len = LEN;
-    o.checksum = XXH3_64bits(obj, LEN);
+    gc_inline(&o, &k, obj, LEN);
     o.row_bytes = rb;
     req.namespace_id = r->ns;
     req.objects = &op;
@@ -453,19 +443,7 @@ static void test_inline_rows(void **state)
     tc_stop_all(&cl);
 }
 
-int main(int argc, char **argv)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_scribbled_rows_refused),
-        cmocka_unit_test(test_reused_extent_never_served),
-        cmocka_unit_test(test_spill_promote_keeps_row_sums),
-        cmocka_unit_test(test_inline_rows),
-    };
-
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s STRATAD\n", argv[0]);
-        return 2;
-    }
-    stratad_path = argv[1];
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TM_STRATAD_MAIN(NULL, "STRATAD", &stratad_path, cmocka_unit_test(test_scribbled_rows_refused),
+                cmocka_unit_test(test_reused_extent_never_served),
+                cmocka_unit_test(test_spill_promote_keeps_row_sums),
+                cmocka_unit_test(test_inline_rows))

@@ -50,36 +50,31 @@
 #include <xxhash.h>
 
 #include "client_internal.h"
+#include "client_fixture.h"
 #include "cluster.h"
 #include "dp_harness.h"
 #include "srpc.h"
-#include "st_transport.h"
+#include "transport.h"
 #include "strata.pb-c.h"
 #include "strata/strata.h"
+#include "stratad_arg.h"
 
 static const char *stratad_path;
 
 static st_client_t *connect_cache(const char *nodes, const char *verify, const char *cache)
 {
-    st_client_params_t p = {0};
-    st_client_t *c = NULL;
+    st_client_params_t p;
 
-    p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_TIMEOUT;
+    cf_params_transport(&p, nodes, "ucx", 20000);
     if (cache != NULL) {
         p.field_mask |= ST_CLIENT_FIELD_CACHE_LOCATIONS;
         p.cache_locations = cache;
     }
-    p.nodes = nodes;
-    p.transport = "ucx";
-    p.timeout_ms = 20000;
     if (verify != NULL) {
         p.field_mask |= ST_CLIENT_FIELD_VERIFY_READS;
         p.verify_reads = verify;
     }
-    if (st_client_connect(&p, &c) != ST_OK) {
-        fail_msg("connect: %s", st_client_last_error());
-    }
-    return c;
+    return cf_connect(&p);
 }
 
 static st_client_t *connect_mode(const char *nodes, const char *verify)
@@ -105,18 +100,15 @@ static void start(tc_cluster_t *cl, int n, const char *more)
 /* One whole-object read of block 0 (KV, layer 0) into dst. */
 static st_status_t read_one(st_client_t *c, const st_hash_t *chain, uint8_t *dst, size_t len)
 {
-    st_get_op_t g = {.block = 0, .kind = ST_KIND_KV, .dst = dst, .dst_len = len};
-    st_handle_t *h;
+    size_t length;
+    st_status_t st = dh_get_block0(c, chain, dst, len, &length);
 
-    memset(dst, 0, len);
-    assert_int_equal(st_client_get(c, chain, 1, &g, 1, &h), ST_OK);
-    dh_run(h);
-    if (g.status == ST_OK) {
-        assert_int_equal(g.length, len);
+    if (st == ST_OK) {
+        assert_int_equal(length, len);
     } else {
-        assert_int_equal(g.length, 0);
+        assert_int_equal(length, 0);
     }
-    return g.status;
+    return st;
 }
 
 /* ------------------------------------------------ a raw UCX connection -- */
@@ -130,16 +122,53 @@ static void raw_locate(dh_raw_t *r, const st_hash_t *chain, uint32_t *region, ui
 
 /* ------------------------------------------------------------- tests -- */
 
+enum { LEN = 60000 };
+
+/*
+ * The object both tests read: LEN bytes (x) committed as KV block 0 of
+ * chain, other bytes of that length (y) to put over its extent, a buffer to
+ * read into (dst), and a raw connection to its node.
+ */
+typedef struct one_obj {
+    dh_raw_t *r;
+    st_hash_t *chain;
+    uint8_t *x, *y, *dst;
+} one_obj_t;
+
+static void one_obj_alloc(one_obj_t *o)
+{
+    o->r = calloc(1, sizeof(*o->r));
+    o->x = malloc(LEN), o->y = malloc(LEN), o->dst = malloc(LEN);
+    assert_non_null(o->r);
+}
+
+/* Puts x (salt_x) through c, then opens the raw connection to addr (after
+ * the put: its region exists now). */
+static void one_obj_put(one_obj_t *o, st_client_t *c, const char *addr, uint32_t stream,
+                        uint64_t salt_x, uint64_t salt_y)
+{
+    st_put_op_t p;
+
+    o->chain = dh_make_chain(c, stream, 1);
+    dh_fill(o->x, LEN, 0, salt_x);
+    dh_fill(o->y, LEN, 0, salt_y);
+    p = (st_put_op_t){.block = 0, .kind = ST_KIND_KV, .src = o->x, .len = LEN};
+    dh_put_one(c, o->chain, &p);
+    dh_raw_open(o->r, addr);
+}
+
+static void one_obj_free(one_obj_t *o)
+{
+    free(o->x), free(o->y), free(o->dst), free(o->chain);
+    dh_raw_close(o->r);
+    free(o->r);
+}
+
 static void test_late_or_always_reads_are_checked(void **state)
 {
-    enum { LEN = 60000 };
     tc_cluster_t cl;
-    dh_raw_t *r = calloc(1, sizeof(*r));
+    one_obj_t o;
     st_client_t *lease, *always, *file_always;
-    st_hash_t *chain;
-    uint8_t *x = malloc(LEN), *y = malloc(LEN), *dst = malloc(LEN);
-    st_put_op_t p;
-    st_handle_t *h;
     uint32_t region;
     uint64_t off;
     char path[] = "/tmp/test_dataplane_verify_XXXXXX";
@@ -147,7 +176,7 @@ static void test_late_or_always_reads_are_checked(void **state)
     int fd;
 
     (void)state;
-    assert_non_null(r);
+    one_obj_alloc(&o);
     start(&cl, 1, "--memory-limit 128M --chunk-bytes 4M --max-object 4M");
     lease = connect_mode(cl.node[0].addr, NULL); /* the default: lease */
     always = connect_mode(cl.node[0].addr, "always");
@@ -166,51 +195,42 @@ static void test_late_or_always_reads_are_checked(void **state)
         assert_int_equal(st_client_connect(&fp, &file_always), ST_OK);
     }
     unlink(path);
-    chain = dh_make_chain(lease, 7, 1);
-    dh_fill(x, LEN, 0, 11);
-    dh_fill(y, LEN, 0, 12);
-    p = (st_put_op_t){.block = 0, .kind = ST_KIND_KV, .src = x, .len = LEN};
-    assert_int_equal(st_client_put(lease, chain, 1, &p, 1, 0, &h), ST_OK);
-    dh_run(h);
-    assert_int_equal(p.status, ST_OK);
-    dh_raw_open(r, cl.node[0].addr); /* after the put: its region exists now */
+    one_obj_put(&o, lease, cl.node[0].addr, 7, 11, 12);
 
     /* Committed bytes: a hit in every mode, checked or not. */
-    assert_int_equal(read_one(lease, chain, dst, LEN), ST_OK);
-    assert_memory_equal(dst, x, LEN);
-    assert_int_equal(read_one(always, chain, dst, LEN), ST_OK);
-    assert_memory_equal(dst, x, LEN);
+    assert_int_equal(read_one(lease, o.chain, o.dst, LEN), ST_OK);
+    assert_memory_equal(o.dst, o.x, LEN);
+    assert_int_equal(read_one(always, o.chain, o.dst, LEN), ST_OK);
+    assert_memory_equal(o.dst, o.x, LEN);
     sc_dp_test_lease_skew(lease, 3600ll * 1000000000ll);
-    assert_int_equal(read_one(lease, chain, dst, LEN), ST_OK); /* late, checked, right */
-    assert_memory_equal(dst, x, LEN);
+    assert_int_equal(read_one(lease, o.chain, o.dst, LEN), ST_OK); /* late, checked, right */
+    assert_memory_equal(o.dst, o.x, LEN);
 
     /* The extent now holds other bytes (as if reused after a lease ran out). */
-    raw_locate(r, chain, &region, &off);
-    dh_raw_scribble(r, region, off, y, LEN);
+    raw_locate(o.r, o.chain, &region, &off);
+    dh_raw_scribble(o.r, region, off, o.y, LEN);
     /* Late (the lease clock runs an hour ahead): checked, a miss, never data. */
-    assert_int_equal(read_one(lease, chain, dst, LEN), ST_ERR_NOT_FOUND);
+    assert_int_equal(read_one(lease, o.chain, o.dst, LEN), ST_ERR_NOT_FOUND);
     /* verify_reads = always: checked under a live lease too, a miss. */
-    assert_int_equal(read_one(always, chain, dst, LEN), ST_ERR_NOT_FOUND);
-    assert_int_equal(read_one(file_always, chain, dst, LEN), ST_ERR_NOT_FOUND);
+    assert_int_equal(read_one(always, o.chain, o.dst, LEN), ST_ERR_NOT_FOUND);
+    assert_int_equal(read_one(file_always, o.chain, o.dst, LEN), ST_ERR_NOT_FOUND);
     /* The default under a live lease: the node's transport does not keep
      * committed bytes read-only (Hello's committed_read_only is false for
      * UCX), so the object is checked anyway: a miss, never the scribbled
      * bytes as a hit. */
     sc_dp_test_lease_skew(lease, 0);
-    memset(dst, 0, LEN);
-    assert_int_equal(read_one(lease, chain, dst, LEN), ST_ERR_NOT_FOUND);
+    memset(o.dst, 0, LEN);
+    assert_int_equal(read_one(lease, o.chain, o.dst, LEN), ST_ERR_NOT_FOUND);
 
     /* The committed bytes back in place: hits again. */
-    dh_raw_scribble(r, region, off, x, LEN);
-    assert_int_equal(read_one(always, chain, dst, LEN), ST_OK);
-    assert_memory_equal(dst, x, LEN);
+    dh_raw_scribble(o.r, region, off, o.x, LEN);
+    assert_int_equal(read_one(always, o.chain, o.dst, LEN), ST_OK);
+    assert_memory_equal(o.dst, o.x, LEN);
     sc_dp_test_lease_skew(lease, 3600ll * 1000000000ll);
-    assert_int_equal(read_one(lease, chain, dst, LEN), ST_OK);
-    assert_memory_equal(dst, x, LEN);
+    assert_int_equal(read_one(lease, o.chain, o.dst, LEN), ST_OK);
+    assert_memory_equal(o.dst, o.x, LEN);
 
-    free(x), free(y), free(dst), free(chain);
-    dh_raw_close(r);
-    free(r);
+    one_obj_free(&o);
     st_client_close(lease);
     st_client_close(always);
     st_client_close(file_always);
@@ -224,14 +244,9 @@ static void test_late_or_always_reads_are_checked(void **state)
  */
 static void test_cache_locations_all(void **state)
 {
-    enum { LEN = 60000 };
     tc_cluster_t cl;
-    dh_raw_t *r = calloc(1, sizeof(*r));
+    one_obj_t o;
     st_client_t *all, *rows;
-    st_hash_t *chain;
-    uint8_t *x = malloc(LEN), *y = malloc(LEN), *dst = malloc(LEN);
-    st_put_op_t p;
-    st_handle_t *h;
     uint32_t region;
     uint64_t off;
     char more[160];
@@ -239,51 +254,42 @@ static void test_cache_locations_all(void **state)
     long n0;
 
     (void)state;
-    assert_non_null(r);
+    one_obj_alloc(&o);
     snprintf(more, sizeof(more),
              "--memory-limit 128M --chunk-bytes 4M --max-object 4M --metrics-listen 127.0.0.1:%d",
              port);
     start(&cl, 1, more);
     all = connect_cache(cl.node[0].addr, NULL, "all");
     rows = connect_cache(cl.node[0].addr, NULL, NULL);
-    chain = dh_make_chain(all, 8, 1);
-    dh_fill(x, LEN, 0, 21);
-    dh_fill(y, LEN, 0, 22);
-    p = (st_put_op_t){.block = 0, .kind = ST_KIND_KV, .src = x, .len = LEN};
-    assert_int_equal(st_client_put(all, chain, 1, &p, 1, 0, &h), ST_OK);
-    dh_run(h);
-    assert_int_equal(p.status, ST_OK);
-    dh_raw_open(r, cl.node[0].addr);
+    one_obj_put(&o, all, cl.node[0].addr, 8, 21, 22);
 
     n0 = locate_calls(port);
-    assert_int_equal(read_one(all, chain, dst, LEN), ST_OK);
-    assert_memory_equal(dst, x, LEN);
+    assert_int_equal(read_one(all, o.chain, o.dst, LEN), ST_OK);
+    assert_memory_equal(o.dst, o.x, LEN);
     assert_int_equal(locate_calls(port) - n0, 1);
-    assert_int_equal(read_one(all, chain, dst, LEN), ST_OK); /* from the lease cache */
-    assert_memory_equal(dst, x, LEN);
+    assert_int_equal(read_one(all, o.chain, o.dst, LEN), ST_OK); /* from the lease cache */
+    assert_memory_equal(o.dst, o.x, LEN);
     assert_int_equal(locate_calls(port) - n0, 1);
-    assert_int_equal(read_one(rows, chain, dst, LEN), ST_OK); /* the default locates */
-    assert_int_equal(read_one(rows, chain, dst, LEN), ST_OK);
+    assert_int_equal(read_one(rows, o.chain, o.dst, LEN), ST_OK); /* the default locates */
+    assert_int_equal(read_one(rows, o.chain, o.dst, LEN), ST_OK);
     assert_int_equal(locate_calls(port) - n0, 3);
 
     /* Through the cached location, late, of changed bytes: a miss, never data. */
-    raw_locate(r, chain, &region, &off);
-    dh_raw_scribble(r, region, off, y, LEN);
+    raw_locate(o.r, o.chain, &region, &off);
+    dh_raw_scribble(o.r, region, off, o.y, LEN);
     sc_dp_test_lease_skew(all, 3600ll * 1000000000ll);
     {
         /* A cached location that fails is read again inline, where the daemon's
          * own check of the changed extent answers CORRUPT: no bytes either way. */
-        st_status_t st = read_one(all, chain, dst, LEN);
+        st_status_t st = read_one(all, o.chain, o.dst, LEN);
 
         assert_true(st == ST_ERR_NOT_FOUND || st == ST_ERR_CORRUPT);
     }
-    dh_raw_scribble(r, region, off, x, LEN);
-    assert_int_equal(read_one(all, chain, dst, LEN), ST_OK);
-    assert_memory_equal(dst, x, LEN);
+    dh_raw_scribble(o.r, region, off, o.x, LEN);
+    assert_int_equal(read_one(all, o.chain, o.dst, LEN), ST_OK);
+    assert_memory_equal(o.dst, o.x, LEN);
 
-    free(x), free(y), free(dst), free(chain);
-    dh_raw_close(r);
-    free(r);
+    one_obj_free(&o);
     st_client_close(all);
     st_client_close(rows);
     tc_stop_all(&cl);
@@ -458,16 +464,10 @@ static void test_copy_threads(void **state)
     for (size_t t = 0; t < sizeof(threads) / sizeof(threads[0]); t++) {
         cp_reader_t r[2];
 
-        p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_TIMEOUT |
-                       ST_CLIENT_FIELD_COPY_THREADS;
-        p.nodes = nodes;
-        p.transport = "ucx";
-        p.timeout_ms = 20000;
+        cf_params_transport(&p, nodes, "ucx", 20000);
+        p.field_mask |= ST_CLIENT_FIELD_COPY_THREADS;
         p.copy_threads = threads[t];
-        c = NULL;
-        if (st_client_connect(&p, &c) != ST_OK) {
-            fail_msg("connect: %s", st_client_last_error());
-        }
+        c = cf_connect(&p);
         assert_int_equal(st_client_register(c, dst, total), ST_OK);
         memset(dst, 0, total);
         for (size_t b = 0; b < BLOCKS; b++) {
@@ -515,20 +515,8 @@ static void test_copy_threads(void **state)
     tc_stop_all(&cl);
 }
 
-int main(int argc, char **argv)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_late_or_always_reads_are_checked),
-        cmocka_unit_test(test_bad_verify_reads_refused),
-        cmocka_unit_test(test_cache_locations_all),
-        cmocka_unit_test(test_waves_over_two_nodes),
-        cmocka_unit_test(test_copy_threads),
-    };
-
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s STRATAD\n", argv[0]);
-        return 2;
-    }
-    stratad_path = argv[1];
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TM_STRATAD_MAIN(NULL, "STRATAD", &stratad_path,
+                cmocka_unit_test(test_late_or_always_reads_are_checked),
+                cmocka_unit_test(test_bad_verify_reads_refused),
+                cmocka_unit_test(test_cache_locations_all),
+                cmocka_unit_test(test_waves_over_two_nodes), cmocka_unit_test(test_copy_threads))

@@ -22,6 +22,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "data_dirs.h"
+#include "client_fixture.h"
 #include "cluster.h"
 #include "strata/strata.h"
 
@@ -42,21 +44,6 @@ static void mk_dirs(char *dir, size_t cap)
         snprintf(p, sizeof(p), "%s/%d", dir, i);
         assert_int_equal(mkdir(p, 0700), 0);
     }
-}
-
-static void rm_dirs(const char *dir)
-{
-    char p[160];
-
-    for (int i = 0; i < 2; i++) {
-        snprintf(p, sizeof(p), "%s/%d/data.mdb", dir, i);
-        unlink(p);
-        snprintf(p, sizeof(p), "%s/%d/lock.mdb", dir, i);
-        unlink(p);
-        snprintf(p, sizeof(p), "%s/%d", dir, i);
-        rmdir(p);
-    }
-    rmdir(dir);
 }
 
 /* Two daemons; with dir, each on its own data directory dir/<node>. */
@@ -82,31 +69,16 @@ static void start2(tc_cluster_t *cl, const char *dir)
  * daemon ("Socket closed"). */
 static st_client_t *connect_to(const char *nodes, uint32_t replicas, uint32_t quorum)
 {
-    st_client_params_t p = {0};
-    st_client_t *c = NULL;
-    st_status_t st = ST_ERR_UNAVAILABLE;
+    st_client_params_t p;
 
-    p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TENANT | ST_CLIENT_FIELD_MODEL |
-                   ST_CLIENT_FIELD_REPLICAS | ST_CLIENT_FIELD_HEALTH_INTERVAL |
-                   ST_CLIENT_FIELD_TIMEOUT;
-    p.nodes = nodes;
-    p.tenant = "acme";
-    p.model = "k3";
+    cf_params_session(&p, nodes, "k3", 5000);
+    p.field_mask |= ST_CLIENT_FIELD_REPLICAS;
     p.replicas = replicas;
-    p.health_interval_ms = 100;
-    p.timeout_ms = 5000;
     if (quorum != 0) {
         p.field_mask |= ST_CLIENT_FIELD_WRITE_QUORUM;
         p.write_quorum = quorum;
     }
-    for (int t = 0; t < 50 && st == ST_ERR_UNAVAILABLE; t++) {
-        st = st_client_connect(&p, &c);
-        if (st == ST_ERR_UNAVAILABLE) {
-            usleep(100 * 1000);
-        }
-    }
-    assert_int_equal(st, ST_OK);
-    return c;
+    return cf_connect_retry(&p, 50);
 }
 
 static st_client_t *connect2(const tc_cluster_t *cl, uint32_t quorum)
@@ -120,19 +92,13 @@ static st_client_t *connect2(const tc_cluster_t *cl, uint32_t quorum)
 /* A chain of n made-up blocks (hashed tokens of the client's namespace). */
 static st_hash_t *mk_chain(st_client_t *c, uint32_t salt, size_t n)
 {
-    size_t nt = n * st_client_block_tokens(c), nb = 0;
-    uint32_t *tok = malloc(nt * sizeof(*tok));
-    st_hash_t *chain = malloc(n * sizeof(*chain));
+    size_t nt = n * st_client_block_tokens(c);
+    uint32_t *tok = cf_token_buf(c, n);
 
-    assert_non_null(tok);
-    assert_non_null(chain);
     for (size_t i = 0; i < nt; i++) {
         tok[i] = salt * 1000003u + (uint32_t)i;
     }
-    assert_int_equal(st_client_hash(c, tok, nt, NULL, 0, chain, n, &nb), ST_OK);
-    assert_int_equal(nb, n);
-    free(tok);
-    return chain;
+    return cf_hash(c, tok, n);
 }
 
 static void fill(uint8_t *p, uint64_t block, uint32_t salt)
@@ -247,7 +213,7 @@ static void test_partial_with_one_replica_down(void **state)
     st_client_close(c);
     free(chain);
     tc_stop_all(&cl);
-    rm_dirs(dir);
+    dd_rm_node_dirs(dir, 2);
 }
 
 /* A write quorum above the replicas (at most the nodes) is refused at connect. */
@@ -473,7 +439,7 @@ static void test_kill9_loses_nothing_acknowledged(void **state)
     free(chain);
     free(heads);
     tc_stop_all(&cl);
-    rm_dirs(dir);
+    dd_rm_node_dirs(dir, 2);
 }
 
 int main(int argc, char **argv)

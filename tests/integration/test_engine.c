@@ -21,9 +21,12 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "client_fixture.h"
 #include "cluster.h"
+#include "engine_fixture.h"
 #include "ring.h"
 #include "strata/engine.h"
+#include "stratad_arg.h"
 
 #define N_NODES 3
 #define VOCAB   512
@@ -54,9 +57,8 @@ static void kill_on_lookup(void *arg, const st_lookup_result_t *r)
 static int setup(void **state)
 {
     fixture_t *f = calloc(1, sizeof(*f));
-    st_client_params_t p = {0};
-    st_model_config_t mc;
-    st_engine_params_t ep = {0};
+    st_client_params_t p;
+    st_engine_params_t ep;
 
     assert_non_null(f);
     f->victim = -1;
@@ -67,26 +69,16 @@ static int setup(void **state)
                  transport ? transport : "");
         assert_int_equal(tc_start(&f->cl, stratad_path, N_NODES, args), 0);
     }
-    p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TENANT | ST_CLIENT_FIELD_MODEL |
-                   ST_CLIENT_FIELD_HEALTH_INTERVAL | ST_CLIENT_FIELD_TIMEOUT |
-                   (transport ? ST_CLIENT_FIELD_TRANSPORT : 0);
+    ef_client_params(&p, f->cl.peers);
+    p.field_mask |= transport ? ST_CLIENT_FIELD_TRANSPORT : 0;
     p.transport = transport;
-    p.nodes = f->cl.peers;
-    p.tenant = "acme";
-    p.model = "reference-hybrid";
-    p.health_interval_ms = 100;
-    p.timeout_ms = 30000;
-    assert_int_equal(st_client_connect(&p, &f->client), ST_OK);
-    st_model_config_default(&mc);
-    assert_int_equal(st_model_create(&mc, &f->model), ST_OK);
-    assert_int_equal(st_engine_create(f->model, NULL, &f->ref), ST_OK);
-    ep.field_mask =
-        ST_ENGINE_FIELD_CLIENT | ST_ENGINE_FIELD_KDA_INTERVAL | ST_ENGINE_FIELD_ON_LOOKUP;
-    ep.client = f->client;
-    ep.kda_interval = 4;
+    f->client = cf_connect(&p);
+    ef_model_open(&f->model, &f->ref);
+    ef_cached_params(&ep, f->client);
+    ep.field_mask |= ST_ENGINE_FIELD_ON_LOOKUP;
     ep.on_lookup = kill_on_lookup;
     ep.on_lookup_arg = f;
-    assert_int_equal(st_engine_create(f->model, &ep, &f->cached), ST_OK);
+    ef_cached_open(f->model, &ep, &f->cached);
     *state = f;
     return 0;
 }
@@ -95,11 +87,7 @@ static int teardown(void **state)
 {
     fixture_t *f = *state;
 
-    st_engine_free(f->cached);
-    st_engine_free(f->ref);
-    st_model_free(f->model);
-    st_client_close(f->client);
-    tc_stop_all(&f->cl);
+    ef_teardown(f->cached, f->ref, f->model, f->client, &f->cl);
     free(f);
     return 0;
 }
@@ -329,7 +317,7 @@ static int pick_victim(fixture_t *f, const uint32_t *tok, size_t n, size_t *lost
     const char *names[N_NODES];
     st_hash_t chain[64];
     size_t nb, S = st_client_segment_blocks(f->client);
-    st_ring_t ring;
+    ring_t ring;
     int victim = -1;
 
     assert_int_equal(S, 4);
@@ -337,28 +325,39 @@ static int pick_victim(fixture_t *f, const uint32_t *tok, size_t n, size_t *lost
         names[i] = f->cl.node[i].addr;
     }
     assert_int_equal(st_client_hash(f->client, tok, n, NULL, 0, chain, 64, &nb), ST_OK);
-    assert_int_equal(st_ring_init(&ring, names, N_NODES, 128), ST_OK);
+    assert_int_equal(ring_init(&ring, names, N_NODES, 128), ST_OK);
     for (size_t k = 1; k * S < nb && victim < 0; k++) {
-        if (st_ring_home(&ring, &chain[k * S]) != st_ring_home(&ring, &chain[0])) {
-            victim = (int)st_ring_home(&ring, &chain[k * S]);
+        if (ring_home(&ring, &chain[k * S]) != ring_home(&ring, &chain[0])) {
+            victim = (int)ring_home(&ring, &chain[k * S]);
             *lost_seg_p = k;
         }
     }
-    st_ring_destroy(&ring);
+    ring_destroy(&ring);
     return victim;
 }
 
-/* A prompt whose segments are not all on one node (the salt is searched). */
-static uint32_t *spread_prompt(fixture_t *f, size_t n, int *victim_p, size_t *lost_seg_p)
+/* A prompt, the node to kill and the segment of its first block (pick_victim). */
+typedef struct victim_turn {
+    uint32_t *t;
+    int victim;
+    size_t lost;
+} victim_turn_t;
+
+/*
+ * A prompt of 1,100 tokens whose segments are not all on one node (the salt
+ * is searched), its first 1,000 written as a turn.
+ */
+static victim_turn_t spread_turn(fixture_t *f)
 {
     for (uint32_t salt = 21;; salt++) {
-        uint32_t *t = prompt(NULL, 0, n, salt);
+        victim_turn_t v = {.t = prompt(NULL, 0, 1100, salt)};
 
-        *victim_p = pick_victim(f, t, 1000, lost_seg_p);
-        if (*victim_p >= 0) {
-            return t;
+        v.victim = pick_victim(f, v.t, 1000, &v.lost);
+        if (v.victim >= 0) {
+            write_turn(f, v.t, 1000);
+            return v;
         }
-        free(t);
+        free(v.t);
     }
 }
 
@@ -370,17 +369,14 @@ static uint32_t *spread_prompt(fixture_t *f, size_t n, int *victim_p, size_t *lo
 static void test_node_killed_before(void **state)
 {
     fixture_t *f = *state;
-    size_t lost;
-    int victim;
-    uint32_t *t = spread_prompt(f, 1100, &victim, &lost);
+    victim_turn_t v = spread_turn(f);
     st_engine_stats_t s;
 
-    write_turn(f, t, 1000);
-    tc_kill(&f->cl, victim);
-    s = run_and_compare(f, t, 1100, "node killed before");
-    assert_int_equal(s.resumed_blocks, lost * 4); /* 15 without the kill */
+    tc_kill(&f->cl, v.victim);
+    s = run_and_compare(f, v.t, 1100, "node killed before");
+    assert_int_equal(s.resumed_blocks, v.lost * 4); /* 15 without the kill */
     assert_int_equal(s.fetch_misses, 0);
-    free(t);
+    free(v.t);
 }
 
 /*
@@ -391,20 +387,17 @@ static void test_node_killed_before(void **state)
 static void test_node_killed_mid_stream(void **state)
 {
     fixture_t *f = *state;
-    size_t lost;
-    int victim;
-    uint32_t *t = spread_prompt(f, 1100, &victim, &lost);
+    victim_turn_t v = spread_turn(f);
     st_engine_stats_t s;
 
-    write_turn(f, t, 1000);
-    f->victim = victim;
-    s = run_and_compare(f, t, 1100, "node killed mid-stream");
+    f->victim = v.victim;
+    s = run_and_compare(f, v.t, 1100, "node killed mid-stream");
     assert_int_equal(f->victim, -1);
     assert_int_equal(s.lookup_resumable, 15);
     assert_true(s.fetch_misses > 0);
     assert_int_equal(s.lookups, 2);
-    assert_int_equal(s.resumed_blocks, lost * 4);
-    free(t);
+    assert_int_equal(s.resumed_blocks, v.lost * 4);
+    free(v.t);
 }
 
 /* ---- the bounded local pool (docs/engine.md, "Overlap") ---- */
@@ -501,23 +494,20 @@ static void test_pool_ratios(void **state)
 static void test_pool_node_killed(void **state)
 {
     fixture_t *f = *state;
-    size_t lost;
-    int victim;
-    uint32_t *t = spread_prompt(f, 1100, &victim, &lost);
+    victim_turn_t v = spread_turn(f);
     st_engine_t *saved = f->cached;
     st_engine_stats_t s;
 
-    write_turn(f, t, 1000);
     f->cached = pooled(f, 1, 1);
-    f->victim = victim;
-    s = run_and_compare(f, t, 1100, "pool 1 block, node killed");
+    f->victim = v.victim;
+    s = run_and_compare(f, v.t, 1100, "pool 1 block, node killed");
     assert_int_equal(f->victim, -1);
     assert_int_equal(s.resumed_blocks, 15);
     assert_int_equal(s.pool_fallbacks, 1);
     assert_true(s.computed_tokens >= 1100); /* the recompute of the prefix, then the tail */
     st_engine_free(f->cached);
     f->cached = saved;
-    free(t);
+    free(v.t);
 }
 
 int main(int argc, char **argv)
@@ -534,13 +524,10 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_pool_node_killed, setup, teardown),
     };
 
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_engine PATH-TO-STRATAD [TEST-NAME-PATTERN [TRANSPORT]]\n");
+    if (TM_STRATAD_FILTER_ARG(argc, argv, "test_engine",
+                              "PATH-TO-STRATAD [TEST-NAME-PATTERN [TRANSPORT]]",
+                              &stratad_path) != 0) {
         return 2;
-    }
-    stratad_path = argv[1];
-    if (argc > 2) {
-        cmocka_set_test_filter(argv[2]); /* ctest runs the cases in two groups */
     }
     if (argc > 3) {
         transport = argv[3]; /* "ucx": rows read one-sided (the lease cache's path) */

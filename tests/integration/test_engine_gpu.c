@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "cluster.h"
+#include "fail_count.h"
 #include "strata/engine.h"
 #include "strata/kernels.h"
 
@@ -37,16 +38,6 @@
 #define N_DEC    16
 
 static int failures;
-
-#define CHECK(cond, ...)                                \
-    do {                                                \
-        if (!(cond)) {                                  \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-            printf(__VA_ARGS__);                        \
-            printf("\n");                               \
-            failures++;                                 \
-        }                                               \
-    } while (0)
 
 typedef struct fixture {
     tc_cluster_t cl;

@@ -61,15 +61,9 @@ class Daemon:
             h.fail("stratad %d did not start (%r); log %s" % (i, line, self.log_path))
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        code = h.stop_process(self.proc, 20)
         self.log.close()
-        return self.proc.returncode
+        return code
 
 
 def metric(text, name, labels=None):
@@ -230,14 +224,21 @@ def workload_case(engine, peers, promtool, work):  # noqa: C901
           "--progress drew the prefill bar on stderr")
 
 
-def compare_case(engine, peers):
+def compare_case(engine, peers, remote=False):
     """--compare with a pool of 2 local blocks: the later turn's resumed logits equal
-    a full recompute, rows are read from the cluster, and the local hit rate shows."""
+    a full recompute, rows are read from the cluster, and the local hit rate shows.
+    remote: with --remote-scoring too (near-data scoring, no fallback)."""
+    extra = ["--remote-scoring", "--session", "runner-compare-remote"] if remote else \
+        ["--session", "runner-compare"]
     rc, out, err = run([engine, "--nodes", peers, "--turns", "2", "--history-tokens", "320",
                         "--turn-tokens", "100", "--decode-tokens", "8", "--local-blocks", "2",
-                        "--session", "runner-compare", "--token-seed", "7", "--compare"])
+                        "--token-seed", "7", "--compare"] + extra)
     print(out, flush=True)
-    check(rc == 0, "--compare --local-blocks 2 exits %d (want 0): %s" % (rc, err.strip()))
+    check(rc == 0, "--compare --local-blocks 2%s exits %d (want 0): %s" %
+          (" --remote-scoring" if remote else "", rc, err.strip()))
+    if remote:
+        check("near-data scoring" in out, "the header says near-data scoring")
+        check("near-data scoring off" not in err, "no scoring fallback: %s" % err.strip())
     row = re.compile(r"^\s*2\s+(\d+)\s+(\d+)\s+(\d+)\s+\S+\s+\S+\s+([\d.]+)\s+(\S+)\s+"
                      r"([\d.]+)%\s+([\d.]+)\s+([\d.]+)x\s+(\S+)$", re.M)
     m = row.search(out)
@@ -248,6 +249,43 @@ def compare_case(engine, peers):
               m.group(6))
         check(float(m.group(9)) <= 1e-5,
               "turn 2's logits are within 1e-5 of the full recompute (%s)" % m.group(9))
+
+
+def images_case(engine, peers, work):
+    """Images in the turns: a PPM file in turn 1 and a generated image in every turn. Turn 2
+    resumes turn 1 (its images included) and hits the VIS object of the generated image's
+    new copy; --compare recomputes with the same images; the result line counts them. Bad
+    image files are usage errors naming the file."""
+    ppm = os.path.join(work, "gradient.ppm")
+    with open(ppm, "wb") as f:
+        f.write(b"P6\n# a test image\n40 24\n255\n" +
+                bytes((x * 6 + y + c * 50) % 256 for y in range(24) for x in range(40)
+                      for c in range(3)))
+    rc, out, err = run([engine, "--nodes", peers, "--turns", "2", "--history-tokens", "300",
+                        "--turn-tokens", "100", "--decode-tokens", "4", "--image", ppm + "@150",
+                        "--gen-images", "1", "--gen-image-size", "48x32", "--kda-interval", "2",
+                        "--session", "runner-images", "--compare"])
+    print(out, flush=True)
+    check(rc == 0, "images: exits %d (want 0): %s" % (rc, err.strip()))
+    check("vis_hit" in out and "encoder_ms" in out, "images: the table has vis_hit, encoder_ms")
+    res = dict(kv.split("=") for kv in out.strip().splitlines()[-1].split()[1:])
+    # turn 1: the file (3 x 2 patches) and one generated image; turn 2: the generated again.
+    check(res.get("images") == "3", "images: 3 images placed (result %r)" % res.get("images"))
+    check(res.get("vis_misses") == "2" and res.get("vis_hits") == "1",
+          "images: 2 VIS misses (turn 1) and 1 hit (turn 2's copy): %r" % res)
+    m = re.search(r"^\s*2\s+.*\s(\d+)/(\d+)\s+([\d.]+)\s+[\d.]+\s+[\d.]+x\s+(\S+)$", out, re.M)
+    check(m is not None and m.group(1) == "1" and float(m.group(4)) <= 1e-5,
+          "images: turn 2 hits VIS 1/1 and its logits are within 1e-5 of the recompute")
+    bad = os.path.join(work, "bad.ppm")
+    with open(bad, "wb") as f:
+        f.write(b"P6 4 4 65535\n" + bytes(96))
+    for spec, want in [(bad + "@0", "maxval 65535"), (ppm, "FILE@POS"),
+                       (os.path.join(work, "none.png") + "@3", "none.png"),
+                       (ppm + "@9:3", "turn 9")]:
+        rc, _, err = run([engine, "--nodes", peers, "--turns", "1", "--history-tokens", "64",
+                          "--image", spec])
+        check(rc == 2 and want in err, "--image %s: exit %d (want 2), message %r names %r" %
+              (os.path.basename(spec), rc, err.strip(), want))
 
 
 def main():
@@ -267,6 +305,8 @@ def main():
         usage_cases(args.engine, peers, work)
         workload_case(args.engine, peers, promtool, work)
         compare_case(args.engine, peers)
+        compare_case(args.engine, peers, remote=True)
+        images_case(args.engine, peers, work)
         for d in daemons:
             rc = d.stop()
             check(rc == 0, "stratad exited with %d (log %s)" % (rc, d.log_path))

@@ -21,8 +21,12 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "data_dirs.h"
+#include "client_fixture.h"
 #include "cluster.h"
+#include "engine_fixture.h"
 #include "strata/engine.h"
+#include "stratad_arg.h"
 
 #define N_NODES 3
 #define VOCAB   512
@@ -43,27 +47,16 @@ typedef struct fixture {
 static int setup(void **state)
 {
     fixture_t *f = calloc(1, sizeof(*f));
-    st_client_params_t p = {0};
-    st_model_config_t mc;
-    st_engine_params_t ep = {0};
+    st_client_params_t p;
+    st_engine_params_t ep;
 
     assert_non_null(f);
     assert_int_equal(tc_start(&f->cl, stratad_path, N_NODES, "--segment-blocks 4"), 0);
-    p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TENANT | ST_CLIENT_FIELD_MODEL |
-                   ST_CLIENT_FIELD_HEALTH_INTERVAL | ST_CLIENT_FIELD_TIMEOUT;
-    p.nodes = f->cl.peers;
-    p.tenant = "acme";
-    p.model = "reference-hybrid";
-    p.health_interval_ms = 100;
-    p.timeout_ms = 30000;
-    assert_int_equal(st_client_connect(&p, &f->client), ST_OK);
-    st_model_config_default(&mc);
-    assert_int_equal(st_model_create(&mc, &f->model), ST_OK);
-    assert_int_equal(st_engine_create(f->model, NULL, &f->ref), ST_OK);
-    ep.field_mask = ST_ENGINE_FIELD_CLIENT | ST_ENGINE_FIELD_KDA_INTERVAL;
-    ep.client = f->client;
-    ep.kda_interval = 4;
-    assert_int_equal(st_engine_create(f->model, &ep, &f->cached), ST_OK);
+    ef_client_params(&p, f->cl.peers);
+    f->client = cf_connect(&p);
+    ef_model_open(&f->model, &f->ref);
+    ef_cached_params(&ep, f->client);
+    ef_cached_open(f->model, &ep, &f->cached);
     *state = f;
     return 0;
 }
@@ -72,23 +65,9 @@ static int teardown(void **state)
 {
     fixture_t *f = *state;
 
-    st_engine_free(f->cached);
-    st_engine_free(f->ref);
-    st_model_free(f->model);
-    st_client_close(f->client);
-    tc_stop_all(&f->cl);
-    for (int i = 0; f->dir[0] != '\0' && i < 2; i++) {
-        char p[128];
-
-        snprintf(p, sizeof(p), "%s/%d/data.mdb", f->dir, i);
-        unlink(p);
-        snprintf(p, sizeof(p), "%s/%d/lock.mdb", f->dir, i);
-        unlink(p);
-        snprintf(p, sizeof(p), "%s/%d", f->dir, i);
-        rmdir(p);
-    }
+    ef_teardown(f->cached, f->ref, f->model, f->client, &f->cl);
     if (f->dir[0] != '\0') {
-        rmdir(f->dir);
+        dd_rm_node_dirs(f->dir, 2);
     }
     free(f);
     return 0;
@@ -98,9 +77,8 @@ static int teardown(void **state)
 static int setup_durable(void **state)
 {
     fixture_t *f = calloc(1, sizeof(*f));
-    st_client_params_t p = {0};
-    st_model_config_t mc;
-    st_engine_params_t ep = {0};
+    st_client_params_t p;
+    st_engine_params_t ep;
     char args[256], d[128];
 
     assert_non_null(f);
@@ -113,24 +91,15 @@ static int setup_durable(void **state)
     snprintf(args, sizeof(args), "--segment-blocks 4 --ssd-map-size 256M --data-dir %s/{node}",
              f->dir);
     assert_int_equal(tc_start(&f->cl, stratad_path, 2, args), 0);
-    p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TENANT | ST_CLIENT_FIELD_MODEL |
-                   ST_CLIENT_FIELD_HEALTH_INTERVAL | ST_CLIENT_FIELD_TIMEOUT |
-                   ST_CLIENT_FIELD_REPLICAS;
-    p.nodes = f->cl.peers;
-    p.tenant = "acme";
-    p.model = "reference-hybrid";
-    p.health_interval_ms = 100;
-    p.timeout_ms = 30000;
+    ef_client_params(&p, f->cl.peers);
+    p.field_mask |= ST_CLIENT_FIELD_REPLICAS;
     p.replicas = 2;
-    assert_int_equal(st_client_connect(&p, &f->client), ST_OK);
-    st_model_config_default(&mc);
-    assert_int_equal(st_model_create(&mc, &f->model), ST_OK);
-    assert_int_equal(st_engine_create(f->model, NULL, &f->ref), ST_OK);
-    ep.field_mask = ST_ENGINE_FIELD_CLIENT | ST_ENGINE_FIELD_KDA_INTERVAL | ST_ENGINE_FIELD_DURABLE;
-    ep.client = f->client;
-    ep.kda_interval = 4;
+    f->client = cf_connect(&p);
+    ef_model_open(&f->model, &f->ref);
+    ef_cached_params(&ep, f->client);
+    ep.field_mask |= ST_ENGINE_FIELD_DURABLE;
     ep.durable = 1;
-    assert_int_equal(st_engine_create(f->model, &ep, &f->cached), ST_OK);
+    ef_cached_open(f->model, &ep, &f->cached);
     *state = f;
     return 0;
 }
@@ -410,13 +379,9 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_session_durable, setup_durable, teardown),
     };
 
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_engine_session PATH-TO-STRATAD [TEST-NAME-PATTERN]\n");
+    if (TM_STRATAD_FILTER_ARG(argc, argv, "test_engine_session",
+                              "PATH-TO-STRATAD [TEST-NAME-PATTERN]", &stratad_path) != 0) {
         return 2;
-    }
-    stratad_path = argv[1];
-    if (argc > 2) {
-        cmocka_set_test_filter(argv[2]);
     }
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -32,13 +32,13 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
+#include "data_dirs.h"
+#include "client_fixture.h"
 #include "cluster.h"
 #include "srpc.h"
 #include "strata.pb-c.h"
 #include "strata/strata.h"
+#include "stratad_arg.h"
 
 #define OBJ 64
 
@@ -68,36 +68,22 @@ static void seed_rng(void)
 
 static st_client_t *connect_nodes(const char *nodes)
 {
-    st_client_params_t p = {0};
-    st_client_t *c = NULL;
+    st_client_params_t p;
 
-    p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TENANT | ST_CLIENT_FIELD_MODEL |
-                   ST_CLIENT_FIELD_HEALTH_INTERVAL | ST_CLIENT_FIELD_TIMEOUT;
-    p.nodes = nodes;
-    p.tenant = "acme";
-    p.model = "k3";
-    p.health_interval_ms = 100;
-    p.timeout_ms = 30000;
-    assert_int_equal(st_client_connect(&p, &c), ST_OK);
-    return c;
+    cf_params_session(&p, nodes, "k3", 30000);
+    return cf_connect(&p);
 }
 
 /* A chain of n blocks whose tokens follow stream a up to block diverge and
  * stream b after it. */
 static st_hash_t *make_chain(st_client_t *c, uint64_t a, uint64_t b, size_t diverge, size_t n)
 {
-    size_t bt = st_client_block_tokens(c), nt = n * bt, nb;
-    uint32_t *tok = malloc(sizeof(uint32_t) * nt);
-    st_hash_t *chain = malloc(sizeof(st_hash_t) * n);
+    size_t bt = st_client_block_tokens(c), cut = (diverge < n ? diverge : n) * bt;
+    uint32_t *tok = cf_token_buf(c, n);
 
-    assert_true(tok && chain);
-    for (size_t i = 0; i < nt; i++) {
-        tok[i] = (uint32_t)(XXH3_64bits_withSeed(&i, sizeof(i), i / bt < diverge ? a : b) % 150000);
-    }
-    assert_int_equal(st_client_hash(c, tok, nt, NULL, 0, chain, n, &nb), ST_OK);
-    assert_int_equal(nb, n);
-    free(tok);
-    return chain;
+    cf_tokens(tok, 0, cut, a);
+    cf_tokens(tok, cut, n * bt, b);
+    return cf_hash(c, tok, n);
 }
 
 /*
@@ -627,15 +613,7 @@ static void test_tier(void **state)
     }
     st_client_close(c);
     tc_stop_all(&cl);
-    {
-        char f[128];
-
-        snprintf(f, sizeof(f), "%s/data.mdb", dir);
-        unlink(f);
-        snprintf(f, sizeof(f), "%s/lock.mdb", dir);
-        unlink(f);
-        rmdir(dir);
-    }
+    dd_rm_dir(dir);
     for (int k = 0; k < CHAINS; k++) {
         free(ch[k]);
     }
@@ -649,11 +627,10 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_tier),
     };
 
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_lookup_compact PATH-TO-STRATAD\n");
+    if (tm_stratad_arg(argc, argv, 2, "test_lookup_compact", "PATH-TO-STRATAD", &stratad_path) !=
+        0) {
         return 2;
     }
-    stratad_path = argv[1];
     seed_rng();
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -55,9 +54,7 @@ def main():
     ap.add_argument("--testd", required=True, help="path of metrics_testd")
     ap.add_argument("--promtool", default=None)
     args = ap.parse_args()
-    promtool = args.promtool or h.find_tool("promtool", "PROMTOOL")
-    if not promtool:
-        h.skip("promtool is not installed (Debian: apt-get install prometheus)")
+    promtool = h.require_tool(args.promtool, "promtool", "PROMTOOL", "prometheus")
 
     problems = []
     prom_yml = os.path.join(args.root, "deploy/prometheus/prometheus.yml")
@@ -86,10 +83,10 @@ def main():
         problems.append("found only %d metrics in docs/observability.md section 2" % len(known))
 
     used = {}
-    rules = os.path.join(args.root, "deploy/prometheus/strata-rules.yml")
-    with open(rules, encoding="utf-8") as f:
-        for n in NAME.findall(f.read()):
-            used.setdefault(n, "strata-rules.yml")
+    for rules_file in ("strata-rules.yml", "strata-alerts.yml"):
+        with open(os.path.join(args.root, "deploy/prometheus", rules_file), encoding="utf-8") as f:
+            for n in NAME.findall(f.read()):
+                used.setdefault(n, rules_file)
     graf = os.path.join(args.root, "deploy/grafana/strata-dashboard.json")
     with open(graf, encoding="utf-8") as f:
         dash = json.load(f)
@@ -121,10 +118,7 @@ def main():
         problems.append("metrics_testd exports %s, which the contract does not define" % n)
     print("contract: %d metrics; deploy files use %d; the stand-in exports %d" %
           (len(known), len(used), len(exported)), flush=True)
-    if problems:
-        h.fail("; ".join(problems))
-    shutil.rmtree(work, ignore_errors=True)
-    print("deploy files are valid", flush=True)
+    h.finish(problems, work, "deploy files are valid")
 
 
 if __name__ == "__main__":

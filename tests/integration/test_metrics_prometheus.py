@@ -72,9 +72,7 @@ def main():
     ap.add_argument("--limit", type=float, default=120.0, help="seconds before giving up")
     args = ap.parse_args()
 
-    binary = args.prometheus or h.find_tool("prometheus", "PROMETHEUS")
-    if not binary:
-        h.skip("prometheus is not installed (Debian: apt-get install prometheus)")
+    binary = h.require_tool(args.prometheus, "prometheus", "PROMETHEUS", "prometheus")
 
     work = tempfile.mkdtemp(prefix="strata-prom-")
     logs = args.artifacts or work

@@ -13,7 +13,6 @@ Exit 77 (skip) when promtool is not installed.
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -43,9 +42,7 @@ def main():
     ap.add_argument("--testd", required=True, help="path of metrics_testd")
     ap.add_argument("--promtool", default=None, help="promtool binary (default: PATH)")
     args = ap.parse_args()
-    promtool = args.promtool or h.find_tool("promtool", "PROMTOOL")
-    if not promtool:
-        h.skip("promtool is not installed (Debian: apt-get install prometheus)")
+    promtool = h.require_tool(args.promtool, "promtool", "PROMTOOL", "prometheus")
 
     problems = []
     rc, out = promtool_check(promtool, BAD)
@@ -92,10 +89,7 @@ def main():
     finally:
         node.stop()
     h.stop_all([node])
-    if problems:
-        h.fail("; ".join(problems))
-    shutil.rmtree(work, ignore_errors=True)
-    print("metrics exposition and /stats are valid", flush=True)
+    h.finish(problems, work, "metrics exposition and /stats are valid")
 
 
 if __name__ == "__main__":

@@ -65,15 +65,9 @@ class Daemon:
         self.metrics_port = int(m.group(1)) if m else 0
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        code = h.stop_process(self.proc, 20)
         self.log.close()
-        return self.proc.returncode
+        return code
 
     def log_text(self):
         if not self.log.closed:

@@ -3,8 +3,12 @@
  * chain stored and looked up (whole, prefix, diverging), eviction under a
  * small memory limit (the index never holds a child without its parent, RSS
  * stays bounded), a lease that blocks eviction, malformed and oversize
- * requests, authentication, and SIGTERM under load.
+ * requests, authentication, SIGTERM under load, and Stats' process_*
+ * counters against /proc.
  */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include <grpc/status.h>
@@ -22,9 +28,11 @@
 
 #include "cluster.h"
 #include "compose.h"
+#include "grpc_conn.h"
 #include "srpc.h"
 #include "strata.pb-c.h"
 #include "strata/hash.h"
+#include "stratad_arg.h"
 
 #define BT       64
 #define S        16
@@ -32,46 +40,20 @@
 
 static const char *stratad_path;
 
-typedef struct conn {
-    srpc_channel_t *ch;
-    uint64_t ns;
-    st_hash_t seed;
-} conn_t;
-
-static st_status_t call(conn_t *c, int m, const void *req, void **resp, srpc_error_t *err)
+/* Opens a connection as ("acme", "k3") and checks Hello's geometry. */
+static void conn_open(gc_conn_t *c, const char *addr, const char *token)
 {
-    return srpc_call(c->ch, &srpc_cache_methods[m], (const ProtobufCMessage *)req, 30000,
-                     (ProtobufCMessage **)resp, err);
-}
+    Strata__V1__HelloResponse *resp = gc_hello(c, addr, "acme", "k3", token);
 
-static void conn_open(conn_t *c, const char *addr, const char *token)
-{
-    srpc_channel_config_t cc = {.token = token};
-    Strata__V1__HelloRequest req = STRATA__V1__HELLO_REQUEST__INIT;
-    Strata__V1__HelloResponse *resp = NULL;
-    srpc_error_t err;
-
-    assert_int_equal(srpc_channel_open(addr, &cc, &c->ch), ST_OK);
-    req.protocol_version = 1;
-    req.tenant = "acme";
-    req.model = "k3";
-    assert_int_equal(call(c, SRPC_CACHE_HELLO, &req, (void **)&resp, &err), ST_OK);
     assert_int_equal(resp->block_tokens, BT);
     assert_int_equal(resp->segment_blocks, S);
     assert_int_equal(resp->namespace_seed.len, 16);
-    c->ns = resp->namespace_id;
-    memcpy(c->seed.b, resp->namespace_seed.data, 16);
     protobuf_c_message_free_unpacked(&resp->base, NULL);
-}
-
-static void conn_close(conn_t *c)
-{
-    srpc_channel_close(c->ch);
 }
 
 /* A chain of n blocks from a token stream seeded by `stream`; token `flip`
  * (if < n * BT) is changed, so the chain diverges there. */
-static st_hash_t *make_chain(const conn_t *c, uint64_t stream, size_t n, size_t flip)
+static st_hash_t *make_chain(const gc_conn_t *c, uint64_t stream, size_t n, size_t flip)
 {
     uint32_t *tok = malloc(sizeof(uint32_t) * n * BT);
     st_hash_t *h = malloc(sizeof(st_hash_t) * n);
@@ -91,93 +73,44 @@ static st_hash_t *make_chain(const conn_t *c, uint64_t stream, size_t n, size_t 
     return h;
 }
 
-/* Deterministic object bytes for (hash, layer). */
-static void fill_obj(uint8_t *buf, size_t len, const st_hash_t *h, uint32_t layer)
-{
-    uint64_t x = XXH3_64bits_withSeed(h->b, 16, layer);
-
-    for (size_t i = 0; i < len; i++) {
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        buf[i] = (uint8_t)(x >> 56);
-    }
-}
-
 /* Puts KV objects for layers 0..n_layers-1 of blocks [from, to) of chain.
  * Returns the number of KEY_OK answers. */
-static size_t put_chain(conn_t *c, const st_hash_t *chain, size_t from, size_t to,
+static size_t put_chain(gc_conn_t *c, const st_hash_t *chain, size_t from, size_t to,
                         uint32_t n_layers, size_t obj_len)
 {
     size_t per_call = 4096 / n_layers, ok = 0;
-    uint8_t *data = malloc(obj_len * per_call * n_layers);
 
-    assert_non_null(data);
     for (size_t b0 = from; b0 < to; b0 += per_call) {
         size_t nb = to - b0 < per_call ? to - b0 : per_call, no = nb * n_layers;
-        Strata__V1__PutRequest req = STRATA__V1__PUT_REQUEST__INIT;
-        Strata__V1__InlineObject *objs = calloc(no, sizeof(*objs)), **op = calloc(no, sizeof(*op));
-        Strata__V1__ObjectKey *keys = calloc(no, sizeof(*keys));
-        Strata__V1__BlockLink *links = calloc(nb, sizeof(*links)), **lp = calloc(nb, sizeof(*lp));
         Strata__V1__PutResponse *resp = NULL;
         srpc_error_t err;
+        gc_put_t put;
 
-        assert_true(objs && op && keys && links && lp);
-        for (size_t i = 0; i < nb; i++) {
-            const st_hash_t *h = &chain[b0 + i];
-
-            strata__v1__block_link__init(&links[i]);
-            links[i].hash.data = (uint8_t *)h->b;
-            links[i].hash.len = 16;
-            links[i].parent_hash.data = (uint8_t *)(b0 + i == 0 ? c->seed.b : chain[b0 + i - 1].b);
-            links[i].parent_hash.len = 16;
-            links[i].block_index = b0 + i;
-            lp[i] = &links[i];
-            for (uint32_t l = 0; l < n_layers; l++) {
-                size_t k = i * n_layers + l;
-                uint8_t *d = data + k * obj_len;
-
-                fill_obj(d, obj_len, h, l);
-                strata__v1__object_key__init(&keys[k]);
-                keys[k].block_hash.data = (uint8_t *)h->b;
-                keys[k].block_hash.len = 16;
-                keys[k].kind = STRATA__V1__OBJECT_KIND__KV;
-                keys[k].layer = l;
-                strata__v1__inline_object__init(&objs[k]);
-                objs[k].key = &keys[k];
-                objs[k].data.data = d;
-                objs[k].data.len = obj_len;
-                objs[k].checksum = XXH3_64bits(d, obj_len);
-                op[k] = &objs[k];
-            }
-        }
-        req.namespace_id = c->ns;
-        req.objects = op;
-        req.n_objects = no;
-        req.links = lp;
-        req.n_links = nb;
-        assert_int_equal(call(c, SRPC_CACHE_PUT, &req, (void **)&resp, &err), ST_OK);
+        gc_put_build(&put, c->ns, &chain[b0], b0 == 0 ? &c->seed : &chain[b0 - 1], nb, n_layers,
+                     STRATA__V1__OBJECT_KIND__KV, obj_len, (int64_t)b0);
+        assert_int_equal(gc_call(c, SRPC_CACHE_PUT, &put.req, (void **)&resp, &err), ST_OK);
         assert_int_equal(resp->n_status, no);
         for (size_t k = 0; k < no; k++) {
             ok += resp->status[k] == STRATA__V1__KEY_STATUS__KEY_OK;
         }
         protobuf_c_message_free_unpacked(&resp->base, NULL);
-        free(objs), free(op), free(keys), free(links), free(lp);
+        gc_put_free(&put);
     }
-    free(data);
     return ok;
 }
 
 /* Looks up n blocks of chain in segments of S; returns the composed prefix. */
-static st_prefix_t lookup_chain(conn_t *c, const st_hash_t *chain, size_t n, int lease,
-                                uint64_t *lease_id)
+static compose_prefix_t lookup_chain(gc_conn_t *c, const st_hash_t *chain, size_t n, int lease,
+                                     uint64_t *lease_id)
 {
     size_t nseg = (n + S - 1) / S;
     Strata__V1__LookupRequest req = STRATA__V1__LOOKUP_REQUEST__INIT;
     Strata__V1__Segment *segs = calloc(nseg, sizeof(*segs)), **sp = calloc(nseg, sizeof(*sp));
     Strata__V1__LookupResponse *resp = NULL;
-    st_seg_answer_t *ans = calloc(nseg, sizeof(*ans));
+    compose_seg_answer_t *ans = calloc(nseg, sizeof(*ans));
     uint32_t layers[2] = {0, 1};
     srpc_error_t err;
-    st_prefix_t p;
+    compose_prefix_t p;
 
     assert_true(segs && sp && ans);
     for (size_t k = 0; k < nseg; k++) {
@@ -197,7 +130,7 @@ static st_prefix_t lookup_chain(conn_t *c, const st_hash_t *chain, size_t n, int
     req.n_layers = 2;
     req.lease = lease;
     req.lease_ms = lease ? 60000 : 0;
-    assert_int_equal(call(c, SRPC_CACHE_LOOKUP, &req, (void **)&resp, &err), ST_OK);
+    assert_int_equal(gc_call(c, SRPC_CACHE_LOOKUP, &req, (void **)&resp, &err), ST_OK);
     assert_int_equal(resp->n_segments, nseg);
     for (size_t k = 0; k < nseg; k++) {
         ans[k].first_block = k * S;
@@ -205,7 +138,7 @@ static st_prefix_t lookup_chain(conn_t *c, const st_hash_t *chain, size_t n, int
         ans[k].matched = resp->segments[k]->matched_blocks;
         ans[k].answered = 1;
     }
-    st_compose_prefix(ans, nseg, &p);
+    compose_prefix(ans, nseg, &p);
     if (lease_id != NULL) {
         *lease_id = resp->lease_id;
     }
@@ -215,7 +148,7 @@ static st_prefix_t lookup_chain(conn_t *c, const st_hash_t *chain, size_t n, int
 }
 
 /* Which KV layer-0 objects of chain[0..n) are present (Locate). */
-static void present_blocks(conn_t *c, const st_hash_t *chain, size_t n, int *present)
+static void present_blocks(gc_conn_t *c, const st_hash_t *chain, size_t n, int *present)
 {
     for (size_t b0 = 0; b0 < n; b0 += 4096) {
         size_t nb = n - b0 < 4096 ? n - b0 : 4096;
@@ -234,7 +167,7 @@ static void present_blocks(conn_t *c, const st_hash_t *chain, size_t n, int *pre
         grid.n_layers = 1;
         req.namespace_id = c->ns;
         req.grid = &grid;
-        assert_int_equal(call(c, SRPC_CACHE_LOCATE, &req, (void **)&resp, &err), ST_OK);
+        assert_int_equal(gc_call(c, SRPC_CACHE_LOCATE, &req, (void **)&resp, &err), ST_OK);
         assert_int_equal(resp->locations->n_state, nb);
         for (size_t i = 0; i < nb; i++) {
             present[b0 + i] = resp->locations->state[i] == STRATA__V1__OBJECT_STATE__OBJECT_PRESENT;
@@ -243,32 +176,14 @@ static void present_blocks(conn_t *c, const st_hash_t *chain, size_t n, int *pre
     }
 }
 
-static uint64_t stat_counter(conn_t *c, const char *name)
-{
-    Strata__V1__StatsRequest req = STRATA__V1__STATS_REQUEST__INIT;
-    Strata__V1__StatsResponse *resp = NULL;
-    srpc_error_t err;
-    uint64_t v = UINT64_MAX;
-
-    assert_int_equal(call(c, SRPC_CACHE_STATS, &req, (void **)&resp, &err), ST_OK);
-    for (size_t i = 0; i < resp->n_counters; i++) {
-        if (strcmp(resp->counters[i]->key, name) == 0) {
-            v = resp->counters[i]->value;
-        }
-    }
-    protobuf_c_message_free_unpacked(&resp->base, NULL);
-    assert_true(v != UINT64_MAX);
-    return v;
-}
-
 /* ------------------------------------------------------------------ tests -- */
 
 static void test_million_token_chain(void **state)
 {
     tc_cluster_t cl;
-    conn_t c;
+    gc_conn_t c;
     st_hash_t *chain, *other;
-    st_prefix_t p;
+    compose_prefix_t p;
 
     assert_int_equal(tc_start(&cl, stratad_path, 1, "--memory-limit 2G"), 0);
     conn_open(&c, cl.node[0].addr, NULL);
@@ -292,10 +207,10 @@ static void test_million_token_chain(void **state)
     p = lookup_chain(&c, other, 64, 0, NULL);
     assert_int_equal(p.matched_blocks, 0);
 
-    assert_int_equal(stat_counter(&c, "objects_kv"), N_BLOCKS * 2);
-    assert_true(stat_counter(&c, "matched_tokens") >= (uint64_t)(N_BLOCKS + 1000 + 5000) * BT);
+    assert_int_equal(gc_stat(c.ch, "objects_kv"), N_BLOCKS * 2);
+    assert_true(gc_stat(c.ch, "matched_tokens") >= (uint64_t)(N_BLOCKS + 1000 + 5000) * BT);
     free(chain), free(other);
-    conn_close(&c);
+    gc_close(&c);
     assert_int_equal(tc_stop(&cl, 0, 15000), 0);
     tc_stop_all(&cl);
 }
@@ -311,12 +226,12 @@ static void test_million_token_chain(void **state)
 static void test_eviction_keeps_prefixes_and_rss_bounded(void **state)
 {
     tc_cluster_t cl;
-    conn_t c;
+    gc_conn_t c;
     st_hash_t *chains[EV_CHAINS];
     int present[EV_BLOCKS];
     size_t kept = 0;
     uint64_t lease_id = 0;
-    st_prefix_t p;
+    compose_prefix_t p;
 
     assert_int_equal(
         tc_start(&cl, stratad_path, 1, "--memory-limit 64M --chunk-bytes 4M --max-object 1M"), 0);
@@ -333,7 +248,7 @@ static void test_eviction_keeps_prefixes_and_rss_bounded(void **state)
         chains[k] = make_chain(&c, 100 + (uint64_t)k, EV_BLOCKS, SIZE_MAX);
         put_chain(&c, chains[k], 0, EV_BLOCKS, 2, EV_OBJ);
     }
-    assert_true(stat_counter(&c, "evicted_blocks") > 0);
+    assert_true(gc_stat(c.ch, "evicted_blocks") > 0);
     assert_true(tc_rss(&cl, 0) > 0);
     print_message("rss after 160 MiB into a 64 MiB limit: %.1f MiB\n",
                   (double)tc_rss(&cl, 0) / (1 << 20));
@@ -374,7 +289,7 @@ static void test_eviction_keeps_prefixes_and_rss_bounded(void **state)
         req.namespace_id = c.ns;
         req.lease_ids = &lease_id;
         req.n_lease_ids = 1;
-        assert_int_equal(call(&c, SRPC_CACHE_RELEASE, &req, (void **)&resp, &err), ST_OK);
+        assert_int_equal(gc_call(&c, SRPC_CACHE_RELEASE, &req, (void **)&resp, &err), ST_OK);
         assert_int_equal(resp->status[0], STRATA__V1__KEY_STATUS__KEY_OK);
         protobuf_c_message_free_unpacked(&resp->base, NULL);
     }
@@ -389,14 +304,14 @@ static void test_eviction_keeps_prefixes_and_rss_bounded(void **state)
     for (int k = 0; k < EV_CHAINS; k++) {
         free(chains[k]);
     }
-    conn_close(&c);
+    gc_close(&c);
     tc_stop_all(&cl);
 }
 
 static void test_bad_requests_keep_daemon_serving(void **state)
 {
     tc_cluster_t cl;
-    conn_t c;
+    gc_conn_t c;
     srpc_error_t err;
     void *resp = NULL;
     size_t resp_len = 0;
@@ -427,7 +342,7 @@ static void test_bad_requests_keep_daemon_serving(void **state)
         req.namespace_id = c.ns;
         req.objects = &op;
         req.n_objects = 1;
-        assert_int_equal(call(&c, SRPC_CACHE_PUT, &req, &resp, &err), ST_ERR_EXHAUSTED);
+        assert_int_equal(gc_call(&c, SRPC_CACHE_PUT, &req, &resp, &err), ST_ERR_EXHAUSTED);
         assert_int_equal(err.grpc_code, GRPC_STATUS_RESOURCE_EXHAUSTED);
     }
 
@@ -442,15 +357,15 @@ static void test_bad_requests_keep_daemon_serving(void **state)
         req.namespace_id = c.ns;
         req.segments = &sp;
         req.n_segments = 1;
-        assert_int_equal(call(&c, SRPC_CACHE_LOOKUP, &req, &resp, &err), ST_ERR_INVALID);
+        assert_int_equal(gc_call(&c, SRPC_CACHE_LOOKUP, &req, &resp, &err), ST_ERR_INVALID);
         assert_non_null(strstr(err.message, "max_hashes=1024"));
         seg.block_hashes.len = 17;
-        assert_int_equal(call(&c, SRPC_CACHE_LOOKUP, &req, &resp, &err), ST_ERR_INVALID);
+        assert_int_equal(gc_call(&c, SRPC_CACHE_LOOKUP, &req, &resp, &err), ST_ERR_INVALID);
         assert_non_null(strstr(err.message, "multiple of 16"));
         /* An unknown namespace. */
         seg.block_hashes.len = 16;
         req.namespace_id = 12345;
-        assert_int_equal(call(&c, SRPC_CACHE_LOOKUP, &req, &resp, &err), ST_ERR_NOT_FOUND);
+        assert_int_equal(gc_call(&c, SRPC_CACHE_LOOKUP, &req, &resp, &err), ST_ERR_NOT_FOUND);
         assert_non_null(strstr(err.message, "namespace_id=12345"));
         free(chain);
     }
@@ -473,15 +388,15 @@ static void test_bad_requests_keep_daemon_serving(void **state)
         req.namespace_id = c.ns;
         req.objects = &op;
         req.n_objects = 1;
-        assert_int_equal(call(&c, SRPC_CACHE_PUT, &req, (void **)&pr, &err), ST_OK);
+        assert_int_equal(gc_call(&c, SRPC_CACHE_PUT, &req, (void **)&pr, &err), ST_OK);
         assert_int_equal(pr->status[0], STRATA__V1__KEY_STATUS__KEY_CORRUPT);
         protobuf_c_message_free_unpacked(&pr->base, NULL);
     }
 
     /* Still serving. */
-    conn_close(&c);
+    gc_close(&c);
     conn_open(&c, cl.node[0].addr, NULL);
-    conn_close(&c);
+    gc_close(&c);
     tc_stop_all(&cl);
 }
 
@@ -492,7 +407,7 @@ static void test_auth_token(void **state)
     Strata__V1__HelloRequest req = STRATA__V1__HELLO_REQUEST__INIT;
     void *resp = NULL;
     srpc_error_t err;
-    conn_t c;
+    gc_conn_t c;
 
     assert_int_equal(tc_start(&cl, stratad_path, 1, "--auth-token s3cret-t0ken"), 0);
     assert_int_equal(srpc_channel_open(cl.node[0].addr, NULL, &ch), ST_OK);
@@ -502,7 +417,7 @@ static void test_auth_token(void **state)
     assert_int_equal(err.grpc_code, GRPC_STATUS_UNAUTHENTICATED);
     srpc_channel_close(ch);
     conn_open(&c, cl.node[0].addr, "s3cret-t0ken");
-    conn_close(&c);
+    gc_close(&c);
     tc_stop_all(&cl);
 }
 
@@ -515,7 +430,7 @@ typedef struct writer {
 static void *writer_main(void *arg)
 {
     writer_t *w = arg;
-    conn_t c;
+    gc_conn_t c;
     st_hash_t *chain;
 
     conn_open(&c, w->addr, NULL);
@@ -530,7 +445,7 @@ static void *writer_main(void *arg)
         st_status_t st;
 
         for (int i = 0; i < 64; i++) {
-            fill_obj(data[i], sizeof(data[i]), &chain[b + i], 0);
+            gc_fill(data[i], sizeof(data[i]), &chain[b + i], 0);
             strata__v1__object_key__init(&keys[i]);
             keys[i].block_hash.data = chain[b + i].b;
             keys[i].block_hash.len = 16;
@@ -545,7 +460,7 @@ static void *writer_main(void *arg)
         req.namespace_id = c.ns;
         req.objects = op;
         req.n_objects = 64;
-        st = call(&c, SRPC_CACHE_PUT, &req, (void **)&resp, &err);
+        st = gc_call(&c, SRPC_CACHE_PUT, &req, (void **)&resp, &err);
         if (st == ST_OK) {
             w->ok++;
             protobuf_c_message_free_unpacked(&resp->base, NULL);
@@ -558,7 +473,7 @@ static void *writer_main(void *arg)
         }
     }
     free(chain);
-    conn_close(&c);
+    gc_close(&c);
     return NULL;
 }
 
@@ -588,20 +503,97 @@ static void test_sigterm_under_load(void **state)
     tc_stop_all(&cl);
 }
 
-int main(int argc, char **argv)
+/* Entries of /proc/<pid>/<sub> but "." and "..". */
+static uint64_t proc_entries(pid_t pid, const char *sub)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_million_token_chain),
-        cmocka_unit_test(test_eviction_keeps_prefixes_and_rss_bounded),
-        cmocka_unit_test(test_bad_requests_keep_daemon_serving),
-        cmocka_unit_test(test_auth_token),
-        cmocka_unit_test(test_sigterm_under_load),
-    };
+    char path[64];
+    DIR *dir;
+    struct dirent *de;
+    uint64_t n = 0;
 
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_stratad PATH-TO-STRATAD\n");
-        return 2;
+    snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, sub);
+    dir = opendir(path);
+    assert_non_null(dir);
+    while ((de = readdir(dir)) != NULL) {
+        n += de->d_name[0] != '.';
     }
-    stratad_path = argv[1];
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    closedir(dir);
+    return n;
 }
+
+static uint64_t abs_diff(uint64_t a, uint64_t b)
+{
+    return a > b ? a - b : b - a;
+}
+
+#define PG_CONNS 6
+
+/* A TCP connection to the daemon's gRPC port that says nothing. */
+static int tcp_connect(int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    assert_true(fd >= 0);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    return fd;
+}
+
+/* Polls Stats' process_open_fds until it is at least (above) or at most
+ * (!above) want; 1 when it got there within 10 s. */
+static int fds_reach(gc_conn_t *c, uint64_t want, int above)
+{
+    for (int tries = 0; tries < 100; tries++) {
+        uint64_t now = gc_stat(c->ch, "process_open_fds");
+
+        if (above ? now >= want : now <= want) {
+            return 1;
+        }
+        nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+    }
+    return 0;
+}
+
+/* Stats' process_* counters agree with what /proc says of the daemon, and
+ * follow connections opened and closed (the soak's gauges, docs/testing.md). */
+static void test_stats_process_gauges(void **state)
+{
+    tc_cluster_t cl;
+    gc_conn_t c;
+    uint64_t fds, rss, threads;
+    int sock[PG_CONNS];
+
+    assert_int_equal(tc_start(&cl, stratad_path, 1, NULL), 0);
+    conn_open(&c, cl.node[0].addr, NULL);
+    fds = gc_stat(c.ch, "process_open_fds");
+    /* The Stats call is served between the two reads: at most the call's
+     * own transient descriptors apart. */
+    assert_true(abs_diff(fds, proc_entries(cl.node[0].pid, "fd")) <= 2);
+    threads = gc_stat(c.ch, "process_threads");
+    assert_true(abs_diff(threads, proc_entries(cl.node[0].pid, "task")) <= 1);
+    rss = gc_stat(c.ch, "process_rss_bytes");
+    assert_true(rss > 0);
+    assert_true(abs_diff(rss, tc_rss(&cl, 0)) <= tc_rss(&cl, 0) / 4);
+
+    /* Each TCP connection the daemon accepts is one more descriptor, and
+     * gone again once the client closes it. */
+    for (int i = 0; i < PG_CONNS; i++) {
+        sock[i] = tcp_connect(cl.node[0].port);
+    }
+    assert_true(fds_reach(&c, fds + PG_CONNS, 1));
+    for (int i = 0; i < PG_CONNS; i++) {
+        close(sock[i]);
+    }
+    assert_true(fds_reach(&c, fds, 0));
+    gc_close(&c);
+    assert_int_equal(tc_stop(&cl, 0, 15000), 0);
+    tc_stop_all(&cl);
+}
+
+TM_STRATAD_MAIN("test_stratad", "PATH-TO-STRATAD", &stratad_path,
+                cmocka_unit_test(test_million_token_chain),
+                cmocka_unit_test(test_eviction_keeps_prefixes_and_rss_bounded),
+                cmocka_unit_test(test_bad_requests_keep_daemon_serving),
+                cmocka_unit_test(test_auth_token), cmocka_unit_test(test_sigterm_under_load),
+                cmocka_unit_test(test_stats_process_gauges))

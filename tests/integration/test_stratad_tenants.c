@@ -26,9 +26,11 @@
 #include <xxhash.h>
 
 #include "cluster.h"
+#include "grpc_conn.h"
 #include "srpc.h"
 #include "strata.pb-c.h"
 #include "tenants.h"
+#include "stratad_arg.h"
 
 #define LIMIT   (256.0 * 1024 * 1024)
 #define TOKEN_A "stratad-tenants-acme-token-0123456789"
@@ -36,34 +38,16 @@
 
 static const char *stratad_path;
 
-typedef struct conn {
-    srpc_channel_t *ch;
-    uint64_t ns;
-    uint8_t seed[16];
-} conn_t;
-
 /* Hello as tenant, with token (NULL: none). */
-static void hello_as(conn_t *c, const char *addr, const char *tenant, const char *model,
+static void hello_as(gc_conn_t *c, const char *addr, const char *tenant, const char *model,
                      const char *token)
 {
-    Strata__V1__HelloRequest req = STRATA__V1__HELLO_REQUEST__INIT;
-    Strata__V1__HelloResponse *resp = NULL;
-    srpc_channel_config_t cc = {.token = token};
-    srpc_error_t err;
+    Strata__V1__HelloResponse *resp = gc_hello(c, addr, tenant, model, token);
 
-    assert_int_equal(srpc_channel_open(addr, &cc, &c->ch), ST_OK);
-    req.protocol_version = 1;
-    req.tenant = (char *)tenant;
-    req.model = (char *)model;
-    assert_int_equal(srpc_call(c->ch, &srpc_cache_methods[SRPC_CACHE_HELLO], &req.base, 30000,
-                               (ProtobufCMessage **)&resp, &err),
-                     ST_OK);
-    c->ns = resp->namespace_id;
-    memcpy(c->seed, resp->namespace_seed.data, 16);
     protobuf_c_message_free_unpacked(&resp->base, NULL);
 }
 
-static void hello(conn_t *c, const char *addr, const char *tenant, const char *model)
+static void hello(gc_conn_t *c, const char *addr, const char *tenant, const char *model)
 {
     hello_as(c, addr, tenant, model, NULL);
 }
@@ -105,7 +89,7 @@ static void reload_until(tt_set_t *s, const char *const *fields, pid_t pid, int 
 
 /* Puts one object of len bytes (kind, durable) as root block i; returns the
  * call's status (err filled), *key_status the object's. */
-static st_status_t put_one(conn_t *c, int i, size_t len, int kind, int durable, int *key_status,
+static st_status_t put_one(gc_conn_t *c, int i, size_t len, int kind, int durable, int *key_status,
                            srpc_error_t *err)
 {
     Strata__V1__PutRequest req = STRATA__V1__PUT_REQUEST__INIT;
@@ -122,7 +106,7 @@ static st_status_t put_one(conn_t *c, int i, size_t len, int kind, int durable, 
     data[0] = (uint8_t)i;
     link.hash.data = h;
     link.hash.len = 16;
-    link.parent_hash.data = c->seed;
+    link.parent_hash.data = c->seed.b;
     link.parent_hash.len = 16;
     key.block_hash.data = h;
     key.block_hash.len = 16;
@@ -137,8 +121,7 @@ static st_status_t put_one(conn_t *c, int i, size_t len, int kind, int durable, 
     req.links = &lp;
     req.n_links = 1;
     req.durable = durable;
-    st = srpc_call(c->ch, &srpc_cache_methods[SRPC_CACHE_PUT], &req.base, 30000,
-                   (ProtobufCMessage **)&resp, err);
+    st = gc_call(c, SRPC_CACHE_PUT, &req, (void **)&resp, err);
     if (st == ST_OK) {
         *key_status = resp->status[0];
         protobuf_c_message_free_unpacked(&resp->base, NULL);
@@ -149,7 +132,7 @@ static st_status_t put_one(conn_t *c, int i, size_t len, int kind, int durable, 
 
 /* Pins root blocks first .. first+n-1 in one call; returns the call's
  * status (err filled) and, on ST_OK, the first block's key status. */
-static st_status_t pin_blocks(conn_t *c, int first, int n, int *ks, srpc_error_t *err)
+static st_status_t pin_blocks(gc_conn_t *c, int first, int n, int *ks, srpc_error_t *err)
 {
     Strata__V1__PinRequest req = STRATA__V1__PIN_REQUEST__INIT;
     Strata__V1__PinResponse *resp = NULL;
@@ -166,8 +149,7 @@ static st_status_t pin_blocks(conn_t *c, int first, int n, int *ks, srpc_error_t
     req.namespace_id = c->ns;
     req.block_hashes.data = h[0];
     req.block_hashes.len = 16 * (size_t)n;
-    st = srpc_call(c->ch, &srpc_cache_methods[SRPC_CACHE_PIN], &req.base, 30000,
-                   (ProtobufCMessage **)&resp, err);
+    st = gc_call(c, SRPC_CACHE_PIN, &req, (void **)&resp, err);
     if (st == ST_OK) {
         assert_int_equal(resp->n_status, (size_t)n);
         *ks = resp->status[0];
@@ -177,7 +159,7 @@ static st_status_t pin_blocks(conn_t *c, int first, int n, int *ks, srpc_error_t
 }
 
 /* Puts n KV objects of len bytes, each a root block of its own. */
-static void put_roots(conn_t *c, int n, size_t len)
+static void put_roots(gc_conn_t *c, int n, size_t len)
 {
     for (int i = 0; i < n; i++) {
         srpc_error_t err;
@@ -207,7 +189,7 @@ static void test_limit_once_and_tenants(void **state)
     int mport = tc_free_port();
     char extra[128], *stats;
     tc_cluster_t cl;
-    conn_t a1, a2, b;
+    gc_conn_t a1, a2, b;
     double used_a;
 
     (void)state;
@@ -267,7 +249,7 @@ static void test_quotas_over_grpc(void **state)
     tc_cluster_t cl;
     tt_set_t tns;
     srpc_error_t err;
-    conn_t a;
+    gc_conn_t a;
 
     (void)state;
     assert_non_null(mkdtemp(dir));
@@ -344,17 +326,6 @@ static void test_quotas_over_grpc(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
-int main(int argc, char **argv)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_limit_once_and_tenants),
-        cmocka_unit_test(test_quotas_over_grpc),
-    };
-
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_stratad_tenants PATH-TO-STRATAD\n");
-        return 2;
-    }
-    stratad_path = argv[1];
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TM_STRATAD_MAIN("test_stratad_tenants", "PATH-TO-STRATAD", &stratad_path,
+                cmocka_unit_test(test_limit_once_and_tenants),
+                cmocka_unit_test(test_quotas_over_grpc))

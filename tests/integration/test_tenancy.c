@@ -34,6 +34,8 @@
 #include "ns_probe.h"
 #include "srpc.h"
 #include "strata.pb-c.h"
+#include "tenants.h"
+#include "stratad_arg.h"
 
 #define TOK_A  "alpha-token-0123456789"
 #define TOK_B  "beta-token-9876543210"
@@ -46,14 +48,7 @@ static char tenants_path[128];
 /* "sha256:<hex>" of token. */
 static void token_hash(const char *token, char *out)
 {
-    unsigned char h[32];
-    unsigned int n = 0;
-
-    assert_int_equal(EVP_Digest(token, strlen(token), h, &n, EVP_sha256(), NULL), 1);
-    strcpy(out, "sha256:");
-    for (int i = 0; i < 32; i++) {
-        sprintf(out + 7 + 2 * i, "%02x", h[i]);
-    }
+    assert_int_equal(tt_token_hash(token, out), 0);
 }
 
 /* Writes the tenants file: lines of "name token fields". */
@@ -100,6 +95,16 @@ static srpc_channel_t *chan(const char *addr, const char *token, const char *cli
 
     assert_int_equal(srpc_channel_open(addr, &cc, &ch), ST_OK);
     return ch;
+}
+
+/* One call of method m over ch (10 s), which must answer; *resp: the answer. */
+static void call_ok(srpc_channel_t *ch, int m, const void *req, void *resp)
+{
+    srpc_error_t err;
+
+    assert_int_equal(srpc_call(ch, &srpc_cache_methods[m], (const ProtobufCMessage *)req, 10000,
+                               (ProtobufCMessage **)resp, &err),
+                     ST_OK);
 }
 
 /* Hello for (tenant, model); returns the status, fills ns and client id when OK. */
@@ -290,9 +295,7 @@ static void test_cross_tenant_calls_answer_as_unknown(void **state)
         Strata__V1__StatsResponse *sa = NULL;
 
         sq.namespace_id = ns_a;
-        assert_int_equal(srpc_call(a, &srpc_cache_methods[SRPC_CACHE_STATS], &sq.base, 10000,
-                                   (ProtobufCMessage **)&sa, &err),
-                         ST_OK);
+        call_ok(a, SRPC_CACHE_STATS, &sq, &sa);
         assert_true(sa->n_counters > 0);
         assert_int_equal(sa->n_methods, 0);
         protobuf_c_message_free_unpacked(&sa->base, NULL);
@@ -310,7 +313,6 @@ static uint64_t reserve_one(srpc_channel_t *ch, uint64_t ns, uint8_t tag)
     Strata__V1__ObjectKey key = STRATA__V1__OBJECT_KEY__INIT, *keys[1] = {&key};
     uint64_t len = 4096, id;
     uint8_t hash[16];
-    srpc_error_t err;
 
     memset(hash, tag, sizeof(hash));
     key.block_hash.data = hash;
@@ -321,9 +323,7 @@ static uint64_t reserve_one(srpc_channel_t *ch, uint64_t ns, uint8_t tag)
     req.n_keys = 1;
     req.lengths = &len;
     req.n_lengths = 1;
-    assert_int_equal(srpc_call(ch, &srpc_cache_methods[SRPC_CACHE_RESERVE], &req.base, 10000,
-                               (ProtobufCMessage **)&resp, &err),
-                     ST_OK);
+    call_ok(ch, SRPC_CACHE_RESERVE, &req, &resp);
     id = resp->reservation_id;
     protobuf_c_message_free_unpacked(&resp->base, NULL);
     return id;
@@ -342,26 +342,51 @@ static int abort_or_commit(srpc_channel_t *ch, int m, uint64_t ns, uint64_t id, 
     return raw(ch, m, buf, n, err);
 }
 
+/*
+ * Beta on one daemon: a channel without a client id (b), two Hellos on it,
+ * and a channel bound to each of them (b1, b2; hex1, hex2: their client ids).
+ */
+typedef struct beta_hellos {
+    srpc_channel_t *b, *b1, *b2;
+    uint64_t ns, c1, c2;
+    char hex1[17], hex2[17];
+} beta_hellos_t;
+
+static void beta_hellos_open(tc_cluster_t *cl, beta_hellos_t *h)
+{
+    srpc_error_t err;
+
+    write_ab();
+    assert_int_equal(start(cl, 1, NULL), 0);
+    h->b = chan(cl->node[0].addr, TOK_B, NULL);
+    assert_int_equal(hello(h->b, "beta", "m1", &h->ns, &h->c1, &err), ST_OK);
+    assert_int_equal(hello(h->b, "beta", "m1", NULL, &h->c2, &err), ST_OK);
+    snprintf(h->hex1, sizeof(h->hex1), "%016llx", (unsigned long long)h->c1);
+    snprintf(h->hex2, sizeof(h->hex2), "%016llx", (unsigned long long)h->c2);
+    h->b1 = chan(cl->node[0].addr, TOK_B, h->hex1);
+    h->b2 = chan(cl->node[0].addr, TOK_B, h->hex2);
+}
+
+static void beta_hellos_close(beta_hellos_t *h)
+{
+    srpc_channel_close(h->b);
+    srpc_channel_close(h->b1);
+    srpc_channel_close(h->b2);
+}
+
 static void test_batches_bound_to_their_hello(void **state)
 {
     tc_cluster_t cl;
+    beta_hellos_t h = {0};
     srpc_channel_t *b, *b1, *b2, *a;
     srpc_error_t err;
-    uint64_t ns_b = 0, c1 = 0, c2 = 0, r1, r2, r3;
-    char hex1[17], hex2[17];
+    uint64_t ns_b, r1, r2, r3;
 
     (void)state;
-    write_ab();
-    assert_int_equal(start(&cl, 1, NULL), 0);
-    b = chan(cl.node[0].addr, TOK_B, NULL);
-    assert_int_equal(hello(b, "beta", "m1", &ns_b, &c1, &err), ST_OK);
-    assert_int_equal(hello(b, "beta", "m1", NULL, &c2, &err), ST_OK);
-    assert_true(c1 != 0 && c2 != 0 && c1 != c2);
-    snprintf(hex1, sizeof(hex1), "%016llx", (unsigned long long)c1);
-    snprintf(hex2, sizeof(hex2), "%016llx", (unsigned long long)c2);
-    b1 = chan(cl.node[0].addr, TOK_B, hex1);
-    b2 = chan(cl.node[0].addr, TOK_B, hex2);
-    a = chan(cl.node[0].addr, TOK_A, hex1);
+    beta_hellos_open(&cl, &h);
+    assert_true(h.c1 != 0 && h.c2 != 0 && h.c1 != h.c2);
+    b = h.b, b1 = h.b1, b2 = h.b2, ns_b = h.ns;
+    a = chan(cl.node[0].addr, TOK_A, h.hex1);
 
     r1 = reserve_one(b1, ns_b, 1);
     r2 = reserve_one(b1, ns_b, 2);
@@ -380,9 +405,7 @@ static void test_batches_bound_to_their_hello(void **state)
     r3 = reserve_one(b, ns_b, 3);
     assert_int_equal(abort_or_commit(b2, SRPC_CACHE_ABORT, ns_b, r3, &err), GRPC_STATUS_OK);
     srpc_channel_close(a);
-    srpc_channel_close(b);
-    srpc_channel_close(b1);
-    srpc_channel_close(b2);
+    beta_hellos_close(&h);
     tc_stop_all(&cl);
 }
 
@@ -396,7 +419,6 @@ static uint64_t put_and_lease(srpc_channel_t *ch, uint64_t ns)
     Strata__V1__ObjectKey key = STRATA__V1__OBJECT_KEY__INIT, *kp = &key;
     ProtobufCMessage *pa = NULL;
     uint8_t hash[16], data[256];
-    srpc_error_t err;
     uint64_t id;
 
     memset(hash, 0x42, sizeof(hash));
@@ -411,16 +433,13 @@ static uint64_t put_and_lease(srpc_channel_t *ch, uint64_t ns)
     pq.namespace_id = ns;
     pq.objects = &op;
     pq.n_objects = 1;
-    assert_int_equal(srpc_call(ch, &srpc_cache_methods[SRPC_CACHE_PUT], &pq.base, 10000, &pa, &err),
-                     ST_OK);
+    call_ok(ch, SRPC_CACHE_PUT, &pq, &pa);
     protobuf_c_message_free_unpacked(pa, NULL);
     lq.namespace_id = ns;
     lq.keys = &kp;
     lq.n_keys = 1;
     lq.lease = 1;
-    assert_int_equal(srpc_call(ch, &srpc_cache_methods[SRPC_CACHE_LOCATE], &lq.base, 10000,
-                               (ProtobufCMessage **)&la, &err),
-                     ST_OK);
+    call_ok(ch, SRPC_CACHE_LOCATE, &lq, &la);
     id = la->lease_id;
     protobuf_c_message_free_unpacked(&la->base, NULL);
     assert_true(id != 0);
@@ -432,15 +451,12 @@ static int release_one(srpc_channel_t *ch, uint64_t ns, uint64_t id)
 {
     Strata__V1__ReleaseRequest rq = STRATA__V1__RELEASE_REQUEST__INIT;
     Strata__V1__ReleaseResponse *ra = NULL;
-    srpc_error_t err;
     int status;
 
     rq.namespace_id = ns;
     rq.lease_ids = &id;
     rq.n_lease_ids = 1;
-    assert_int_equal(srpc_call(ch, &srpc_cache_methods[SRPC_CACHE_RELEASE], &rq.base, 10000,
-                               (ProtobufCMessage **)&ra, &err),
-                     ST_OK);
+    call_ok(ch, SRPC_CACHE_RELEASE, &rq, &ra);
     assert_int_equal(ra->n_status, 1);
     status = ra->status[0];
     protobuf_c_message_free_unpacked(&ra->base, NULL);
@@ -450,21 +466,13 @@ static int release_one(srpc_channel_t *ch, uint64_t ns, uint64_t id)
 static void test_leases_bound_to_their_hello(void **state)
 {
     tc_cluster_t cl;
+    beta_hellos_t h = {0};
     srpc_channel_t *b, *b1, *b2;
-    srpc_error_t err;
-    uint64_t ns_b = 0, c1 = 0, c2 = 0, l1, l0;
-    char hex1[17], hex2[17];
+    uint64_t ns_b, l1, l0;
 
     (void)state;
-    write_ab();
-    assert_int_equal(start(&cl, 1, NULL), 0);
-    b = chan(cl.node[0].addr, TOK_B, NULL);
-    assert_int_equal(hello(b, "beta", "m1", &ns_b, &c1, &err), ST_OK);
-    assert_int_equal(hello(b, "beta", "m1", NULL, &c2, &err), ST_OK);
-    snprintf(hex1, sizeof(hex1), "%016llx", (unsigned long long)c1);
-    snprintf(hex2, sizeof(hex2), "%016llx", (unsigned long long)c2);
-    b1 = chan(cl.node[0].addr, TOK_B, hex1);
-    b2 = chan(cl.node[0].addr, TOK_B, hex2);
+    beta_hellos_open(&cl, &h);
+    b = h.b, b1 = h.b1, b2 = h.b2, ns_b = h.ns;
     l1 = put_and_lease(b1, ns_b);
     /* Another Hello of the tenant, or a caller without a client id: as unknown. */
     assert_int_equal(release_one(b2, ns_b, l1), STRATA__V1__KEY_STATUS__KEY_NOT_FOUND);
@@ -473,9 +481,7 @@ static void test_leases_bound_to_their_hello(void **state)
     /* A stock client's lease is bound to the tenant only. */
     l0 = put_and_lease(b, ns_b);
     assert_int_equal(release_one(b2, ns_b, l0), STRATA__V1__KEY_STATUS__KEY_OK);
-    srpc_channel_close(b);
-    srpc_channel_close(b1);
-    srpc_channel_close(b2);
+    beta_hellos_close(&h);
     tc_stop_all(&cl);
 }
 
@@ -678,9 +684,7 @@ static void test_peer_credential(void **state)
     cr.namespace_id = ns_a;
     cr.block_hashes.data = hashes;
     cr.block_hashes.len = sizeof(hashes);
-    assert_int_equal(srpc_call(a, &srpc_cache_methods[SRPC_CACHE_CLUSTER_LOOKUP], &cr.base, 10000,
-                               (ProtobufCMessage **)&resp, &err),
-                     ST_OK);
+    call_ok(a, SRPC_CACHE_CLUSTER_LOOKUP, &cr, &resp);
     protobuf_c_message_free_unpacked(&resp->base, NULL);
     srpc_channel_close(a);
 
@@ -799,30 +803,25 @@ static void test_insecure_listen_refused(void **state)
     assert_null(strstr(log, TOK_A));
 }
 
-int main(int argc, char **argv)
+/* The group's set-up takes $STRATAD, where set, over the path given and names
+ * the tenants file; its state is that name, which tm_group_unlink removes at
+ * the end. */
+static int group_setup(void **state)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_unauthenticated_before_parse),
-        cmocka_unit_test(test_unauthenticated_with_auth_token),
-        cmocka_unit_test(test_hello_authorization),
-        cmocka_unit_test(test_cross_tenant_calls_answer_as_unknown),
-        cmocka_unit_test(test_batches_bound_to_their_hello),
-        cmocka_unit_test(test_leases_bound_to_their_hello),
-        cmocka_unit_test(test_namespaces_quota),
-        cmocka_unit_test(test_restart_does_not_lock_out),
-        cmocka_unit_test(test_sighup_reload),
-        cmocka_unit_test(test_peer_credential),
-        cmocka_unit_test(test_insecure_listen_refused),
-    };
-    int rc;
-
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s <stratad>\n", argv[0]);
-        return 2;
-    }
-    stratad_path = getenv("STRATAD") ? getenv("STRATAD") : argv[1];
+    stratad_path = getenv("STRATAD") ? getenv("STRATAD") : stratad_path;
     snprintf(tenants_path, sizeof(tenants_path), "/tmp/strata-tenants-%d.txt", (int)getpid());
-    rc = cmocka_run_group_tests(tests, NULL, NULL);
-    unlink(tenants_path);
-    return rc;
+    *state = tenants_path;
+    return 0;
 }
+
+TM_STRATAD_GROUP_MAIN(NULL, "<stratad>", &stratad_path, group_setup, tm_group_unlink,
+                      cmocka_unit_test(test_unauthenticated_before_parse),
+                      cmocka_unit_test(test_unauthenticated_with_auth_token),
+                      cmocka_unit_test(test_hello_authorization),
+                      cmocka_unit_test(test_cross_tenant_calls_answer_as_unknown),
+                      cmocka_unit_test(test_batches_bound_to_their_hello),
+                      cmocka_unit_test(test_leases_bound_to_their_hello),
+                      cmocka_unit_test(test_namespaces_quota),
+                      cmocka_unit_test(test_restart_does_not_lock_out),
+                      cmocka_unit_test(test_sighup_reload), cmocka_unit_test(test_peer_credential),
+                      cmocka_unit_test(test_insecure_listen_refused))

@@ -29,118 +29,34 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "data_dirs.h"
+#include "client_fixture.h"
 #include "cluster.h"
+#include "grpc_conn.h"
 #include "srpc.h"
 #include "strata.pb-c.h"
 #include "strata/hash.h"
 #include "strata/strata.h"
+#include "mkhash.h"
+#include "stratad_arg.h"
 
 static const char *stratad_path;
-
-typedef struct conn {
-    srpc_channel_t *ch;
-    uint64_t ns;
-    st_hash_t seed;
-} conn_t;
-
-static st_status_t call(conn_t *c, int m, const void *req, void **resp, srpc_error_t *err)
-{
-    return srpc_call(c->ch, &srpc_cache_methods[m], (const ProtobufCMessage *)req, 30000,
-                     (ProtobufCMessage **)resp, err);
-}
-
-static void conn_open(conn_t *c, const char *addr)
-{
-    Strata__V1__HelloRequest req = STRATA__V1__HELLO_REQUEST__INIT;
-    Strata__V1__HelloResponse *resp = NULL;
-    srpc_error_t err;
-
-    assert_int_equal(srpc_channel_open(addr, NULL, &c->ch), ST_OK);
-    req.protocol_version = 1;
-    req.tenant = "acme";
-    req.model = "k3";
-    assert_int_equal(call(c, SRPC_CACHE_HELLO, &req, (void **)&resp, &err), ST_OK);
-    c->ns = resp->namespace_id;
-    memcpy(c->seed.b, resp->namespace_seed.data, 16);
-    protobuf_c_message_free_unpacked(&resp->base, NULL);
-}
-
-static void conn_close(conn_t *c)
-{
-    srpc_channel_close(c->ch);
-}
-
-/* A made-up block hash: (stream, i). */
-static st_hash_t mk_hash(uint64_t stream, uint64_t i)
-{
-    st_hash_t h;
-    XXH128_hash_t x = XXH3_128bits_withSeed(&i, sizeof(i), stream);
-
-    memcpy(h.b, &x.low64, 8);
-    memcpy(h.b + 8, &x.high64, 8);
-    return h;
-}
-
-/* Deterministic bytes for (hash, layer). */
-static void fill_obj(uint8_t *buf, size_t len, const st_hash_t *h, uint32_t layer)
-{
-    uint64_t x = XXH3_64bits_withSeed(h->b, 16, layer);
-
-    for (size_t i = 0; i < len; i++) {
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        buf[i] = (uint8_t)(x >> 56);
-    }
-}
 
 /* Puts one object per (block, layer) of blocks[0..n) (block i's parent is
  * block i-1, or the seed). Returns the call's status; *bad counts per-key
  * statuses that are not KEY_OK. */
-static st_status_t put_objs(conn_t *c, const st_hash_t *blocks, const st_hash_t *parent0, size_t n,
-                            uint32_t n_layers, Strata__V1__ObjectKind kind, size_t len, int durable,
-                            size_t *bad, srpc_error_t *err)
+static st_status_t put_objs(gc_conn_t *c, const st_hash_t *blocks, const st_hash_t *parent0,
+                            size_t n, uint32_t n_layers, Strata__V1__ObjectKind kind, size_t len,
+                            int durable, size_t *bad, srpc_error_t *err)
 {
     size_t no = n * n_layers;
-    uint8_t *data = malloc(len * no);
-    Strata__V1__InlineObject *objs = calloc(no, sizeof(*objs)), **op = calloc(no, sizeof(*op));
-    Strata__V1__ObjectKey *keys = calloc(no, sizeof(*keys));
-    Strata__V1__BlockLink *links = calloc(n, sizeof(*links)), **lp = calloc(n, sizeof(*lp));
-    Strata__V1__PutRequest req = STRATA__V1__PUT_REQUEST__INIT;
     Strata__V1__PutResponse *resp = NULL;
     st_status_t st;
+    gc_put_t put;
 
-    assert_true(data && objs && op && keys && links && lp);
-    for (size_t i = 0; i < n; i++) {
-        strata__v1__block_link__init(&links[i]);
-        links[i].hash.data = (uint8_t *)blocks[i].b;
-        links[i].hash.len = 16;
-        links[i].parent_hash.data = (uint8_t *)(i == 0 ? parent0->b : blocks[i - 1].b);
-        links[i].parent_hash.len = 16;
-        lp[i] = &links[i];
-        for (uint32_t l = 0; l < n_layers; l++) {
-            size_t k = i * n_layers + l;
-            uint8_t *d = data + k * len;
-
-            fill_obj(d, len, &blocks[i], l);
-            strata__v1__object_key__init(&keys[k]);
-            keys[k].block_hash.data = (uint8_t *)blocks[i].b;
-            keys[k].block_hash.len = 16;
-            keys[k].kind = kind;
-            keys[k].layer = l;
-            strata__v1__inline_object__init(&objs[k]);
-            objs[k].key = &keys[k];
-            objs[k].data.data = d;
-            objs[k].data.len = len;
-            objs[k].checksum = XXH3_64bits(d, len);
-            op[k] = &objs[k];
-        }
-    }
-    req.namespace_id = c->ns;
-    req.objects = op;
-    req.n_objects = no;
-    req.links = lp;
-    req.n_links = n;
-    req.durable = durable;
-    st = call(c, SRPC_CACHE_PUT, &req, (void **)&resp, err);
+    gc_put_build(&put, c->ns, blocks, parent0, n, n_layers, kind, len, -1);
+    put.req.durable = durable;
+    st = gc_call(c, SRPC_CACHE_PUT, &put.req, (void **)&resp, err);
     if (st == ST_OK) {
         assert_int_equal(resp->n_status, no);
         for (size_t k = 0; k < no; k++) {
@@ -148,13 +64,13 @@ static st_status_t put_objs(conn_t *c, const st_hash_t *blocks, const st_hash_t 
         }
         protobuf_c_message_free_unpacked(&resp->base, NULL);
     }
-    free(data), free(objs), free(op), free(keys), free(links), free(lp);
+    gc_put_free(&put);
     return st;
 }
 
 /* Gets (h, layer) inline; 1 when present with exactly the expected bytes,
  * 0 when missing; fails the test on wrong bytes. */
-static int get_check(conn_t *c, const st_hash_t *h, uint32_t layer, Strata__V1__ObjectKind kind,
+static int get_check(gc_conn_t *c, const st_hash_t *h, uint32_t layer, Strata__V1__ObjectKind kind,
                      size_t len)
 {
     Strata__V1__GetRequest req = STRATA__V1__GET_REQUEST__INIT;
@@ -172,10 +88,10 @@ static int get_check(conn_t *c, const st_hash_t *h, uint32_t layer, Strata__V1__
     req.namespace_id = c->ns;
     req.keys = &kp;
     req.n_keys = 1;
-    assert_int_equal(call(c, SRPC_CACHE_GET, &req, (void **)&resp, &err), ST_OK);
+    assert_int_equal(gc_call(c, SRPC_CACHE_GET, &req, (void **)&resp, &err), ST_OK);
     assert_int_equal(resp->n_status, 1);
     if (resp->status[0] == STRATA__V1__KEY_STATUS__KEY_OK) {
-        fill_obj(want, len, h, layer);
+        gc_fill(want, len, h, layer);
         assert_int_equal(resp->objects[0]->data.len, len);
         assert_memory_equal(resp->objects[0]->data.data, want, len);
         assert_int_equal(resp->objects[0]->checksum, XXH3_64bits(want, len));
@@ -187,23 +103,15 @@ static int get_check(conn_t *c, const st_hash_t *h, uint32_t layer, Strata__V1__
 }
 
 /* Leading blocks of blocks[0..n) present with KV layers 0 and 1 (one segment). */
-static uint32_t lookup_n(conn_t *c, const st_hash_t *blocks, size_t n)
+static uint32_t lookup_n(gc_conn_t *c, const st_hash_t *blocks, size_t n)
 {
-    Strata__V1__LookupRequest req = STRATA__V1__LOOKUP_REQUEST__INIT;
-    Strata__V1__Segment seg = STRATA__V1__SEGMENT__INIT, *sp = &seg;
     Strata__V1__LookupResponse *resp = NULL;
-    uint32_t layers[2] = {0, 1}, m;
     srpc_error_t err;
+    gc_lookup_t l;
+    uint32_t m;
 
-    seg.block_hashes.data = (uint8_t *)blocks[0].b;
-    seg.block_hashes.len = n * 16;
-    req.namespace_id = c->ns;
-    req.segments = &sp;
-    req.n_segments = 1;
-    req.kinds_mask = 1u << STRATA__V1__OBJECT_KIND__KV;
-    req.layers = layers;
-    req.n_layers = 2;
-    assert_int_equal(call(c, SRPC_CACHE_LOOKUP, &req, (void **)&resp, &err), ST_OK);
+    gc_lookup_build(&l, c->ns, blocks, n);
+    assert_int_equal(gc_call(c, SRPC_CACHE_LOOKUP, &l.req, (void **)&resp, &err), ST_OK);
     m = resp->segments[0]->matched_blocks;
     protobuf_c_message_free_unpacked(&resp->base, NULL);
     return m;
@@ -211,7 +119,7 @@ static uint32_t lookup_n(conn_t *c, const st_hash_t *blocks, size_t n)
 
 /* A thread's lookups of the chains at blocks[0..SP_CHAIN) and [SP_CHAIN..2 SP_CHAIN). */
 typedef struct lk_arg {
-    conn_t *c;
+    gc_conn_t *c;
     const st_hash_t *blocks;
     uint32_t matched[2];
 } lk_arg_t;
@@ -237,7 +145,7 @@ static void *lookup_thread(void *p)
         req.kinds_mask = 1u << STRATA__V1__OBJECT_KIND__KV;
         req.layers = layers;
         req.n_layers = 2;
-        if (call(a->c, SRPC_CACHE_LOOKUP, &req, (void **)&resp, &err) == ST_OK) {
+        if (gc_call(a->c, SRPC_CACHE_LOOKUP, &req, (void **)&resp, &err) == ST_OK) {
             a->matched[k] = resp->segments[0]->matched_blocks;
             protobuf_c_message_free_unpacked(&resp->base, NULL);
         }
@@ -245,39 +153,10 @@ static void *lookup_thread(void *p)
     return NULL;
 }
 
-static uint64_t stat_counter(conn_t *c, const char *name)
-{
-    Strata__V1__StatsRequest req = STRATA__V1__STATS_REQUEST__INIT;
-    Strata__V1__StatsResponse *resp = NULL;
-    srpc_error_t err;
-    uint64_t v = UINT64_MAX;
-
-    assert_int_equal(call(c, SRPC_CACHE_STATS, &req, (void **)&resp, &err), ST_OK);
-    for (size_t i = 0; i < resp->n_counters; i++) {
-        if (strcmp(resp->counters[i]->key, name) == 0) {
-            v = resp->counters[i]->value;
-        }
-    }
-    protobuf_c_message_free_unpacked(&resp->base, NULL);
-    assert_true(v != UINT64_MAX);
-    return v;
-}
-
 static void mk_dir(char *dir, size_t cap)
 {
     snprintf(dir, cap, "/tmp/strata-tiers-XXXXXX");
     assert_non_null(mkdtemp(dir));
-}
-
-static void rm_dir(const char *dir)
-{
-    char p[512];
-
-    snprintf(p, sizeof(p), "%s/data.mdb", dir);
-    unlink(p);
-    snprintf(p, sizeof(p), "%s/lock.mdb", dir);
-    unlink(p);
-    rmdir(dir);
 }
 
 /* ------------------------------------------------------------ spill -- */
@@ -289,7 +168,7 @@ static void rm_dir(const char *dir)
 static void test_spill_and_promote(void **state)
 {
     tc_cluster_t cl;
-    conn_t c;
+    gc_conn_t c;
     char dir[64], args[256];
     st_hash_t *chain = malloc(sizeof(st_hash_t) * SP_BLOCKS);
     size_t bad = 0;
@@ -303,9 +182,9 @@ static void test_spill_and_promote(void **state)
              "--ssd-map-size 1G --ssd-sync none",
              dir);
     assert_int_equal(tc_start(&cl, stratad_path, 1, args), 0);
-    conn_open(&c, cl.node[0].addr);
+    gc_open(&c, cl.node[0].addr, NULL);
     for (size_t i = 0; i < SP_BLOCKS; i++) {
-        chain[i] = mk_hash(1, i);
+        chain[i] = mh_hash(1, i);
     }
     /* Chains of SP_CHAIN blocks, each from the seed (eviction takes the
      * coldest chain's tail; a block being written holds its parent). */
@@ -315,7 +194,7 @@ static void test_spill_and_promote(void **state)
                          ST_OK);
     }
     assert_int_equal(bad, 0);
-    assert_true(stat_counter(&c, "evicted_blocks") > SP_BLOCKS / 2);
+    assert_true(gc_stat(c.ch, "evicted_blocks") > SP_BLOCKS / 2);
 
     /* The first chains went to SSD; a lookup brings them back and counts them.
      * Four threads look up the same two chains at once: each block is
@@ -337,8 +216,8 @@ static void test_spill_and_promote(void **state)
         }
     }
     assert_int_equal(lookup_n(&c, chain + 2 * SP_CHAIN, SP_CHAIN), SP_CHAIN);
-    assert_true(stat_counter(&c, "ssd_promotions") >= 3 * 2 * SP_CHAIN);
-    assert_int_equal(stat_counter(&c, "ssd_promote_misses"), 0);
+    assert_true(gc_stat(c.ch, "ssd_promotions") >= 3 * 2 * SP_CHAIN);
+    assert_int_equal(gc_stat(c.ch, "ssd_promote_misses"), 0);
 
     /* Every object, byte-exact, whichever tier it is in now. */
     for (size_t i = 0; i < SP_BLOCKS; i++) {
@@ -346,15 +225,15 @@ static void test_spill_and_promote(void **state)
             assert_int_equal(get_check(&c, &chain[i], l, STRATA__V1__OBJECT_KIND__KV, SP_OBJ), 1);
         }
     }
-    assert_int_equal(stat_counter(&c, "ssd_corrupt"), 0);
-    assert_true(stat_counter(&c, "ssd_spills") > 0);
+    assert_int_equal(gc_stat(c.ch, "ssd_corrupt"), 0);
+    assert_true(gc_stat(c.ch, "ssd_spills") > 0);
 
     /* Again: objects promoted in the first pass kept their tier copy, so
      * evicting them now writes nothing (ssd_spill_clean), and reading them
      * after that promotes the kept copy, byte-exact. */
     {
-        uint64_t clean0 = stat_counter(&c, "ssd_spill_clean"),
-                 prom0 = stat_counter(&c, "ssd_promotions"), clean1, prom1;
+        uint64_t clean0 = gc_stat(c.ch, "ssd_spill_clean"), prom0 = gc_stat(c.ch, "ssd_promotions"),
+                 clean1, prom1;
 
         for (size_t i = 0; i < SP_BLOCKS; i++) {
             for (uint32_t l = 0; l < SP_LAYERS; l++) {
@@ -362,19 +241,19 @@ static void test_spill_and_promote(void **state)
                                  1);
             }
         }
-        clean1 = stat_counter(&c, "ssd_spill_clean");
-        prom1 = stat_counter(&c, "ssd_promotions");
+        clean1 = gc_stat(c.ch, "ssd_spill_clean");
+        prom1 = gc_stat(c.ch, "ssd_promotions");
         print_message("second pass: %llu promotions, %llu clean evictions\n",
                       (unsigned long long)(prom1 - prom0), (unsigned long long)(clean1 - clean0));
         assert_true(prom1 - prom0 > SP_BLOCKS / 2);
         assert_true(clean1 - clean0 >= (prom1 - prom0) / 4);
-        assert_int_equal(stat_counter(&c, "ssd_promote_misses"), 0);
-        assert_int_equal(stat_counter(&c, "ssd_corrupt"), 0);
+        assert_int_equal(gc_stat(c.ch, "ssd_promote_misses"), 0);
+        assert_int_equal(gc_stat(c.ch, "ssd_corrupt"), 0);
     }
-    conn_close(&c);
+    gc_close(&c);
     assert_int_equal(tc_stop(&cl, 0, 15000), 0);
     tc_stop_all(&cl);
-    rm_dir(dir);
+    dd_rm_dir(dir);
     free(chain);
 }
 
@@ -385,14 +264,14 @@ static void test_spill_and_promote(void **state)
 
 /* Waits until the write-behind has been idle for a while (its counter stands
  * still over three polls); returns the counter. */
-static uint64_t wb_settle(conn_t *c)
+static uint64_t wb_settle(gc_conn_t *c)
 {
     uint64_t last = UINT64_MAX, v = 0;
     int still = 0;
 
     for (int i = 0; i < 400 && still < 3; i++) {
         usleep(100 * 1000);
-        v = stat_counter(c, "ssd_writeback_objects");
+        v = gc_stat(c->ch, "ssd_writeback_objects");
         still = v == last ? still + 1 : 0;
         last = v;
     }
@@ -405,8 +284,8 @@ static uint64_t wb_settle(conn_t *c)
 
 /* Starts a 64 MiB daemon on a new data directory with the extra arguments,
  * connects c, and puts chains [0, n_chains) of WB_CHAIN blocks from blocks. */
-static void wb_start_fill(tc_cluster_t *cl, conn_t *c, char *dir, size_t dir_cap, const char *extra,
-                          const st_hash_t *blocks, size_t n_chains)
+static void wb_start_fill(tc_cluster_t *cl, gc_conn_t *c, char *dir, size_t dir_cap,
+                          const char *extra, const st_hash_t *blocks, size_t n_chains)
 {
     char args[320];
     size_t bad = 0;
@@ -418,7 +297,7 @@ static void wb_start_fill(tc_cluster_t *cl, conn_t *c, char *dir, size_t dir_cap
              "--ssd-map-size 1G --ssd-sync none %s",
              dir, extra);
     assert_int_equal(tc_start(cl, stratad_path, 1, args), 0);
-    conn_open(c, cl->node[0].addr);
+    gc_open(c, cl->node[0].addr, NULL);
     for (size_t ch = 0; ch < n_chains; ch++) {
         assert_int_equal(put_objs(c, blocks + ch * WB_CHAIN, &c->seed, WB_CHAIN, WB_LAYERS,
                                   STRATA__V1__OBJECT_KIND__KV, WB_OBJ, 0, &bad, &err),
@@ -428,11 +307,11 @@ static void wb_start_fill(tc_cluster_t *cl, conn_t *c, char *dir, size_t dir_cap
 }
 
 /* Closes c, stops the daemon and removes its data directory. */
-static void wb_stop(tc_cluster_t *cl, conn_t *c, const char *dir)
+static void wb_stop(tc_cluster_t *cl, gc_conn_t *c, const char *dir)
 {
-    conn_close(c);
+    gc_close(c);
     tc_stop_all(cl);
-    rm_dir(dir);
+    dd_rm_dir(dir);
 }
 
 /*
@@ -449,7 +328,7 @@ static void test_write_behind(void **state)
 {
     enum { CHAIN = WB_CHAIN, CHAINS = WB_CHAINS };
     tc_cluster_t cl;
-    conn_t c;
+    gc_conn_t c;
     char dir[64];
     st_hash_t *blocks = malloc(sizeof(st_hash_t) * CHAIN * (CHAINS + 1));
     size_t bad = 0, served = 0;
@@ -464,25 +343,25 @@ static void test_write_behind(void **state)
     (void)state;
     assert_non_null(blocks);
     for (size_t i = 0; i < (size_t)CHAIN * (CHAINS + 1); i++) {
-        blocks[i] = mk_hash(5, i);
+        blocks[i] = mh_hash(5, i);
     }
     snprintf(extra, sizeof(extra), "--ssd-writeback 16M --metrics-listen 127.0.0.1:%d", mport);
     wb_start_fill(&cl, &c, dir, sizeof(dir), extra, blocks, CHAINS);
     wb = wb_settle(&c);
     print_message("write-behind: %llu objects written ahead\n", (unsigned long long)wb);
     assert_true(wb >= (16u << 20) / WB_OBJ / 2);
-    assert_int_equal(stat_counter(&c, "ssd_writeback_failed"), 0);
+    assert_int_equal(gc_stat(c.ch, "ssd_writeback_failed"), 0);
 
     /* 5 MiB more (one chain of 40 x 2 x 64 KiB): what it evicts comes
      * from the written window, so every eviction is clean. */
-    clean0 = stat_counter(&c, "ssd_spill_clean");
-    ev0 = stat_counter(&c, "evicted_objects");
+    clean0 = gc_stat(c.ch, "ssd_spill_clean");
+    ev0 = gc_stat(c.ch, "evicted_objects");
     assert_int_equal(put_objs(&c, blocks + CHAINS * CHAIN, &c.seed, CHAIN, WB_LAYERS,
                               STRATA__V1__OBJECT_KIND__KV, WB_OBJ, 0, &bad, &err),
                      ST_OK);
     assert_int_equal(bad, 0);
-    clean1 = stat_counter(&c, "ssd_spill_clean");
-    ev1 = stat_counter(&c, "evicted_objects");
+    clean1 = gc_stat(c.ch, "ssd_spill_clean");
+    ev1 = gc_stat(c.ch, "evicted_objects");
     print_message("then %llu evictions, %llu of them clean\n", (unsigned long long)(ev1 - ev0),
                   (unsigned long long)(clean1 - clean0));
     assert_true(ev1 > ev0);
@@ -490,23 +369,23 @@ static void test_write_behind(void **state)
 
     /* Killed: what was written ahead is on SSD as well as what was evicted. */
     (void)wb_settle(&c);
-    on_ssd = stat_counter(&c, "ssd_objects_kv");
-    evicted = stat_counter(&c, "evicted_objects");
-    dropped = stat_counter(&c, "ssd_spill_failed");
+    on_ssd = gc_stat(c.ch, "ssd_objects_kv");
+    evicted = gc_stat(c.ch, "evicted_objects");
+    dropped = gc_stat(c.ch, "ssd_spill_failed");
     print_message("before the kill: %llu objects on SSD, %llu evicted, %llu not spilled\n",
                   (unsigned long long)on_ssd, (unsigned long long)evicted,
                   (unsigned long long)dropped);
     assert_true(on_ssd > evicted - dropped);
     /* On /metrics: every object written from DRAM (evicted or ahead) is a
      * spill of the namespace, as the tier counts them; nothing promoted yet. */
-    assert_true(tc_metric(mport, spilled_kv) == (double)stat_counter(&c, "ssd_spills"));
+    assert_true(tc_metric(mport, spilled_kv) == (double)gc_stat(c.ch, "ssd_spills"));
     assert_true(tc_metric(mport, spilled_kv) > 0);
     assert_true(tc_metric(mport, promoted_kv) == 0);
     assert_true(tc_metric(mport, "strata_spills_total{namespace=\"acme/k3\",kind=\"idx\"}") == 0);
-    conn_close(&c);
+    gc_close(&c);
     tc_kill(&cl, 0);
     assert_int_equal(tc_restart(&cl, 0), 0);
-    conn_open(&c, cl.node[0].addr);
+    gc_open(&c, cl.node[0].addr, NULL);
     for (size_t i = 0; i < (size_t)CHAIN * (CHAINS + 1); i++) {
         for (uint32_t l = 0; l < WB_LAYERS; l++) {
             served += (size_t)get_check(&c, &blocks[i], l, STRATA__V1__OBJECT_KIND__KV, WB_OBJ);
@@ -515,15 +394,15 @@ static void test_write_behind(void **state)
     print_message("after the restart: %zu objects served\n", served);
     assert_int_equal(served, on_ssd);
     assert_true(tc_metric(mport, promoted_kv) == (double)served);
-    assert_int_equal(stat_counter(&c, "ssd_promotions"), served);
-    assert_int_equal(stat_counter(&c, "ssd_corrupt"), 0);
+    assert_int_equal(gc_stat(c.ch, "ssd_promotions"), served);
+    assert_int_equal(gc_stat(c.ch, "ssd_corrupt"), 0);
     wb_stop(&cl, &c, dir);
 
     /* Off: nothing is written ahead. */
     wb_start_fill(&cl, &c, dir, sizeof(dir), "--ssd-writeback 0", blocks, CHAINS / 2);
-    assert_true(stat_counter(&c, "evicted_objects") > 0);
-    assert_int_equal(stat_counter(&c, "ssd_writeback_objects"), 0);
-    assert_int_equal(stat_counter(&c, "ssd_spill_clean"), 0);
+    assert_true(gc_stat(c.ch, "evicted_objects") > 0);
+    assert_int_equal(gc_stat(c.ch, "ssd_writeback_objects"), 0);
+    assert_int_equal(gc_stat(c.ch, "ssd_spill_clean"), 0);
     wb_stop(&cl, &c, dir);
 
     /* A spill budget (8 MiB) smaller than the window: the budget ages out
@@ -540,24 +419,24 @@ static void test_write_behind(void **state)
         }
     }
     print_message("small budget: %llu written ahead, %llu clean evictions, %llu promotions\n",
-                  (unsigned long long)stat_counter(&c, "ssd_writeback_objects"),
-                  (unsigned long long)stat_counter(&c, "ssd_spill_clean"),
-                  (unsigned long long)stat_counter(&c, "ssd_promotions"));
-    assert_true(stat_counter(&c, "ssd_evictions") > 0);
-    assert_int_equal(stat_counter(&c, "ssd_promote_misses"), 0);
-    assert_int_equal(stat_counter(&c, "ssd_corrupt"), 0);
+                  (unsigned long long)gc_stat(c.ch, "ssd_writeback_objects"),
+                  (unsigned long long)gc_stat(c.ch, "ssd_spill_clean"),
+                  (unsigned long long)gc_stat(c.ch, "ssd_promotions"));
+    assert_true(gc_stat(c.ch, "ssd_evictions") > 0);
+    assert_int_equal(gc_stat(c.ch, "ssd_promote_misses"), 0);
+    assert_int_equal(gc_stat(c.ch, "ssd_corrupt"), 0);
     wb_stop(&cl, &c, dir);
 
     /* Writes that fail (a spill budget smaller than one object): counted,
      * nothing marked written, and the daemon keeps serving what is in DRAM. */
     wb_start_fill(&cl, &c, dir, sizeof(dir), "--ssd-writeback 16M --ssd-spill-budget 32K", blocks,
                   CHAINS / 2);
-    for (int i = 0; i < 100 && stat_counter(&c, "ssd_writeback_failed") == 0; i++) {
+    for (int i = 0; i < 100 && gc_stat(c.ch, "ssd_writeback_failed") == 0; i++) {
         usleep(50 * 1000);
     }
-    assert_true(stat_counter(&c, "ssd_writeback_failed") > 0);
-    assert_int_equal(stat_counter(&c, "ssd_writeback_objects"), 0);
-    assert_int_equal(stat_counter(&c, "ssd_spill_clean"), 0);
+    assert_true(gc_stat(c.ch, "ssd_writeback_failed") > 0);
+    assert_int_equal(gc_stat(c.ch, "ssd_writeback_objects"), 0);
+    assert_int_equal(gc_stat(c.ch, "ssd_spill_clean"), 0);
     assert_int_equal(
         get_check(&c, &blocks[(CHAINS / 2) * CHAIN - 1], 0, STRATA__V1__OBJECT_KIND__KV, WB_OBJ),
         1);
@@ -600,7 +479,7 @@ static void *killer_main(void *arg)
     return NULL;
 }
 
-static st_status_t sess_call(conn_t *c, int m, const st_hash_t *id, const st_hash_t *head,
+static st_status_t sess_call(gc_conn_t *c, int m, const st_hash_t *id, const st_hash_t *head,
                              uint64_t length, Strata__V1__SessionResponse **resp_p)
 {
     srpc_error_t err;
@@ -613,7 +492,7 @@ static st_status_t sess_call(conn_t *c, int m, const st_hash_t *id, const st_has
         req.session_id.data = (uint8_t *)id->b;
         req.session_id.len = 16;
         req.durable = 1;
-        st = call(c, m, &req, (void **)resp_p, &err);
+        st = gc_call(c, m, &req, (void **)resp_p, &err);
     } else if (m == SRPC_CACHE_APPEND_SESSION) {
         Strata__V1__AppendSessionRequest req = STRATA__V1__APPEND_SESSION_REQUEST__INIT;
 
@@ -624,14 +503,14 @@ static st_status_t sess_call(conn_t *c, int m, const st_hash_t *id, const st_has
         req.head_hash.len = 16;
         req.length = length;
         req.durable = 1;
-        st = call(c, m, &req, (void **)resp_p, &err);
+        st = gc_call(c, m, &req, (void **)resp_p, &err);
     } else {
         Strata__V1__GetSessionRequest req = STRATA__V1__GET_SESSION_REQUEST__INIT;
 
         req.namespace_id = c->ns;
         req.session_id.data = (uint8_t *)id->b;
         req.session_id.len = 16;
-        st = call(c, m, &req, (void **)resp_p, &err);
+        st = gc_call(c, m, &req, (void **)resp_p, &err);
     }
     return st;
 }
@@ -639,7 +518,7 @@ static st_status_t sess_call(conn_t *c, int m, const st_hash_t *id, const st_has
 static void test_kill9_durable_stream(void **state)
 {
     tc_cluster_t cl;
-    conn_t c;
+    gc_conn_t c;
     char dir[64], args[256];
     sess_state_t ss[CR_SESSIONS];
     st_hash_t *kda = malloc(sizeof(st_hash_t) * CR_MAX_KDA);
@@ -654,12 +533,12 @@ static void test_kill9_durable_stream(void **state)
     mk_dir(dir, sizeof(dir));
     snprintf(args, sizeof(args), "--memory-limit 256M --transport none --data-dir %s", dir);
     assert_int_equal(tc_start(&cl, stratad_path, 1, args), 0);
-    conn_open(&c, cl.node[0].addr);
+    gc_open(&c, cl.node[0].addr, NULL);
     for (int s = 0; s < CR_SESSIONS; s++) {
         Strata__V1__SessionResponse *r = NULL;
 
         memset(&ss[s], 0, sizeof(ss[s]));
-        ss[s].id = mk_hash(77, (uint64_t)s);
+        ss[s].id = mh_hash(77, (uint64_t)s);
         assert_int_equal(sess_call(&c, SRPC_CACHE_OPEN_SESSION, &ss[s].id, NULL, 0, &r), ST_OK);
         ss[s].version = r->session->version;
         protobuf_c_message_free_unpacked(&r->base, NULL);
@@ -679,7 +558,7 @@ static void test_kill9_durable_stream(void **state)
                 size_t bad = 0, len = kda_len(n_kda);
                 srpc_error_t err;
 
-                kda[n_kda] = mk_hash(99, n_kda);
+                kda[n_kda] = mh_hash(99, n_kda);
                 st = put_objs(&c, &kda[n_kda], n_kda == 0 ? &c.seed : &kda[n_kda - 1], 1, 1,
                               STRATA__V1__OBJECT_KIND__KDA, len, 1, &bad, &err);
                 if (st != ST_OK) {
@@ -692,7 +571,7 @@ static void test_kill9_durable_stream(void **state)
                 Strata__V1__SessionResponse *r = NULL;
 
                 ss[s].inflight = 1;
-                ss[s].in_head = mk_hash(55, op);
+                ss[s].in_head = mh_hash(55, op);
                 ss[s].in_length = ss[s].length + 64;
                 ss[s].in_version = ss[s].version + 1;
                 st = sess_call(&c, SRPC_CACHE_APPEND_SESSION, &ss[s].id, &ss[s].in_head,
@@ -709,9 +588,9 @@ static void test_kill9_durable_stream(void **state)
             }
         }
         pthread_join(th, NULL);
-        conn_close(&c);
+        gc_close(&c);
         assert_int_equal(tc_restart(&cl, 0), 0);
-        conn_open(&c, cl.node[0].addr);
+        gc_open(&c, cl.node[0].addr, NULL);
 
         /* Every acknowledged write, with its bytes (or the one in flight). */
         for (int s = 0; s < CR_SESSIONS; s++) {
@@ -738,12 +617,12 @@ static void test_kill9_durable_stream(void **state)
                              1);
         }
     }
-    assert_int_equal(stat_counter(&c, "ssd_corrupt"), 0);
+    assert_int_equal(gc_stat(c.ch, "ssd_corrupt"), 0);
     print_message("kill -9 test: %d kills, %llu operations, %zu KDA objects\n", CR_RUNS,
                   (unsigned long long)op, n_kda);
-    conn_close(&c);
+    gc_close(&c);
     tc_stop_all(&cl);
-    rm_dir(dir);
+    dd_rm_dir(dir);
     free(kda);
 }
 
@@ -786,7 +665,7 @@ static int corrupt_on_disk(const char *dir, const uint8_t *marker, size_t len)
 static void test_corrupt_value_never_served(void **state)
 {
     tc_cluster_t cl;
-    conn_t c;
+    gc_conn_t c;
     char dir[64], args[256];
     st_hash_t h[4];
     uint8_t marker[4096], big[40000], head[24 + 8];
@@ -797,9 +676,9 @@ static void test_corrupt_value_never_served(void **state)
     mk_dir(dir, sizeof(dir));
     snprintf(args, sizeof(args), "--memory-limit 256M --transport none --data-dir %s", dir);
     assert_int_equal(tc_start(&cl, stratad_path, 1, args), 0);
-    conn_open(&c, cl.node[0].addr);
+    gc_open(&c, cl.node[0].addr, NULL);
     for (int i = 0; i < 4; i++) {
-        h[i] = mk_hash(5, (uint64_t)i);
+        h[i] = mh_hash(5, (uint64_t)i);
     }
     assert_int_equal(
         put_objs(&c, h, &c.seed, 2, 1, STRATA__V1__OBJECT_KIND__KDA, sizeof(marker), 1, &bad, &err),
@@ -809,41 +688,41 @@ static void test_corrupt_value_never_served(void **state)
                               1, &bad, &err),
                      ST_OK);
     assert_int_equal(bad, 0);
-    conn_close(&c);
+    gc_close(&c);
     assert_int_equal(tc_stop(&cl, 0, 15000), 0);
 
     /* The daemon is down: damage the first object's bytes in data.mdb, the
      * bytes of h[2] (large), and the tier's prefix of h[3]: "CDT1", flags 1
      * (has a parent), the parent h[2], then its first bytes; the flipped
      * byte is in the parent hash. */
-    fill_obj(marker, sizeof(marker), &h[0], 0);
+    gc_fill(marker, sizeof(marker), &h[0], 0);
     assert_int_equal(corrupt_on_disk(dir, marker, sizeof(marker)), 1);
-    fill_obj(big, sizeof(big), &h[2], 0);
+    gc_fill(big, sizeof(big), &h[2], 0);
     assert_int_equal(corrupt_on_disk(dir, big, sizeof(big)), 1);
     memcpy(head, "CDT1\x01\x00\x00\x00", 8);
     memcpy(head + 8, h[2].b, 16);
-    fill_obj(big, sizeof(big), &h[3], 0);
+    gc_fill(big, sizeof(big), &h[3], 0);
     memcpy(head + 24, big, 8);
     assert_int_equal(corrupt_on_disk(dir, head, sizeof(head)), 1);
 
     assert_int_equal(tc_restart(&cl, 0), 0);
-    conn_open(&c, cl.node[0].addr);
+    gc_open(&c, cl.node[0].addr, NULL);
     assert_int_equal(get_check(&c, &h[0], 0, STRATA__V1__OBJECT_KIND__KDA, sizeof(marker)), 0);
-    assert_int_equal(stat_counter(&c, "ssd_corrupt"), 1);
+    assert_int_equal(gc_stat(c.ch, "ssd_corrupt"), 1);
     /* Still a miss, counted once; the intact neighbour is served. */
     assert_int_equal(get_check(&c, &h[0], 0, STRATA__V1__OBJECT_KIND__KDA, sizeof(marker)), 0);
     assert_int_equal(get_check(&c, &h[1], 0, STRATA__V1__OBJECT_KIND__KDA, sizeof(marker)), 1);
-    assert_int_equal(stat_counter(&c, "ssd_corrupt"), 1);
+    assert_int_equal(gc_stat(c.ch, "ssd_corrupt"), 1);
     /* The same for damage in the bytes and in the prefix of large objects. */
     assert_int_equal(get_check(&c, &h[2], 0, STRATA__V1__OBJECT_KIND__KDA, sizeof(big)), 0);
     assert_int_equal(get_check(&c, &h[3], 0, STRATA__V1__OBJECT_KIND__KDA, sizeof(big)), 0);
-    assert_int_equal(stat_counter(&c, "ssd_corrupt"), 3);
+    assert_int_equal(gc_stat(c.ch, "ssd_corrupt"), 3);
     assert_int_equal(get_check(&c, &h[2], 0, STRATA__V1__OBJECT_KIND__KDA, sizeof(big)), 0);
     assert_int_equal(get_check(&c, &h[3], 0, STRATA__V1__OBJECT_KIND__KDA, sizeof(big)), 0);
-    assert_int_equal(stat_counter(&c, "ssd_corrupt"), 3);
-    conn_close(&c);
+    assert_int_equal(gc_stat(c.ch, "ssd_corrupt"), 3);
+    gc_close(&c);
     tc_stop_all(&cl);
-    rm_dir(dir);
+    dd_rm_dir(dir);
 }
 
 /* --------------------------------------------------------- map full -- */
@@ -851,25 +730,25 @@ static void test_corrupt_value_never_served(void **state)
 static void test_full_map_refuses_durable_put(void **state)
 {
     tc_cluster_t cl;
-    conn_t c;
+    gc_conn_t c;
     char dir[64], args[256];
     st_hash_t h[200];
     size_t n = 0, bad = 0;
     srpc_error_t err;
     st_status_t st = ST_OK;
     Strata__V1__SessionResponse *r = NULL;
-    st_hash_t sid = mk_hash(8, 8);
+    st_hash_t sid = mh_hash(8, 8);
 
     (void)state;
     mk_dir(dir, sizeof(dir));
     snprintf(args, sizeof(args),
              "--memory-limit 256M --transport none --data-dir %s --ssd-map-size 1M", dir);
     assert_int_equal(tc_start(&cl, stratad_path, 1, args), 0);
-    conn_open(&c, cl.node[0].addr);
+    gc_open(&c, cl.node[0].addr, NULL);
     assert_int_equal(sess_call(&c, SRPC_CACHE_OPEN_SESSION, &sid, NULL, 0, &r), ST_OK);
     protobuf_c_message_free_unpacked(&r->base, NULL);
     while (n < 200) {
-        h[n] = mk_hash(6, n);
+        h[n] = mh_hash(6, n);
         memset(&err, 0, sizeof(err));
         st = put_objs(&c, &h[n], n == 0 ? &c.seed : &h[n - 1], 1, 1, STRATA__V1__OBJECT_KIND__KDA,
                       32 * 1024, 1, &bad, &err);
@@ -882,7 +761,7 @@ static void test_full_map_refuses_durable_put(void **state)
     assert_int_equal(err.grpc_code, GRPC_STATUS_RESOURCE_EXHAUSTED);
     assert_non_null(strstr(err.message, "ssd_map_size=1048576"));
     assert_true(n > 0);
-    assert_true(stat_counter(&c, "ssd_map_full") >= 1);
+    assert_true(gc_stat(c.ch, "ssd_map_full") >= 1);
 
     /* Reads keep working: every acknowledged object, and the session. */
     for (size_t i = 0; i < n; i++) {
@@ -890,9 +769,9 @@ static void test_full_map_refuses_durable_put(void **state)
     }
     assert_int_equal(sess_call(&c, SRPC_CACHE_GET_SESSION, &sid, NULL, 0, &r), ST_OK);
     protobuf_c_message_free_unpacked(&r->base, NULL);
-    conn_close(&c);
+    gc_close(&c);
     tc_stop_all(&cl);
-    rm_dir(dir);
+    dd_rm_dir(dir);
 }
 
 /* ---------------------------------------------------------- expiry -- */
@@ -902,9 +781,9 @@ static void test_full_map_refuses_durable_put(void **state)
 static void test_expired_session_leaves_tier(void **state)
 {
     tc_cluster_t cl;
-    conn_t c;
+    gc_conn_t c;
     char dir[64], args[256];
-    st_hash_t sid = mk_hash(9, 9), keep = mk_hash(9, 10);
+    st_hash_t sid = mh_hash(9, 9), keep = mh_hash(9, 10);
     Strata__V1__OpenSessionRequest req = STRATA__V1__OPEN_SESSION_REQUEST__INIT;
     Strata__V1__SessionResponse *r = NULL;
     srpc_error_t err;
@@ -914,7 +793,7 @@ static void test_expired_session_leaves_tier(void **state)
     mk_dir(dir, sizeof(dir));
     snprintf(args, sizeof(args), "--memory-limit 256M --transport none --data-dir %s", dir);
     assert_int_equal(tc_start(&cl, stratad_path, 1, args), 0);
-    conn_open(&c, cl.node[0].addr);
+    gc_open(&c, cl.node[0].addr, NULL);
     assert_int_equal(sess_call(&c, SRPC_CACHE_OPEN_SESSION, &keep, NULL, 0, &r), ST_OK);
     protobuf_c_message_free_unpacked(&r->base, NULL);
     req.namespace_id = c.ns;
@@ -922,41 +801,34 @@ static void test_expired_session_leaves_tier(void **state)
     req.session_id.len = 16;
     req.ttl_ms = 1000;
     req.durable = 1;
-    assert_int_equal(call(&c, SRPC_CACHE_OPEN_SESSION, &req, (void **)&r, &err), ST_OK);
+    assert_int_equal(gc_call(&c, SRPC_CACHE_OPEN_SESSION, &req, (void **)&r, &err), ST_OK);
     protobuf_c_message_free_unpacked(&r->base, NULL);
     /* The namespace record and two sessions. */
-    assert_int_equal(stat_counter(&c, "ssd_objects_session"), 3);
-    for (int i = 0; i < 200 && (n = stat_counter(&c, "ssd_objects_session")) != 2; i++) {
+    assert_int_equal(gc_stat(c.ch, "ssd_objects_session"), 3);
+    for (int i = 0; i < 200 && (n = gc_stat(c.ch, "ssd_objects_session")) != 2; i++) {
         usleep(50 * 1000);
     }
     assert_int_equal(n, 2);
-    conn_close(&c);
+    gc_close(&c);
     tc_kill(&cl, 0);
     assert_int_equal(tc_restart(&cl, 0), 0);
-    conn_open(&c, cl.node[0].addr);
+    gc_open(&c, cl.node[0].addr, NULL);
     assert_int_equal(sess_call(&c, SRPC_CACHE_GET_SESSION, &sid, NULL, 0, &r), ST_ERR_NOT_FOUND);
     assert_int_equal(sess_call(&c, SRPC_CACHE_GET_SESSION, &keep, NULL, 0, &r), ST_OK);
     protobuf_c_message_free_unpacked(&r->base, NULL);
-    conn_close(&c);
+    gc_close(&c);
     tc_stop_all(&cl);
-    rm_dir(dir);
+    dd_rm_dir(dir);
 }
 
 /* ------------------------------------------------ libstrata, durable -- */
 
 static st_client_t *client_to(const tc_cluster_t *cl)
 {
-    st_client_params_t p = {0};
-    st_client_t *c = NULL;
+    st_client_params_t p;
 
-    p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_TIMEOUT;
-    p.nodes = cl->node[0].addr;
-    p.transport = "ucx";
-    p.timeout_ms = 20000;
-    if (st_client_connect(&p, &c) != ST_OK) {
-        fail_msg("connect: %s", st_client_last_error());
-    }
-    return c;
+    cf_params_transport(&p, cl->node[0].addr, "ucx", 20000);
+    return cf_connect(&p);
 }
 
 #define LS_N   8
@@ -992,7 +864,7 @@ static void test_libstrata_durable_kda_survives_kill(void **state)
     assert_int_equal(st_client_hash(c, tok, LS_N * 64, NULL, 0, chain, LS_N, &nb), ST_OK);
     assert_int_equal(nb, LS_N);
     for (size_t i = 0; i < LS_N; i++) {
-        fill_obj(src + i * LS_LEN, LS_LEN, &chain[i], 0);
+        gc_fill(src + i * LS_LEN, LS_LEN, &chain[i], 0);
         puts[i] =
             (st_put_op_t){.block = i, .kind = ST_KIND_KDA, .src = src + i * LS_LEN, .len = LS_LEN};
     }
@@ -1022,27 +894,15 @@ static void test_libstrata_durable_kda_survives_kill(void **state)
     assert_memory_equal(dst, src, LS_N * LS_LEN);
     st_client_close(c);
     tc_stop_all(&cl);
-    rm_dir(dir);
+    dd_rm_dir(dir);
     free(src);
     free(dst);
 }
 
-int main(int argc, char **argv)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_spill_and_promote),
-        cmocka_unit_test(test_write_behind),
-        cmocka_unit_test(test_kill9_durable_stream),
-        cmocka_unit_test(test_corrupt_value_never_served),
-        cmocka_unit_test(test_full_map_refuses_durable_put),
-        cmocka_unit_test(test_expired_session_leaves_tier),
-        cmocka_unit_test(test_libstrata_durable_kda_survives_kill),
-    };
-
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_tiers PATH-TO-STRATAD\n");
-        return 2;
-    }
-    stratad_path = argv[1];
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+TM_STRATAD_MAIN("test_tiers", "PATH-TO-STRATAD", &stratad_path,
+                cmocka_unit_test(test_spill_and_promote), cmocka_unit_test(test_write_behind),
+                cmocka_unit_test(test_kill9_durable_stream),
+                cmocka_unit_test(test_corrupt_value_never_served),
+                cmocka_unit_test(test_full_map_refuses_durable_put),
+                cmocka_unit_test(test_expired_session_leaves_tier),
+                cmocka_unit_test(test_libstrata_durable_kda_survives_kill))

@@ -14,7 +14,7 @@ tests/tools/make_test_certs.sh (the openssl CLI):
   4. SIGHUP with replaced certificate files: new connections get the new
      certificate (its subject and its CA), the daemon keeps serving; bad
      files on SIGHUP are refused and the old certificate stays.
-  5. With --lib and --binding: the Python binding (client/python/strata.py)
+  5. With --lib and --binding: the Python binding (client/python/strata/)
      with tls_ca= puts and gets; without it the connection fails; with
      tls_cert=/tls_key= it passes tls_client_auth = require.
   6. With --engine: strata-engine runs a turn against a TLS daemon with
@@ -45,6 +45,10 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import obs_harness as h  # noqa: E402
+from pb_wire import field_bytes, field_varint, parse  # noqa: E402
+
 try:
     import grpc
 except ImportError:
@@ -69,61 +73,7 @@ def fail(msg):
 
 
 # --------------------------------------------------------------- protobuf --
-# Just enough of the wire format for Hello, Stats and ClusterLookup.
-
-def varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def field_varint(num, n):
-    return varint(num << 3) + varint(n)
-
-
-def field_bytes(num, data):
-    if isinstance(data, str):
-        data = data.encode()
-    return varint((num << 3) | 2) + varint(len(data)) + data
-
-
-def parse(buf):
-    """Returns {field number: [values]}: ints for varints, bytes otherwise."""
-    out, i = {}, 0
-    while i < len(buf):
-        key, i = read_varint(buf, i)
-        num, wt = key >> 3, key & 7
-        if wt == 0:
-            v, i = read_varint(buf, i)
-        elif wt == 2:
-            n, i = read_varint(buf, i)
-            v, i = buf[i:i + n], i + n
-        elif wt == 1:
-            v, i = buf[i:i + 8], i + 8
-        elif wt == 5:
-            v, i = buf[i:i + 4], i + 4
-        else:
-            raise ValueError("wire type %d" % wt)
-        out.setdefault(num, []).append(v)
-    return out
-
-
-def read_varint(buf, i):
-    n = shift = 0
-    while True:
-        b = buf[i]
-        i += 1
-        n |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return n, i
-
+# Just enough of the wire format for Hello, Stats and ClusterLookup (pb_wire.py).
 
 def hello_request(tenant="default", model="default"):
     return field_varint(1, 1) + field_bytes(2, tenant) + field_bytes(3, model)
@@ -153,13 +103,7 @@ class Daemon:
                  (name, line, open(self.log_path).read()[-3000:]))
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        h.stop_process(self.proc, 20)
         self.log.close()
 
     def log_text(self):
@@ -514,7 +458,7 @@ def main():
     ap.add_argument("--strata", required=True)
     ap.add_argument("--certs-script", required=True)
     ap.add_argument("--lib", default=None, help="libstrata.so, for the binding case")
-    ap.add_argument("--binding", default=None, help="the folder of strata.py")
+    ap.add_argument("--binding", default=None, help="the folder holding the strata package")
     ap.add_argument("--engine", default=None, help="strata-engine, for the engine case")
     args = ap.parse_args()
     if shutil.which("openssl") is None:

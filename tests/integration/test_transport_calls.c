@@ -36,13 +36,16 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "client_fixture.h"
 #include "cluster.h"
+#include "grpc_conn.h"
 #include "srpc.h"
-#include "st_log.h"
-#include "st_transport.h"
+#include "log.h"
+#include "transport.h"
 #include "strata.pb-c.h"
 #include "strata/strata.h"
 #include "tcall.h"
+#include "stratad_arg.h"
 
 #define OBJ      4096
 #define N_BLOCKS 96
@@ -59,36 +62,13 @@ static uint64_t rnd(void)
 
 static st_client_t *connect_nodes(const char *nodes, int tcalls)
 {
-    st_client_params_t p = {0};
-    st_client_t *c = NULL;
+    st_client_params_t p;
 
-    p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_TENANT | ST_CLIENT_FIELD_MODEL |
-                   ST_CLIENT_FIELD_HEALTH_INTERVAL | ST_CLIENT_FIELD_TIMEOUT |
-                   ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_TRANSPORT_CALLS;
-    p.nodes = nodes;
-    p.tenant = "acme";
-    p.model = "tc";
-    p.health_interval_ms = 100;
-    p.timeout_ms = 10000;
+    cf_params_session(&p, nodes, "tc", 10000);
+    p.field_mask |= ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_TRANSPORT_CALLS;
     p.transport = "ucx";
     p.transport_calls = tcalls;
-    assert_int_equal(st_client_connect(&p, &c), ST_OK);
-    return c;
-}
-
-static st_hash_t *make_chain(st_client_t *c, uint64_t seed, size_t n)
-{
-    size_t bt = st_client_block_tokens(c), nt = n * bt, nb;
-    uint32_t *tok = malloc(sizeof(uint32_t) * nt);
-    st_hash_t *chain = malloc(sizeof(st_hash_t) * n);
-
-    assert_true(tok && chain);
-    for (size_t i = 0; i < nt; i++) {
-        tok[i] = (uint32_t)(XXH3_64bits_withSeed(&i, sizeof(i), seed) % 150000);
-    }
-    assert_int_equal(st_client_hash(c, tok, nt, NULL, 0, chain, n, &nb), ST_OK);
-    free(tok);
-    return chain;
+    return cf_connect(&p);
 }
 
 static void fill_obj(uint8_t *buf, size_t b, uint16_t layer)
@@ -140,21 +120,21 @@ typedef struct raw {
     uint64_t ns;
     int serves;
     uint8_t key[16];
-    st_transport_t *tp;
-    st_transport_ep_t *ep;
+    tp_transport_t *tp;
+    tp_ep_t *ep;
     answer_t ans[1024];
     int n_ans;
     int bad; /* answers that did not parse */
 } raw_t;
 
-static void raw_on_msg(void *arg, st_transport_msg_t *msg, const void *data, size_t len)
+static void raw_on_msg(void *arg, tp_msg_t *msg, const void *data, size_t len)
 {
     raw_t *r = arg;
-    st_tcall_frame_t f;
+    tcall_frame_t f;
     char why[128];
 
     (void)msg;
-    if (st_tcall_parse(data, len, 1, &f, why, sizeof(why)) != ST_OK || r->n_ans >= 1024) {
+    if (tcall_parse(data, len, 1, &f, why, sizeof(why)) != ST_OK || r->n_ans >= 1024) {
         r->bad++;
         return;
     }
@@ -173,7 +153,7 @@ static void raw_open_as(raw_t *r, const char *addr, const char *token, const cha
 {
     Strata__V1__HelloRequest hello = STRATA__V1__HELLO_REQUEST__INIT;
     Strata__V1__HelloResponse *hr = NULL;
-    st_transport_config_t cfg = {.backend = ST_TRANSPORT_UCX};
+    tp_config_t cfg = {.backend = TP_UCX};
     srpc_channel_config_t cc = {.token = token, .client_id = NULL};
     srpc_error_t err;
 
@@ -193,11 +173,10 @@ static void raw_open_as(raw_t *r, const char *addr, const char *token, const cha
     } else {
         assert_int_equal(hr->transport_call_key.len, 0);
     }
-    assert_int_equal(st_transport_create(&cfg, &r->tp), ST_OK);
-    assert_int_equal(st_transport_msg_listen(r->tp, raw_on_msg, r), ST_OK);
+    assert_int_equal(tp_create(&cfg, &r->tp), ST_OK);
+    assert_int_equal(tp_msg_listen(r->tp, raw_on_msg, r), ST_OK);
     assert_int_equal(
-        st_transport_connect(r->tp, hr->transport_address.data, hr->transport_address.len, &r->ep),
-        ST_OK);
+        tp_connect(r->tp, hr->transport_address.data, hr->transport_address.len, &r->ep), ST_OK);
     protobuf_c_message_free_unpacked(&hr->base, NULL);
 }
 
@@ -211,14 +190,14 @@ static void raw_close(raw_t *r)
     for (int i = 0; i < r->n_ans; i++) {
         free(r->ans[i].body);
     }
-    st_transport_destroy(r->tp);
+    tp_destroy(r->tp);
     srpc_channel_close(r->ch);
 }
 
 /* Sends frame bytes as they are. */
 static void raw_send(raw_t *r, const void *frame, size_t len)
 {
-    assert_int_equal(st_transport_msg_send(r->ep, frame, len), ST_OK);
+    assert_int_equal(tp_msg_send(r->ep, frame, len), ST_OK);
 }
 
 /* Sends a well-formed call of method with msg (key: 16 bytes or NULL). */
@@ -226,10 +205,10 @@ static void raw_call(raw_t *r, uint32_t method, uint64_t id, const uint8_t *key,
                      const ProtobufCMessage *msg)
 {
     size_t body = protobuf_c_message_get_packed_size(msg), n;
-    uint8_t *frame = malloc(ST_TCALL_HDR + key_len + body);
+    uint8_t *frame = malloc(TCALL_HDR + key_len + body);
 
     assert_non_null(frame);
-    n = st_tcall_head(frame, 0, method, id, (const char *)key, key_len);
+    n = tcall_head(frame, 0, method, id, (const char *)key, key_len);
     n += protobuf_c_message_pack(msg, frame + n);
     raw_send(r, frame, n);
     free(frame);
@@ -238,10 +217,10 @@ static void raw_call(raw_t *r, uint32_t method, uint64_t id, const uint8_t *key,
 /* Progresses until want answers in all have come (or WAIT_MS passed). */
 static void raw_wait(raw_t *r, int want)
 {
-    uint64_t start = st_log_now_ms();
+    uint64_t start = lg_now_ms();
 
-    while (r->n_ans + r->bad < want && st_log_now_ms() - start < WAIT_MS) {
-        if (st_transport_progress(r->tp) <= 0) {
+    while (r->n_ans + r->bad < want && lg_now_ms() - start < WAIT_MS) {
+        if (tp_progress(r->tp) <= 0) {
             usleep(100);
         }
     }
@@ -264,7 +243,7 @@ static void raw_release(raw_t *r, uint64_t id, const Strata__V1__ReleaseRequest 
     Strata__V1__ReleaseResponse *rr;
     answer_t *a;
 
-    raw_call(r, ST_TCALL_RELEASE, id, r->key, 16, &rel->base);
+    raw_call(r, TCALL_RELEASE, id, r->key, 16, &rel->base);
     raw_wait(r, n_ans);
     assert_non_null(a = raw_answer(r, id));
     assert_int_equal(a->code, 0);
@@ -294,38 +273,20 @@ static void locate_request(Strata__V1__LocateRequest *req, Strata__V1__ObjectKey
     req->n_keys = n;
 }
 
-static void test_raw_frames(void **state)
+/* Locate of 2 * N_BLOCKS keys over the transport answers what gRPC answers. */
+static void raw_locate_as_grpc(raw_t *r, const st_hash_t *chain)
 {
-    tc_cluster_t cl;
-    raw_t *r = calloc(1, sizeof(*r));
-    st_client_t *c;
-    st_hash_t *chain;
     Strata__V1__LocateRequest lreq;
     Strata__V1__ObjectKey keys[2 * N_BLOCKS], *kp[2 * N_BLOCKS];
     Strata__V1__LocateResponse *viagrpc = NULL, *viatp;
-    Strata__V1__LookupRequest kreq = STRATA__V1__LOOKUP_REQUEST__INIT;
-    Strata__V1__Segment sg = STRATA__V1__SEGMENT__INIT, *sgp = &sg;
-    uint32_t layers[2] = {0, 1};
     srpc_error_t err;
     answer_t *a;
-    int sent_answerable = 0;
-    uint8_t frame[4096];
 
-    (void)state;
-    assert_non_null(r);
-    assert_int_equal(tc_start(&cl, stratad_path, 1, NULL), 0);
-    c = connect_nodes(cl.node[0].addr, 1);
-    chain = make_chain(c, 11, N_BLOCKS);
-    put_chain(c, chain, N_BLOCKS);
-    raw_open(r, cl.node[0].addr);
-    assert_true(r->serves);
-
-    /* Locate: the transport's answer is gRPC's answer. */
     locate_request(&lreq, keys, kp, r, chain, 2 * N_BLOCKS, 0);
     assert_int_equal(srpc_call(r->ch, &srpc_cache_methods[SRPC_CACHE_LOCATE], &lreq.base, 30000,
                                (ProtobufCMessage **)&viagrpc, &err),
                      ST_OK);
-    raw_call(r, ST_TCALL_LOCATE, 101, r->key, 16, &lreq.base);
+    raw_call(r, TCALL_LOCATE, 101, r->key, 16, &lreq.base);
     raw_wait(r, 1);
     assert_int_equal(r->bad, 0);
     assert_non_null(a = raw_answer(r, 101));
@@ -344,138 +305,190 @@ static void test_raw_frames(void **state)
     assert_int_equal(viatp->lease_id, 0);
     strata__v1__locate_response__free_unpacked(viatp, NULL);
     protobuf_c_message_free_unpacked(&viagrpc->base, NULL);
+}
 
-    /* Locate with a lease over the transport, then its Release over it too:
-     * a second Release of the same lease finds nothing to release. */
+/* Locate with a lease over the transport, then its Release over it too:
+ * a second Release of the same lease finds nothing to release. */
+static void raw_lease_release(raw_t *r, const st_hash_t *chain)
+{
+    Strata__V1__LocateRequest lreq;
+    Strata__V1__ObjectKey keys[2 * N_BLOCKS], *kp[2 * N_BLOCKS];
+    Strata__V1__LocateResponse *viatp;
+    Strata__V1__ReleaseRequest rel = STRATA__V1__RELEASE_REQUEST__INIT;
+    uint64_t id;
+    answer_t *a;
+
     locate_request(&lreq, keys, kp, r, chain, 8, 1);
-    raw_call(r, ST_TCALL_LOCATE, 102, r->key, 16, &lreq.base);
+    raw_call(r, TCALL_LOCATE, 102, r->key, 16, &lreq.base);
     raw_wait(r, 2);
     assert_non_null(a = raw_answer(r, 102));
     assert_int_equal(a->code, 0);
     viatp = strata__v1__locate_response__unpack(NULL, a->body_len, a->body);
     assert_non_null(viatp);
     assert_true(viatp->lease_id != 0);
-    {
-        Strata__V1__ReleaseRequest rel = STRATA__V1__RELEASE_REQUEST__INIT;
-        uint64_t id = viatp->lease_id;
-
-        rel.namespace_id = r->ns;
-        rel.lease_ids = &id;
-        rel.n_lease_ids = 1;
-        raw_release(r, 103, &rel, 3, STRATA__V1__KEY_STATUS__KEY_OK);
-        raw_release(r, 104, &rel, 4, STRATA__V1__KEY_STATUS__KEY_NOT_FOUND);
-    }
+    id = viatp->lease_id;
+    rel.namespace_id = r->ns;
+    rel.lease_ids = &id;
+    rel.n_lease_ids = 1;
+    raw_release(r, 103, &rel, 3, STRATA__V1__KEY_STATUS__KEY_OK);
+    raw_release(r, 104, &rel, 4, STRATA__V1__KEY_STATUS__KEY_NOT_FOUND);
     strata__v1__locate_response__free_unpacked(viatp, NULL);
+}
 
-    /* Lookup of the whole chain and of a diverging one. */
-    kreq.namespace_id = r->ns;
-    kreq.segments = &sgp;
-    kreq.n_segments = 1;
-    kreq.kinds_mask = 1u << STRATA__V1__OBJECT_KIND__KV;
-    kreq.layers = layers;
-    kreq.n_layers = 2;
-    sg.first_block = 0;
-    sg.block_hashes.data = (uint8_t *)chain[0].b;
-    sg.block_hashes.len = (size_t)N_BLOCKS * ST_HASH_BYTES;
-    raw_call(r, ST_TCALL_LOOKUP, 105, r->key, 16, &kreq.base);
+/* Lookup of the whole chain over the transport answers what gRPC answers. */
+static void raw_lookup_as_grpc(raw_t *r, Strata__V1__LookupRequest *kreq)
+{
+    Strata__V1__LookupResponse *lr, *lg = NULL;
+    srpc_error_t err;
+    answer_t *a;
+
+    raw_call(r, TCALL_LOOKUP, 105, r->key, 16, &kreq->base);
     raw_wait(r, 5);
     assert_non_null(a = raw_answer(r, 105));
     assert_int_equal(a->code, 0);
-    {
-        Strata__V1__LookupResponse *lr =
-            strata__v1__lookup_response__unpack(NULL, a->body_len, a->body);
-        Strata__V1__LookupResponse *lg = NULL;
+    lr = strata__v1__lookup_response__unpack(NULL, a->body_len, a->body);
+    assert_non_null(lr);
+    assert_int_equal(srpc_call(r->ch, &srpc_cache_methods[SRPC_CACHE_LOOKUP], &kreq->base, 30000,
+                               (ProtobufCMessage **)&lg, &err),
+                     ST_OK);
+    assert_int_equal(lr->n_segments, 1);
+    assert_int_equal(lg->n_segments, 1);
+    assert_int_equal(lr->segments[0]->matched_blocks, N_BLOCKS);
+    assert_int_equal(lr->segments[0]->matched_blocks, lg->segments[0]->matched_blocks);
+    strata__v1__lookup_response__free_unpacked(lr, NULL);
+    protobuf_c_message_free_unpacked(&lg->base, NULL);
+}
 
-        assert_non_null(lr);
-        assert_int_equal(srpc_call(r->ch, &srpc_cache_methods[SRPC_CACHE_LOOKUP], &kreq.base, 30000,
-                                   (ProtobufCMessage **)&lg, &err),
-                         ST_OK);
-        assert_int_equal(lr->n_segments, 1);
-        assert_int_equal(lg->n_segments, 1);
-        assert_int_equal(lr->segments[0]->matched_blocks, N_BLOCKS);
-        assert_int_equal(lr->segments[0]->matched_blocks, lg->segments[0]->matched_blocks);
-        strata__v1__lookup_response__free_unpacked(lr, NULL);
-        protobuf_c_message_free_unpacked(&lg->base, NULL);
+/* No key, another key, a short key: refused, nothing served. */
+static void raw_bad_keys(raw_t *r, const Strata__V1__LookupRequest *kreq)
+{
+    uint8_t other[16];
+    answer_t *a;
+
+    memcpy(other, r->key, 16);
+    other[7] ^= 1;
+    raw_call(r, TCALL_LOOKUP, 106, NULL, 0, &kreq->base);
+    raw_call(r, TCALL_LOOKUP, 107, other, 16, &kreq->base);
+    raw_call(r, TCALL_LOOKUP, 108, r->key, 15, &kreq->base);
+    raw_wait(r, 8);
+    for (uint64_t id = 106; id <= 108; id++) {
+        assert_non_null(a = raw_answer(r, id));
+        assert_int_equal(a->code, 16); /* UNAUTHENTICATED */
+        assert_int_equal(a->body_len, 0);
     }
+}
 
-    /* No key, another key: refused, nothing served. */
-    {
-        uint8_t other[16];
+/* Frames that do not parse. Each one that holds a call id is answered
+ * INVALID_ARGUMENT; shorter ones are dropped. */
+static void raw_bad_frames(raw_t *r)
+{
+    int base = r->n_ans, sent_answerable;
+    uint8_t frame[4096];
+    size_t n;
+    answer_t *a;
 
-        memcpy(other, r->key, 16);
-        other[7] ^= 1;
-        raw_call(r, ST_TCALL_LOOKUP, 106, NULL, 0, &kreq.base);
-        raw_call(r, ST_TCALL_LOOKUP, 107, other, 16, &kreq.base);
-        raw_call(r, ST_TCALL_LOOKUP, 108, r->key, 15, &kreq.base);
-        raw_wait(r, 8);
-        for (uint64_t id = 106; id <= 108; id++) {
-            assert_non_null(a = raw_answer(r, id));
-            assert_int_equal(a->code, 16); /* UNAUTHENTICATED */
-            assert_int_equal(a->body_len, 0);
+    /* bad magic */
+    n = tcall_head(frame, 0, TCALL_LOCATE, 200, (const char *)r->key, 16);
+    frame[0] ^= 0xff;
+    raw_send(r, frame, n);
+    /* unknown methods */
+    n = tcall_head(frame, 0, 0, 201, (const char *)r->key, 16);
+    raw_send(r, frame, n);
+    n = tcall_head(frame, 0, 9, 202, (const char *)r->key, 16);
+    raw_send(r, frame, n);
+    /* a token longer than the frame */
+    n = tcall_head(frame, 0, TCALL_LOCATE, 203, (const char *)r->key, 16);
+    frame[16] = 200;
+    raw_send(r, frame, n);
+    /* reserved bytes set */
+    n = tcall_head(frame, 0, TCALL_LOCATE, 204, (const char *)r->key, 16);
+    frame[21] = 1;
+    raw_send(r, frame, n);
+    /* a body that is not a LocateRequest */
+    n = tcall_head(frame, 0, TCALL_LOCATE, 205, (const char *)r->key, 16);
+    memset(frame + n, 0xff, 64);
+    raw_send(r, frame, n + 64);
+    sent_answerable = 6;
+    /* random frames: short ones are dropped, the others answered by id */
+    for (int i = 0; i < 300; i++) {
+        size_t len = 1 + rnd() % 200;
+
+        for (size_t k = 0; k < len; k++) {
+            frame[k] = (uint8_t)rnd();
         }
+        if (i % 3 == 0 && len >= TCALL_HDR) {
+            /* a real header with random rest: reaches the parser's later checks */
+            uint64_t id = 1000 + (uint64_t)i;
+
+            tcall_head(frame, 0, 1 + (uint32_t)(rnd() % 3), id, NULL, 0);
+            frame[16] = (uint8_t)rnd();
+        }
+        raw_send(r, frame, len);
+        sent_answerable += len >= TCALL_HDR;
     }
-
-    /* Frames that do not parse. Each one that holds a call id is answered
-     * INVALID_ARGUMENT; shorter ones are dropped. */
-    {
-        int base = r->n_ans;
-        size_t n;
-
-        /* bad magic */
-        n = st_tcall_head(frame, 0, ST_TCALL_LOCATE, 200, (const char *)r->key, 16);
-        frame[0] ^= 0xff;
-        raw_send(r, frame, n);
-        /* unknown methods */
-        n = st_tcall_head(frame, 0, 0, 201, (const char *)r->key, 16);
-        raw_send(r, frame, n);
-        n = st_tcall_head(frame, 0, 9, 202, (const char *)r->key, 16);
-        raw_send(r, frame, n);
-        /* a token longer than the frame */
-        n = st_tcall_head(frame, 0, ST_TCALL_LOCATE, 203, (const char *)r->key, 16);
-        frame[16] = 200;
-        raw_send(r, frame, n);
-        /* reserved bytes set */
-        n = st_tcall_head(frame, 0, ST_TCALL_LOCATE, 204, (const char *)r->key, 16);
-        frame[21] = 1;
-        raw_send(r, frame, n);
-        /* a body that is not a LocateRequest */
-        n = st_tcall_head(frame, 0, ST_TCALL_LOCATE, 205, (const char *)r->key, 16);
-        memset(frame + n, 0xff, 64);
-        raw_send(r, frame, n + 64);
-        sent_answerable = 6;
-        /* random frames: short ones are dropped, the others answered by id */
-        for (int i = 0; i < 300; i++) {
-            size_t len = 1 + rnd() % 200;
-
-            for (size_t k = 0; k < len; k++) {
-                frame[k] = (uint8_t)rnd();
-            }
-            if (i % 3 == 0 && len >= ST_TCALL_HDR) {
-                /* a real header with random rest: reaches the parser's later checks */
-                uint64_t id = 1000 + (uint64_t)i;
-
-                st_tcall_head(frame, 0, 1 + (uint32_t)(rnd() % 3), id, NULL, 0);
-                frame[16] = (uint8_t)rnd();
-            }
-            raw_send(r, frame, len);
-            sent_answerable += len >= ST_TCALL_HDR;
-        }
-        raw_wait(r, base + sent_answerable);
-        assert_int_equal(r->bad, 0);
-        assert_int_equal(r->n_ans - base, sent_answerable);
-        for (uint64_t id = 200; id <= 205; id++) {
-            assert_non_null(a = raw_answer(r, id));
-            assert_int_equal(a->code, 3); /* INVALID_ARGUMENT */
-        }
-        for (int i = base; i < r->n_ans; i++) {
-            /* random frames are refused or, holding the key by chance never, denied */
-            assert_true(r->ans[i].code == 3 || r->ans[i].code == 16);
-            assert_int_equal(r->ans[i].body_len, 0);
-        }
+    raw_wait(r, base + sent_answerable);
+    assert_int_equal(r->bad, 0);
+    assert_int_equal(r->n_ans - base, sent_answerable);
+    for (uint64_t id = 200; id <= 205; id++) {
+        assert_non_null(a = raw_answer(r, id));
+        assert_int_equal(a->code, 3); /* INVALID_ARGUMENT */
     }
+    for (int i = base; i < r->n_ans; i++) {
+        /* random frames are refused or, holding the key by chance never, denied */
+        assert_true(r->ans[i].code == 3 || r->ans[i].code == 16);
+        assert_int_equal(r->ans[i].body_len, 0);
+    }
+}
+
+/* A daemon that does not serve calls over the transport says so and
+ * answers none. */
+static void raw_not_served(tc_cluster_t *cl, raw_t *r, const Strata__V1__LookupRequest *kreq)
+{
+    uint64_t start;
+
+    assert_int_equal(tc_start(cl, stratad_path, 1, "--transport-calls=false"), 0);
+    raw_open(r, cl->node[0].addr);
+    assert_false(r->serves);
+    raw_call(r, TCALL_LOOKUP, 400, r->key, 16, &kreq->base);
+    start = lg_now_ms();
+    while (lg_now_ms() - start < 300) {
+        (void)tp_progress(r->tp);
+        usleep(1000);
+    }
+    assert_int_equal(r->n_ans, 0);
+    raw_close(r);
+    tc_stop_all(cl);
+}
+
+static void test_raw_frames(void **state)
+{
+    tc_cluster_t cl;
+    raw_t *r = calloc(1, sizeof(*r));
+    st_client_t *c;
+    st_hash_t *chain;
+    gc_lookup_t look;
+    answer_t *a;
+
+    (void)state;
+    assert_non_null(r);
+    assert_int_equal(tc_start(&cl, stratad_path, 1, NULL), 0);
+    c = connect_nodes(cl.node[0].addr, 1);
+    chain = cf_chain(c, 11, N_BLOCKS);
+    put_chain(c, chain, N_BLOCKS);
+    raw_open(r, cl.node[0].addr);
+    assert_true(r->serves);
+
+    raw_locate_as_grpc(r, chain);
+    raw_lease_release(r, chain);
+
+    /* Lookup of the whole chain and of a diverging one. */
+    gc_lookup_build(&look, r->ns, chain, N_BLOCKS);
+    raw_lookup_as_grpc(r, &look.req);
+    raw_bad_keys(r, &look.req);
+    raw_bad_frames(r);
 
     /* Still serving. */
-    raw_call(r, ST_TCALL_LOOKUP, 300, r->key, 16, &kreq.base);
+    raw_call(r, TCALL_LOOKUP, 300, r->key, 16, &look.req.base);
     raw_wait(r, r->n_ans + 1);
     assert_non_null(a = raw_answer(r, 300));
     assert_int_equal(a->code, 0);
@@ -484,23 +497,7 @@ static void test_raw_frames(void **state)
     st_client_close(c);
     tc_stop_all(&cl);
 
-    /* A daemon that does not serve calls over the transport says so and
-     * answers none. */
-    assert_int_equal(tc_start(&cl, stratad_path, 1, "--transport-calls=false"), 0);
-    raw_open(r, cl.node[0].addr);
-    assert_false(r->serves);
-    raw_call(r, ST_TCALL_LOOKUP, 400, r->key, 16, &kreq.base);
-    {
-        uint64_t start = st_log_now_ms();
-
-        while (st_log_now_ms() - start < 300) {
-            (void)st_transport_progress(r->tp);
-            usleep(1000);
-        }
-    }
-    assert_int_equal(r->n_ans, 0);
-    raw_close(r);
-    tc_stop_all(&cl);
+    raw_not_served(&cl, r, &look.req);
     free(chain);
     free(r);
 }
@@ -578,9 +575,9 @@ static uint64_t node_counter(const char *addr, const char *name)
  * waited for) well before they would end by time (the daemon's lease: 5 s). */
 static void expect_leases_released(const tc_cluster_t *cl, int n)
 {
-    uint64_t start = st_log_now_ms(), active = 1, released = 0;
+    uint64_t start = lg_now_ms(), active = 1, released = 0;
 
-    while (st_log_now_ms() - start < 2000) {
+    while (lg_now_ms() - start < 2000) {
         active = released = 0;
         for (int i = 0; i < n; i++) {
             active += node_counter(cl->node[i].addr, "leases_active");
@@ -608,7 +605,7 @@ static void test_client_on_off(void **state)
     snprintf(nodes, sizeof(nodes), "%s,%s,%s", cl.node[0].addr, cl.node[1].addr, cl.node[2].addr);
     on = connect_nodes(nodes, 1);
     off = connect_nodes(nodes, 0);
-    chain = make_chain(on, 22, n);
+    chain = cf_chain(on, 22, n);
     put_chain(on, chain, n);
     lookup_both(on, off, chain, n, &m);
     assert_int_equal(m, n);
@@ -634,13 +631,13 @@ static void test_client_on_off(void **state)
     {
         /* Both clients see it again once gRPC's reconnect backoff lets them. */
         st_lookup_result_t r = {0}, q = {0};
-        uint64_t start = st_log_now_ms();
+        uint64_t start = lg_now_ms();
 
         do {
             usleep(50000);
             assert_int_equal(st_client_lookup(on, chain, n, 0, &r), ST_OK);
             assert_int_equal(st_client_lookup(off, chain, n, 0, &q), ST_OK);
-        } while ((r.nodes_down > 0 || q.nodes_down > 0) && st_log_now_ms() - start < 60000);
+        } while ((r.nodes_down > 0 || q.nodes_down > 0) && lg_now_ms() - start < 60000);
         assert_int_equal(r.nodes_down, 0);
         assert_int_equal(q.nodes_down, 0);
     }
@@ -672,7 +669,7 @@ static uint32_t raw_locate_code(raw_t *r, uint64_t ns, const uint8_t *key, uint6
     req.namespace_id = ns;
     req.keys = &kp;
     req.n_keys = 1;
-    raw_call(r, ST_TCALL_LOCATE, id, key, 16, &req.base);
+    raw_call(r, TCALL_LOCATE, id, key, 16, &req.base);
     raw_wait(r, r->n_ans + 1);
     assert_non_null(a = raw_answer(r, id));
     return a->code;
@@ -748,21 +745,19 @@ int main(int argc, char **argv)
 {
     const char *s = getenv("STRATA_TEST_SEED");
     uint64_t seed = s != NULL ? strtoull(s, NULL, 10) : (uint64_t)time(NULL);
-    st_transport_t *probe;
-    st_transport_config_t cfg = {.backend = ST_TRANSPORT_UCX};
+    tp_transport_t *probe;
+    tp_config_t cfg = {.backend = TP_UCX};
 
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s STRATAD\n", argv[0]);
+    if (tm_stratad_arg(argc, argv, 2, NULL, "STRATAD", &stratad_path) != 0) {
         return 2;
     }
-    stratad_path = argv[1];
     printf("test_transport_calls: seed %llu (STRATA_TEST_SEED)\n", (unsigned long long)seed);
     rng_state = seed * 2654435761u + 1;
-    if (st_transport_create(&cfg, &probe) != ST_OK) {
+    if (tp_create(&cfg, &probe) != ST_OK) {
         printf("skip: UCX is not available here\n");
         return 77;
     }
-    st_transport_destroy(probe);
+    tp_destroy(probe);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_raw_frames),
         cmocka_unit_test(test_client_on_off),

@@ -41,3 +41,23 @@ def chain(seed: bytes, tokens, block_tokens: int, items=()):
         prev = block_hash(prev, tokens[b0:b1], extras)
         out.append(prev)
     return out
+
+
+IMAGE_MAGIC = 0x4D495453  # "STIM"
+IMAGE_VERSION = 1
+IMAGE_FORMAT_U8 = 1
+IMAGE_SIDE_MAX = 16384
+
+
+def image_hash(pixels: bytes, width: int, height: int, channels: int) -> bytes:
+    """st_hash_image: XXH3-128 of the 24-byte header and every pixel byte
+    (8-bit samples, channels interleaved, rows top to bottom)."""
+    if not (1 <= width <= IMAGE_SIDE_MAX and 1 <= height <= IMAGE_SIDE_MAX):
+        raise ValueError("image side out of range")
+    if channels not in (1, 3):
+        raise ValueError("channels must be 1 or 3")
+    if len(pixels) != width * height * channels:
+        raise ValueError("pixels must be width * height * channels bytes")
+    head = struct.pack("<6I", IMAGE_MAGIC, IMAGE_VERSION, width, height, channels,
+                       IMAGE_FORMAT_U8)
+    return hash128_bytes(head + bytes(pixels))

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""The Python binding (client/python/strata.py, ctypes over libstrata.so)
-against two real daemons: hash, lookup, put and get with numpy arrays and
-bytes, misses, sessions, durable writes (each daemon with its own data_dir;
+"""The Python binding (client/python/strata/, ctypes over libstrata.so)
+against two real daemons: hash (with items: images named by hash_image),
+lookup, put and get with numpy arrays and bytes, misses, sessions, durable writes (each daemon with its own data_dir;
 one killed: PartialWrite), and errors. Run with Debian's python3 (numpy)."""
 import argparse
 import os
@@ -16,6 +16,87 @@ import numpy as np
 # The ports daemons listen on come from the integration tests' shared helper.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 from obs_harness import free_port  # noqa: E402
+
+
+def images(strata, c, tokens, chain, bt):
+    """hash_image against the Python reference (numpy arrays of both shapes,
+    bytes), hash() with items: each block after the first is the reference's
+    block hash of the one before, with the items' extras (the seed is the
+    daemon's); blocks before an item keep their text hashes; bad input is
+    refused with a reason."""
+    import strata_hash
+
+    rng = np.random.default_rng(7)
+    rgb = rng.integers(0, 256, size=(30, 41, 3), dtype=np.uint8)
+    grey = rng.integers(0, 256, size=(9, 5), dtype=np.uint8)
+    h_rgb = strata.hash_image(rgb)
+    assert h_rgb == strata_hash.image_hash(rgb.tobytes(), 41, 30, 3)
+    assert strata.hash_image(grey) == strata_hash.image_hash(grey.tobytes(), 5, 9, 1)
+    assert strata.hash_image(rgb.tobytes(), width=41, height=30, channels=3) == h_rgb
+    other = rgb.copy()
+    other[29, 40, 2] ^= 0x80
+    h_other = strata.hash_image(other)
+    assert h_other != h_rgb
+    for bad, kw, why in ((rgb.astype(np.uint16), {}, "uint8"),
+                         (rgb.tobytes(), {"width": 41, "height": 30}, "need width"),
+                         (rgb.tobytes(), {"width": 40, "height": 30, "channels": 3}, "needs"),
+                         (rgb, {"width": 40}, "does not match"),
+                         (np.zeros((2, 2, 4), np.uint8), {}, "channels")):
+        try:
+            strata.hash_image(bad, **kw)
+            raise AssertionError("hash_image accepted %s" % why)
+        except (ValueError, strata.Error) as e:
+            assert why in str(e), (why, e)
+
+    # An image at tokens 100..355 (4 x 64-token blocks from block 1 on), a hash item later.
+    items = [(h_rgb, 100, 256), ("ab" * 16, 900, 30)]
+    with_items = c.hash(tokens, items=items)
+    assert len(with_items) == len(chain) and with_items[:16] == chain[:16]
+    for i in range(1, len(chain) // 16):
+        b0 = i * bt
+        extras = [(strata._content(h, "t"), s - b0) for h, s, n in items
+                  if s < b0 + bt and s + n > b0]
+        want = strata_hash.block_hash(with_items[(i - 1) * 16:i * 16],
+                                      [int(t) for t in tokens[b0:b0 + bt]], extras)
+        assert with_items[i * 16:(i + 1) * 16] == want, i
+        assert (with_items[i * 16:(i + 1) * 16] == chain[i * 16:(i + 1) * 16]) == (i < 1), i
+    moved = c.hash(tokens, items=[(h_rgb, 101, 256)])
+    assert moved[16:32] != with_items[16:32]
+    assert c.hash(tokens, items=[(h_other, 100, 256)])[16:32] != with_items[16:32]
+    for bad, why in (([(h_rgb, 500, 10), (h_rgb, 100, 10)], "sorted"),
+                     ([(b"short", 0, 10)], "16 bytes"), ([(h_rgb, 0, 0)], "n_tokens"),
+                     ([(h_rgb, 0)], "expected")):
+        try:
+            c.hash(tokens, items=bad)
+            raise AssertionError("hash accepted items that are %s" % why)
+        except (ValueError, strata.Error) as e:
+            assert why in str(e) or isinstance(e, strata.Error), (why, e)
+    return 4
+
+
+def in_flight(strata, c, chain, want):
+    """put_async/get_async: several batches in flight on the worker threads,
+    each waited for in turn; what they read is what was put; a handle
+    waited for again gives the same results."""
+    rng = np.random.default_rng(5)
+    batches = [[(b, strata.KV, 2, rng.integers(0, 256, size=41984, dtype=np.uint8))
+                for b in range(first, first + 5)] for first in (0, 5, 10, 15)]
+    pend = [c.put_async(chain, objs) for objs in batches]
+    assert [[r.status for r in p.wait()] for p in pend] == [[0] * 5] * 4
+    outs = [[(b, k, l, np.zeros(len(v), np.uint8)) for b, k, l, v in objs] for objs in batches]
+    pend = [c.get_async(chain, o) for o in outs]
+    assert [p.wait() for p in pend] == [[(0, 41984)] * 5] * 4
+    for objs, o in zip(batches, outs):
+        for (_, _, _, v), (_, _, _, got) in zip(objs, o):
+            assert np.array_equal(v, got)
+    p = c.put_async(chain, batches[0][:1])
+    assert [(r.status, r.replicas_written) for r in p.wait()] == [(0, 1)]
+    assert p.wait() == p.wait()
+    p.release()
+    # A miss in flight is a miss, not an error of the batch.
+    assert c.get_async(chain, [(35, strata.KV, 0, np.zeros(16, np.uint8))]).wait()[0][0] == \
+        strata.ERR_NOT_FOUND
+    return 4
 
 
 def main():
@@ -62,6 +143,7 @@ def main():
             # A list gives the same chain as the array; a prefix is a prefix.
             assert c.hash([int(t) for t in tokens[:bt * 10]]) == chain[:160]
             checks += 2
+            checks += images(strata, c, tokens, chain, bt)
 
             r = c.lookup(chain, layers=2)
             assert r.matched_blocks == 0 and r.nodes_down == 0
@@ -95,6 +177,7 @@ def main():
             except ValueError:
                 pass
             checks += 4
+            checks += in_flight(strata, c, chain, want)
 
             s = c.session_open("py-chat")
             assert s.length == 0

@@ -26,6 +26,53 @@ def hexchain(ch):
     return ",".join(h.hex() for h in ch) or "-"
 
 
+def image_pixels(w, h, c, rule):
+    """The pixels of an image vector: 'ramp' is byte i = i mod 256, 'fill:XX'
+    every byte XX (hex)."""
+    n = w * h * c
+    if rule == "ramp":
+        return bytes(i & 255 for i in range(n))
+    if rule.startswith("fill:"):
+        return bytes([int(rule[5:], 16)]) * n
+    raise ValueError("unknown pixel rule " + rule)
+
+
+def c_image_hash(hashtool, pixels, w, h, c):
+    return subprocess.run([hashtool, "image", str(w), str(h), str(c)], input=pixels,
+                          check=True, capture_output=True).stdout.decode().strip()
+
+
+def check_images(hashtool, doc, seed):
+    """Random images hashed by C and Python, then the doc's image vectors.
+    Returns how many agreed, or -1 after printing the first disagreement."""
+    import random
+    rng = random.Random(seed)
+    count = 0
+    for _ in range(40):
+        w, h, c = rng.randint(1, 70), rng.randint(1, 70), rng.choice((1, 3))
+        px = bytes(rng.getrandbits(8) for _ in range(w * h * c))
+        want = strata_hash.image_hash(px, w, h, c).hex()
+        got = c_image_hash(hashtool, px, w, h, c)
+        if got != want:
+            print("image MISMATCH %dx%dx%d (rng seed %d): C %s Python %s" % (w, h, c, seed, got, want))
+            return -1
+        count += 1
+    vectors = re.findall(r"^image (\d+) (\d+) (\d+) (\S+)\n\s*hash (\S+)$", doc, re.M)
+    assert len(vectors) >= 3, "docs/hashing.md has %d image vectors" % len(vectors)
+    for w, h, c, rule, want in vectors:
+        w, h, c = int(w), int(h), int(c)
+        px = image_pixels(w, h, c, rule)
+        py = strata_hash.image_hash(px, w, h, c).hex()
+        cc = c_image_hash(hashtool, px, w, h, c)
+        if py != want or cc != want:
+            print("image vector %dx%dx%d %s: doc %s Python %s C %s" % (w, h, c, rule, want, py, cc))
+            return -1
+        count += 1
+    print("images: %d random and %d doc vectors agree in C and Python" % (count - len(vectors),
+                                                                        len(vectors)))
+    return count
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hashtool", required=True)
@@ -73,7 +120,12 @@ def main():
             print("doc vector disagrees with C:\n  %s\n  got %s" % (v, got))
             return 1
     print("docs/hashing.md: %d vectors agree in C and Python" % len(vectors))
-    print("%d passed, 0 failed" % (len(out) + len(vectors)))
+
+    # 3. st_hash_image: random images in C and Python, and the doc's image vectors.
+    n_images = check_images(args.hashtool, doc, seed)
+    if n_images < 0:
+        return 1
+    print("%d passed, 0 failed" % (len(out) + len(vectors) + n_images))
     return 0
 
 

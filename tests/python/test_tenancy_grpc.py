@@ -17,19 +17,10 @@ import grpc
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 from obs_harness import free_port  # noqa: E402
+from pb_wire import parse, varint  # noqa: E402
 
 TOK_A = "py-alpha-token-0123456789"
 TOK_B = "py-beta-token-9876543210"
-
-
-def varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
 
 
 def field_str(num, s):
@@ -47,48 +38,10 @@ def ns_only(ns):
 
 def parse_ns(resp):
     """namespace_id is field 8 (varint) of HelloResponse."""
-    i = 0
-    while i < len(resp):
-        key = 0
-        shift = 0
-        while True:
-            b = resp[i]
-            i += 1
-            key |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                break
-        num, wt = key >> 3, key & 7
-        if wt == 0:
-            v = 0
-            shift = 0
-            while True:
-                b = resp[i]
-                i += 1
-                v |= (b & 0x7F) << shift
-                shift += 7
-                if not b & 0x80:
-                    break
-            if num == 8:
-                return v
-        elif wt == 2:
-            n = 0
-            shift = 0
-            while True:
-                b = resp[i]
-                i += 1
-                n |= (b & 0x7F) << shift
-                shift += 7
-                if not b & 0x80:
-                    break
-            i += n
-        elif wt == 1:
-            i += 8
-        elif wt == 5:
-            i += 4
-        else:
-            raise AssertionError("bad wire type %d" % wt)
-    raise AssertionError("no namespace_id in the HelloResponse")
+    ns = parse(resp).get(8)
+    if not ns:
+        raise AssertionError("no namespace_id in the HelloResponse")
+    return ns[0]
 
 
 def call(ch, method, body, token=None):

@@ -22,7 +22,9 @@ typedef struct tc_cluster {
     tc_node_t node[TC_MAX_NODES];
     char stratad[512];
     char peers[TC_MAX_NODES * 32];
-    char extra[1024]; /* extra flags for every node, space separated */
+    char extra[1024];     /* extra flags for every node, space separated */
+    char etcd[128];       /* set: nodes get --etcd <etcd> in place of --peers */
+    char peers_file[128]; /* static membership: the config file of peers (tc_start_static) */
 } tc_cluster_t;
 
 /*
@@ -32,6 +34,36 @@ typedef struct tc_cluster {
  * the reason on stderr (the started ones are stopped).
  */
 int tc_start(tc_cluster_t *c, const char *stratad, int n, const char *extra_args);
+
+/*
+ * Like tc_start(), with membership on etcd: every node gets --etcd etcd (the
+ * endpoint of tests/support/etcd_fixture.h) in place of --peers.
+ */
+int tc_start_etcd(tc_cluster_t *c, const char *stratad, int n, const char *etcd,
+                  const char *extra_args);
+
+/* Starts one more node (index c->n, then counted) on a free port; its index or -1. */
+int tc_add(tc_cluster_t *c);
+
+/*
+ * Static-mode membership changes (docs/daemon.md "Membership changes"): like
+ * tc_start, with ports for n_slots nodes of which the first n are started,
+ * and the peers read from the config file c->peers_file (in dir; "peers =
+ * " the first n) instead of --peers, so that a node re-reads them on SIGHUP.
+ * Start another slot with tc_restart. Returns as tc_start.
+ */
+int tc_start_static(tc_cluster_t *c, const char *stratad, int n_slots, int n, const char *dir,
+                    const char *extra_args);
+
+/* Writes c->peers_file: peers = the nodes of indices idx[0..n). Returns 0 or -1. */
+int tc_set_peers(tc_cluster_t *c, const int *idx, int n);
+
+/* Sends sig to node i (if it runs). */
+void tc_signal(tc_cluster_t *c, int i, int sig);
+
+/* Waits up to timeout_ms for node i to exit by itself; its exit status (128 +
+ * signal when killed by one), or -1 when it still runs. */
+int tc_wait_exit(tc_cluster_t *c, int i, int timeout_ms);
 
 /* Starts node i again (after tc_kill / tc_stop), on the same port. */
 int tc_restart(tc_cluster_t *c, int i);

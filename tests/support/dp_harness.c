@@ -1,6 +1,9 @@
 /* dp_harness.c - see dp_harness.h. */
 #include "dp_harness.h"
 
+#include "client_fixture.h"
+#include "grpc_conn.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -39,19 +42,13 @@ void dh_start(tc_cluster_t *cl, const char *stratad, int n, const char *args, co
 
 st_hash_t *dh_make_chain(st_client_t *c, uint32_t stream, size_t n)
 {
-    size_t bt = st_client_block_tokens(c), nb = 0;
-    uint32_t *tok = malloc(sizeof(*tok) * bt * n);
-    st_hash_t *chain = malloc(sizeof(*chain) * n);
+    size_t nt = st_client_block_tokens(c) * n;
+    uint32_t *tok = cf_token_buf(c, n);
 
-    assert_non_null(tok);
-    assert_non_null(chain);
-    for (size_t i = 0; i < bt * n; i++) {
+    for (size_t i = 0; i < nt; i++) {
         tok[i] = (uint32_t)(i * 2654435761u) ^ stream;
     }
-    assert_int_equal(st_client_hash(c, tok, bt * n, NULL, 0, chain, n, &nb), ST_OK);
-    assert_int_equal(nb, n);
-    free(tok);
-    return chain;
+    return cf_hash(c, tok, n);
 }
 
 void dh_fill(uint8_t *p, size_t len, uint64_t block, uint64_t salt)
@@ -70,41 +67,84 @@ void dh_run(st_handle_t *h)
     st_handle_release(h);
 }
 
-void dh_raw_open(dh_raw_t *r, const char *addr)
+void dh_put_one(st_client_t *c, const st_hash_t *chain, st_put_op_t *op)
 {
-    srpc_channel_config_t cc = {.token = NULL};
-    st_transport_config_t tc = {0};
+    st_handle_t *h;
+
+    assert_int_equal(st_client_put(c, chain, 1, op, 1, 0, &h), ST_OK);
+    dh_run(h);
+    assert_int_equal(op->status, ST_OK);
+}
+
+st_status_t dh_get_block0(st_client_t *c, const st_hash_t *chain, uint8_t *dst, size_t len,
+                          size_t *length)
+{
+    st_get_op_t g = {.block = 0, .kind = ST_KIND_KV, .dst = dst, .dst_len = len};
+    st_handle_t *hd;
+
+    memset(dst, 0, len);
+    assert_int_equal(st_client_get(c, chain, 1, &g, 1, &hd), ST_OK);
+    dh_run(hd);
+    if (length != NULL) {
+        *length = g.length;
+    }
+    return g.status;
+}
+
+void dh_raw_hello(dh_raw_t *r)
+{
     Strata__V1__HelloRequest req = STRATA__V1__HELLO_REQUEST__INIT;
     Strata__V1__HelloResponse *resp = NULL;
     srpc_error_t err;
 
-    memset(r, 0, sizeof(*r));
-    assert_int_equal(srpc_channel_open(addr, &cc, &r->ch), ST_OK);
-    tc.backend = ST_TRANSPORT_UCX;
-    assert_int_equal(st_transport_create(&tc, &r->tp), ST_OK);
-    assert_int_equal(st_transport_mem_register(r->tp, r->buf, sizeof(r->buf), &r->mem), ST_OK);
     req.protocol_version = 1;
     assert_int_equal(srpc_call(r->ch, &srpc_cache_methods[SRPC_CACHE_HELLO], &req.base, 10000,
                                (ProtobufCMessage **)&resp, &err),
                      ST_OK);
     r->ns = resp->namespace_id;
-    assert_int_equal(st_transport_connect(r->tp, resp->transport_address.data,
-                                          resp->transport_address.len, &r->ep),
-                     ST_OK);
+    r->committed_ro = resp->committed_read_only;
+    memcpy(r->seed.b, resp->namespace_seed.data, 16);
+    if (r->ep == NULL) {
+        assert_int_equal(
+            tp_connect(r->tp, resp->transport_address.data, resp->transport_address.len, &r->ep),
+            ST_OK);
+    }
     for (size_t i = 0; i < resp->n_regions; i++) {
         const Strata__V1__Region *g = resp->regions[i];
 
         assert_true(g->id < 64);
-        assert_int_equal(
-            st_transport_rkey_unpack(r->ep, g->rkey.data, g->rkey.len, &r->rkey[g->id]), ST_OK);
-        r->base[g->id] = g->remote_addr;
+        assert_true(g->rkey.len > 0);
+        if (r->rkey[g->id] == NULL) {
+            assert_int_equal(tp_rkey_unpack(r->ep, g->rkey.data, g->rkey.len, &r->rkey[g->id]),
+                             ST_OK);
+            r->base[g->id] = g->remote_addr;
+        }
     }
     protobuf_c_message_free_unpacked(&resp->base, NULL);
 }
 
+void dh_raw_open_with(dh_raw_t *r, const char *addr, const tp_config_t *tc)
+{
+    srpc_channel_config_t cc = {.token = NULL};
+
+    memset(r, 0, sizeof(*r));
+    assert_int_equal(srpc_channel_open(addr, &cc, &r->ch), ST_OK);
+    assert_int_equal(tp_create(tc, &r->tp), ST_OK);
+    assert_int_equal(tp_mem_register(r->tp, r->buf, sizeof(r->buf), &r->mem), ST_OK);
+    dh_raw_hello(r);
+}
+
+void dh_raw_open(dh_raw_t *r, const char *addr)
+{
+    tp_config_t tc = {0};
+
+    tc.backend = TP_UCX;
+    dh_raw_open_with(r, addr, &tc);
+}
+
 void dh_raw_close(dh_raw_t *r)
 {
-    st_transport_destroy(r->tp);
+    tp_destroy(r->tp);
     srpc_channel_close(r->ch);
 }
 
@@ -117,13 +157,10 @@ Strata__V1__LocateResponse *dh_raw_locate_resp(dh_raw_t *r, const st_hash_t *cha
                                                int want_row_sums)
 {
     Strata__V1__LocateRequest req = STRATA__V1__LOCATE_REQUEST__INIT;
-    Strata__V1__ObjectKey k = STRATA__V1__OBJECT_KEY__INIT, *kp = &k;
+    Strata__V1__ObjectKey k = gc_key(&chain[0], STRATA__V1__OBJECT_KIND__KV), *kp = &k;
     Strata__V1__LocateResponse *resp = NULL;
     srpc_error_t err;
 
-    k.block_hash.data = (uint8_t *)chain[0].b;
-    k.block_hash.len = ST_HASH_BYTES;
-    k.kind = STRATA__V1__OBJECT_KIND__KV;
     req.namespace_id = r->ns;
     req.keys = &kp;
     req.n_keys = 1;
@@ -152,12 +189,12 @@ void dh_raw_scribble(dh_raw_t *r, uint32_t region, uint64_t off, const uint8_t *
     assert_non_null(r->rkey[region]);
     assert_true(len <= sizeof(r->buf));
     memcpy(r->buf, bytes, len);
-    assert_int_equal(st_transport_put(r->ep, r->buf, len, r->mem, r->base[region] + off,
-                                      r->rkey[region], dh_cb_done, &done),
+    assert_int_equal(tp_put(r->ep, r->buf, len, r->mem, r->base[region] + off, r->rkey[region],
+                            dh_cb_done, &done),
                      ST_OK);
     while (done == ST_ERR_BUSY) {
-        st_transport_progress(r->tp);
+        tp_progress(r->tp);
     }
     assert_int_equal(done, ST_OK);
-    assert_int_equal(st_transport_ep_flush(r->ep, 10000), ST_OK);
+    assert_int_equal(tp_ep_flush(r->ep, 10000), ST_OK);
 }

@@ -17,7 +17,7 @@
 
 #include "cluster.h"
 #include "srpc.h"
-#include "st_transport.h"
+#include "transport.h"
 #include "strata.pb-c.h"
 #include "strata/strata.h"
 
@@ -38,20 +38,39 @@ void dh_fill(uint8_t *p, size_t len, uint64_t block, uint64_t salt);
 /* Waits for h (it must complete) and releases it. */
 void dh_run(st_handle_t *h);
 
+/* Puts op (one object) through c, chain being one block long, waits for it
+ * and asserts that it was stored. */
+void dh_put_one(st_client_t *c, const st_hash_t *chain, st_put_op_t *op);
+
+/* One whole-object get of KV block 0 of chain through c into dst (len bytes,
+ * zeroed first); returns the get's status, and in *length (when not NULL)
+ * the bytes it wrote. */
+st_status_t dh_get_block0(st_client_t *c, const st_hash_t *chain, uint8_t *dst, size_t len,
+                          size_t *length);
+
 /* A raw UCX connection: gRPC channel, namespace, transport, endpoint, keys. */
 typedef struct dh_raw {
     srpc_channel_t *ch;
     uint64_t ns;
-    st_transport_t *tp;
-    st_transport_ep_t *ep;
-    st_transport_rkey_t *rkey[64];
+    tp_transport_t *tp;
+    tp_ep_t *ep;
+    tp_rkey_t *rkey[64];
     uint64_t base[64];
-    st_transport_mem_t *mem;
+    tp_mem_t *mem;
+    st_hash_t seed;   /* Hello's namespace_seed */
+    int committed_ro; /* Hello's committed_read_only */
     uint8_t buf[1 << 16];
 } dh_raw_t;
 
-/* Opens the channel to addr, says Hello, connects and unpacks every region's key. */
+/* Opens the channel to addr, says Hello, connects over UCX and unpacks every region's key. */
 void dh_raw_open(dh_raw_t *r, const char *addr);
+
+/* dh_raw_open over the transport tc describes. */
+void dh_raw_open_with(dh_raw_t *r, const char *addr, const tp_config_t *tc);
+
+/* Says Hello (again): connects where r has no endpoint yet, unpacks the keys
+ * of regions not seen yet. */
+void dh_raw_hello(dh_raw_t *r);
 void dh_raw_close(dh_raw_t *r);
 
 /* A transport callback: stores st at *(st_status_t *)user. */

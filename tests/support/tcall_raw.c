@@ -18,14 +18,14 @@ static uint64_t tr_now_ms(void)
 }
 
 /* The transport's listener: every message is an answer, or counted as bad. */
-static void tr_on_msg(void *arg, st_transport_msg_t *msg, const void *data, size_t len)
+static void tr_on_msg(void *arg, tp_msg_t *msg, const void *data, size_t len)
 {
     tr_client_t *c = arg;
-    st_tcall_frame_t f;
+    tcall_frame_t f;
     tr_answer_t *a;
 
     (void)msg;
-    if (st_tcall_parse(data, len, 1, &f, c->bad_why, sizeof(c->bad_why)) != ST_OK) {
+    if (tcall_parse(data, len, 1, &f, c->bad_why, sizeof(c->bad_why)) != ST_OK) {
         c->n_bad++;
         return;
     }
@@ -67,12 +67,12 @@ st_status_t tr_open(tr_client_t *c, const char *addr, const char *token, const c
 }
 
 st_status_t tr_open_cfg(tr_client_t *c, const char *addr, const char *token, const char *tenant,
-                        const char *model, const st_transport_config_t *cfg)
+                        const char *model, const tp_config_t *cfg)
 {
     Strata__V1__HelloRequest hello = STRATA__V1__HELLO_REQUEST__INIT;
     Strata__V1__HelloResponse *hr = NULL;
     srpc_channel_config_t ccfg = {.token = token};
-    st_transport_config_t tcfg = {.backend = ST_TRANSPORT_UCX};
+    tp_config_t tcfg = {.backend = TP_UCX};
     srpc_error_t err;
     st_status_t st;
 
@@ -88,9 +88,8 @@ st_status_t tr_open_cfg(tr_client_t *c, const char *addr, const char *token, con
     hello.protocol_version = 1;
     hello.tenant = (char *)tenant;
     hello.model = (char *)model;
-    hello.transport = tcfg.backend == ST_TRANSPORT_FABRIC
-                          ? STRATA__V1__TRANSPORT_KIND__TRANSPORT_LIBFABRIC
-                          : STRATA__V1__TRANSPORT_KIND__TRANSPORT_UCX;
+    hello.transport = tcfg.backend == TP_FABRIC ? STRATA__V1__TRANSPORT_KIND__TRANSPORT_LIBFABRIC
+                                                : STRATA__V1__TRANSPORT_KIND__TRANSPORT_UCX;
     st = srpc_call(c->ch, &srpc_cache_methods[SRPC_CACHE_HELLO], &hello.base, TR_HELLO_MS,
                    (ProtobufCMessage **)&hr, &err);
     if (st != ST_OK) {
@@ -107,23 +106,22 @@ st_status_t tr_open_cfg(tr_client_t *c, const char *addr, const char *token, con
     }
     if (hr->transport != hello.transport) {
         fprintf(stderr, "tcall_raw: %s has no %s transport (Hello says %d)\n", addr,
-                st_transport_backend_name(tcfg.backend), (int)hr->transport);
+                tp_backend_name(tcfg.backend), (int)hr->transport);
         st = ST_ERR_UNSUPPORTED;
         goto err_free_hello;
     }
-    st = st_transport_create(&tcfg, &c->tp);
+    st = tp_create(&tcfg, &c->tp);
     if (st != ST_OK) {
         fprintf(stderr, "tcall_raw: cannot create a %s transport: %s\n",
-                st_transport_backend_name(tcfg.backend), st_strerror(st));
+                tp_backend_name(tcfg.backend), st_strerror(st));
         goto err_free_hello;
     }
-    st = st_transport_msg_listen(c->tp, tr_on_msg, c);
-    if (st == ST_ERR_UNSUPPORTED && tcfg.backend == ST_TRANSPORT_FABRIC) {
+    st = tp_msg_listen(c->tp, tr_on_msg, c);
+    if (st == ST_ERR_UNSUPPORTED && tcfg.backend == TP_FABRIC) {
         st = ST_OK; /* no messages: one-sided operations only (c->serves is 0) */
     }
     if (st == ST_OK) {
-        st = st_transport_connect(c->tp, hr->transport_address.data, hr->transport_address.len,
-                                  &c->ep);
+        st = tp_connect(c->tp, hr->transport_address.data, hr->transport_address.len, &c->ep);
     }
     if (st != ST_OK) {
         fprintf(stderr, "tcall_raw: cannot connect to %s's transport: %s\n", addr, st_strerror(st));
@@ -132,7 +130,7 @@ st_status_t tr_open_cfg(tr_client_t *c, const char *addr, const char *token, con
     return ST_OK;
 
 err_destroy_transport:
-    st_transport_destroy(c->tp);
+    tp_destroy(c->tp);
 err_free_hello:
     protobuf_c_message_free_unpacked(&hr->base, NULL);
 err_close_channel:
@@ -153,7 +151,7 @@ void tr_forget(tr_client_t *c)
 void tr_close(tr_client_t *c)
 {
     if (c->tp != NULL) {
-        st_transport_destroy(c->tp); /* closes the endpoint too */
+        tp_destroy(c->tp); /* closes the endpoint too */
     }
     tr_forget(c);
     free(c->ans);
@@ -166,7 +164,7 @@ void tr_close(tr_client_t *c)
 
 st_status_t tr_send(tr_client_t *c, const void *bytes, size_t len)
 {
-    return st_transport_msg_send(c->ep, bytes, len);
+    return tp_msg_send(c->ep, bytes, len);
 }
 
 st_status_t tr_call(tr_client_t *c, uint32_t method, uint64_t id, const void *key, size_t key_len,
@@ -176,14 +174,14 @@ st_status_t tr_call(tr_client_t *c, uint32_t method, uint64_t id, const void *ke
     uint8_t *frame;
     st_status_t st;
 
-    if (key_len > ST_TCALL_TOKEN_MAX) {
-        key_len = ST_TCALL_TOKEN_MAX;
+    if (key_len > TCALL_TOKEN_MAX) {
+        key_len = TCALL_TOKEN_MAX;
     }
-    frame = malloc(ST_TCALL_HDR + key_len + body_len);
+    frame = malloc(TCALL_HDR + key_len + body_len);
     if (frame == NULL) {
         return ST_ERR_NOMEM;
     }
-    n = st_tcall_head(frame, 0, method, id, key, key == NULL ? 0 : key_len);
+    n = tcall_head(frame, 0, method, id, key, key == NULL ? 0 : key_len);
     if (body_len > 0) {
         memcpy(frame + n, body, body_len);
     }
@@ -213,7 +211,7 @@ size_t tr_wait(tr_client_t *c, size_t want, int timeout_ms)
     uint64_t start = tr_now_ms();
 
     while (c->n_ans + c->n_bad < want && tr_now_ms() - start < (uint64_t)timeout_ms) {
-        if (st_transport_progress(c->tp) <= 0) {
+        if (tp_progress(c->tp) <= 0) {
             usleep(50);
         }
     }
@@ -225,7 +223,7 @@ void tr_idle(tr_client_t *c, int ms)
     uint64_t start = tr_now_ms();
 
     while (tr_now_ms() - start < (uint64_t)ms) {
-        if (st_transport_progress(c->tp) <= 0) {
+        if (tp_progress(c->tp) <= 0) {
             usleep(200);
         }
     }

@@ -22,7 +22,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "srpc.h"
-#include "st_transport.h"
+#include "transport.h"
 #include "strata/status.h"
 #include "strata.pb-c.h"
 #include "tcall.h"
@@ -32,9 +32,9 @@
 /* One answer, as it came: code, call id, error message, response bytes. */
 typedef struct tr_answer {
     uint64_t id;
-    uint32_t code;                  /* the gRPC code */
-    char msg[ST_TCALL_MSG_MAX + 1]; /* the error message, NUL-terminated */
-    uint8_t *body;                  /* the packed response (code 0), malloc'd; NULL when empty */
+    uint32_t code;               /* the gRPC code */
+    char msg[TCALL_MSG_MAX + 1]; /* the error message, NUL-terminated */
+    uint8_t *body;               /* the packed response (code 0), malloc'd; NULL when empty */
     size_t body_len;
 } tr_answer_t;
 
@@ -47,8 +47,8 @@ typedef struct tr_client {
     size_t key_len;
     Strata__V1__HelloResponse *hello; /* the whole answer, freed by tr_close() */
     /* The transport. */
-    st_transport_t *tp;
-    st_transport_ep_t *ep;
+    tp_transport_t *tp;
+    tp_ep_t *ep;
     /* The answers received so far, in arrival order. */
     tr_answer_t *ans;
     size_t n_ans, cap_ans;
@@ -72,22 +72,22 @@ st_status_t tr_open(tr_client_t *c, const char *addr, const char *token, const c
  * tr_open() with the caller's transport configuration (NULL: UCX's
  * defaults), for a client that chooses its UCX transports or its peer
  * failure detection (cfg->ucx_peer_failure), or libfabric and its provider
- * (cfg->backend ST_TRANSPORT_FABRIC): then Hello asks for libfabric, the
+ * (cfg->backend TP_FABRIC): then Hello asks for libfabric, the
  * daemon must name it, and the client has one-sided operations only (no
  * messages; c->serves is 0: stratad serves calls over UCX alone).
  */
 st_status_t tr_open_cfg(tr_client_t *c, const char *addr, const char *token, const char *tenant,
-                        const char *model, const st_transport_config_t *cfg);
+                        const char *model, const tp_config_t *cfg);
 
 /* Closes c: the transport (answers still coming are dropped), the channel, the answers. */
 void tr_close(tr_client_t *c);
 
-/* Sends len bytes as one message, as they are (any bytes). Returns st_transport_msg_send()'s status. */
+/* Sends len bytes as one message, as they are (any bytes). Returns tp_msg_send()'s status. */
 st_status_t tr_send(tr_client_t *c, const void *bytes, size_t len);
 
 /*
  * Builds and sends a request frame: method (any number), call id, key[0..key_len)
- * (NULL/0: none; more than ST_TCALL_TOKEN_MAX is cut there, as the codec does),
+ * (NULL/0: none; more than TCALL_TOKEN_MAX is cut there, as the codec does),
  * then body[0..body_len). Returns as tr_send(); ST_ERR_NOMEM.
  */
 st_status_t tr_call(tr_client_t *c, uint32_t method, uint64_t id, const void *key, size_t key_len,

@@ -22,6 +22,12 @@ static int tt_sha256_hex(const char *s, char out[65])
     return 0;
 }
 
+int tt_token_hash(const char *token, char *out)
+{
+    memcpy(out, "sha256:", 7);
+    return tt_sha256_hex(token, out + 7);
+}
+
 /* Whether `stratad --help` lists the setting (name, or its flag --name with dashes). */
 static int tt_help_lists(const char *stratad, const char *name)
 {
@@ -80,14 +86,14 @@ int tt_prepare_fields(tt_set_t *s, const char *stratad, const char *const *names
             return -1;
         }
         for (size_t i = 0; i < n; i++) {
-            char hex[65];
+            char hash[TT_HASH_LEN];
 
-            if (tt_sha256_hex(tokens[i], hex) != 0) {
+            if (tt_token_hash(tokens[i], hash) != 0) {
                 fclose(f);
                 fprintf(stderr, "tenants: SHA-256 failed\n");
                 return -1;
             }
-            fprintf(f, "%s sha256:%s models=%s %s\n", names[i], hex, models,
+            fprintf(f, "%s %s models=%s %s\n", names[i], hash, models,
                     fields != NULL && fields[i] != NULL ? fields[i] : "");
         }
         fclose(f);

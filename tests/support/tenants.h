@@ -48,6 +48,11 @@ int tt_prepare_fields(tt_set_t *s, const char *stratad, const char *const *names
                       const char *const *tokens, const char *const *fields, size_t n,
                       const char *models);
 
+/* The "sha256:<64 hex digits>" of token, as a tenants file holds it, into
+ * out (at least TT_HASH_LEN bytes). Returns 0, or -1 when hashing fails. */
+#define TT_HASH_LEN 72
+int tt_token_hash(const char *token, char *out);
+
 /* Removes the tenants file, if any. */
 void tt_cleanup(tt_set_t *s);
 

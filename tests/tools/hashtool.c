@@ -3,6 +3,8 @@
  *
  *   st_hashtool cases N SEED   prints N random cases with their chains
  *   st_hashtool chain          reads cases from stdin, prints each chain
+ *   st_hashtool image W H C    reads W*H*C pixel bytes from stdin, prints
+ *                              their st_hash_image()
  *
  * A case is one line:
  *   <seed hex> <block_tokens> <t0,t1,...> <items> [<h0,h1,...>]
@@ -180,14 +182,42 @@ static int cmd_chain(void)
     return 0;
 }
 
+static int cmd_image(uint32_t w, uint32_t h, uint32_t c)
+{
+    size_t n = (size_t)w * h * c;
+    uint8_t *px = malloc(n ? n : 1);
+    st_hash_t out;
+    char hex[33];
+    st_status_t status;
+
+    if (px == NULL || fread(px, 1, n, stdin) != n) {
+        fprintf(stderr, "st_hashtool: want %zu pixel bytes on stdin\n", n);
+        free(px);
+        return 2;
+    }
+    status = st_hash_image(px, w, h, c, &out);
+    free(px);
+    if (status != ST_OK) {
+        fprintf(stderr, "st_hash_image: %s\n", st_strerror(status));
+        return 1;
+    }
+    st_hash_to_hex(&out, hex);
+    puts(hex);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 5 && strcmp(argv[1], "image") == 0) {
+        return cmd_image((uint32_t)strtoul(argv[2], NULL, 10), (uint32_t)strtoul(argv[3], NULL, 10),
+                         (uint32_t)strtoul(argv[4], NULL, 10));
+    }
     if (argc == 4 && strcmp(argv[1], "cases") == 0) {
         return cmd_cases(atoi(argv[2]), strtoull(argv[3], NULL, 10));
     }
     if (argc == 2 && strcmp(argv[1], "chain") == 0) {
         return cmd_chain();
     }
-    fprintf(stderr, "usage: st_hashtool cases N SEED | st_hashtool chain\n");
+    fprintf(stderr, "usage: st_hashtool cases N SEED | chain | image W H C\n");
     return 2;
 }

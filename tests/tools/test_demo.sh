@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_demo.sh BUILD_DIR - the README's main job (scripts/run-demo.sh) on a
 # short workload against an existing build: it runs to the end, the engine's
-# tenant finds its prompt cached, the other tenant finds nothing of it under
+# tenant finds its prompt cached, the picture turn hits its VIS object, the other tenant finds nothing of it under
 # the same model name, the other tenant's token is refused on the first's
 # namespace with its reason, a plaintext client is not served, bench reads no
 # wrong bytes, /stats over HTTPS lists both tenants, and neither token nor the
@@ -57,6 +57,9 @@ if [ "$rc" != 0 ]; then
 fi
 
 check "the engine ran as tenant chat" 'namespace chat/reference-'
+check "the picture was encoded once and hit its VIS object in turn 2" \
+    '^result turns=2 .* images=2 vis_hits=1 vis_misses=1 '
+check "the image turn's logits equal the full recompute" '^ +2 +.* 1/1 +[0-9.]+ +[0-9.]+ +[0-9.]+x +(0|[0-9.]+e-[0-9]+)$'
 check "bench read no wrong bytes" 'wrong bytes: 0$'
 check "/stats over HTTPS lists tenant chat" '^127\.0\.0\.1:[0-9]+ +chat '
 check "/stats over HTTPS lists tenant batch" '^127\.0\.0\.1:[0-9]+ +batch '

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "arena.h"
+#include "support/unit_main.h"
 
 #define KiB 1024ull
 #define MiB (1024ull * 1024ull)
@@ -65,185 +66,179 @@ static void test_budget_limit_and_reserve(void **state)
     cd_budget_destroy(&b);
 }
 
-static void arena_config(cd_arena_config_t *c, cd_budget_t *b, struct regions *r)
+/* A budget, an arena's configuration over it (64 MiB reserved, 4 MiB chunks
+ * of 256 KiB pages, THP) and the regions the arena reports. */
+typedef struct arena_fx {
+    cd_budget_t b;
+    cd_arena_config_t c;
+    cd_arena_t a;
+    struct regions r;
+} arena_fx_t;
+
+static void arena_config(arena_fx_t *f)
 {
-    memset(c, 0, sizeof(*c));
-    c->reserve_bytes = 64 * MiB;
-    c->chunk_bytes = 4 * MiB;
-    c->page_bytes = 256 * KiB;
-    c->huge = CD_HUGE_THP;
-    c->budget = b;
-    c->region_added = on_added;
-    c->region_removed = on_removed;
-    c->cb_ctx = r;
+    f->c = (cd_arena_config_t){.reserve_bytes = 64 * MiB,
+                               .chunk_bytes = 4 * MiB,
+                               .page_bytes = 256 * KiB,
+                               .huge = CD_HUGE_THP,
+                               .budget = &f->b,
+                               .region_added = on_added,
+                               .region_removed = on_removed,
+                               .cb_ctx = &f->r};
+}
+
+/* The budget of limit bytes less reserve, and the configuration over it. */
+static void fx_init(arena_fx_t *f, uint64_t limit, uint64_t reserve)
+{
+    memset(&f->r, 0, sizeof(f->r));
+    cd_budget_init(&f->b, limit, reserve);
+    arena_config(f);
 }
 
 static void test_bad_geometry(void **state)
 {
-    cd_budget_t b;
-    cd_arena_config_t c;
-    cd_arena_t a;
-    struct regions r = {0};
+    arena_fx_t f;
 
-    cd_budget_init(&b, 64 * MiB, 0);
-    arena_config(&c, &b, &r);
-    c.page_bytes = 5000;
-    assert_int_equal(cd_arena_init(&a, &c), ST_ERR_INVALID);
-    arena_config(&c, &b, &r);
-    c.chunk_bytes = 4 * MiB + 4096;
-    assert_int_equal(cd_arena_init(&a, &c), ST_ERR_INVALID);
-    arena_config(&c, &b, &r);
-    c.budget = NULL;
-    assert_int_equal(cd_arena_init(&a, &c), ST_ERR_INVALID);
-    cd_budget_destroy(&b);
+    fx_init(&f, 64 * MiB, 0);
+    f.c.page_bytes = 5000;
+    assert_int_equal(cd_arena_init(&f.a, &f.c), ST_ERR_INVALID);
+    arena_config(&f);
+    f.c.chunk_bytes = 4 * MiB + 4096;
+    assert_int_equal(cd_arena_init(&f.a, &f.c), ST_ERR_INVALID);
+    arena_config(&f);
+    f.c.budget = NULL;
+    assert_int_equal(cd_arena_init(&f.a, &f.c), ST_ERR_INVALID);
+    cd_budget_destroy(&f.b);
 }
 
 static void test_chunks_regions_and_pages(void **state)
 {
-    cd_budget_t b;
-    cd_arena_config_t c;
-    cd_arena_t a;
-    struct regions r = {0};
+    arena_fx_t f;
     uint64_t pages[64], p, arena;
     int n = 0;
 
-    cd_budget_init(&b, 64 * MiB, 0);
-    arena_config(&c, &b, &r);
-    assert_int_equal(cd_arena_init(&a, &c), ST_OK);
-    assert_int_equal(r.added, 0); /* nothing committed yet */
-    assert_int_equal(cd_arena_committed(&a), 0);
+    fx_init(&f, 64 * MiB, 0);
+    assert_int_equal(cd_arena_init(&f.a, &f.c), ST_OK);
+    assert_int_equal(f.r.added, 0); /* nothing committed yet */
+    assert_int_equal(cd_arena_committed(&f.a), 0);
 
     /* 16 pages per chunk: the 17th page commits a second chunk. */
     for (n = 0; n < 17; n++) {
-        assert_int_equal(cd_arena_pages_alloc(&a, 1, &pages[n]), ST_OK);
-        memset(cd_arena_ptr(&a, pages[n] * c.page_bytes), n, c.page_bytes);
+        assert_int_equal(cd_arena_pages_alloc(&f.a, 1, &pages[n]), ST_OK);
+        memset(cd_arena_ptr(&f.a, pages[n] * f.c.page_bytes), n, f.c.page_bytes);
     }
-    assert_int_equal(r.added, 2);
-    assert_int_equal(cd_arena_committed(&a), 8 * MiB);
-    assert_ptr_equal(r.base[0], a.ar_base);
-    assert_ptr_equal(r.base[1], a.ar_base + 4 * MiB);
-    assert_int_equal(r.len[1], 4 * MiB);
+    assert_int_equal(f.r.added, 2);
+    assert_int_equal(cd_arena_committed(&f.a), 8 * MiB);
+    assert_ptr_equal(f.r.base[0], f.a.ar_base);
+    assert_ptr_equal(f.r.base[1], f.a.ar_base + 4 * MiB);
+    assert_int_equal(f.r.len[1], 4 * MiB);
     /* Page runs stay in one chunk: a 16-page run needs a fresh chunk. */
-    assert_int_equal(cd_arena_pages_alloc(&a, 16, &p), ST_OK);
+    assert_int_equal(cd_arena_pages_alloc(&f.a, 16, &p), ST_OK);
     assert_int_equal(p % 16, 0);
-    assert_int_equal(r.added, 3);
-    assert_int_equal(cd_arena_pages_alloc(&a, 17, &p), ST_ERR_INVALID);
-    assert_int_equal(cd_arena_pages_alloc(&a, 0, &p), ST_ERR_INVALID);
+    assert_int_equal(f.r.added, 3);
+    assert_int_equal(cd_arena_pages_alloc(&f.a, 17, &p), ST_ERR_INVALID);
+    assert_int_equal(cd_arena_pages_alloc(&f.a, 0, &p), ST_ERR_INVALID);
 
     /* Freed pages are reused before any growth. */
-    cd_arena_pages_free(&a, pages[3], 1);
-    assert_int_equal(cd_arena_pages_alloc(&a, 1, &p), ST_OK);
+    cd_arena_pages_free(&f.a, pages[3], 1);
+    assert_int_equal(cd_arena_pages_alloc(&f.a, 1, &p), ST_OK);
     assert_int_equal(p, pages[3]);
-    assert_int_equal(r.added, 3);
+    assert_int_equal(f.r.added, 3);
 
     /* A wholly free chunk goes back on trim; the others stay. */
-    cd_arena_pages_free(&a, 32, 16);
-    assert_int_equal(cd_arena_trim(&a, 0), 4 * MiB);
-    assert_int_equal(r.removed, 1);
-    cd_budget_read(&b, &arena, NULL, NULL);
+    cd_arena_pages_free(&f.a, 32, 16);
+    assert_int_equal(cd_arena_trim(&f.a, 0), 4 * MiB);
+    assert_int_equal(f.r.removed, 1);
+    cd_budget_read(&f.b, &arena, NULL, NULL);
     assert_int_equal(arena, 8 * MiB);
     /* Page contents of live chunks survived. */
-    assert_int_equal(((uint8_t *)cd_arena_ptr(&a, pages[5] * c.page_bytes))[100], 5);
+    assert_int_equal(((uint8_t *)cd_arena_ptr(&f.a, pages[5] * f.c.page_bytes))[100], 5);
 
-    cd_arena_destroy(&a);
-    assert_int_equal(r.removed, 3);
-    cd_budget_read(&b, &arena, NULL, NULL);
+    cd_arena_destroy(&f.a);
+    assert_int_equal(f.r.removed, 3);
+    cd_budget_read(&f.b, &arena, NULL, NULL);
     assert_int_equal(arena, 0);
-    cd_budget_destroy(&b);
+    cd_budget_destroy(&f.b);
 }
 
 /* Growth stops at the limit, and what is resident in the mapping (mincore)
  * never passes the committed bytes, which never pass the limit. */
 static void test_limit_and_resident(void **state)
 {
-    cd_budget_t b;
-    cd_arena_config_t c;
-    cd_arena_t a;
-    struct regions r = {0};
+    arena_fx_t f;
     uint64_t p, arena, meta, limit;
     st_status_t st;
     int pages = 0;
 
-    cd_budget_init(&b, 20 * MiB, 1 * MiB);
-    arena_config(&c, &b, &r);
-    assert_int_equal(cd_arena_init(&a, &c), ST_OK);
-    while ((st = cd_arena_pages_alloc(&a, 1, &p)) == ST_OK) {
-        memset(cd_arena_ptr(&a, p * c.page_bytes), 0xab, c.page_bytes); /* touch all */
+    fx_init(&f, 20 * MiB, 1 * MiB);
+    assert_int_equal(cd_arena_init(&f.a, &f.c), ST_OK);
+    while ((st = cd_arena_pages_alloc(&f.a, 1, &p)) == ST_OK) {
+        memset(cd_arena_ptr(&f.a, p * f.c.page_bytes), 0xab, f.c.page_bytes); /* touch all */
         pages++;
     }
     assert_int_equal(st, ST_ERR_EXHAUSTED);
     /* 20 MiB less 1 MiB of reserve, less the page tables: 4 chunks. */
     assert_int_equal(pages, 4 * 16);
-    cd_budget_read(&b, &arena, &meta, &limit);
+    cd_budget_read(&f.b, &arena, &meta, &limit);
     assert_true(arena + meta <= limit);
-    assert_int_equal(arena, cd_arena_committed(&a));
-    assert_true(cd_arena_resident(&a) > 0);
-    assert_true(cd_arena_resident(&a) <= cd_arena_committed(&a));
+    assert_int_equal(arena, cd_arena_committed(&f.a));
+    assert_true(cd_arena_resident(&f.a) > 0);
+    assert_true(cd_arena_resident(&f.a) <= cd_arena_committed(&f.a));
     /* Trimmed chunks leave RAM. */
     for (uint64_t i = 0; i < 64; i++) {
-        cd_arena_pages_free(&a, i, 1);
+        cd_arena_pages_free(&f.a, i, 1);
     }
-    assert_int_equal(cd_arena_trim(&a, 0), 16 * MiB);
-    assert_int_equal(cd_arena_resident(&a), 0);
-    cd_arena_destroy(&a);
-    cd_budget_destroy(&b);
+    assert_int_equal(cd_arena_trim(&f.a, 0), 16 * MiB);
+    assert_int_equal(cd_arena_resident(&f.a), 0);
+    cd_arena_destroy(&f.a);
+    cd_budget_destroy(&f.b);
 }
 
 /* Trim keeps the number of free chunks asked for; hugetlb works or falls
  * back to transparent huge pages, and the memory is usable either way. */
 static void test_trim_keep_and_hugetlb(void **state)
 {
-    cd_budget_t b;
-    cd_arena_config_t c;
-    cd_arena_t a;
-    struct regions r = {0};
+    arena_fx_t f;
     uint64_t p;
 
-    cd_budget_init(&b, 64 * MiB, 0);
-    arena_config(&c, &b, &r);
-    c.huge = CD_HUGE_HUGETLB;
-    assert_int_equal(cd_arena_init(&a, &c), ST_OK);
-    assert_true(a.ar_huge == CD_HUGE_HUGETLB || a.ar_huge == CD_HUGE_THP);
+    fx_init(&f, 64 * MiB, 0);
+    f.c.huge = CD_HUGE_HUGETLB;
+    assert_int_equal(cd_arena_init(&f.a, &f.c), ST_OK);
+    assert_true(f.a.ar_huge == CD_HUGE_HUGETLB || f.a.ar_huge == CD_HUGE_THP);
     for (int i = 0; i < 48; i++) {
-        assert_int_equal(cd_arena_pages_alloc(&a, 1, &p), ST_OK);
-        memset(cd_arena_ptr(&a, p * c.page_bytes), 1, c.page_bytes);
+        assert_int_equal(cd_arena_pages_alloc(&f.a, 1, &p), ST_OK);
+        memset(cd_arena_ptr(&f.a, p * f.c.page_bytes), 1, f.c.page_bytes);
     }
-    assert_int_equal(r.added, 3);
-    cd_arena_pages_free(&a, 16, 16);
-    cd_arena_pages_free(&a, 32, 16);
-    assert_int_equal(cd_arena_trim(&a, 1), 4 * MiB);
-    assert_int_equal(cd_arena_trim(&a, 1), 0);
-    assert_int_equal(cd_arena_committed(&a), 8 * MiB);
-    assert_int_equal(cd_arena_trim(&a, 0), 4 * MiB);
-    assert_int_equal(r.removed, 2);
-    cd_arena_destroy(&a);
-    cd_budget_destroy(&b);
+    assert_int_equal(f.r.added, 3);
+    cd_arena_pages_free(&f.a, 16, 16);
+    cd_arena_pages_free(&f.a, 32, 16);
+    assert_int_equal(cd_arena_trim(&f.a, 1), 4 * MiB);
+    assert_int_equal(cd_arena_trim(&f.a, 1), 0);
+    assert_int_equal(cd_arena_committed(&f.a), 8 * MiB);
+    assert_int_equal(cd_arena_trim(&f.a, 0), 4 * MiB);
+    assert_int_equal(f.r.removed, 2);
+    cd_arena_destroy(&f.a);
+    cd_budget_destroy(&f.b);
 }
 
 /* The page tables of a huge reservation must fit in the budget. */
 static void test_page_tables_charged(void **state)
 {
-    cd_budget_t b;
-    cd_arena_config_t c;
-    cd_arena_t a;
-    struct regions r = {0};
+    arena_fx_t f;
     uint64_t meta;
 
-    cd_budget_init(&b, 1 * MiB, 0);
-    arena_config(&c, &b, &r);
-    c.reserve_bytes = 1ull << 40; /* 1 TiB of 256 KiB pages: 4 MiB of tables */
-    assert_int_equal(cd_arena_init(&a, &c), ST_ERR_EXHAUSTED);
-    cd_budget_read(&b, NULL, &meta, NULL);
+    fx_init(&f, 1 * MiB, 0);
+    f.c.reserve_bytes = 1ull << 40; /* 1 TiB of 256 KiB pages: 4 MiB of tables */
+    assert_int_equal(cd_arena_init(&f.a, &f.c), ST_ERR_EXHAUSTED);
+    cd_budget_read(&f.b, NULL, &meta, NULL);
     assert_int_equal(meta, 0);
-    cd_budget_destroy(&b);
+    cd_budget_destroy(&f.b);
 }
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
+    UNIT_RUN(
         cmocka_unit_test(test_budget_limit_and_reserve), cmocka_unit_test(test_bad_geometry),
         cmocka_unit_test(test_chunks_regions_and_pages), cmocka_unit_test(test_limit_and_resident),
-        cmocka_unit_test(test_trim_keep_and_hugetlb),    cmocka_unit_test(test_page_tables_charged),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+        cmocka_unit_test(test_trim_keep_and_hugetlb), cmocka_unit_test(test_page_tables_charged));
 }

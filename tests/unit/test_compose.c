@@ -7,10 +7,11 @@
 #include <cmocka.h>
 
 #include "compose.h"
+#include "support/unit_main.h"
 
 #define S 16
 
-static void seg(st_seg_answer_t *a, uint64_t first, uint32_t matched, int answered,
+static void seg(compose_seg_answer_t *a, uint64_t first, uint32_t matched, int answered,
                 const uint64_t *kda, size_t n_kda)
 {
     a->first_block = first;
@@ -23,15 +24,15 @@ static void seg(st_seg_answer_t *a, uint64_t first, uint32_t matched, int answer
 
 static void test_full_partial_and_lost(void **state)
 {
-    st_seg_answer_t a[4];
-    st_prefix_t p;
+    compose_seg_answer_t a[4];
+    compose_prefix_t p;
     static const uint64_t k0[] = {15}, k1[] = {31}, k2[] = {40, 47};
 
     seg(&a[0], 0, S, 1, k0, 1);
     seg(&a[1], 16, S, 1, k1, 1);
     seg(&a[2], 32, 10, 1, k2, 2);
     seg(&a[3], 48, S, 1, NULL, 0);
-    st_compose_prefix(a, 4, &p);
+    compose_prefix(a, 4, &p);
     assert_int_equal(p.matched_blocks, 42); /* 16 + 16 + 10 */
     assert_int_equal(p.segments_full, 2);
     /* 40 is inside the matched 10 blocks of segment 2; 47 is not. */
@@ -40,29 +41,29 @@ static void test_full_partial_and_lost(void **state)
     /* The owner of segment 1 is down: the prefix ends before it, and a
      * checkpoint beyond is never claimed. */
     seg(&a[1], 16, S, 0, k1, 1);
-    st_compose_prefix(a, 4, &p);
+    compose_prefix(a, 4, &p);
     assert_int_equal(p.matched_blocks, 16);
     assert_int_equal(p.resumable_blocks, 16);
 
     /* No checkpoints at all: nothing is resumable. */
     seg(&a[0], 0, S, 1, NULL, 0);
-    st_compose_prefix(a, 1, &p);
+    compose_prefix(a, 1, &p);
     assert_int_equal(p.matched_blocks, 16);
     assert_int_equal(p.resumable_blocks, 0);
 
     /* Nothing asked. */
-    st_compose_prefix(a, 0, &p);
+    compose_prefix(a, 0, &p);
     assert_int_equal(p.matched_blocks, 0);
 }
 
 static void test_gap_ends_prefix(void **state)
 {
-    st_seg_answer_t a[2];
-    st_prefix_t p;
+    compose_seg_answer_t a[2];
+    compose_prefix_t p;
 
     seg(&a[0], 0, S, 1, NULL, 0);
     seg(&a[1], 32, S, 1, NULL, 0); /* segment 16..31 missing from the answers */
-    st_compose_prefix(a, 2, &p);
+    compose_prefix(a, 2, &p);
     assert_int_equal(p.matched_blocks, 16);
 }
 
@@ -71,12 +72,12 @@ static void test_random_against_model(void **state)
 {
     srand(12345);
     for (int iter = 0; iter < 2000; iter++) {
-        st_seg_answer_t a[8];
+        compose_seg_answer_t a[8];
         uint64_t kda[8][4];
         int present[8 * S] = {0}, ckpt[8 * S] = {0};
         size_t n = 1 + (size_t)(rand() % 8);
         uint64_t want = 0, want_res = 0;
-        st_prefix_t p;
+        compose_prefix_t p;
 
         for (size_t k = 0; k < n; k++) {
             uint32_t m = (rand() % 3 == 0) ? (uint32_t)(rand() % S) : S;
@@ -107,7 +108,7 @@ static void test_random_against_model(void **state)
                 want_res = b + 1;
             }
         }
-        st_compose_prefix(a, n, &p);
+        compose_prefix(a, n, &p);
         assert_int_equal(p.matched_blocks, want);
         assert_int_equal(p.resumable_blocks, want_res);
     }
@@ -115,10 +116,6 @@ static void test_random_against_model(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_full_partial_and_lost),
-        cmocka_unit_test(test_gap_ends_prefix),
-        cmocka_unit_test(test_random_against_model),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    UNIT_RUN(cmocka_unit_test(test_full_partial_and_lost), cmocka_unit_test(test_gap_ends_prefix),
+             cmocka_unit_test(test_random_against_model));
 }

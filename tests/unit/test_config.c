@@ -9,7 +9,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "st_config.h"
+#include "config.h"
+#include "support/unit_main.h"
 
 struct conf {
     char *listen;
@@ -24,19 +25,19 @@ struct conf {
 static const char *const modes[] = {"ucx", "libfabric", NULL};
 
 #define OFF(m) offsetof(struct conf, m)
-static const st_cfg_option_t options[] = {
-    {"listen", ST_CFG_STRING, OFF(listen), "127.0.0.1:7000", 0, 0, 0, NULL, 'l',
+static const cfg_option_t options[] = {
+    {"listen", CFG_STRING, OFF(listen), "127.0.0.1:7000", 0, 0, 0, NULL, 'l',
      "address to listen on"},
-    {"memory_limit", ST_CFG_SIZE, OFF(memory_limit), "1G", 64ll << 20, 1ll << 40, 0, NULL, 0,
+    {"memory_limit", CFG_SIZE, OFF(memory_limit), "1G", 64ll << 20, 1ll << 40, 0, NULL, 0,
      "memory limit"},
-    {"lease", ST_CFG_DURATION, OFF(lease), "5s", 10, 600000, 0, NULL, 0, "lease time"},
-    {"workers", ST_CFG_INT, OFF(workers), "2", 1, 64, 0, NULL, 'w', "worker threads"},
-    {"verbose", ST_CFG_BOOL, OFF(verbose), "false", 0, 0, 0, NULL, 'v', "chatty"},
-    {"transport", ST_CFG_ENUM, OFF(mode), "ucx", 0, 0, 0, modes, 0, "data plane"},
-    {"token", ST_CFG_STRING, OFF(token), "", 0, 0, ST_CFG_SENSITIVE, NULL, 0, "secret"},
+    {"lease", CFG_DURATION, OFF(lease), "5s", 10, 600000, 0, NULL, 0, "lease time"},
+    {"workers", CFG_INT, OFF(workers), "2", 1, 64, 0, NULL, 'w', "worker threads"},
+    {"verbose", CFG_BOOL, OFF(verbose), "false", 0, 0, 0, NULL, 'v', "chatty"},
+    {"transport", CFG_ENUM, OFF(mode), "ucx", 0, 0, 0, modes, 0, "data plane"},
+    {"token", CFG_STRING, OFF(token), "", 0, 0, CFG_SENSITIVE, NULL, 0, "secret"},
 };
-static const st_cfg_table_t table = {"testd", "a test daemon", NULL, options,
-                                     sizeof(options) / sizeof(options[0])};
+static const cfg_table_t table = {"testd", "a test daemon", NULL, options,
+                                  sizeof(options) / sizeof(options[0])};
 
 static char tmpfile_path[64];
 
@@ -52,18 +53,66 @@ static const char *write_file(const char *text)
     return tmpfile_path;
 }
 
+/* A config of the table's defaults and room for an error: the state of the
+ * tests that set, load or parse into it. */
+typedef struct cfx {
+    struct conf c;
+    char err[256];
+} cfx_t;
+
+static int setup(void **state)
+{
+    cfx_t *f = calloc(1, sizeof(*f));
+
+    assert_non_null(f);
+    cfg_defaults(&table, &f->c);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    cfx_t *f = *state;
+
+    cfg_free(&table, &f->c);
+    free(f);
+    return 0;
+}
+
+/* cfg_set and cfg_parse_args into f, their error into f->err. */
+static st_status_t cfx_set(cfx_t *f, const char *key, const char *value, const char *where)
+{
+    return cfg_set(&table, &f->c, key, value, where, f->err, sizeof(f->err));
+}
+
+static st_status_t cfx_parse(cfx_t *f, int argc, char **argv, int *npos, int *help)
+{
+    return cfg_parse_args(&table, &f->c, argc, argv, npos, help, f->err, sizeof(f->err));
+}
+
+/* Writes text to a file that loading into f refuses (ST_ERR_NOT_FOUND);
+ * returns its path, removed again. */
+static const char *load_refused(cfx_t *f, const char *text)
+{
+    const char *path = write_file(text);
+
+    assert_int_equal(cfg_load_file(&table, &f->c, path, f->err, sizeof(f->err)), ST_ERR_NOT_FOUND);
+    unlink(path);
+    return path;
+}
+
 static void test_defaults(void **state)
 {
     struct conf c = {0};
 
-    assert_int_equal(st_config_defaults(&table, &c), ST_OK);
+    assert_int_equal(cfg_defaults(&table, &c), ST_OK);
     assert_string_equal(c.listen, "127.0.0.1:7000");
     assert_int_equal(c.memory_limit, 1ull << 30);
     assert_int_equal(c.lease, 5000);
     assert_int_equal(c.workers, 2);
     assert_int_equal(c.verbose, 0);
     assert_int_equal(c.mode, 0);
-    st_config_free(&table, &c);
+    cfg_free(&table, &c);
 }
 
 static void test_file_then_flags(void **state)
@@ -76,9 +125,8 @@ static void test_file_then_flags(void **state)
     char *argv[] = {"testd",   "--workers=4", "pos1", "-c",           (char *)path, "--verbose",
                     "--lease", "250ms",       "--",   "--not-a-flag", NULL};
 
-    assert_int_equal(st_config_defaults(&table, &c), ST_OK);
-    assert_int_equal(st_config_parse_args(&table, &c, 10, argv, &npos, &help, err, sizeof(err)),
-                     ST_OK);
+    assert_int_equal(cfg_defaults(&table, &c), ST_OK);
+    assert_int_equal(cfg_parse_args(&table, &c, 10, argv, &npos, &help, err, sizeof(err)), ST_OK);
     assert_int_equal(help, 0);
     assert_int_equal(c.memory_limit, 2ull << 30);
     assert_int_equal(c.workers, 4); /* the flag wins over the file */
@@ -90,122 +138,86 @@ static void test_file_then_flags(void **state)
     assert_string_equal(argv[1], "pos1");
     assert_string_equal(argv[2], "--not-a-flag");
     unlink(path);
-    st_config_free(&table, &c);
+    cfg_free(&table, &c);
 }
 
 static void test_unknown_key_names_file_and_line(void **state)
 {
-    struct conf c = {0};
-    char err[256] = "";
-    const char *path = write_file("workers = 3\n\nmemroy_limit = 2G\n");
+    cfx_t *f = *state;
+    const char *path = load_refused(f, "workers = 3\n\nmemroy_limit = 2G\n");
 
-    st_config_defaults(&table, &c);
-    assert_int_equal(st_config_load_file(&table, &c, path, err, sizeof(err)), ST_ERR_NOT_FOUND);
-    assert_non_null(strstr(err, "unknown key 'memroy_limit'"));
-    assert_non_null(strstr(err, path));
-    assert_non_null(strstr(err, ":3:"));
-    unlink(path);
-    st_config_free(&table, &c);
+    assert_non_null(strstr(f->err, "unknown key 'memroy_limit'"));
+    assert_non_null(strstr(f->err, path));
+    assert_non_null(strstr(f->err, ":3:"));
 }
 
 static void test_unknown_section(void **state)
 {
-    struct conf c = {0};
-    char err[256] = "";
-    const char *path = write_file("[other]\nworkers = 3\n");
+    cfx_t *f = *state;
 
-    st_config_defaults(&table, &c);
-    assert_int_equal(st_config_load_file(&table, &c, path, err, sizeof(err)), ST_ERR_NOT_FOUND);
-    assert_non_null(strstr(err, "unknown section '[other]'"));
-    unlink(path);
-    st_config_free(&table, &c);
+    load_refused(f, "[other]\nworkers = 3\n");
+    assert_non_null(strstr(f->err, "unknown section '[other]'"));
 }
 
 static void test_bad_values(void **state)
 {
-    struct conf c = {0};
-    char err[256] = "";
+    cfx_t *f = *state;
 
-    st_config_defaults(&table, &c);
-    assert_int_equal(st_config_set(&table, &c, "workers", "many", "x.ini:2", err, sizeof(err)),
-                     ST_ERR_INVALID);
-    assert_non_null(strstr(err, "x.ini:2: value 'many' for 'workers' is not an integer"));
-    assert_int_equal(c.workers, 2); /* unchanged */
+    assert_int_equal(cfx_set(f, "workers", "many", "x.ini:2"), ST_ERR_INVALID);
+    assert_non_null(strstr(f->err, "x.ini:2: value 'many' for 'workers' is not an integer"));
+    assert_int_equal(f->c.workers, 2); /* unchanged */
 
-    assert_int_equal(st_config_set(&table, &c, "memory_limit", "12Q", "x", err, sizeof(err)),
-                     ST_ERR_INVALID);
-    assert_non_null(strstr(err, "is not a size"));
-    assert_int_equal(st_config_set(&table, &c, "verbose", "maybe", "x", err, sizeof(err)),
-                     ST_ERR_INVALID);
-    assert_non_null(strstr(err, "boolean"));
-    assert_int_equal(st_config_set(&table, &c, "transport", "tcp", "x", err, sizeof(err)),
-                     ST_ERR_INVALID);
-    assert_non_null(strstr(err, "ucx, libfabric"));
-    assert_int_equal(st_config_set(&table, &c, "lease", "5 fortnights", "x", err, sizeof(err)),
-                     ST_ERR_INVALID);
-    st_config_free(&table, &c);
+    assert_int_equal(cfx_set(f, "memory_limit", "12Q", "x"), ST_ERR_INVALID);
+    assert_non_null(strstr(f->err, "is not a size"));
+    assert_int_equal(cfx_set(f, "verbose", "maybe", "x"), ST_ERR_INVALID);
+    assert_non_null(strstr(f->err, "boolean"));
+    assert_int_equal(cfx_set(f, "transport", "tcp", "x"), ST_ERR_INVALID);
+    assert_non_null(strstr(f->err, "ucx, libfabric"));
+    assert_int_equal(cfx_set(f, "lease", "5 fortnights", "x"), ST_ERR_INVALID);
 }
 
 static void test_out_of_range_names_bounds(void **state)
 {
-    struct conf c = {0};
-    char err[256] = "";
+    cfx_t *f = *state;
 
-    st_config_defaults(&table, &c);
-    assert_int_equal(
-        st_config_set(&table, &c, "memory_limit", "1M", "--memory-limit", err, sizeof(err)),
-        ST_ERR_INVALID);
-    assert_non_null(strstr(err, "memory_limit = 1M is out of range [64M, 1T]"));
-    assert_int_equal(c.memory_limit, 1ull << 30);
-    assert_int_equal(st_config_set(&table, &c, "workers", "65", "f:1", err, sizeof(err)),
-                     ST_ERR_INVALID);
-    assert_non_null(strstr(err, "[1, 64]"));
-    assert_int_equal(st_config_set(&table, &c, "lease", "11m", "f:1", err, sizeof(err)),
-                     ST_ERR_INVALID);
-    assert_non_null(strstr(err, "[10ms, 10m]"));
-    st_config_free(&table, &c);
+    assert_int_equal(cfx_set(f, "memory_limit", "1M", "--memory-limit"), ST_ERR_INVALID);
+    assert_non_null(strstr(f->err, "memory_limit = 1M is out of range [64M, 1T]"));
+    assert_int_equal(f->c.memory_limit, 1ull << 30);
+    assert_int_equal(cfx_set(f, "workers", "65", "f:1"), ST_ERR_INVALID);
+    assert_non_null(strstr(f->err, "[1, 64]"));
+    assert_int_equal(cfx_set(f, "lease", "11m", "f:1"), ST_ERR_INVALID);
+    assert_non_null(strstr(f->err, "[10ms, 10m]"));
 }
 
 static void test_missing_file(void **state)
 {
-    struct conf c = {0};
-    char err[256] = "";
+    cfx_t *f = *state;
     int npos, help;
     char *argv[] = {"testd", "--config", "/nonexistent/strata.ini", NULL};
 
-    st_config_defaults(&table, &c);
-    assert_int_equal(st_config_parse_args(&table, &c, 3, argv, &npos, &help, err, sizeof(err)),
-                     ST_ERR_IO);
-    assert_non_null(strstr(err, "cannot open config file '/nonexistent/strata.ini'"));
-    assert_non_null(strstr(err, "No such file"));
-    st_config_free(&table, &c);
+    assert_int_equal(cfx_parse(f, 3, argv, &npos, &help), ST_ERR_IO);
+    assert_non_null(strstr(f->err, "cannot open config file '/nonexistent/strata.ini'"));
+    assert_non_null(strstr(f->err, "No such file"));
 }
 
 static void test_flag_errors_and_help(void **state)
 {
-    struct conf c = {0};
-    char err[256] = "";
+    cfx_t *f = *state;
     int npos, help;
     char *argv1[] = {"testd", "--frobnicate", NULL};
     char *argv2[] = {"testd", "--workers", NULL};
     char *argv3[] = {"testd", "--workers", "0", "--help", NULL};
     char *argv4[] = {"testd", "--no-verbose", "-w", "7", NULL};
 
-    st_config_defaults(&table, &c);
-    assert_int_equal(st_config_parse_args(&table, &c, 2, argv1, &npos, &help, err, sizeof(err)),
-                     ST_ERR_NOT_FOUND);
-    assert_non_null(strstr(err, "unknown flag '--frobnicate'"));
-    assert_int_equal(st_config_parse_args(&table, &c, 2, argv2, &npos, &help, err, sizeof(err)),
-                     ST_ERR_INVALID);
-    assert_non_null(strstr(err, "missing value"));
-    assert_int_equal(st_config_parse_args(&table, &c, 4, argv3, &npos, &help, err, sizeof(err)),
-                     ST_OK);
+    assert_int_equal(cfx_parse(f, 2, argv1, &npos, &help), ST_ERR_NOT_FOUND);
+    assert_non_null(strstr(f->err, "unknown flag '--frobnicate'"));
+    assert_int_equal(cfx_parse(f, 2, argv2, &npos, &help), ST_ERR_INVALID);
+    assert_non_null(strstr(f->err, "missing value"));
+    assert_int_equal(cfx_parse(f, 4, argv3, &npos, &help), ST_OK);
     assert_int_equal(help, 1);
-    assert_int_equal(st_config_parse_args(&table, &c, 4, argv4, &npos, &help, err, sizeof(err)),
-                     ST_OK);
-    assert_int_equal(c.verbose, 0);
-    assert_int_equal(c.workers, 7);
-    st_config_free(&table, &c);
+    assert_int_equal(cfx_parse(f, 4, argv4, &npos, &help), ST_OK);
+    assert_int_equal(f->c.verbose, 0);
+    assert_int_equal(f->c.workers, 7);
 }
 
 static void test_usage_and_markdown_come_from_the_table(void **state)
@@ -214,8 +226,8 @@ static void test_usage_and_markdown_come_from_the_table(void **state)
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
 
-    st_config_usage(&table, f);
-    st_config_markdown(&table, f);
+    cfg_usage(&table, f);
+    cfg_markdown(&table, f);
     fclose(f);
     for (size_t i = 0; i < table.n_options; i++) {
         assert_non_null(strstr(buf, options[i].help));
@@ -228,31 +240,45 @@ static void test_usage_and_markdown_come_from_the_table(void **state)
 
 static void test_format_hides_secrets(void **state)
 {
-    struct conf c = {0};
-    char err[64], buf[64];
+    cfx_t *f = *state;
+    char buf[64];
 
-    st_config_defaults(&table, &c);
-    st_config_set(&table, &c, "token", "hunter2", "x", err, sizeof(err));
-    st_config_format(&options[6], &c, buf, sizeof(buf));
+    cfx_set(f, "token", "hunter2", "x");
+    cfg_format(&options[6], &f->c, buf, sizeof(buf));
     assert_string_equal(buf, "(hidden)");
-    st_config_format(&options[1], &c, buf, sizeof(buf));
+    cfg_format(&options[1], &f->c, buf, sizeof(buf));
     assert_string_equal(buf, "1G");
-    st_config_free(&table, &c);
+}
+
+/* CFG_REPEAT: each occurrence of the flag adds a line; without it the last wins. */
+static void test_repeat_adds_lines(void **state)
+{
+    struct rconf {
+        char *image, *one;
+    } c = {NULL, NULL};
+    static const cfg_option_t ropts[] = {
+        {"image", CFG_STRING, offsetof(struct rconf, image), "", 0, 0, CFG_REPEAT, NULL, 0, "i"},
+        {"one", CFG_STRING, offsetof(struct rconf, one), "", 0, 0, 0, NULL, 0, "o"},
+    };
+    static const cfg_table_t rt = {"r", "repeat", NULL, ropts, 2};
+    char *argv[] = {"r", "--image", "a.ppm@0", "--one", "x", "--image=b.png@64:3", "--one", "y"};
+    char err[128];
+    int npos = 0, help = 0;
+
+    (void)state;
+    assert_int_equal(cfg_defaults(&rt, &c), ST_OK);
+    assert_int_equal(cfg_parse_args(&rt, &c, 8, argv, &npos, &help, err, sizeof(err)), ST_OK);
+    assert_string_equal(c.image, "a.ppm@0\nb.png@64:3");
+    assert_string_equal(c.one, "y");
+    cfg_free(&rt, &c);
 }
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_file_then_flags),
-        cmocka_unit_test(test_unknown_key_names_file_and_line),
-        cmocka_unit_test(test_unknown_section),
-        cmocka_unit_test(test_bad_values),
-        cmocka_unit_test(test_out_of_range_names_bounds),
-        cmocka_unit_test(test_missing_file),
-        cmocka_unit_test(test_flag_errors_and_help),
-        cmocka_unit_test(test_usage_and_markdown_come_from_the_table),
-        cmocka_unit_test(test_format_hides_secrets),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    UNIT_RUN(cmocka_unit_test(test_defaults), cmocka_unit_test(test_file_then_flags),
+             UNIT_FIXTURE(test_unknown_key_names_file_and_line), UNIT_FIXTURE(test_unknown_section),
+             UNIT_FIXTURE(test_bad_values), UNIT_FIXTURE(test_out_of_range_names_bounds),
+             UNIT_FIXTURE(test_missing_file), UNIT_FIXTURE(test_flag_errors_and_help),
+             cmocka_unit_test(test_usage_and_markdown_come_from_the_table),
+             UNIT_FIXTURE(test_format_hides_secrets), cmocka_unit_test(test_repeat_adds_lines));
 }

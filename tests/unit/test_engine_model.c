@@ -16,6 +16,7 @@
 
 #include "en_internal.h"
 #include "strata/engine.h"
+#include "support/unit_main.h"
 
 static uint32_t *make_tokens(size_t n, uint32_t vocab, uint32_t salt)
 {
@@ -137,24 +138,20 @@ static void test_invalid(void **state)
     st_model_t *m = NULL;
     st_seq_t *s;
 
-    st_model_config_default(&c);
-    strcpy(c.pattern, "KXD");
-    assert_int_equal(st_model_create(&c, &m), ST_ERR_INVALID);
-    st_model_config_default(&c);
-    c.pattern[0] = '\0';
-    assert_int_equal(st_model_create(&c, &m), ST_ERR_INVALID);
-    st_model_config_default(&c);
-    c.block_tokens = 40;
-    assert_int_equal(st_model_create(&c, &m), ST_ERR_INVALID);
-    st_model_config_default(&c);
-    c.moe_topk = 5;
-    assert_int_equal(st_model_create(&c, &m), ST_ERR_INVALID);
-    st_model_config_default(&c);
-    c.dsa_rope = 15;
-    assert_int_equal(st_model_create(&c, &m), ST_ERR_INVALID);
-    st_model_config_default(&c);
-    c.d_model = 0;
-    assert_int_equal(st_model_create(&c, &m), ST_ERR_INVALID);
+/* The default configuration with one change, which st_model_create refuses. */
+#define REFUSED(change)                                            \
+    do {                                                           \
+        st_model_config_default(&c);                               \
+        change;                                                    \
+        assert_int_equal(st_model_create(&c, &m), ST_ERR_INVALID); \
+    } while (0)
+    REFUSED(strcpy(c.pattern, "KXD"));
+    REFUSED(c.pattern[0] = '\0');
+    REFUSED(c.block_tokens = 40);
+    REFUSED(c.moe_topk = 5);
+    REFUSED(c.dsa_rope = 15);
+    REFUSED(c.d_model = 0);
+#undef REFUSED
     assert_null(m);
     assert_int_equal(st_model_create(NULL, &m), ST_ERR_INVALID);
 
@@ -339,14 +336,7 @@ static void test_objects_round_trip(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_determinism),
-        cmocka_unit_test(test_moe_route),
-        cmocka_unit_test(test_shapes),
-        cmocka_unit_test(test_invalid),
-        cmocka_unit_test(test_objects_round_trip),
-        cmocka_unit_test(test_device_option),
-    };
-
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    UNIT_RUN(cmocka_unit_test(test_determinism), cmocka_unit_test(test_moe_route),
+             cmocka_unit_test(test_shapes), cmocka_unit_test(test_invalid),
+             cmocka_unit_test(test_objects_round_trip), cmocka_unit_test(test_device_option));
 }

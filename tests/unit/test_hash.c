@@ -11,6 +11,7 @@
 
 #include "hash_internal.h"
 #include "strata/hash.h"
+#include "support/unit_main.h"
 
 static uint64_t rs = 88172645463325252ull;
 
@@ -176,9 +177,9 @@ static void test_split_equals_xxh3(void **state)
             want = XXH3_128bits(msg, len);
             for (int c = 0; c < copies; c++) {
                 if (c == 0) {
-                    st_hash_split_test(msg, len, got);
+                    hash_split_test(msg, len, got);
                 } else {
-                    st_hash_split_test_avx2(msg, len, got);
+                    hash_split_test_avx2(msg, len, got);
                 }
                 if (got[0] != want.low64 || got[1] != want.high64) {
                     fail_msg("split XXH3-128 differs: len %zu rep %d copy %d", len, rep, c);
@@ -228,10 +229,10 @@ static void test_chain_every_block_size(void **state)
                 st_hash_t seed = seed_of((uint8_t)(bt + c));
 
                 memset(chain, 0, sizeof(chain));
-                assert_int_equal(
-                    c == 0 ? st_hash_blocks_base(&seed, tok, bt, items, n_items, chain, NB)
-                           : st_hash_blocks_avx2(&seed, tok, bt, items, n_items, chain, NB),
-                    ST_OK);
+                assert_int_equal(c == 0
+                                     ? hash_blocks_base(&seed, tok, bt, items, n_items, chain, NB)
+                                     : hash_blocks_avx2(&seed, tok, bt, items, n_items, chain, NB),
+                                 ST_OK);
                 prev = seed;
                 for (size_t i = 0; i < NB; i++) {
                     st_hash_t ih[3];
@@ -296,17 +297,94 @@ static void test_hex_round_trip(void **state)
     assert_int_equal(st_hash_lo64(&h), 0x7766554433221100ull);
 }
 
+/* st_hash_image: the header and pixels of docs/hashing.md, hashed by hand. */
+static void test_image_layout_matches_spec(void **state)
+{
+    enum { W = 5, H = 3, C = 3 };
+    uint8_t px[W * H * C], msg[24 + W * H * C];
+    const uint32_t head[6] = {ST_IMAGE_HASH_MAGIC, 1, W, H, C, ST_IMAGE_FORMAT_U8};
+    st_hash_t out;
+    XXH128_hash_t x;
+
+    for (int i = 0; i < W * H * C; i++) {
+        px[i] = (uint8_t)(i * 7 + 1);
+    }
+    for (int f = 0; f < 6; f++) {
+        for (int b = 0; b < 4; b++) {
+            msg[4 * f + b] = (uint8_t)(head[f] >> (8 * b));
+        }
+    }
+    assert_memory_equal(msg, "STIM", 4);
+    memcpy(msg + 24, px, sizeof(px));
+    x = XXH3_128bits(msg, sizeof(msg));
+    assert_int_equal(st_hash_image(px, W, H, C, &out), ST_OK);
+    for (int b = 0; b < 8; b++) {
+        assert_int_equal(out.b[b], (uint8_t)(x.low64 >> (8 * b)));
+        assert_int_equal(out.b[8 + b], (uint8_t)(x.high64 >> (8 * b)));
+    }
+}
+
+/* Every pixel and the shape are named: one changed sample, or the same
+ * bytes read as another shape or channel count, gives another hash. */
+static void test_image_every_pixel_and_shape(void **state)
+{
+    enum { W = 64, H = 48, C = 3, N = W * H * C };
+    uint8_t *px = malloc(N);
+    st_hash_t base, h;
+
+    assert_non_null(px);
+    for (int i = 0; i < N; i++) {
+        px[i] = (uint8_t)rnd();
+    }
+    assert_int_equal(st_hash_image(px, W, H, C, &base), ST_OK);
+    for (int i = 0; i < N; i += 97) {
+        px[i] ^= 1;
+        assert_int_equal(st_hash_image(px, W, H, C, &h), ST_OK);
+        assert_memory_not_equal(&h, &base, sizeof(h));
+        px[i] ^= 1;
+    }
+    px[N - 1] ^= 0x80;
+    assert_int_equal(st_hash_image(px, W, H, C, &h), ST_OK);
+    assert_memory_not_equal(&h, &base, sizeof(h));
+    px[N - 1] ^= 0x80;
+    assert_int_equal(st_hash_image(px, W, H, C, &h), ST_OK);
+    assert_memory_equal(&h, &base, sizeof(h));
+    /* Same bytes, other shapes. */
+    assert_int_equal(st_hash_image(px, H, W, C, &h), ST_OK);
+    assert_memory_not_equal(&h, &base, sizeof(h));
+    assert_int_equal(st_hash_image(px, W * 3, H, 1, &h), ST_OK);
+    assert_memory_not_equal(&h, &base, sizeof(h));
+    assert_int_equal(st_hash_image(px, W / 2, H * 2, C, &h), ST_OK);
+    assert_memory_not_equal(&h, &base, sizeof(h));
+    free(px);
+}
+
+static void test_image_invalid(void **state)
+{
+    uint8_t px[12] = {0};
+    st_hash_t out = seed_of(0x77), keep = seed_of(0x77);
+
+    assert_int_equal(st_hash_image(px, 0, 4, 3, &out), ST_ERR_INVALID);
+    assert_int_equal(st_hash_image(px, 4, 0, 3, &out), ST_ERR_INVALID);
+    assert_int_equal(st_hash_image(px, ST_IMAGE_SIDE_MAX + 1, 1, 1, &out), ST_ERR_INVALID);
+    assert_int_equal(st_hash_image(px, 1, ST_IMAGE_SIDE_MAX + 1, 1, &out), ST_ERR_INVALID);
+    assert_int_equal(st_hash_image(px, 2, 2, 2, &out), ST_ERR_INVALID);
+    assert_int_equal(st_hash_image(px, 2, 2, 4, &out), ST_ERR_INVALID);
+    assert_int_equal(st_hash_image(px, 2, 2, 0, &out), ST_ERR_INVALID);
+    assert_int_equal(st_hash_image(NULL, 2, 2, 3, &out), ST_ERR_INVALID);
+    assert_int_equal(st_hash_image(px, 2, 2, 3, NULL), ST_ERR_INVALID);
+    assert_memory_equal(&out, &keep, sizeof(out)); /* untouched on error */
+    assert_int_equal(st_hash_image(px, 2, 2, 3, &out), ST_OK);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
+    UNIT_RUN(
         cmocka_unit_test(test_block_layout_matches_spec),
         cmocka_unit_test(test_prefix_property_and_divergence),
         cmocka_unit_test(test_extras_touch_only_overlapping_blocks),
-        cmocka_unit_test(test_block_equals_chain),
-        cmocka_unit_test(test_split_equals_xxh3),
-        cmocka_unit_test(test_chain_every_block_size),
-        cmocka_unit_test(test_invalid_input),
-        cmocka_unit_test(test_hex_round_trip),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+        cmocka_unit_test(test_block_equals_chain), cmocka_unit_test(test_split_equals_xxh3),
+        cmocka_unit_test(test_chain_every_block_size), cmocka_unit_test(test_invalid_input),
+        cmocka_unit_test(test_hex_round_trip), cmocka_unit_test(test_image_layout_matches_spec),
+        cmocka_unit_test(test_image_every_pixel_and_shape), cmocka_unit_test(test_image_invalid));
 }

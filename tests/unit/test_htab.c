@@ -11,6 +11,7 @@
 
 #include "arena.h"
 #include "htab.h"
+#include "support/unit_main.h"
 
 static void test_against_array(void **state)
 {
@@ -82,9 +83,5 @@ static void test_budget_refuses_growth(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_against_array),
-        cmocka_unit_test(test_budget_refuses_growth),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    UNIT_RUN(cmocka_unit_test(test_against_array), cmocka_unit_test(test_budget_refuses_growth));
 }

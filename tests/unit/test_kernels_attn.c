@@ -12,6 +12,7 @@
 
 #include "strata/kernels.h"
 #include "test_kernels_util.h"
+#include "support/unit_main.h"
 
 static const st_simd_t paths[] = {ST_SIMD_PORTABLE, ST_SIMD_AVX2};
 
@@ -167,13 +168,9 @@ static void test_invalid_arguments(void **unused)
 int main(void)
 {
     tk_seed();
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_attn_matches_reference),
-        cmocka_unit_test(test_empty_partial),
-        cmocka_unit_test(test_split_merge_equals_whole),
-        cmocka_unit_test(test_merge_identity_and_both_empty),
-        cmocka_unit_test(test_rmsnorm_matches_reference),
-        cmocka_unit_test(test_invalid_arguments),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    UNIT_RUN(cmocka_unit_test(test_attn_matches_reference), cmocka_unit_test(test_empty_partial),
+             cmocka_unit_test(test_split_merge_equals_whole),
+             cmocka_unit_test(test_merge_identity_and_both_empty),
+             cmocka_unit_test(test_rmsnorm_matches_reference),
+             cmocka_unit_test(test_invalid_arguments));
 }

@@ -12,6 +12,7 @@
 
 #include "strata/kernels.h"
 #include "test_kernels_util.h"
+#include "support/unit_main.h"
 
 static const st_simd_t paths[] = {ST_SIMD_PORTABLE, ST_SIMD_AVX2};
 
@@ -182,12 +183,9 @@ static void test_invalid_arguments(void **unused)
 int main(void)
 {
     tk_seed();
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_scores_match_reference),
-        cmocka_unit_test(test_bounds_hold_for_every_row),
-        cmocka_unit_test(test_two_stage_equals_exact_topk),
-        cmocka_unit_test(test_topk_k_larger_than_rows),
-        cmocka_unit_test(test_invalid_arguments),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    UNIT_RUN(cmocka_unit_test(test_scores_match_reference),
+             cmocka_unit_test(test_bounds_hold_for_every_row),
+             cmocka_unit_test(test_two_stage_equals_exact_topk),
+             cmocka_unit_test(test_topk_k_larger_than_rows),
+             cmocka_unit_test(test_invalid_arguments));
 }

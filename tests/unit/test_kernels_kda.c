@@ -12,6 +12,7 @@
 
 #include "strata/kernels.h"
 #include "test_kernels_util.h"
+#include "support/unit_main.h"
 
 static const st_simd_t paths[] = {ST_SIMD_PORTABLE, ST_SIMD_AVX2};
 
@@ -160,11 +161,6 @@ static void test_kda_invalid(void **unused)
 int main(void)
 {
     tk_seed();
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_kda_against_reference),
-        cmocka_unit_test(test_kda_odd_sizes),
-        cmocka_unit_test(test_kda_strong_decay),
-        cmocka_unit_test(test_kda_invalid),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    UNIT_RUN(cmocka_unit_test(test_kda_against_reference), cmocka_unit_test(test_kda_odd_sizes),
+             cmocka_unit_test(test_kda_strong_decay), cmocka_unit_test(test_kda_invalid));
 }

@@ -8,7 +8,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "st_log.h"
+#include "log.h"
+#include "support/unit_main.h"
 
 static char *capture(void (*fn)(void))
 {
@@ -20,9 +21,9 @@ static char *capture(void (*fn)(void))
 
     assert_true(fd >= 0);
     unlink(path);
-    old = st_log_set_fd(fd);
+    old = lg_set_fd(fd);
     fn();
-    st_log_set_fd(old);
+    lg_set_fd(old);
     lseek(fd, 0, SEEK_SET);
     f = fdopen(fd, "r");
     assert_non_null(f);
@@ -43,12 +44,12 @@ static size_t count_lines(const char *s)
 
 static void emit_levels(void)
 {
-    st_log_set_ident("testd");
-    st_log_set_level(ST_LOG_INFO);
-    st_error("disk full path=%s free=%d", "/data", 0);
-    st_info("started port=%d", 7000);
-    st_debug("not shown");
-    st_warn("two\nlines");
+    lg_set_ident("testd");
+    lg_set_level(LG_INFO);
+    lg_error("disk full path=%s free=%d", "/data", 0);
+    lg_info("started port=%d", 7000);
+    lg_debug("not shown");
+    lg_warn("two\nlines");
 }
 
 static void test_format_and_levels(void **state)
@@ -68,9 +69,9 @@ static void test_format_and_levels(void **state)
 
 static void emit_burst(void)
 {
-    st_log_set_level(ST_LOG_INFO);
+    lg_set_level(LG_INFO);
     for (int i = 0; i < 100; i++) {
-        st_warn_ratelimited("peer down node=%d", i);
+        lg_warn_ratelimited("peer down node=%d", i);
     }
 }
 
@@ -78,7 +79,7 @@ static void test_ratelimit(void **state)
 {
     char *out = capture(emit_burst);
 
-    assert_int_equal(count_lines(out), ST_LOG_BURST);
+    assert_int_equal(count_lines(out), LG_BURST);
     assert_non_null(strstr(out, "peer down node=0"));
     assert_null(strstr(out, "node=99"));
     free(out);
@@ -86,41 +87,37 @@ static void test_ratelimit(void **state)
 
 static void test_ratelimit_reports_suppressed(void **state)
 {
-    st_log_ratelimit_t rl = ST_LOG_RATELIMIT_INIT;
+    lg_ratelimit_t rl = LG_RATELIMIT_INIT;
     uint64_t sup;
 
-    for (int i = 0; i < ST_LOG_BURST; i++) {
-        assert_true(st_log_ratelimit_check(&rl, &sup));
+    for (int i = 0; i < LG_BURST; i++) {
+        assert_true(lg_ratelimit_check(&rl, &sup));
         assert_int_equal(sup, 0);
     }
     for (int i = 0; i < 7; i++) {
-        assert_false(st_log_ratelimit_check(&rl, &sup));
+        assert_false(lg_ratelimit_check(&rl, &sup));
     }
     /* Pretend the window has passed. */
-    rl.window_start_ms -= ST_LOG_INTERVAL_MS + 1;
-    assert_true(st_log_ratelimit_check(&rl, &sup));
+    rl.window_start_ms -= LG_INTERVAL_MS + 1;
+    assert_true(lg_ratelimit_check(&rl, &sup));
     assert_int_equal(sup, 7);
 }
 
 static void test_parse_level(void **state)
 {
-    st_log_level_t l = ST_LOG_INFO;
+    lg_level_t l = LG_INFO;
 
-    assert_int_equal(st_log_parse_level("DEBUG", &l), ST_OK);
-    assert_int_equal(l, ST_LOG_DEBUG);
-    assert_int_equal(st_log_parse_level("warning", &l), ST_OK);
-    assert_int_equal(l, ST_LOG_WARN);
-    assert_int_equal(st_log_parse_level("loud", &l), ST_ERR_INVALID);
-    assert_int_equal(l, ST_LOG_WARN);
+    assert_int_equal(lg_parse_level("DEBUG", &l), ST_OK);
+    assert_int_equal(l, LG_DEBUG);
+    assert_int_equal(lg_parse_level("warning", &l), ST_OK);
+    assert_int_equal(l, LG_WARN);
+    assert_int_equal(lg_parse_level("loud", &l), ST_ERR_INVALID);
+    assert_int_equal(l, LG_WARN);
 }
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_format_and_levels),
-        cmocka_unit_test(test_ratelimit),
-        cmocka_unit_test(test_ratelimit_reports_suppressed),
-        cmocka_unit_test(test_parse_level),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    UNIT_RUN(cmocka_unit_test(test_format_and_levels), cmocka_unit_test(test_ratelimit),
+             cmocka_unit_test(test_ratelimit_reports_suppressed),
+             cmocka_unit_test(test_parse_level));
 }

@@ -14,18 +14,15 @@
 
 #include "arena.h"
 #include "radix.h"
+#include "support/unit_hash.h"
+#include "support/unit_main.h"
 
 static cd_budget_t budget;
 static cd_radix_t rx;
 
 static st_hash_t H(uint32_t chain, uint32_t i)
 {
-    st_hash_t h = {{0}};
-
-    memcpy(h.b, &chain, 4);
-    memcpy(h.b + 4, &i, 4);
-    h.b[15] = 0x5a;
-    return h;
+    return unit_hash(chain, i, 0x5a);
 }
 
 static int setup(void **state)
@@ -105,6 +102,21 @@ static uint32_t lookup(uint32_t chain, uint32_t n, const cd_require_t *req)
 
 static const cd_require_t kv0 = {1u << CD_KIND_KV, {1, 0}};
 
+/* The blocks matched (KV layer 0, 5 segments of room) by one segment of n
+ * hashes into hs: chain a's up to block shared, chain b's from there on. */
+static uint32_t branch_matched(st_hash_t *hs, uint32_t n, uint32_t shared, uint32_t a, uint32_t b)
+{
+    cd_segment_t seg = {0, n, hs};
+    cd_seg_answer_t ans;
+    size_t kn = 0;
+
+    for (uint32_t i = 0; i < n; i++) {
+        hs[i] = i < shared ? H(a, i) : H(b, i);
+    }
+    cd_radix_lookup(&rx, &seg, &kv0, 5, &ans, NULL, 0, &kn, NULL, NULL);
+    return ans.matched;
+}
+
 static void test_chain_prefix_and_divergence(void **state)
 {
     insert_run(1, 0, 100, NULL);
@@ -116,14 +128,7 @@ static void test_chain_prefix_and_divergence(void **state)
     assert_int_equal(lookup(2, 10, &kv0), 0);
     /* A chain diverging after block 59: chain 3 shares 0..59 with chain 1. */
     st_hash_t *hs = malloc(80 * sizeof(*hs));
-    for (int i = 0; i < 80; i++) {
-        hs[i] = i < 60 ? H(1, (uint32_t)i) : H(3, (uint32_t)i);
-    }
-    cd_segment_t seg = {0, 80, hs};
-    cd_seg_answer_t ans;
-    size_t kn = 0;
-    cd_radix_lookup(&rx, &seg, &kv0, 5, &ans, NULL, 0, &kn, NULL, NULL);
-    assert_int_equal(ans.matched, 60);
+    assert_int_equal(branch_matched(hs, 80, 60, 1, 3), 60);
     /* Requirements: layer 1 is absent everywhere. */
     cd_require_t kv01 = {1u << CD_KIND_KV, {3, 0}};
     assert_int_equal(lookup(1, 100, &kv01), 0);
@@ -155,14 +160,7 @@ static void test_split_of_a_run(void **state)
     assert_int_equal(lookup(1, 10, &kv0), 10);
     /* The branch is only a suffix: its lookup goes through chain 1's blocks. */
     st_hash_t hs[8];
-    for (int i = 0; i < 8; i++) {
-        hs[i] = i < 5 ? H(1, (uint32_t)i) : H(2, (uint32_t)i);
-    }
-    cd_segment_t seg = {0, 8, hs};
-    cd_seg_answer_t ans;
-    size_t kn = 0;
-    cd_radix_lookup(&rx, &seg, &kv0, 5, &ans, NULL, 0, &kn, NULL, NULL);
-    assert_int_equal(ans.matched, 8);
+    assert_int_equal(branch_matched(hs, 8, 5, 1, 2), 8);
     /* Branching at the end of a run with no children extends it instead. */
     st_hash_t p9 = H(1, 9);
     insert_run(4, 10, 12, &p9);
@@ -482,14 +480,9 @@ static void test_random_against_model(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_chain_prefix_and_divergence, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_split_of_a_run, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_segments_and_checkpoints, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_remote_parent_roots_and_adoption, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_eviction_is_leaf_first_and_holds, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_lru_order, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_random_against_model, setup, teardown),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    UNIT_RUN(UNIT_FIXTURE(test_chain_prefix_and_divergence), UNIT_FIXTURE(test_split_of_a_run),
+             UNIT_FIXTURE(test_segments_and_checkpoints),
+             UNIT_FIXTURE(test_remote_parent_roots_and_adoption),
+             UNIT_FIXTURE(test_eviction_is_leaf_first_and_holds), UNIT_FIXTURE(test_lru_order),
+             UNIT_FIXTURE(test_random_against_model));
 }

@@ -29,26 +29,23 @@
 #include <grpc/status.h>
 
 #include "srpc.h"
-#include "st_log.h"
+#include "log.h"
 #include "strata.pb-c.h"
 
 /* ------------------------------------------------------------ test methods -- */
 
-static const srpc_method_t echo_method = {"/strata.test.Test/Echo",
-                                          &strata__v1__hello_request__descriptor,
-                                          &strata__v1__hello_request__descriptor};
-static const srpc_method_t fail_method = {"/strata.test.Test/Fail",
-                                          &strata__v1__hello_request__descriptor,
-                                          &strata__v1__hello_response__descriptor};
-static const srpc_method_t barrier_method = {"/strata.test.Test/Barrier",
-                                             &strata__v1__hello_request__descriptor,
-                                             &strata__v1__hello_response__descriptor};
-static const srpc_method_t block_method = {"/strata.test.Test/Block",
-                                           &strata__v1__hello_request__descriptor,
-                                           &strata__v1__hello_response__descriptor};
-static const srpc_method_t small_method = {"/strata.test.Test/Small",
-                                           &strata__v1__hello_request__descriptor,
-                                           &strata__v1__hello_response__descriptor};
+/* A method of the test service: a HelloRequest in, resp out. */
+#define TEST_METHOD(name, resp)                                            \
+    {                                                                      \
+        "/strata.test.Test/" name, &strata__v1__hello_request__descriptor, \
+            &strata__v1__hello_##resp##__descriptor                        \
+    }
+
+static const srpc_method_t echo_method = TEST_METHOD("Echo", request);
+static const srpc_method_t fail_method = TEST_METHOD("Fail", response);
+static const srpc_method_t barrier_method = TEST_METHOD("Barrier", response);
+static const srpc_method_t block_method = TEST_METHOD("Block", response);
+static const srpc_method_t small_method = TEST_METHOD("Small", response);
 
 /* State shared by the Barrier and Block handlers and the tests. */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -974,9 +971,7 @@ int main(void)
 
     /* STRATA_TEST_VERBOSE=1: debug lines; =2: also gRPC's own debug lines. */
     const char *verbose = getenv("STRATA_TEST_VERBOSE");
-    st_log_set_level(verbose == NULL      ? ST_LOG_ERROR
-                     : atoi(verbose) >= 2 ? ST_LOG_TRACE
-                                          : ST_LOG_DEBUG);
+    lg_set_level(verbose == NULL ? LG_ERROR : atoi(verbose) >= 2 ? LG_TRACE : LG_DEBUG);
     failed = cmocka_run_group_tests_name("rpc calls", call_tests, fixture_setup, fixture_teardown);
     failed += cmocka_run_group_tests_name("rpc lifecycle", lifecycle_tests, NULL, NULL);
     return failed;

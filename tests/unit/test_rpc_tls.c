@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "srpc.h"
-#include "st_log.h"
+#include "log.h"
 #include "strata.pb-c.h"
 
 static const srpc_method_t whoami_method = {"/strata.test.Tls/Whoami",
@@ -135,24 +135,29 @@ static st_status_t whoami(srpc_server_t *srv, const char *ca, const char *client
 
 /* ------------------------------------------------------------------ tests -- */
 
+/* whoami with a client of CA ca (certificate cert, or none) connects, and
+ * its handler sees the identity want. */
+static void expect_identity(srpc_server_t *srv, const char *ca, const char *cert, const char *want)
+{
+    char *id = NULL;
+
+    assert_int_equal(whoami(srv, ca, cert, &id), ST_OK);
+    assert_string_equal(id, want);
+    free(id);
+}
+
 /* A client with the CA talks TLS; a plaintext client and a client that
  * trusts another CA cannot connect. */
 static void test_tls_server(void **state)
 {
     srpc_server_t *srv = start_tls(SRPC_TLS_CLIENT_AUTH_NONE, "server.pem", "server.key");
-    char *id = NULL;
 
     (void)state;
-    assert_int_equal(whoami(srv, "ca.pem", NULL, &id), ST_OK);
-    assert_string_equal(id, ""); /* no client certificates asked for */
-    free(id);
+    expect_identity(srv, "ca.pem", NULL, ""); /* no client certificates asked for */
     assert_int_equal(whoami(srv, NULL, NULL, NULL), ST_ERR_UNAVAILABLE);           /* plaintext */
     assert_int_equal(whoami(srv, "other-ca.pem", NULL, NULL), ST_ERR_UNAVAILABLE); /* wrong CA */
     /* A certificate sent though none was asked for names nobody. */
-    id = NULL;
-    assert_int_equal(whoami(srv, "ca.pem", "acme", &id), ST_OK);
-    assert_string_equal(id, "");
-    free(id);
+    expect_identity(srv, "ca.pem", "acme", "");
     srpc_server_destroy(srv);
 }
 
@@ -172,18 +177,12 @@ static void test_tls_client_plain_server(void **state)
 static void test_mtls_require(void **state)
 {
     srpc_server_t *srv = start_tls(SRPC_TLS_CLIENT_AUTH_REQUIRE, "server.pem", "server.key");
-    char *id = NULL;
 
     (void)state;
     assert_int_equal(whoami(srv, "ca.pem", NULL, NULL), ST_ERR_UNAVAILABLE);
     assert_int_equal(whoami(srv, "ca.pem", "rogue", NULL), ST_ERR_UNAVAILABLE);
-    assert_int_equal(whoami(srv, "ca.pem", "acme", &id), ST_OK);
-    assert_string_equal(id, "acme");
-    free(id);
-    id = NULL;
-    assert_int_equal(whoami(srv, "ca.pem", "beta", &id), ST_OK);
-    assert_string_equal(id, "beta");
-    free(id);
+    expect_identity(srv, "ca.pem", "acme", "acme");
+    expect_identity(srv, "ca.pem", "beta", "beta");
     srpc_server_destroy(srv);
 }
 
@@ -192,16 +191,10 @@ static void test_mtls_require(void **state)
 static void test_mtls_request(void **state)
 {
     srpc_server_t *srv = start_tls(SRPC_TLS_CLIENT_AUTH_REQUEST, "server.pem", "server.key");
-    char *id = NULL;
 
     (void)state;
-    assert_int_equal(whoami(srv, "ca.pem", NULL, &id), ST_OK);
-    assert_string_equal(id, "");
-    free(id);
-    id = NULL;
-    assert_int_equal(whoami(srv, "ca.pem", "acme", &id), ST_OK);
-    assert_string_equal(id, "acme");
-    free(id);
+    expect_identity(srv, "ca.pem", NULL, "");
+    expect_identity(srv, "ca.pem", "acme", "acme");
     assert_int_equal(whoami(srv, "ca.pem", "rogue", NULL), ST_ERR_UNAVAILABLE);
     srpc_server_destroy(srv);
 }
@@ -332,6 +325,6 @@ int main(int argc, char **argv)
         return 77;
     }
     g_script = argv[1];
-    st_log_set_level(verbose == NULL ? ST_LOG_ERROR : ST_LOG_DEBUG);
+    lg_set_level(verbose == NULL ? LG_ERROR : LG_DEBUG);
     return cmocka_run_group_tests_name("rpc tls", tests, make_certs, remove_certs);
 }

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "test_store_util.h"
+#include "support/unit_main.h"
 
 static void test_session_lifecycle(void **state)
 {
@@ -87,8 +88,5 @@ static void test_session_lifecycle(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_session_lifecycle),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    UNIT_RUN(cmocka_unit_test(test_session_lifecycle));
 }

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "slab.h"
+#include "support/unit_main.h"
 
 #define KiB 1024ull
 #define MiB (1024ull * 1024ull)
@@ -213,11 +214,7 @@ static void test_limit_eviction_and_message(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_size_classes),
-        cmocka_unit_test(test_reuse_changes_generation),
-        cmocka_unit_test(test_random_extents_disjoint),
-        cmocka_unit_test(test_limit_eviction_and_message),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    UNIT_RUN(cmocka_unit_test(test_size_classes), cmocka_unit_test(test_reuse_changes_generation),
+             cmocka_unit_test(test_random_extents_disjoint),
+             cmocka_unit_test(test_limit_eviction_and_message));
 }

@@ -8,6 +8,7 @@
 #include <grpc/status.h>
 
 #include "strata/status.h"
+#include "support/unit_main.h"
 
 static void test_every_code_has_a_name(void **state)
 {
@@ -32,6 +33,9 @@ static void test_grpc_mapping(void **state)
     /* A partial write is the client's verdict; on the wire it would read as unavailable. */
     assert_int_equal(st_status_to_grpc(ST_ERR_PARTIAL), GRPC_STATUS_UNAVAILABLE);
     assert_string_equal(st_status_name(ST_ERR_PARTIAL), "ST_ERR_PARTIAL");
+    /* Admission control's refusal is RESOURCE_EXHAUSTED on the wire (plus a retry hint). */
+    assert_int_equal(st_status_to_grpc(ST_ERR_OVERLOADED), GRPC_STATUS_RESOURCE_EXHAUSTED);
+    assert_string_equal(st_status_name(ST_ERR_OVERLOADED), "ST_ERR_OVERLOADED");
     /* Codes that survive a round trip through gRPC unchanged. */
     static const st_status_t round[] = {ST_OK,           ST_ERR_INVALID,        ST_ERR_NOT_FOUND,
                                         ST_ERR_EXISTS,   ST_ERR_EXHAUSTED,      ST_ERR_UNAVAILABLE,
@@ -46,9 +50,5 @@ static void test_grpc_mapping(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_every_code_has_a_name),
-        cmocka_unit_test(test_grpc_mapping),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    UNIT_RUN(cmocka_unit_test(test_every_code_has_a_name), cmocka_unit_test(test_grpc_mapping));
 }

@@ -17,6 +17,7 @@
 #include "store_internal.h"
 #include "rowsum.h"
 #include "test_store_util.h"
+#include "support/unit_main.h"
 
 static cd_store_t *st_;
 static uint32_t ns1;
@@ -643,11 +644,9 @@ static void test_lease_expiry(void **state)
     assert_int_equal(loc.where.length, 1000);
     assert_true(lease != 0);
     assert_int_equal(cd_store_delete(st_, ns1, &k, &err), ST_ERR_BUSY);
-    t_now += 4999;
-    cd_store_reap(st_, t_now, &r);
+    r = t_reap_after(st_, 4999);
     assert_int_equal(r.leases, 0);
-    t_now += 1;
-    cd_store_reap(st_, t_now, &r);
+    r = t_reap_after(st_, 1);
     assert_int_equal(r.leases, 1);
     assert_int_equal(cd_store_release(st_, ns1, lease), ST_ERR_NOT_FOUND);
     assert_int_equal(cd_store_stats(st_, ns1, &s), ST_OK);
@@ -995,6 +994,21 @@ static void test_reclaim_from_another_namespace(void **state)
     assert_int_equal(all.arena_committed, s1.arena_committed + s2.arena_committed);
 }
 
+/* Puts blocks [from, to) of chain 70 (KV layer 0, 1000 bytes) into ns1, then
+ * looks up the two segments of 16 blocks into ans. */
+static void put_then_lookup(uint32_t from, uint32_t to, cd_segment_t *segs, cd_seg_answer_t *ans)
+{
+    size_t kn;
+    cd_err_t err;
+
+    for (uint32_t i = from; i < to; i++) {
+        put_block(ns1, 70, i, CD_KIND_KV, 0, 1000);
+    }
+    assert_int_equal(cd_store_lookup(st_, ns1, segs, 2, NULL, CD_LEASE_NONE, ans, NULL, 0, &kn,
+                                     NULL, NULL, &err),
+                     ST_OK);
+}
+
 /* Segments written out of order through the store: the second segment's
  * first block starts a root that names its remote parent; when the first
  * segment arrives, the root is adopted, and eviction then goes leaf first
@@ -1004,28 +1018,16 @@ static void test_out_of_order_segments(void **state)
     st_hash_t hs[32];
     cd_segment_t segs[2] = {{0, 16, hs}, {16, 16, hs + 16}};
     cd_seg_answer_t ans[2];
-    size_t kn;
-    cd_err_t err;
     cd_radix_t *rx = &st_->ss_ns[0]->ns_radix;
 
     for (uint32_t i = 0; i < 32; i++) {
         hs[i] = t_hash(70, i);
     }
-    for (uint32_t i = 16; i < 32; i++) {
-        put_block(ns1, 70, i, CD_KIND_KV, 0, 1000);
-    }
-    assert_int_equal(cd_store_lookup(st_, ns1, segs, 2, NULL, CD_LEASE_NONE, ans, NULL, 0, &kn,
-                                     NULL, NULL, &err),
-                     ST_OK);
+    put_then_lookup(16, 32, segs, ans);
     assert_int_equal(ans[0].matched, 0);
     assert_int_equal(ans[1].matched, 16);
     assert_true(cd_radix_find(rx, &hs[16])->bk_node->rn_has_remote);
-    for (uint32_t i = 0; i < 16; i++) {
-        put_block(ns1, 70, i, CD_KIND_KV, 0, 1000);
-    }
-    assert_int_equal(cd_store_lookup(st_, ns1, segs, 2, NULL, CD_LEASE_NONE, ans, NULL, 0, &kn,
-                                     NULL, NULL, &err),
-                     ST_OK);
+    put_then_lookup(0, 16, segs, ans);
     assert_int_equal(ans[0].matched, 16);
     assert_int_equal(ans[1].matched, 16);
     assert_ptr_equal(cd_radix_find(rx, &hs[16])->bk_node->rn_parent,
@@ -1128,24 +1130,14 @@ static void test_row_sums(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_namespaces_and_seeds, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_put_get_immutable, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_reserve_commit_abort_expire, setup, teardown),
-        cmocka_unit_test(test_reservation_fence),
-        cmocka_unit_test_setup_teardown(test_leases_and_pins_block_eviction, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_lease_expiry, setup, teardown),
+    UNIT_RUN(
+        UNIT_FIXTURE(test_namespaces_and_seeds), UNIT_FIXTURE(test_put_get_immutable),
+        UNIT_FIXTURE(test_reserve_commit_abort_expire), cmocka_unit_test(test_reservation_fence),
+        UNIT_FIXTURE(test_leases_and_pins_block_eviction), UNIT_FIXTURE(test_lease_expiry),
         cmocka_unit_test(test_write_behind_take_finish),
-        cmocka_unit_test(test_write_behind_walk_bound),
-        cmocka_unit_test_setup_teardown(test_lookup_limits_and_stats, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_memory_limit_and_resident, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_million_token_chain, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_regions_and_trim, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_reclaim_from_another_namespace, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_out_of_order_segments, setup, teardown),
-        cmocka_unit_test(test_bad_config),
-        cmocka_unit_test_setup_teardown(test_row_sums, setup, teardown),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+        cmocka_unit_test(test_write_behind_walk_bound), UNIT_FIXTURE(test_lookup_limits_and_stats),
+        UNIT_FIXTURE(test_memory_limit_and_resident), UNIT_FIXTURE(test_million_token_chain),
+        UNIT_FIXTURE(test_threads), UNIT_FIXTURE(test_regions_and_trim),
+        UNIT_FIXTURE(test_reclaim_from_another_namespace), UNIT_FIXTURE(test_out_of_order_segments),
+        cmocka_unit_test(test_bad_config), UNIT_FIXTURE(test_row_sums));
 }

@@ -19,6 +19,7 @@
 
 #include "store_internal.h"
 #include "test_store_util.h"
+#include "support/unit_main.h"
 
 #define CHAINS   12
 #define LEN      48
@@ -147,6 +148,207 @@ static void check_all(int step)
     }
 }
 
+/*
+ * One step of the model, one kind of operation each. A step returns 1 where
+ * the step ends there (the store was full, nothing to do), 0 where the
+ * model's leases and invariants are checked after it.
+ */
+
+/* Puts the next block of chain c (in chain order), layer l. */
+static int step_put(int step, int c, int l)
+{
+    int i = (int)lookup(c, 0, NULL);
+    cd_key_t k;
+    static uint8_t buf[65536];
+    st_hash_t p;
+    cd_err_t err;
+
+    if (i > 0 && rand() % 3 == 0) {
+        i--; /* or another layer of the last present block */
+    }
+    if (i >= LEN) {
+        return 1;
+    }
+    k = t_key((uint32_t)c, (uint32_t)i, CD_KIND_KV, (uint32_t)l);
+    p = t_hash((uint32_t)c, (uint32_t)(i - 1));
+    m_len[c][i][l] = obj_len(c, i, l);
+    t_fill(buf, m_len[c][i][l], &k);
+    st_status_t st = cd_store_put(S, NS, &k, i > 0 ? &p : NULL, buf, m_len[c][i][l], &err);
+    if (st == ST_ERR_EXHAUSTED) {
+        return 1; /* everything held: allowed */
+    }
+    if (st != ST_OK) {
+        fail_msg("seed=%u step=%d: put failed: %s", seed, step, err.msg);
+    }
+    m_put[c][i][l] = 1;
+    m_alive[c][i][l] = 1;
+    return 0;
+}
+
+/* Looks chain c up, with a lease when a lease slot is free. */
+static int step_lookup(int step, int c)
+{
+    int slot = rand() % MAXLEASE;
+    uint64_t id = 0;
+
+    if (m_lease[slot].id != 0) {
+        (void)lookup(c, 0, NULL);
+        return 1;
+    }
+    uint32_t m = lookup(c, 1, &id);
+    if ((m == 0) != (id == 0)) {
+        fail_msg("seed=%u step=%d: lease id %llu for %u blocks", seed, step, (unsigned long long)id,
+                 m);
+    }
+    if (id != 0) {
+        m_lease[slot].id = id;
+        m_lease[slot].n = (int)m;
+        for (int j = 0; j < (int)m; j++) {
+            m_lease[slot].c[j] = c;
+            m_lease[slot].i[j] = j;
+            hold_inc(c, j);
+        }
+    }
+    return 0;
+}
+
+/* Releases the lease of a random slot. */
+static int step_release(void)
+{
+    int slot = rand() % MAXLEASE;
+
+    if (m_lease[slot].id == 0) {
+        return 1;
+    }
+    assert_int_equal(cd_store_release(S, NS, m_lease[slot].id), ST_OK);
+    for (int j = 0; j < m_lease[slot].n; j++) {
+        m_hold[m_lease[slot].c[j]][m_lease[slot].i[j]]--;
+    }
+    m_lease[slot].id = 0;
+    return 0;
+}
+
+/* Pins or unpins a random block of chain c. */
+static void step_pin(int c)
+{
+    int i = rand() % LEN;
+    st_hash_t h = t_hash((uint32_t)c, (uint32_t)i);
+
+    if (m_pins[c][i] > 0 && rand() % 2) {
+        assert_int_equal(cd_store_unpin(S, NS, &h), ST_OK);
+        m_pins[c][i]--;
+        m_hold[c][i]--;
+    } else if (m_pins[c][i] < 2 && cd_store_pin(S, NS, &h) == ST_OK) {
+        m_pins[c][i]++;
+        hold_inc(c, i);
+    }
+}
+
+/* Reserves the next block of chain c, writes it, commits (sometimes
+ * wrongly) or aborts. */
+static int step_reserve(int step, int c, int l)
+{
+    int i = (int)lookup(c, 0, NULL);
+    cd_resv_req_t rq = {0};
+    cd_resv_t rs;
+    static uint8_t buf[65536];
+    st_hash_t p = t_hash((uint32_t)c, (uint32_t)(i - 1));
+    cd_err_t err;
+
+    if (i >= LEN) {
+        return 1;
+    }
+    rq.key = t_key((uint32_t)c, (uint32_t)i, CD_KIND_KV, (uint32_t)l);
+    rq.parent = i > 0 ? &p : NULL;
+    rq.length = obj_len(c, i, l);
+    st_status_t st = cd_store_reserve(S, NS, &rq, 1, &rs, &err);
+    if (st == ST_ERR_EXHAUSTED) {
+        return 1;
+    }
+    assert_int_equal(st, ST_OK);
+    if (rs.status == ST_ERR_EXISTS) {
+        return 1;
+    }
+    t_fill(buf, rq.length, &rq.key);
+    memcpy((uint8_t *)t_region_base[NS][rs.where.region] + rs.where.offset, buf, rq.length);
+    int how = rand() % 4;
+    if (how == 0) {
+        assert_int_equal(cd_store_abort(S, NS, rs.id), ST_OK);
+    } else if (how == 1) {
+        /* a wrong checksum, then left to expire */
+        assert_int_equal(cd_store_commit(S, NS, rs.id, cd_checksum(buf, 1), &err), ST_ERR_CORRUPT);
+    } else {
+        st = cd_store_commit(S, NS, rs.id, cd_checksum(buf, rq.length), &err);
+        if (st != ST_OK && st != ST_ERR_EXHAUSTED) {
+            fail_msg("seed=%u step=%d: commit: %s", seed, step, err.msg);
+        }
+        if (st == ST_OK) {
+            m_put[c][i][l] = 1;
+            m_alive[c][i][l] = 1;
+            m_len[c][i][l] = (uint32_t)rq.length;
+        }
+    }
+    return 0;
+}
+
+/* The other namespace writes a chain of its own. */
+static void step_other(int step)
+{
+    static uint8_t buf[50000];
+    cd_key_t k = t_key(1000 + other_n / 32, other_n % 32, CD_KIND_IDX, 0);
+    st_hash_t p = t_hash(1000 + other_n / 32, other_n % 32 - 1);
+    cd_err_t err;
+
+    memset(buf, (int)other_n, sizeof(buf));
+    st_status_t st = cd_store_put(S, NS2, &k, other_n % 32 ? &p : NULL, buf, sizeof(buf), &err);
+    if (st != ST_OK && st != ST_ERR_EXHAUSTED) {
+        fail_msg("seed=%u step=%d: put in the other namespace: %s", seed, step, err.msg);
+    }
+    other_n++;
+}
+
+/* Expires the model's leases that the store expired. */
+static void expire_leases(void)
+{
+    for (int s = 0; s < MAXLEASE; s++) {
+        st_hash_t key = cd_htab_id_key(m_lease[s].id);
+
+        if (m_lease[s].id != 0 && cd_htab_find(&S->ss_ns[NS - 1]->ns_ids, &key, ID_LEASE) == NULL) {
+            for (int j = 0; j < m_lease[s].n; j++) {
+                m_hold[m_lease[s].c[j]][m_lease[s].i[j]]--;
+            }
+            m_lease[s].id = 0;
+        }
+    }
+}
+
+/* One random operation; returns 1 where the step ends there. */
+static int step_once(int step)
+{
+    int op = rand() % 100, c = rand() % CHAINS, l = rand() % LAYERS;
+
+    if (op < 40) {
+        return step_put(step, c, l);
+    } else if (op < 55) { /* get */
+        (void)present(c, rand() % LEN, l);
+    } else if (op < 65) {
+        return step_lookup(step, c);
+    } else if (op < 75) {
+        return step_release();
+    } else if (op < 80) {
+        step_pin(c);
+    } else if (op < 92) {
+        return step_reserve(step, c, l);
+    } else if (op < 96) {
+        step_other(step);
+    } else { /* time passes; leases and reservations expire */
+        t_now += (uint64_t)(rand() % 3000);
+        cd_store_reap(S, t_now, NULL);
+        /* The model's leases expire the same way (granted at t, 5 s). */
+    }
+    return 0;
+}
+
 static void test_random_operations(void **state)
 {
     cd_store_config_t cfg;
@@ -169,150 +371,10 @@ static void test_random_operations(void **state)
     assert_int_equal(cd_store_ns_create(S, "t", "other", 64, &NS2, &err), ST_OK);
 
     for (int step = 0; step < steps; step++) {
-        int op = rand() % 100, c = rand() % CHAINS, l = rand() % LAYERS;
-
-        if (op < 40) { /* put the next block of chain c (in chain order) */
-            int i = (int)lookup(c, 0, NULL);
-            cd_key_t k;
-            static uint8_t buf[65536];
-            st_hash_t p;
-
-            if (i > 0 && rand() % 3 == 0) {
-                i--; /* or another layer of the last present block */
-            }
-            if (i >= LEN) {
-                continue;
-            }
-            k = t_key((uint32_t)c, (uint32_t)i, CD_KIND_KV, (uint32_t)l);
-            p = t_hash((uint32_t)c, (uint32_t)(i - 1));
-            m_len[c][i][l] = obj_len(c, i, l);
-            t_fill(buf, m_len[c][i][l], &k);
-            st_status_t st = cd_store_put(S, NS, &k, i > 0 ? &p : NULL, buf, m_len[c][i][l], &err);
-            if (st == ST_ERR_EXHAUSTED) {
-                continue; /* everything held: allowed */
-            }
-            if (st != ST_OK) {
-                fail_msg("seed=%u step=%d: put failed: %s", seed, step, err.msg);
-            }
-            m_put[c][i][l] = 1;
-            m_alive[c][i][l] = 1;
-        } else if (op < 55) { /* get */
-            (void)present(c, rand() % LEN, l);
-        } else if (op < 65) { /* lookup, maybe with a lease */
-            int slot = rand() % MAXLEASE;
-            uint64_t id = 0;
-
-            if (m_lease[slot].id != 0) {
-                (void)lookup(c, 0, NULL);
-                continue;
-            }
-            uint32_t m = lookup(c, 1, &id);
-            if ((m == 0) != (id == 0)) {
-                fail_msg("seed=%u step=%d: lease id %llu for %u blocks", seed, step,
-                         (unsigned long long)id, m);
-            }
-            if (id != 0) {
-                m_lease[slot].id = id;
-                m_lease[slot].n = (int)m;
-                for (int j = 0; j < (int)m; j++) {
-                    m_lease[slot].c[j] = c;
-                    m_lease[slot].i[j] = j;
-                    hold_inc(c, j);
-                }
-            }
-        } else if (op < 75) { /* release a lease */
-            int slot = rand() % MAXLEASE;
-
-            if (m_lease[slot].id == 0) {
-                continue;
-            }
-            assert_int_equal(cd_store_release(S, NS, m_lease[slot].id), ST_OK);
-            for (int j = 0; j < m_lease[slot].n; j++) {
-                m_hold[m_lease[slot].c[j]][m_lease[slot].i[j]]--;
-            }
-            m_lease[slot].id = 0;
-        } else if (op < 80) { /* pin or unpin */
-            int i = rand() % LEN;
-            st_hash_t h = t_hash((uint32_t)c, (uint32_t)i);
-
-            if (m_pins[c][i] > 0 && rand() % 2) {
-                assert_int_equal(cd_store_unpin(S, NS, &h), ST_OK);
-                m_pins[c][i]--;
-                m_hold[c][i]--;
-            } else if (m_pins[c][i] < 2 && cd_store_pin(S, NS, &h) == ST_OK) {
-                m_pins[c][i]++;
-                hold_inc(c, i);
-            }
-        } else if (op < 92) { /* reserve, write, commit (sometimes wrongly) or abort */
-            int i = (int)lookup(c, 0, NULL);
-            cd_resv_req_t rq = {0};
-            cd_resv_t rs;
-            static uint8_t buf[65536];
-            st_hash_t p = t_hash((uint32_t)c, (uint32_t)(i - 1));
-
-            if (i >= LEN) {
-                continue;
-            }
-            rq.key = t_key((uint32_t)c, (uint32_t)i, CD_KIND_KV, (uint32_t)l);
-            rq.parent = i > 0 ? &p : NULL;
-            rq.length = obj_len(c, i, l);
-            st_status_t st = cd_store_reserve(S, NS, &rq, 1, &rs, &err);
-            if (st == ST_ERR_EXHAUSTED) {
-                continue;
-            }
-            assert_int_equal(st, ST_OK);
-            if (rs.status == ST_ERR_EXISTS) {
-                continue;
-            }
-            t_fill(buf, rq.length, &rq.key);
-            memcpy((uint8_t *)t_region_base[NS][rs.where.region] + rs.where.offset, buf, rq.length);
-            int how = rand() % 4;
-            if (how == 0) {
-                assert_int_equal(cd_store_abort(S, NS, rs.id), ST_OK);
-            } else if (how == 1) {
-                /* a wrong checksum, then left to expire */
-                assert_int_equal(cd_store_commit(S, NS, rs.id, cd_checksum(buf, 1), &err),
-                                 ST_ERR_CORRUPT);
-            } else {
-                st = cd_store_commit(S, NS, rs.id, cd_checksum(buf, rq.length), &err);
-                if (st != ST_OK && st != ST_ERR_EXHAUSTED) {
-                    fail_msg("seed=%u step=%d: commit: %s", seed, step, err.msg);
-                }
-                if (st == ST_OK) {
-                    m_put[c][i][l] = 1;
-                    m_alive[c][i][l] = 1;
-                    m_len[c][i][l] = (uint32_t)rq.length;
-                }
-            }
-        } else if (op < 96) { /* the other namespace writes a chain of its own */
-            static uint8_t buf[50000];
-            cd_key_t k = t_key(1000 + other_n / 32, other_n % 32, CD_KIND_IDX, 0);
-            st_hash_t p = t_hash(1000 + other_n / 32, other_n % 32 - 1);
-
-            memset(buf, (int)other_n, sizeof(buf));
-            st_status_t st =
-                cd_store_put(S, NS2, &k, other_n % 32 ? &p : NULL, buf, sizeof(buf), &err);
-            if (st != ST_OK && st != ST_ERR_EXHAUSTED) {
-                fail_msg("seed=%u step=%d: put in the other namespace: %s", seed, step, err.msg);
-            }
-            other_n++;
-        } else { /* time passes; leases and reservations expire */
-            t_now += (uint64_t)(rand() % 3000);
-            cd_store_reap(S, t_now, NULL);
-            /* The model's leases expire the same way (granted at t, 5 s). */
+        if (step_once(step)) {
+            continue;
         }
-        /* Expire the model's leases that the store expired. */
-        for (int s = 0; s < MAXLEASE; s++) {
-            st_hash_t key = cd_htab_id_key(m_lease[s].id);
-
-            if (m_lease[s].id != 0 &&
-                cd_htab_find(&S->ss_ns[NS - 1]->ns_ids, &key, ID_LEASE) == NULL) {
-                for (int j = 0; j < m_lease[s].n; j++) {
-                    m_hold[m_lease[s].c[j]][m_lease[s].i[j]]--;
-                }
-                m_lease[s].id = 0;
-            }
-        }
+        expire_leases();
         if (step % 50 == 0) {
             check_all(step);
         }
@@ -334,8 +396,5 @@ static void test_random_operations(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_random_operations),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    UNIT_RUN(cmocka_unit_test(test_random_operations));
 }

@@ -59,6 +59,16 @@ static void t_config(cd_store_config_t *c, uint64_t limit)
     c->region_removed = t_region_removed;
 }
 
+/* Moves the fake clock on by ms and reaps s at the new time: what went. */
+static inline cd_reaped_t t_reap_after(cd_store_t *s, uint64_t ms)
+{
+    cd_reaped_t r;
+
+    t_now += ms;
+    cd_store_reap(s, t_now, &r);
+    return r;
+}
+
 /* Block hash of (chain, i): distinct for every pair. */
 static inline st_hash_t t_hash(uint32_t chain, uint32_t i)
 {

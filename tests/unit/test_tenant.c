@@ -1,4 +1,4 @@
-/* test_tenant.c - tenants' quotas in the store (cached/tenant.c, cached/pin.c):
+/* test_tenant.c - tenants' quotas in the store (cached/core/quota.c, cached/core/pin.c):
  * one tenant's pins and leases leave room for another's puts, a memory quota
  * evicts the tenant's own blocks, eviction under the process-wide limit takes
  * from the tenant above its quota first, the count quotas refuse with their
@@ -12,6 +12,7 @@
 
 #include "store.h"
 #include "test_store_util.h"
+#include "support/unit_main.h"
 
 #define OBJ 60000 /* bytes per test object: ~17 per 1 MiB */
 
@@ -344,17 +345,14 @@ static void test_pins_expire(void **state)
     assert_int_equal(cd_store_pin_ttl(st_, a, &none, 100, &err), ST_ERR_NOT_FOUND);
     assert_int_equal(cd_store_unpin(st_, a, &none), ST_ERR_NOT_FOUND);
 
-    t_now += 99;
-    cd_store_reap(st_, t_now, &r);
+    r = t_reap_after(st_, 99);
     assert_int_equal(r.pins, 0);
-    t_now += 1;
-    cd_store_reap(st_, t_now, &r);
+    r = t_reap_after(st_, 1);
     assert_int_equal(r.pins, 1);
     assert_int_equal(cd_store_unpin(st_, a, &h0), ST_ERR_INVALID); /* no longer pinned */
     /* h1 now pinned again for 50 ms: the later expiry (max_pin) stays. */
     assert_int_equal(cd_store_pin_ttl(st_, a, &h1, 50, &err), ST_OK);
-    t_now += 5000;
-    cd_store_reap(st_, t_now, &r);
+    r = t_reap_after(st_, 5000);
     assert_int_equal(r.pins, 0);
     assert_int_equal(cd_store_stats(st_, a, &s), ST_OK);
     assert_int_equal(s.pins_active, 2);
@@ -427,15 +425,9 @@ static void test_quota_parse(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_holds_leave_room_for_others, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_memory_quota_evicts_own, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_global_eviction_over_quota_first, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_count_quotas_refuse_with_message, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_pins_expire, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_tenant_records, setup, teardown),
-        cmocka_unit_test(test_quota_parse),
-    };
-
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    UNIT_RUN(UNIT_FIXTURE(test_holds_leave_room_for_others),
+             UNIT_FIXTURE(test_memory_quota_evicts_own),
+             UNIT_FIXTURE(test_global_eviction_over_quota_first),
+             UNIT_FIXTURE(test_count_quotas_refuse_with_message), UNIT_FIXTURE(test_pins_expire),
+             UNIT_FIXTURE(test_tenant_records), cmocka_unit_test(test_quota_parse));
 }

@@ -17,20 +17,14 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "support/tenants.h"
 #include "tenants.h"
 
 static char path[64];
 
 static void hash_of(const char *token, char *out)
 {
-    unsigned char h[32];
-    unsigned int n = 0;
-
-    assert_int_equal(EVP_Digest(token, strlen(token), h, &n, EVP_sha256(), NULL), 1);
-    strcpy(out, "sha256:");
-    for (int i = 0; i < 32; i++) {
-        sprintf(out + 7 + 2 * i, "%02x", h[i]);
-    }
+    assert_int_equal(tt_token_hash(token, out), 0);
 }
 
 static void write_file(const char *text)

@@ -32,69 +32,23 @@
 #include <cmocka.h>
 #include <xxhash.h>
 
-#include "st_log.h"
-#include "st_transport.h"
+#include "log.h"
+#include "transport.h"
+#include "fd_io.h"
 
-#define PATTERN_BYTES     (8u << 20)  /* read-only part: the known pattern */
-#define SCRATCH_BYTES     (16u << 20) /* put/get round trips land here */
-#define REGION_BYTES      (PATTERN_BYTES + SCRATCH_BYTES)
-#define LOCAL_BYTES       (24u << 20)
-#define MAX_OP_BYTES      (8u << 20)
-#define PATTERN_SEED      0x5eedf00dULL
-#define USER_BYTES        (1u << 20) /* the target's own memory, registered */
-#define USER_SEED         0xabcdefULL
-#define ROW_BYTES         656u /* one DSA latent-KV row */
-#define ROW_READS         10000
-#define ROW_INFLIGHT      256
-#define HANG_GUARD_MS     60000      /* not a speed check: a hung test fails instead of blocking */
-#define PEER_GONE_WAIT_MS 1000       /* how long to let a transport notice a dead peer */
-#define RO_BYTES          (1u << 20) /* allocated for remote read only */
-#define RO_SEED           0x0123456789ULL
-#define RV_BYTES          (1u << 20) /* the target's memory, registered, then deregistered */
-#define RV_SEED           0x7777ULL
-#define ATTACK_WAIT_MS    5000 /* how long a refused put may take to report */
+#include "test_transport.h"
 
-enum {
-    CMD_SUM = 1,
-    CMD_QUIT = 2,
-    CMD_SUM_USER = 3,
-    CMD_SUM_RO = 4, /* checksum of the read-only region */
-    CMD_SUM_RV = 5, /* checksum of the revocable region's memory */
-    CMD_REVOKE = 6  /* deregister the revocable region (its memory stays) */
-};
-
-typedef struct cmd {
-    uint32_t cmd;
-    uint32_t pad;
-    uint64_t off;
-    uint64_t len;
-} cmd_t;
-
-typedef struct hello {
-    uint32_t addr_len;
-    uint32_t rkey_len;
-    uint64_t base;
-    uint64_t len;
-    uint32_t user_rkey_len;
-    uint32_t ro_rkey_len;
-    uint64_t user_base;
-    uint64_t ro_base;
-    uint64_t rv_base;
-    uint32_t rv_rkey_len;
-    uint32_t pad;
-} hello_t;
-
-static st_transport_config_t g_cfg;
+tp_config_t g_cfg;
 
 /* The initiator's state, shared by the tests of the group. */
 typedef struct fixture {
     pid_t target;
     int sock;
-    st_transport_t *tp;
+    tp_transport_t *tp;
     uint8_t *local;
-    st_transport_mem_t *local_mem;
-    st_transport_ep_t *ep;
-    st_transport_rkey_t *rkey;
+    tp_mem_t *local_mem;
+    tp_ep_t *ep;
+    tp_rkey_t *rkey;
     uint8_t *peer_addr;
     size_t peer_addr_len;
     uint8_t *peer_rkey;
@@ -108,209 +62,6 @@ typedef struct fixture {
     uint64_t remote_base;
     uint8_t *pattern; /* the target's pattern, generated here too */
 } fixture_t;
-
-static uint64_t splitmix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
-static void fill_pattern(uint8_t *buf, size_t len, uint64_t seed)
-{
-    for (size_t w = 0; w * 8 < len; w++) {
-        uint64_t v = splitmix64(seed ^ w);
-        size_t n = len - w * 8 < 8 ? len - w * 8 : 8;
-        memcpy(buf + w * 8, &v, n);
-    }
-}
-
-static int write_full(int fd, const void *buf, size_t len)
-{
-    const uint8_t *p = buf;
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            return -1;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-static int read_full(int fd, void *buf, size_t len)
-{
-    uint8_t *p = buf;
-    while (len > 0) {
-        ssize_t n = read(fd, p, len);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            return -1;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-/* --- the target process ------------------------------------------------- */
-
-/* The target answers every message with its bytes inverted: those whose
- * first byte is even at once, the others after its progress call returned
- * (kept, as the daemon does). */
-#define TARGET_KEPT_MAX 4096
-static st_transport_msg_t *g_kept[TARGET_KEPT_MAX];
-static const void *g_kept_data[TARGET_KEPT_MAX];
-static size_t g_kept_len[TARGET_KEPT_MAX], g_n_kept;
-
-static void target_on_msg(void *arg, st_transport_msg_t *msg, const void *data, size_t len)
-{
-    uint8_t *out;
-    (void)arg;
-    if ((((const uint8_t *)data)[0] & 1) && g_n_kept < TARGET_KEPT_MAX) {
-        st_transport_msg_keep(msg);
-        g_kept[g_n_kept] = msg;
-        g_kept_data[g_n_kept] = data;
-        g_kept_len[g_n_kept++] = len;
-        return;
-    }
-    out = malloc(len);
-    if (out == NULL) {
-        return;
-    }
-    for (size_t i = 0; i < len; i++) {
-        out[i] = (uint8_t) ~((const uint8_t *)data)[i];
-    }
-    (void)st_transport_msg_reply(msg, out, len);
-    free(out);
-}
-
-static int target_main(int sock)
-{
-    st_transport_t *tp;
-    if (st_transport_create(&g_cfg, &tp) != ST_OK) {
-        return 2;
-    }
-    /* The main region is allocated by the transport (the daemon's arenas);
-     * a second one is the process's own memory, registered. */
-    st_transport_mem_t *mem, *user_mem;
-    if (st_transport_mem_alloc(tp, REGION_BYTES, &mem) != ST_OK ||
-        st_transport_mem_len(mem) != REGION_BYTES) {
-        return 4;
-    }
-    uint8_t *region = st_transport_mem_addr(mem);
-    fill_pattern(region, PATTERN_BYTES, PATTERN_SEED);
-    memset(region + PATTERN_BYTES, 0, SCRATCH_BYTES);
-    uint8_t *user = malloc(USER_BYTES);
-    if (user == NULL) {
-        return 3;
-    }
-    fill_pattern(user, USER_BYTES, USER_SEED);
-    if (st_transport_mem_register(tp, user, USER_BYTES, &user_mem) != ST_OK) {
-        return 4;
-    }
-    /* For test_access_enforced: a region allocated for remote read only (as
-     * committed arena memory), and the process's own memory registered for
-     * write, then deregistered on CMD_REVOKE (as a reservation's key). */
-    st_transport_mem_t *ro_mem, *rv_mem;
-    uint8_t *rv = malloc(RV_BYTES);
-    if (rv == NULL ||
-        st_transport_mem_map(tp, NULL, RO_BYTES, ST_TRANSPORT_REMOTE_READ, &ro_mem) != ST_OK ||
-        st_transport_mem_map(tp, rv, RV_BYTES, ST_TRANSPORT_REMOTE_RW, &rv_mem) != ST_OK) {
-        return 4;
-    }
-    uint8_t *ro = st_transport_mem_addr(ro_mem);
-    fill_pattern(ro, RO_BYTES, RO_SEED);
-    fill_pattern(rv, RV_BYTES, RV_SEED);
-    const void *addr, *rkey, *user_rkey, *ro_rkey, *rv_rkey;
-    size_t addr_len, rkey_len, user_rkey_len, ro_rkey_len, rv_rkey_len;
-    st_transport_address(tp, &addr, &addr_len);
-    st_transport_mem_rkey(mem, &rkey, &rkey_len);
-    st_transport_mem_rkey(user_mem, &user_rkey, &user_rkey_len);
-    st_transport_mem_rkey(ro_mem, &ro_rkey, &ro_rkey_len);
-    st_transport_mem_rkey(rv_mem, &rv_rkey, &rv_rkey_len);
-    hello_t h = {.addr_len = (uint32_t)addr_len,
-                 .rkey_len = (uint32_t)rkey_len,
-                 .base = (uint64_t)(uintptr_t)region,
-                 .len = REGION_BYTES,
-                 .user_rkey_len = (uint32_t)user_rkey_len,
-                 .user_base = (uint64_t)(uintptr_t)user,
-                 .ro_rkey_len = (uint32_t)ro_rkey_len,
-                 .ro_base = (uint64_t)(uintptr_t)ro,
-                 .rv_rkey_len = (uint32_t)rv_rkey_len,
-                 .rv_base = (uint64_t)(uintptr_t)rv};
-    if (write_full(sock, &h, sizeof(h)) != 0 || write_full(sock, addr, addr_len) != 0 ||
-        write_full(sock, rkey, rkey_len) != 0 || write_full(sock, user_rkey, user_rkey_len) ||
-        write_full(sock, ro_rkey, ro_rkey_len) || write_full(sock, rv_rkey, rv_rkey_len)) {
-        return 5;
-    }
-
-    /* Serve: keep the transport progressing (TCP needs the target's CPU)
-     * and answer messages, and checksum requests on the socket. */
-    (void)st_transport_msg_listen(tp, target_on_msg, NULL);
-    int efd = -1;
-    (void)st_transport_event_fd(tp, &efd);
-    for (;;) {
-        while (st_transport_progress(tp) > 0) {
-        }
-        for (size_t i = 0; i < g_n_kept; i++) {
-            uint8_t *out = malloc(g_kept_len[i]);
-            for (size_t j = 0; out != NULL && j < g_kept_len[i]; j++) {
-                out[j] = (uint8_t) ~((const uint8_t *)g_kept_data[i])[j];
-            }
-            if (out != NULL) {
-                (void)st_transport_msg_reply(g_kept[i], out, g_kept_len[i]);
-            }
-            free(out);
-            st_transport_msg_free(g_kept[i]);
-        }
-        g_n_kept = 0;
-        struct pollfd pfd[2] = {{.fd = sock, .events = POLLIN}, {.fd = efd, .events = POLLIN}};
-        int nfds = 1, timeout = 0;
-        if (efd >= 0 && st_transport_arm(tp) == ST_OK) {
-            nfds = 2;
-            timeout = 1; /* bounded: some providers need polling to serve peers */
-        }
-        int n = poll(pfd, (nfds_t)nfds, timeout);
-        if (n <= 0 || (pfd[0].revents & (POLLIN | POLLHUP)) == 0) {
-            continue;
-        }
-        cmd_t c;
-        if (read_full(sock, &c, sizeof(c)) != 0) {
-            break; /* the initiator went away */
-        }
-        if (c.cmd == CMD_QUIT) {
-            break;
-        }
-        uint64_t sum = 0;
-        if (c.cmd == CMD_SUM && c.off <= REGION_BYTES && c.len <= REGION_BYTES - c.off) {
-            sum = XXH3_64bits(region + c.off, c.len);
-        } else if (c.cmd == CMD_SUM_USER && c.off <= USER_BYTES && c.len <= USER_BYTES - c.off) {
-            sum = XXH3_64bits(user + c.off, c.len);
-        } else if (c.cmd == CMD_SUM_RO && c.off <= RO_BYTES && c.len <= RO_BYTES - c.off) {
-            sum = XXH3_64bits(ro + c.off, c.len);
-        } else if (c.cmd == CMD_SUM_RV && c.off <= RV_BYTES && c.len <= RV_BYTES - c.off) {
-            sum = XXH3_64bits(rv + c.off, c.len);
-        } else if (c.cmd == CMD_REVOKE && rv_mem != NULL) {
-            st_transport_mem_deregister(tp, rv_mem);
-            rv_mem = NULL;
-        }
-        if (write_full(sock, &sum, sizeof(sum)) != 0) {
-            break;
-        }
-    }
-    st_transport_destroy(tp); /* deregisters, and frees the allocated region */
-    free(user);
-    free(rv);
-    return 0;
-}
 
 /* --- initiator helpers -------------------------------------------------- */
 
@@ -332,16 +83,16 @@ static void on_done(void *user, st_status_t status)
 
 /* Progresses until w has seen want completions; fails the test if the
  * transport hangs for HANG_GUARD_MS. */
-static void wait_for(st_transport_t *tp, waiter_t *w, int want, int use_wait)
+static void wait_for(tp_transport_t *tp, waiter_t *w, int want, int use_wait)
 {
-    uint64_t start = st_log_now_ms();
+    uint64_t start = lg_now_ms();
     while (w->done < want) {
-        int n = st_transport_progress(tp);
+        int n = tp_progress(tp);
         assert_true(n >= 0);
         if (n == 0 && use_wait) {
-            assert_int_equal(st_transport_wait(tp, 1), ST_OK);
+            assert_int_equal(tp_wait(tp, 1), ST_OK);
         }
-        if (st_log_now_ms() - start > HANG_GUARD_MS) {
+        if (lg_now_ms() - start > HANG_GUARD_MS) {
             fail_msg("transport hung: %d of %d completions", w->done, want);
         }
     }
@@ -351,8 +102,8 @@ static uint64_t remote_sum(fixture_t *f, uint64_t off, uint64_t len)
 {
     cmd_t c = {.cmd = CMD_SUM, .off = off, .len = len};
     uint64_t sum = 0;
-    assert_int_equal(write_full(f->sock, &c, sizeof(c)), 0);
-    assert_int_equal(read_full(f->sock, &sum, sizeof(sum)), 0);
+    assert_int_equal(fio_write_full(f->sock, &c, sizeof(c)), 0);
+    assert_int_equal(fio_read_full(f->sock, &sum, sizeof(sum)), 0);
     return sum;
 }
 
@@ -364,6 +115,16 @@ static size_t random_size(uint64_t *rng)
     *rng = splitmix64(*rng);
     size_t size = ((size_t)1 << shift) + (size_t)(*rng % ((size_t)1 << shift));
     return size > MAX_OP_BYTES ? MAX_OP_BYTES : size;
+}
+
+/* Reads len bytes from the target's socket into a new buffer. */
+static void *read_blob(int sock, size_t len)
+{
+    void *p = malloc(len);
+
+    assert_non_null(p);
+    assert_int_equal(fio_read_full(sock, p, len), 0);
+    return p;
 }
 
 static int group_setup(void **state)
@@ -388,27 +149,17 @@ static int group_setup(void **state)
     f->target = pid;
     f->sock = sv[0];
     hello_t h;
-    if (read_full(f->sock, &h, sizeof(h)) != 0) {
+    if (fio_read_full(f->sock, &h, sizeof(h)) != 0) {
         fprintf(stderr, "target process did not start its transport\n");
         return -1;
     }
-    f->peer_addr = malloc(h.addr_len);
-    f->peer_rkey = malloc(h.rkey_len);
-    assert_non_null(f->peer_addr);
-    assert_non_null(f->peer_rkey);
-    assert_int_equal(read_full(f->sock, f->peer_addr, h.addr_len), 0);
-    assert_int_equal(read_full(f->sock, f->peer_rkey, h.rkey_len), 0);
-    f->user_rkey = malloc(h.user_rkey_len);
-    assert_non_null(f->user_rkey);
-    assert_int_equal(read_full(f->sock, f->user_rkey, h.user_rkey_len), 0);
+    f->peer_addr = read_blob(f->sock, h.addr_len);
+    f->peer_rkey = read_blob(f->sock, h.rkey_len);
+    f->user_rkey = read_blob(f->sock, h.user_rkey_len);
     f->user_rkey_len = h.user_rkey_len;
     f->user_base = h.user_base;
-    f->ro_rkey = malloc(h.ro_rkey_len);
-    f->rv_rkey = malloc(h.rv_rkey_len);
-    assert_non_null(f->ro_rkey);
-    assert_non_null(f->rv_rkey);
-    assert_int_equal(read_full(f->sock, f->ro_rkey, h.ro_rkey_len), 0);
-    assert_int_equal(read_full(f->sock, f->rv_rkey, h.rv_rkey_len), 0);
+    f->ro_rkey = read_blob(f->sock, h.ro_rkey_len);
+    f->rv_rkey = read_blob(f->sock, h.rv_rkey_len);
     f->ro_rkey_len = h.ro_rkey_len;
     f->rv_rkey_len = h.rv_rkey_len;
     f->ro_base = h.ro_base;
@@ -422,17 +173,16 @@ static int group_setup(void **state)
     assert_non_null(f->pattern);
     fill_pattern(f->pattern, PATTERN_BYTES, PATTERN_SEED);
 
-    assert_int_equal(st_transport_create(&g_cfg, &f->tp), ST_OK);
+    assert_int_equal(tp_create(&g_cfg, &f->tp), ST_OK);
     f->local = aligned_alloc(4096, LOCAL_BYTES);
     assert_non_null(f->local);
     memset(f->local, 0, LOCAL_BYTES);
-    assert_int_equal(st_transport_mem_register(f->tp, f->local, LOCAL_BYTES, &f->local_mem), ST_OK);
-    assert_int_equal(st_transport_connect(f->tp, f->peer_addr, f->peer_addr_len, &f->ep), ST_OK);
-    assert_int_equal(st_transport_rkey_unpack(f->ep, f->peer_rkey, f->peer_rkey_len, &f->rkey),
-                     ST_OK);
+    assert_int_equal(tp_mem_register(f->tp, f->local, LOCAL_BYTES, &f->local_mem), ST_OK);
+    assert_int_equal(tp_connect(f->tp, f->peer_addr, f->peer_addr_len, &f->ep), ST_OK);
+    assert_int_equal(tp_rkey_unpack(f->ep, f->peer_rkey, f->peer_rkey_len, &f->rkey), ST_OK);
     uint64_t base;
     size_t len;
-    st_transport_rkey_bounds(f->rkey, &base, &len);
+    tp_rkey_bounds(f->rkey, &base, &len);
     assert_int_equal(base, f->remote_base);
     assert_int_equal(len, REGION_BYTES);
     *state = f;
@@ -443,7 +193,7 @@ static void stop_target(fixture_t *f)
 {
     if (f->target > 0) {
         cmd_t c = {.cmd = CMD_QUIT};
-        (void)write_full(f->sock, &c, sizeof(c));
+        (void)fio_write_full(f->sock, &c, sizeof(c));
         int wstatus = 0;
         waitpid(f->target, &wstatus, 0);
         f->target = 0;
@@ -458,7 +208,7 @@ static int group_teardown(void **state)
     if (f == NULL) {
         return 0;
     }
-    st_transport_destroy(f->tp);
+    tp_destroy(f->tp);
     if (f->target > 0) {
         kill(f->target, SIGKILL);
         waitpid(f->target, NULL, 0);
@@ -483,15 +233,15 @@ static void test_get_pattern(void **state)
     fixture_t *f = *state;
     waiter_t w = {0};
     memset(f->local, 0, PATTERN_BYTES);
-    assert_int_equal(st_transport_get(f->ep, f->local, PATTERN_BYTES, f->local_mem, f->remote_base,
-                                      f->rkey, on_done, &w),
-                     ST_OK);
+    assert_int_equal(
+        tp_get(f->ep, f->local, PATTERN_BYTES, f->local_mem, f->remote_base, f->rkey, on_done, &w),
+        ST_OK);
     /* Callbacks run only from progress, never from inside the post. */
     assert_int_equal(w.done, 0);
-    assert_int_equal(st_transport_inflight(f->tp), 1);
+    assert_int_equal(tp_inflight(f->tp), 1);
     wait_for(f->tp, &w, 1, 1);
     assert_int_equal(w.failed, 0);
-    assert_int_equal(st_transport_inflight(f->tp), 0);
+    assert_int_equal(tp_inflight(f->tp), 0);
     assert_memory_equal(f->local, f->pattern, PATTERN_BYTES);
 }
 
@@ -511,18 +261,18 @@ static void test_put_get_roundtrip(void **state)
         uint64_t want = XXH3_64bits(src, size);
 
         waiter_t w = {0};
-        assert_int_equal(st_transport_put(f->ep, src, size, f->local_mem, f->remote_base + off,
-                                          f->rkey, on_done, &w),
-                         ST_OK);
+        assert_int_equal(
+            tp_put(f->ep, src, size, f->local_mem, f->remote_base + off, f->rkey, on_done, &w),
+            ST_OK);
         wait_for(f->tp, &w, 1, i & 1);
         assert_int_equal(w.failed, 0);
-        assert_int_equal(st_transport_ep_flush(f->ep, HANG_GUARD_MS), ST_OK);
+        assert_int_equal(tp_ep_flush(f->ep, HANG_GUARD_MS), ST_OK);
         assert_true(remote_sum(f, off, size) == want);
 
         memset(dst, 0xa5, size);
-        assert_int_equal(st_transport_get(f->ep, dst, size, f->local_mem, f->remote_base + off,
-                                          f->rkey, on_done, &w),
-                         ST_OK);
+        assert_int_equal(
+            tp_get(f->ep, dst, size, f->local_mem, f->remote_base + off, f->rkey, on_done, &w),
+            ST_OK);
         wait_for(f->tp, &w, 2, 0);
         assert_int_equal(w.failed, 0);
         if (XXH3_64bits(dst, size) != want) {
@@ -542,11 +292,11 @@ static void test_many_inflight(void **state)
     for (int i = 0; i < N; i++) {
         size_t size = SLOT - (size_t)i * 1000;
         uint64_t off = (uint64_t)i * 100003u;
-        assert_int_equal(st_transport_get(f->ep, f->local + (size_t)i * SLOT, size, f->local_mem,
-                                          f->remote_base + off, f->rkey, on_done, &w),
+        assert_int_equal(tp_get(f->ep, f->local + (size_t)i * SLOT, size, f->local_mem,
+                                f->remote_base + off, f->rkey, on_done, &w),
                          ST_OK);
     }
-    assert_int_equal(st_transport_ep_flush(f->ep, HANG_GUARD_MS), ST_OK);
+    assert_int_equal(tp_ep_flush(f->ep, HANG_GUARD_MS), ST_OK);
     assert_int_equal(w.done, N);
     assert_int_equal(w.failed, 0);
     for (int i = 0; i < N; i++) {
@@ -601,7 +351,7 @@ static void test_row_reads(void **state)
     }
     uint64_t rng = 0x77;
     int posted = 0;
-    uint64_t start = st_log_now_ms();
+    uint64_t start = lg_now_ms();
     while (rs->w.done < ROW_READS) {
         while (posted < ROW_READS && rs->n_free > 0) {
             row_ctx_t *c = &rs->ctx[rs->free_slots[--rs->n_free]];
@@ -609,14 +359,14 @@ static void test_row_reads(void **state)
             rng = splitmix64(rng);
             c->row = (uint32_t)(rng % n_rows);
             memset(slot, 0, ROW_BYTES);
-            assert_int_equal(st_transport_get(f->ep, slot, ROW_BYTES, f->local_mem,
-                                              f->remote_base + (uint64_t)c->row * ROW_BYTES,
-                                              f->rkey, on_row, c),
+            assert_int_equal(tp_get(f->ep, slot, ROW_BYTES, f->local_mem,
+                                    f->remote_base + (uint64_t)c->row * ROW_BYTES, f->rkey, on_row,
+                                    c),
                              ST_OK);
             posted++;
         }
-        assert_true(st_transport_progress(f->tp) >= 0);
-        if (st_log_now_ms() - start > HANG_GUARD_MS) {
+        assert_true(tp_progress(f->tp) >= 0);
+        if (lg_now_ms() - start > HANG_GUARD_MS) {
             fail_msg("row reads hung: %d of %d", rs->w.done, ROW_READS);
         }
     }
@@ -630,8 +380,8 @@ static void test_row_reads(void **state)
 static void test_errors(void **state)
 {
     fixture_t *f = *state;
-    st_transport_rkey_t *rkey = NULL;
-    st_transport_ep_t *ep = NULL;
+    tp_rkey_t *rkey = NULL;
+    tp_ep_t *ep = NULL;
     waiter_t w = {0};
 
     /* Remote keys: corrupted, truncated, garbage, empty. */
@@ -639,53 +389,50 @@ static void test_errors(void **state)
     assert_non_null(bad);
     memcpy(bad, f->peer_rkey, f->peer_rkey_len);
     bad[f->peer_rkey_len - 1] ^= 0x40;
-    assert_int_equal(st_transport_rkey_unpack(f->ep, bad, f->peer_rkey_len, &rkey), ST_ERR_INVALID);
-    assert_int_equal(st_transport_rkey_unpack(f->ep, f->peer_rkey, f->peer_rkey_len - 3, &rkey),
+    assert_int_equal(tp_rkey_unpack(f->ep, bad, f->peer_rkey_len, &rkey), ST_ERR_INVALID);
+    assert_int_equal(tp_rkey_unpack(f->ep, f->peer_rkey, f->peer_rkey_len - 3, &rkey),
                      ST_ERR_INVALID);
     fill_pattern(bad, f->peer_rkey_len, 99);
-    assert_int_equal(st_transport_rkey_unpack(f->ep, bad, f->peer_rkey_len, &rkey), ST_ERR_INVALID);
-    assert_int_equal(st_transport_rkey_unpack(f->ep, NULL, 0, &rkey), ST_ERR_INVALID);
+    assert_int_equal(tp_rkey_unpack(f->ep, bad, f->peer_rkey_len, &rkey), ST_ERR_INVALID);
+    assert_int_equal(tp_rkey_unpack(f->ep, NULL, 0, &rkey), ST_ERR_INVALID);
     free(bad);
     assert_null(rkey);
 
     /* Addresses: garbage, corrupted, truncated, and a key offered as an address. */
     uint8_t junk[512];
     fill_pattern(junk, sizeof(junk), 7);
-    assert_int_equal(st_transport_connect(f->tp, junk, sizeof(junk), &ep), ST_ERR_INVALID);
+    assert_int_equal(tp_connect(f->tp, junk, sizeof(junk), &ep), ST_ERR_INVALID);
     uint8_t *addr = malloc(f->peer_addr_len);
     assert_non_null(addr);
     memcpy(addr, f->peer_addr, f->peer_addr_len);
     addr[f->peer_addr_len / 2] ^= 1;
-    assert_int_equal(st_transport_connect(f->tp, addr, f->peer_addr_len, &ep), ST_ERR_INVALID);
-    assert_int_equal(st_transport_connect(f->tp, f->peer_addr, 10, &ep), ST_ERR_INVALID);
-    assert_int_equal(st_transport_connect(f->tp, f->peer_rkey, f->peer_rkey_len, &ep),
-                     ST_ERR_INVALID);
+    assert_int_equal(tp_connect(f->tp, addr, f->peer_addr_len, &ep), ST_ERR_INVALID);
+    assert_int_equal(tp_connect(f->tp, f->peer_addr, 10, &ep), ST_ERR_INVALID);
+    assert_int_equal(tp_connect(f->tp, f->peer_rkey, f->peer_rkey_len, &ep), ST_ERR_INVALID);
     free(addr);
     assert_null(ep);
 
     /* Out of bounds on either side, and empty operations. */
     uint64_t end = f->remote_base + REGION_BYTES;
-    assert_int_equal(
-        st_transport_get(f->ep, f->local, 64, f->local_mem, end - 63, f->rkey, on_done, &w),
-        ST_ERR_INVALID);
-    assert_int_equal(st_transport_get(f->ep, f->local, 64, f->local_mem, f->remote_base - 1,
-                                      f->rkey, on_done, &w),
+    assert_int_equal(tp_get(f->ep, f->local, 64, f->local_mem, end - 63, f->rkey, on_done, &w),
                      ST_ERR_INVALID);
     assert_int_equal(
-        st_transport_put(f->ep, f->local, 64, f->local_mem, UINT64_MAX - 10, f->rkey, on_done, &w),
+        tp_get(f->ep, f->local, 64, f->local_mem, f->remote_base - 1, f->rkey, on_done, &w),
         ST_ERR_INVALID);
-    assert_int_equal(st_transport_get(f->ep, f->local + LOCAL_BYTES - 10, 64, f->local_mem,
-                                      f->remote_base, f->rkey, on_done, &w),
-                     ST_ERR_INVALID);
     assert_int_equal(
-        st_transport_get(f->ep, f->local, 0, f->local_mem, f->remote_base, f->rkey, on_done, &w),
+        tp_put(f->ep, f->local, 64, f->local_mem, UINT64_MAX - 10, f->rkey, on_done, &w),
         ST_ERR_INVALID);
+    assert_int_equal(tp_get(f->ep, f->local + LOCAL_BYTES - 10, 64, f->local_mem, f->remote_base,
+                            f->rkey, on_done, &w),
+                     ST_ERR_INVALID);
+    assert_int_equal(tp_get(f->ep, f->local, 0, f->local_mem, f->remote_base, f->rkey, on_done, &w),
+                     ST_ERR_INVALID);
     assert_int_equal(w.done, 0);
-    assert_int_equal(st_transport_inflight(f->tp), 0);
+    assert_int_equal(tp_inflight(f->tp), 0);
 
     /* The last byte of the region is in bounds, and the endpoint still works. */
-    assert_int_equal(
-        st_transport_get(f->ep, f->local, 1, f->local_mem, end - 1, f->rkey, on_done, &w), ST_OK);
+    assert_int_equal(tp_get(f->ep, f->local, 1, f->local_mem, end - 1, f->rkey, on_done, &w),
+                     ST_OK);
     wait_for(f->tp, &w, 1, 0);
     assert_int_equal(w.failed, 0);
 }
@@ -695,24 +442,22 @@ static void test_errors(void **state)
 static void test_second_endpoint(void **state)
 {
     fixture_t *f = *state;
-    st_transport_ep_t *ep;
-    st_transport_rkey_t *rkey;
+    tp_ep_t *ep;
+    tp_rkey_t *rkey;
     waiter_t w = {0};
-    assert_int_equal(st_transport_connect(f->tp, f->peer_addr, f->peer_addr_len, &ep), ST_OK);
-    assert_int_equal(st_transport_rkey_unpack(ep, f->peer_rkey, f->peer_rkey_len, &rkey), ST_OK);
+    assert_int_equal(tp_connect(f->tp, f->peer_addr, f->peer_addr_len, &ep), ST_OK);
+    assert_int_equal(tp_rkey_unpack(ep, f->peer_rkey, f->peer_rkey_len, &rkey), ST_OK);
     /* A key belongs to the endpoint it was unpacked on. */
-    assert_int_equal(
-        st_transport_get(f->ep, f->local, 8, f->local_mem, f->remote_base, rkey, on_done, &w),
-        ST_ERR_INVALID);
+    assert_int_equal(tp_get(f->ep, f->local, 8, f->local_mem, f->remote_base, rkey, on_done, &w),
+                     ST_ERR_INVALID);
     memset(f->local, 0, 4096);
-    assert_int_equal(st_transport_get(ep, f->local, 4096, f->local_mem, f->remote_base + 4096, rkey,
-                                      on_done, &w),
-                     ST_OK);
-    assert_int_equal(st_transport_ep_flush(ep, HANG_GUARD_MS), ST_OK);
+    assert_int_equal(
+        tp_get(ep, f->local, 4096, f->local_mem, f->remote_base + 4096, rkey, on_done, &w), ST_OK);
+    assert_int_equal(tp_ep_flush(ep, HANG_GUARD_MS), ST_OK);
     assert_int_equal(w.done, 1);
     assert_int_equal(w.failed, 0);
     assert_memory_equal(f->local, f->pattern + 4096, 4096);
-    st_transport_ep_close(ep); /* destroys rkey too */
+    tp_ep_close(ep); /* destroys rkey too */
 }
 
 /* The target's own memory, registered (not allocated by the transport):
@@ -720,36 +465,34 @@ static void test_second_endpoint(void **state)
 static void test_user_region(void **state)
 {
     fixture_t *f = *state;
-    st_transport_rkey_t *rkey;
+    tp_rkey_t *rkey;
     waiter_t w = {0};
     uint8_t *want = malloc(USER_BYTES);
     assert_non_null(want);
     fill_pattern(want, USER_BYTES, USER_SEED);
-    assert_int_equal(st_transport_rkey_unpack(f->ep, f->user_rkey, f->user_rkey_len, &rkey), ST_OK);
+    assert_int_equal(tp_rkey_unpack(f->ep, f->user_rkey, f->user_rkey_len, &rkey), ST_OK);
     memset(f->local, 0, USER_BYTES);
-    assert_int_equal(st_transport_get(f->ep, f->local, USER_BYTES, f->local_mem, f->user_base, rkey,
-                                      on_done, &w),
-                     ST_OK);
+    assert_int_equal(
+        tp_get(f->ep, f->local, USER_BYTES, f->local_mem, f->user_base, rkey, on_done, &w), ST_OK);
     wait_for(f->tp, &w, 1, 0);
     assert_int_equal(w.failed, 0);
     assert_memory_equal(f->local, want, USER_BYTES);
 
     fill_pattern(f->local, 4099, 4242);
     assert_int_equal(
-        st_transport_put(f->ep, f->local, 4099, f->local_mem, f->user_base + 77, rkey, on_done, &w),
-        ST_OK);
-    assert_int_equal(st_transport_ep_flush(f->ep, HANG_GUARD_MS), ST_OK);
+        tp_put(f->ep, f->local, 4099, f->local_mem, f->user_base + 77, rkey, on_done, &w), ST_OK);
+    assert_int_equal(tp_ep_flush(f->ep, HANG_GUARD_MS), ST_OK);
     assert_int_equal(w.failed, 0);
     cmd_t c = {.cmd = CMD_SUM_USER, .off = 77, .len = 4099};
     uint64_t sum = 0;
-    assert_int_equal(write_full(f->sock, &c, sizeof(c)), 0);
-    assert_int_equal(read_full(f->sock, &sum, sizeof(sum)), 0);
+    assert_int_equal(fio_write_full(f->sock, &c, sizeof(c)), 0);
+    assert_int_equal(fio_read_full(f->sock, &sum, sizeof(sum)), 0);
     assert_true(sum == XXH3_64bits(f->local, 4099));
     /* This region ends where it ends, whatever else the peer registered. */
-    assert_int_equal(st_transport_get(f->ep, f->local, 2, f->local_mem,
-                                      f->user_base + USER_BYTES - 1, rkey, on_done, &w),
-                     ST_ERR_INVALID);
-    st_transport_rkey_destroy(rkey);
+    assert_int_equal(
+        tp_get(f->ep, f->local, 2, f->local_mem, f->user_base + USER_BYTES - 1, rkey, on_done, &w),
+        ST_ERR_INVALID);
+    tp_rkey_destroy(rkey);
     free(want);
 }
 
@@ -758,8 +501,8 @@ static uint64_t target_sum(fixture_t *f, uint32_t cmd, uint64_t off, uint64_t le
 {
     cmd_t c = {.cmd = cmd, .off = off, .len = len};
     uint64_t sum = 0;
-    assert_int_equal(write_full(f->sock, &c, sizeof(c)), 0);
-    assert_int_equal(read_full(f->sock, &sum, sizeof(sum)), 0);
+    assert_int_equal(fio_write_full(f->sock, &c, sizeof(c)), 0);
+    assert_int_equal(fio_read_full(f->sock, &sum, sizeof(sum)), 0);
     return sum;
 }
 
@@ -771,36 +514,36 @@ static uint64_t target_sum(fixture_t *f, uint32_t cmd, uint64_t off, uint64_t le
 static void attack_put(fixture_t *f, const char *what, const uint8_t *key, size_t key_len,
                        uint64_t remote_addr, size_t len)
 {
-    st_transport_ep_t *ep;
-    st_transport_rkey_t *rkey = NULL;
+    tp_ep_t *ep;
+    tp_rkey_t *rkey = NULL;
     waiter_t w = {0};
     st_status_t post, flush = ST_OK;
     const char *completion = "none";
 
-    assert_int_equal(st_transport_connect(f->tp, f->peer_addr, f->peer_addr_len, &ep), ST_OK);
-    st_status_t unpack = st_transport_rkey_unpack(ep, key, key_len, &rkey);
+    assert_int_equal(tp_connect(f->tp, f->peer_addr, f->peer_addr_len, &ep), ST_OK);
+    st_status_t unpack = tp_rkey_unpack(ep, key, key_len, &rkey);
     if (unpack != ST_OK) {
         printf("access: case=%s unpack=%s\n", what, st_strerror(unpack));
-        st_transport_ep_close(ep);
+        tp_ep_close(ep);
         return;
     }
     memset(f->local, 0x5a, len);
-    post = st_transport_put(ep, f->local, len, f->local_mem, remote_addr, rkey, on_done, &w);
+    post = tp_put(ep, f->local, len, f->local_mem, remote_addr, rkey, on_done, &w);
     if (post == ST_OK) {
-        uint64_t start = st_log_now_ms();
-        while (w.done == 0 && st_log_now_ms() - start < ATTACK_WAIT_MS) {
-            if (st_transport_progress(f->tp) == 0) {
-                (void)st_transport_wait(f->tp, 1);
+        uint64_t start = lg_now_ms();
+        while (w.done == 0 && lg_now_ms() - start < ATTACK_WAIT_MS) {
+            if (tp_progress(f->tp) == 0) {
+                (void)tp_wait(f->tp, 1);
             }
         }
         completion = w.done == 0 ? "none" : w.failed ? st_strerror(w.last) : "ok";
         if (w.done != 0) {
-            flush = st_transport_ep_flush(ep, ATTACK_WAIT_MS);
+            flush = tp_ep_flush(ep, ATTACK_WAIT_MS);
         }
     }
     printf("access: case=%s post=%s completion=%s flush=%s\n", what, st_strerror(post), completion,
            post == ST_OK && w.done != 0 ? st_strerror(flush) : "-");
-    st_transport_ep_close(ep); /* cancels what is still in flight, destroys rkey */
+    tp_ep_close(ep); /* cancels what is still in flight, destroys rkey */
 }
 
 /*
@@ -808,7 +551,7 @@ static void attack_put(fixture_t *f, const char *what, const uint8_t *key, size_
  * transport enforces"): a put through the key of a region registered for
  * remote read only, and a put through the key of a region the target has
  * deregistered since. Prints what happened; where the transport claims to
- * enforce (st_transport_enforces_access()), the bytes must not change, and
+ * enforce (tp_enforces_access()), the bytes must not change, and
  * where it does not, they are seen to change in at least one case (so the
  * claim is not stale the other way either). Reads of the read-only region
  * work either way.
@@ -817,21 +560,20 @@ static void test_access_enforced(void **state)
 {
     fixture_t *f = *state;
     uint8_t *want = malloc(RO_BYTES);
-    st_transport_rkey_t *rkey;
+    tp_rkey_t *rkey;
     waiter_t w = {0};
-    int enforced = st_transport_enforces_access(f->tp);
+    int enforced = tp_enforces_access(f->tp);
 
     assert_non_null(want);
     fill_pattern(want, RO_BYTES, RO_SEED);
-    assert_int_equal(st_transport_rkey_unpack(f->ep, f->ro_rkey, f->ro_rkey_len, &rkey), ST_OK);
+    assert_int_equal(tp_rkey_unpack(f->ep, f->ro_rkey, f->ro_rkey_len, &rkey), ST_OK);
     memset(f->local, 0, RO_BYTES);
-    assert_int_equal(
-        st_transport_get(f->ep, f->local, RO_BYTES, f->local_mem, f->ro_base, rkey, on_done, &w),
-        ST_OK);
+    assert_int_equal(tp_get(f->ep, f->local, RO_BYTES, f->local_mem, f->ro_base, rkey, on_done, &w),
+                     ST_OK);
     wait_for(f->tp, &w, 1, 0);
     assert_int_equal(w.failed, 0);
     assert_memory_equal(f->local, want, RO_BYTES);
-    st_transport_rkey_destroy(rkey);
+    tp_rkey_destroy(rkey);
 
     uint64_t ro_sum = XXH3_64bits(want, RO_BYTES);
     attack_put(f, "read-only key", f->ro_rkey, f->ro_rkey_len, f->ro_base + 4096, 8192);
@@ -846,8 +588,8 @@ static void test_access_enforced(void **state)
 
     printf("access: backend=%s path=%s enforces_access=%d read_only_put=%s "
            "deregistered_put=%s\n",
-           st_transport_backend_name(g_cfg.backend),
-           g_cfg.backend == ST_TRANSPORT_UCX ? g_cfg.ucx_tls : g_cfg.fabric_provider, enforced,
+           tp_backend_name(g_cfg.backend),
+           g_cfg.backend == TP_UCX ? g_cfg.ucx_tls : g_cfg.fabric_provider, enforced,
            ro_landed ? "LANDED" : "refused", rv_landed ? "LANDED" : "refused");
     if (enforced) {
         assert_false(ro_landed);
@@ -876,23 +618,22 @@ static void test_peer_gone(void **state)
     memset(f->local, 0, 4 * 65536);
     int accepted = 0;
     for (int i = 0; i < 4; i++) {
-        st_status_t st =
-            st_transport_get(f->ep, f->local + i * 65536, 65536, f->local_mem,
-                             f->remote_base + (uint64_t)i * 65536, f->rkey, on_done, &w);
+        st_status_t st = tp_get(f->ep, f->local + i * 65536, 65536, f->local_mem,
+                                f->remote_base + (uint64_t)i * 65536, f->rkey, on_done, &w);
         if (st == ST_OK) {
             accepted++;
         } else {
             assert_true(st == ST_ERR_UNAVAILABLE || st == ST_ERR_TRANSPORT);
         }
     }
-    uint64_t start = st_log_now_ms();
-    while (w.done < accepted && st_log_now_ms() - start < PEER_GONE_WAIT_MS) {
-        assert_true(st_transport_progress(f->tp) >= 0);
+    uint64_t start = lg_now_ms();
+    while (w.done < accepted && lg_now_ms() - start < PEER_GONE_WAIT_MS) {
+        assert_true(tp_progress(f->tp) >= 0);
     }
-    st_transport_ep_close(f->ep);
+    tp_ep_close(f->ep);
     f->ep = NULL;
     assert_int_equal(w.done, accepted);
-    assert_int_equal(st_transport_inflight(f->tp), 0);
+    assert_int_equal(tp_inflight(f->tp), 0);
     if (over_tcp) {
         assert_int_equal(w.failed, accepted);
     }
@@ -902,7 +643,7 @@ static void test_peer_gone(void **state)
     printf("peer gone: %d accepted, %d failed\n", accepted, w.failed);
 }
 
-/* Gets served at once by a copy (st_transport_get_now): over shared memory
+/* Gets served at once by a copy (tp_get_now): over shared memory
  * the transport-allocated region is mapped here and every one is served, and
  * checked byte by byte; elsewhere they are refused as unsupported (and then
  * posted); out-of-range ones are refused as invalid either way. */
@@ -911,7 +652,7 @@ static void test_get_now(void **state)
     fixture_t *f = *state;
     uint64_t rng = 0x9e77;
     int served = 0, unsupported = 0;
-    bool mapped = g_cfg.backend == ST_TRANSPORT_UCX && strstr(g_cfg.ucx_tls, "sm") != NULL;
+    bool mapped = g_cfg.backend == TP_UCX && strstr(g_cfg.ucx_tls, "sm") != NULL;
 
     for (int i = 0; i < 300; i++) {
         rng = splitmix64(rng);
@@ -920,8 +661,8 @@ static void test_get_now(void **state)
         size_t off = (size_t)(rng % (PATTERN_BYTES - len));
         size_t loff = (size_t)(splitmix64(rng) % 4096);
         memset(f->local + loff, 0, len);
-        st_status_t st = st_transport_get_now(f->ep, f->local + loff, len, f->local_mem,
-                                              f->remote_base + off, f->rkey);
+        st_status_t st =
+            tp_get_now(f->ep, f->local + loff, len, f->local_mem, f->remote_base + off, f->rkey);
         if (st == ST_OK) {
             served++;
             assert_memory_equal(f->local + loff, f->pattern + off, len);
@@ -935,16 +676,15 @@ static void test_get_now(void **state)
     } else {
         assert_int_equal(unsupported, 300);
     }
-    assert_int_equal(st_transport_inflight(f->tp), 0); /* nothing was posted */
-    assert_int_equal(st_transport_get_now(f->ep, f->local, 64, f->local_mem,
-                                          f->remote_base + REGION_BYTES - 32, f->rkey),
+    assert_int_equal(tp_inflight(f->tp), 0); /* nothing was posted */
+    assert_int_equal(
+        tp_get_now(f->ep, f->local, 64, f->local_mem, f->remote_base + REGION_BYTES - 32, f->rkey),
+        ST_ERR_INVALID);
+    assert_int_equal(tp_get_now(f->ep, f->local, 0, f->local_mem, f->remote_base, f->rkey),
                      ST_ERR_INVALID);
     assert_int_equal(
-        st_transport_get_now(f->ep, f->local, 0, f->local_mem, f->remote_base, f->rkey),
+        tp_get_now(f->ep, f->local + LOCAL_BYTES - 8, 64, f->local_mem, f->remote_base, f->rkey),
         ST_ERR_INVALID);
-    assert_int_equal(st_transport_get_now(f->ep, f->local + LOCAL_BYTES - 8, 64, f->local_mem,
-                                          f->remote_base, f->rkey),
-                     ST_ERR_INVALID);
     printf("get_now: %d served by a copy, %d unsupported\n", served, unsupported);
 }
 
@@ -975,7 +715,7 @@ static void msg_fill(uint8_t *buf, uint64_t seq, size_t len)
     memcpy(buf, &seq, sizeof(seq));
 }
 
-static void on_reply(void *arg, st_transport_msg_t *msg, const void *data, size_t len)
+static void on_reply(void *arg, tp_msg_t *msg, const void *data, size_t len)
 {
     msg_seen_t *seen = arg;
     const uint8_t *d = data;
@@ -1017,29 +757,28 @@ static void test_messages(void **state)
     uint8_t *buf = malloc(4u << 20);
     assert_non_null(buf);
     memset(&seen, 0, sizeof(seen));
-    if (g_cfg.backend != ST_TRANSPORT_UCX) {
-        assert_int_equal(st_transport_msg_listen(f->tp, on_reply, &seen), ST_ERR_UNSUPPORTED);
-        assert_int_equal(st_transport_msg_send(f->ep, "x", 1), ST_ERR_UNSUPPORTED);
+    if (g_cfg.backend != TP_UCX) {
+        assert_int_equal(tp_msg_listen(f->tp, on_reply, &seen), ST_ERR_UNSUPPORTED);
+        assert_int_equal(tp_msg_send(f->ep, "x", 1), ST_ERR_UNSUPPORTED);
         free(buf);
         return;
     }
-    assert_int_equal(st_transport_msg_listen(f->tp, on_reply, &seen), ST_OK);
-    assert_int_equal(st_transport_msg_send(f->ep, buf, 0), ST_ERR_INVALID);
-    assert_int_equal(st_transport_msg_send(f->ep, buf, (size_t)ST_TRANSPORT_MSG_MAX + 1),
-                     ST_ERR_INVALID);
+    assert_int_equal(tp_msg_listen(f->tp, on_reply, &seen), ST_OK);
+    assert_int_equal(tp_msg_send(f->ep, buf, 0), ST_ERR_INVALID);
+    assert_int_equal(tp_msg_send(f->ep, buf, (size_t)TP_MSG_MAX + 1), ST_ERR_INVALID);
     for (uint64_t seq = 0; seq <= MSG_COUNT; seq++) {
         size_t len = msg_len(seq);
         msg_fill(buf, seq, len);
-        assert_int_equal(st_transport_msg_send(f->ep, buf, len), ST_OK);
+        assert_int_equal(tp_msg_send(f->ep, buf, len), ST_OK);
         memset(buf, 0, len); /* the transport copied it */
         if (seq % 16 == 0) {
-            (void)st_transport_progress(f->tp);
+            (void)tp_progress(f->tp);
         }
     }
-    uint64_t start = st_log_now_ms();
+    uint64_t start = lg_now_ms();
     while (seen.n < MSG_COUNT + 1) {
-        assert_true(st_transport_progress(f->tp) >= 0);
-        if (st_log_now_ms() - start > HANG_GUARD_MS) {
+        assert_true(tp_progress(f->tp) >= 0);
+        if (lg_now_ms() - start > HANG_GUARD_MS) {
             fail_msg("only %d of %d replies", seen.n, MSG_COUNT + 1);
         }
     }
@@ -1047,7 +786,7 @@ static void test_messages(void **state)
     for (int i = 0; i <= MSG_COUNT; i++) {
         assert_int_equal(seen.got[i], 1);
     }
-    assert_int_equal(st_transport_msg_listen(f->tp, NULL, NULL), ST_OK);
+    assert_int_equal(tp_msg_listen(f->tp, NULL, NULL), ST_OK);
     free(buf);
 }
 
@@ -1055,29 +794,29 @@ static void test_messages(void **state)
 
 static void test_parse_backend(void **state)
 {
-    st_transport_backend_t b = 0;
-    assert_int_equal(st_transport_parse_backend("ucx", &b), ST_OK);
-    assert_int_equal(b, ST_TRANSPORT_UCX);
-    assert_int_equal(st_transport_parse_backend("LibFabric", &b), ST_OK);
-    assert_int_equal(b, ST_TRANSPORT_FABRIC);
-    assert_int_equal(st_transport_parse_backend("ofi", &b), ST_OK);
-    assert_int_equal(st_transport_parse_backend("verbs", &b), ST_ERR_INVALID);
-    assert_int_equal(st_transport_parse_backend(NULL, &b), ST_ERR_INVALID);
-    assert_int_equal(b, ST_TRANSPORT_FABRIC);
-    assert_string_equal(st_transport_backend_name(ST_TRANSPORT_UCX), "ucx");
-    assert_string_equal(st_transport_backend_name((st_transport_backend_t)9), "unknown");
+    tp_backend_t b = 0;
+    assert_int_equal(tp_parse_backend("ucx", &b), ST_OK);
+    assert_int_equal(b, TP_UCX);
+    assert_int_equal(tp_parse_backend("LibFabric", &b), ST_OK);
+    assert_int_equal(b, TP_FABRIC);
+    assert_int_equal(tp_parse_backend("ofi", &b), ST_OK);
+    assert_int_equal(tp_parse_backend("verbs", &b), ST_ERR_INVALID);
+    assert_int_equal(tp_parse_backend(NULL, &b), ST_ERR_INVALID);
+    assert_int_equal(b, TP_FABRIC);
+    assert_string_equal(tp_backend_name(TP_UCX), "ucx");
+    assert_string_equal(tp_backend_name((tp_backend_t)9), "unknown");
 }
 
 static void test_create_refused(void **state)
 {
-    st_transport_t *tp = NULL;
-    st_transport_config_t none = {0};
-    assert_int_equal(st_transport_create(&none, &tp), ST_ERR_INVALID);
-    assert_int_equal(st_transport_create(NULL, &tp), ST_ERR_INVALID);
-    st_transport_config_t ucx = {.backend = ST_TRANSPORT_UCX, .ucx_tls = "no-such-transport"};
-    assert_int_equal(st_transport_create(&ucx, &tp), ST_ERR_UNSUPPORTED);
-    st_transport_config_t fab = {.backend = ST_TRANSPORT_FABRIC, .fabric_provider = "no-such"};
-    assert_int_equal(st_transport_create(&fab, &tp), ST_ERR_UNSUPPORTED);
+    tp_transport_t *tp = NULL;
+    tp_config_t none = {0};
+    assert_int_equal(tp_create(&none, &tp), ST_ERR_INVALID);
+    assert_int_equal(tp_create(NULL, &tp), ST_ERR_INVALID);
+    tp_config_t ucx = {.backend = TP_UCX, .ucx_tls = "no-such-transport"};
+    assert_int_equal(tp_create(&ucx, &tp), ST_ERR_UNSUPPORTED);
+    tp_config_t fab = {.backend = TP_FABRIC, .fabric_provider = "no-such"};
+    assert_int_equal(tp_create(&fab, &tp), ST_ERR_UNSUPPORTED);
     assert_null(tp);
 }
 
@@ -1085,29 +824,46 @@ static void test_create_refused(void **state)
  * transport of the other backend refuses by name. */
 static void test_local_objects(void **state)
 {
-    st_transport_t *tp, *other;
-    st_transport_mem_t *mem;
-    assert_int_equal(st_transport_create(&g_cfg, &tp), ST_OK);
-    assert_int_equal(st_transport_mem_alloc(tp, 0, &mem), ST_ERR_INVALID);
-    assert_int_equal(st_transport_mem_register(tp, NULL, 64, &mem), ST_ERR_INVALID);
-    assert_int_equal(st_transport_mem_alloc(tp, 3 << 20, &mem), ST_OK);
-    assert_int_equal(st_transport_mem_len(mem), 3 << 20);
-    memset(st_transport_mem_addr(mem), 0x11, 3 << 20); /* writable, all of it */
-    st_transport_mem_deregister(tp, mem);
+    tp_transport_t *tp, *other;
+    tp_mem_t *mem;
+    assert_int_equal(tp_create(&g_cfg, &tp), ST_OK);
+    assert_int_equal(tp_mem_alloc(tp, 0, &mem), ST_ERR_INVALID);
+    assert_int_equal(tp_mem_register(tp, NULL, 64, &mem), ST_ERR_INVALID);
+    assert_int_equal(tp_mem_alloc(tp, 3 << 20, &mem), ST_OK);
+    assert_int_equal(tp_mem_len(mem), 3 << 20);
+    memset(tp_mem_addr(mem), 0x11, 3 << 20); /* writable, all of it */
+    tp_mem_deregister(tp, mem);
 
-    st_transport_config_t cfg = {.backend = g_cfg.backend == ST_TRANSPORT_UCX ? ST_TRANSPORT_FABRIC
-                                                                              : ST_TRANSPORT_UCX};
-    if (st_transport_create(&cfg, &other) == ST_OK) {
+    tp_config_t cfg = {.backend = g_cfg.backend == TP_UCX ? TP_FABRIC : TP_UCX};
+    if (tp_create(&cfg, &other) == ST_OK) {
         const void *addr;
         size_t len;
-        st_transport_ep_t *ep = NULL;
-        st_transport_address(other, &addr, &len);
-        assert_int_equal(st_transport_connect(tp, addr, len, &ep), ST_ERR_INVALID);
+        tp_ep_t *ep = NULL;
+        tp_address(other, &addr, &len);
+        assert_int_equal(tp_connect(tp, addr, len, &ep), ST_ERR_INVALID);
         assert_null(ep);
-        st_transport_destroy(other);
+        tp_destroy(other);
     }
-    assert_int_equal(st_transport_inflight(tp), 0);
-    st_transport_destroy(tp); /* with nothing left to close */
+    assert_int_equal(tp_inflight(tp), 0);
+    tp_destroy(tp); /* with nothing left to close */
+}
+
+/* The environment's UCX_TCP_TX_SEG_SIZE and UCX_TCP_RX_SEG_SIZE when main() started. */
+static const char *g_env_tx, *g_env_rx;
+
+/* UCX: the tcp segment sizes strata applies (transport/ucx.c,
+ * docs/transport.md "UCX settings strata applies") are in the environment
+ * once a transport was created, and an operator's own value is left as it
+ * was (test_transport_ucx_tcp_env sets UCX_TCP_TX_SEG_SIZE=64K). */
+static void test_ucx_defaults(void **state)
+{
+    if (g_cfg.backend != TP_UCX) {
+        skip();
+    }
+    assert_non_null(getenv("UCX_TCP_TX_SEG_SIZE"));
+    assert_non_null(getenv("UCX_TCP_RX_SEG_SIZE"));
+    assert_string_equal(getenv("UCX_TCP_TX_SEG_SIZE"), g_env_tx != NULL ? g_env_tx : "256K");
+    assert_string_equal(getenv("UCX_TCP_RX_SEG_SIZE"), g_env_rx != NULL ? g_env_rx : "512K");
 }
 
 int main(int argc, char **argv)
@@ -1117,23 +873,25 @@ int main(int argc, char **argv)
                 argv[0]);
         return 2;
     }
-    if (st_transport_parse_backend(argv[1], &g_cfg.backend) != ST_OK) {
+    if (tp_parse_backend(argv[1], &g_cfg.backend) != ST_OK) {
         return 2;
     }
-    if (g_cfg.backend == ST_TRANSPORT_UCX) {
+    if (g_cfg.backend == TP_UCX) {
         g_cfg.ucx_tls = argv[2];
         if (argc > 3 && strcmp(argv[3], "peer-failure") == 0) {
-            g_cfg.ucx_peer_failure = ST_TRANSPORT_PEER_FAILURE_ON;
+            g_cfg.ucx_peer_failure = TP_PEER_FAILURE_ON;
         }
     } else {
         g_cfg.fabric_provider = argv[2];
         g_cfg.fabric_domain = argc > 3 ? argv[3] : NULL;
     }
     signal(SIGPIPE, SIG_IGN);
+    g_env_tx = getenv("UCX_TCP_TX_SEG_SIZE") != NULL ? strdup(getenv("UCX_TCP_TX_SEG_SIZE")) : NULL;
+    g_env_rx = getenv("UCX_TCP_RX_SEG_SIZE") != NULL ? strdup(getenv("UCX_TCP_RX_SEG_SIZE")) : NULL;
 
     /* Skip (77) where this backend or provider is not offered here. */
-    st_transport_t *probe;
-    st_status_t st = st_transport_create(&g_cfg, &probe);
+    tp_transport_t *probe;
+    st_status_t st = tp_create(&g_cfg, &probe);
     if (st == ST_ERR_UNSUPPORTED) {
         printf("skip: %s %s is not available here\n", argv[1], argv[2]);
         return 77;
@@ -1142,7 +900,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "cannot create the transport: %s\n", st_strerror(st));
         return 1;
     }
-    st_transport_destroy(probe);
+    tp_destroy(probe);
 
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_get_pattern),   cmocka_unit_test(test_put_get_roundtrip),
@@ -1156,6 +914,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_parse_backend),
         cmocka_unit_test(test_create_refused),
         cmocka_unit_test(test_local_objects),
+        cmocka_unit_test(test_ucx_defaults),
     };
     int failed = cmocka_run_group_tests(local_tests, NULL, NULL);
     return failed + cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -1,0 +1,259 @@
+"""save() and resume() of a transformers model's DynamicCache on a strata cluster."""
+
+import concurrent.futures
+import threading
+import time
+import weakref
+
+import numpy as np
+import torch
+
+import strata
+
+from .identity import model_name
+from .layout import probe_layout
+
+
+def _tokens(input_ids):
+    """input_ids (a (1, T) or (T,) tensor, a numpy array or a list) as a uint32 numpy array."""
+    if torch.is_tensor(input_ids):
+        if input_ids.dim() == 2:
+            if input_ids.shape[0] != 1:
+                raise ValueError("strata.hf resumes one sequence at a time, not a batch of %d" %
+                                 input_ids.shape[0])
+            input_ids = input_ids[0]
+        input_ids = input_ids.cpu().numpy()
+    arr = np.asarray(input_ids)
+    if arr.ndim != 1:
+        raise ValueError("input_ids: expected one sequence, got shape %s" % (arr.shape,))
+    if arr.size and (arr.min() < 0 or arr.max() > 0xFFFFFFFF):
+        raise ValueError("input_ids: token ids must fit in 32 bits")
+    return arr.astype(np.uint32)
+
+
+class SaveStats:
+    """What one save wrote: objects and bytes, and the statuses other than 0 it got back."""
+
+    def __init__(self):
+        self.objects = self.bytes = 0
+        self.failed = []  # [(block, kind, layer, status)]
+        self.kda_block = None
+
+    def __repr__(self):
+        return "SaveStats(objects=%d, bytes=%d, kda_block=%s, failed=%d)" % (
+            self.objects, self.bytes, self.kda_block, len(self.failed))
+
+
+class Store:
+    """A model's cache on a strata cluster.
+
+    model: a transformers causal LM on its device. nodes etc.: strata.Client's arguments
+    (the model name is derived here: model_name()). kda_interval: blocks between the
+    checkpoints that prefill() takes (the end of a prompt's last full block is one too).
+    """
+
+    def __init__(self, model, nodes=None, tenant="hf", kda_interval=16, client=None, **client_kw):
+        if kda_interval < 1:
+            raise ValueError("kda_interval must be at least 1, not %d" % kda_interval)
+        self.model = model
+        self.device = next(model.parameters()).device
+        self.layout = probe_layout(model)
+        self.model_name = model_name(model, self.layout)
+        self.client = client or strata.Client(nodes, tenant=tenant, model=self.model_name,
+                                              **client_kw)
+        self.block_tokens = self.client.block_tokens
+        self.kda_interval = kda_interval
+        self.checkpoints = set()  # token positions this Store wrote a KDA object at
+        self.saved_positions = set()  # token positions up to which it wrote KV (and IDX)
+        self._saved = weakref.WeakKeyDictionary()  # cache -> blocks of KV and IDX written
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="strata-hf")
+        self._pending = []
+        self._lock = threading.Lock()
+
+    def close(self):
+        self.flush()
+        self._pool.shutdown()
+        self.client.close()
+
+    def new_cache(self):
+        from transformers import DynamicCache
+        return DynamicCache(config=self.model.config)
+
+    # --- writing ----------------------------------------------------------------------
+
+    def save(self, cache, input_ids, background=True):
+        """Writes what is new in cache since its last save: the KV (and IDX) rows of every
+        full block not yet written and, when the cache stands exactly at a block boundary,
+        the KDA checkpoint of that block. input_ids: at least the tokens the cache holds.
+        The rows are copied to the host before save returns; the puts run on a background
+        thread when background is set (flush() waits for them). Returns a SaveStats, filled
+        once the puts are done."""
+        tokens = _tokens(input_ids)
+        pos = cache.get_seq_length()
+        if len(tokens) < pos:
+            raise ValueError("save: the cache holds %d tokens but input_ids only %d" %
+                             (pos, len(tokens)))
+        bt = self.block_tokens
+        full = pos // bt
+        first = min(self._saved.get(cache, 0), full)
+        objects = []
+        for a in self.layout.attention:
+            layer = cache.layers[a.index]
+            if full > first:
+                rows = a.rows(layer, first * bt, full * bt).numpy()
+                for b in range(first, full):
+                    objects.append((b, strata.KV, a.ordinal,
+                                    rows[(b - first) * bt:(b - first + 1) * bt]))
+                if a.idx_dim:
+                    rows = a.idx_rows(layer, first * bt, full * bt).numpy()
+                    for b in range(first, full):
+                        objects.append((b, strata.IDX, a.ordinal,
+                                        rows[(b - first) * bt:(b - first + 1) * bt]))
+        stats = SaveStats()
+        if self.layout.linear and full and pos % bt == 0:
+            objects.append((full - 1, strata.KDA, 0, self.layout.kda_state(cache).numpy()))
+            stats.kda_block = full - 1
+            self.checkpoints.add(pos)
+        self._saved[cache] = full
+        self.saved_positions.add(full * bt)
+        if not objects:
+            return stats
+        chain = self.client.hash(tokens[:full * bt])
+        if background:
+            with self._lock:
+                self._pending.append(self._pool.submit(self._put, chain, objects, stats))
+        else:
+            self._put(chain, objects, stats)
+        return stats
+
+    def _put(self, chain, objects, stats):
+        statuses = self.client.put(chain, objects)
+        for (b, kind, layer, data), st in zip(objects, statuses):
+            if st == 0:
+                stats.objects += 1
+                stats.bytes += data.nbytes
+            else:
+                stats.failed.append((b, kind, layer, st))
+        return stats
+
+    def flush(self):
+        """Waits for the background puts; raises the first error one of them raised."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+        for f in pending:
+            f.result()
+
+    # --- reading ----------------------------------------------------------------------
+
+    def resume(self, input_ids):
+        """The model's own cache filled from the cluster up to the resumable prefix of
+        input_ids, and that prefix's length in tokens (0: a fresh cache). At least the last
+        token is left to compute, so the caller's forward of input_ids[reused:] gives the
+        next token's logits. The prefix ends at a KDA checkpoint when the model has
+        linear-attention layers, else at the last cached block. A read that fails (a node
+        died) is retried once after a new lookup, then the whole prompt is recomputed."""
+        tokens = _tokens(input_ids)
+        bt = self.block_tokens
+        limit = (len(tokens) - 1) // bt if len(tokens) else 0
+        # What the latest resume did: blocks the lookup offered, reads tried, bytes read,
+        # seconds in the reads (get_s) and in the copies to the device (fill_s).
+        self.last_resume = {"lookup_blocks": 0, "attempts": 0, "bytes": 0}
+        if limit == 0:
+            return self.new_cache(), 0
+        chain = self.client.hash(tokens[:limit * bt])
+        for _ in range(2):
+            try:
+                found = self.client.lookup(chain, layers=self.layout.idx_layers)
+            except strata.Error:  # every node down: recompute
+                break
+            blocks = found.resumable_blocks if self.layout.linear else found.matched_blocks
+            self.last_resume["lookup_blocks"] = blocks
+            if blocks == 0:
+                break
+            self.last_resume["attempts"] += 1
+            cache = self._load(chain, blocks)
+            if cache is not None:
+                self._saved[cache] = blocks
+                return cache, blocks * bt
+        return self.new_cache(), 0
+
+    def _load(self, chain, blocks):
+        """A cache of blocks blocks read from the cluster, or None when a read failed."""
+        bt, lay = self.block_tokens, self.layout
+        pin = self.device.type == "cuda"
+        ops, bufs = [], []
+        for a in lay.attention:
+            kv = torch.empty(blocks * bt * a.row_bytes, dtype=torch.uint8, pin_memory=pin)
+            idx = torch.empty(blocks * bt * a.idx_row_bytes, dtype=torch.uint8, pin_memory=pin)
+            kvn, idxn = kv.numpy(), idx.numpy()
+            n_kv = bt * a.row_bytes
+            for b in range(blocks):
+                ops.append((b, strata.KV, a.ordinal, kvn[b * n_kv:(b + 1) * n_kv]))
+                if a.idx_dim:
+                    n = bt * a.idx_row_bytes
+                    ops.append((b, strata.IDX, a.ordinal, idxn[b * n:(b + 1) * n]))
+            bufs.append((a, kv, idx))
+        kda = torch.empty(lay.kda_bytes, dtype=torch.uint8, pin_memory=pin)
+        if lay.linear:
+            ops.append((blocks - 1, strata.KDA, 0, kda.numpy()))
+        self._before_get(blocks)
+        t0 = time.perf_counter()
+        try:
+            got = self.client.get(chain[:blocks * 16], ops)
+        except strata.Error:
+            return None
+        t1 = time.perf_counter()
+        for (_, _, _, dst), (st, length) in zip(ops, got):
+            if st != 0 or length != dst.nbytes:
+                return None
+        self.last_resume["bytes"] = sum(d.nbytes for _, _, _, d in ops)
+        cache = self.new_cache()
+        for a, kv, idx in bufs:
+            a.fill(cache.layers[a.index], kv, self.device, idx)
+        if lay.linear:
+            lay.fill_linear(cache, kda, self.device)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.last_resume.update(get_s=t1 - t0, fill_s=time.perf_counter() - t1)
+        return cache
+
+    def _before_get(self, blocks):
+        """Called between a lookup and the reads it plans (tests kill a node here)."""
+
+    # --- computing --------------------------------------------------------------------
+
+    def boundaries(self, start, end):
+        """Where prefill() from start to end stops to checkpoint: every kda_interval blocks
+        and the last block boundary before end (models without linear layers: nowhere)."""
+        if not self.layout.linear:
+            return []
+        bt, step = self.block_tokens, self.block_tokens * self.kda_interval
+        stops = set(range((start // step + 1) * step, end, step))
+        last = end // bt * bt
+        if start < last:
+            stops.add(last)
+        return sorted(p for p in stops if start < p <= end)
+
+    def prefill(self, input_ids, cache=None, start=0, save=True):
+        """Runs the model over input_ids[start:] into cache (a new one if None), in chunks
+        that end at the checkpoint boundaries, saving after each; returns (logits of the
+        last chunk, cache)."""
+        ids = input_ids if torch.is_tensor(input_ids) else torch.tensor([list(input_ids)])
+        ids = ids.view(1, -1).to(self.device)
+        end = ids.shape[1]
+        cache = cache if cache is not None else self.new_cache()
+        if cache.get_seq_length() != start:
+            raise ValueError("prefill: the cache holds %d tokens, not start=%d" %
+                             (cache.get_seq_length(), start))
+        if start >= end:
+            raise ValueError("prefill: nothing to compute (start %d, %d tokens)" % (start, end))
+        out = None
+        with torch.no_grad():
+            for stop in self.boundaries(start, end) + [end]:
+                if stop <= start:
+                    continue
+                out = self.model(ids[:, start:stop], past_key_values=cache, use_cache=True)
+                start = stop
+                if save:
+                    self.save(cache, ids[0, :stop])
+        return out.logits, cache

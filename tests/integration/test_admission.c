@@ -1,0 +1,170 @@
+/*
+ * test_admission.c - admission control of a real stratad (docs/daemon.md,
+ * "Fairness and admission") through libstrata: one daemon that runs one gRPC
+ * handler at a time (max_serving_calls 1) and queues at most two calls
+ * (max_queued_calls 2), flooded by eight clients, each on its own connection,
+ * reading the same 8 MiB of objects again and again.
+ *
+ * Every object of every get is either the bytes that were put or
+ * ST_ERR_OVERLOADED: no other error (no node marked down), no wrong byte.
+ * (The hint itself is checked over srpc in test_rpc_sched.) The flood is refused at least
+ * once (eight 8 MiB gets cannot all fit one handler and two queue places; the
+ * test floods until one is, at most 50 rounds), and the daemon serves normally
+ * after it.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+#include <cmocka.h>
+
+#include "client_fixture.h"
+#include "cluster.h"
+#include "strata/strata.h"
+#include "stratad_arg.h"
+
+#define N_BLOCKS  64
+#define OBJ       (128u << 10)
+#define N_CLIENTS 8
+#define ROUNDS    4
+
+static const char *stratad_path;
+static tc_cluster_t g_cl;
+static st_hash_t *g_chain;
+static uint8_t *g_data; /* N_BLOCKS objects of OBJ bytes */
+
+typedef struct flood {
+    pthread_t thread;
+    st_client_t *c; /* connected before the flood starts */
+    uint64_t ok, overloaded, other;
+    st_status_t other_status;
+    int wrong_bytes;
+} flood_t;
+
+static void *flood_thread(void *arg)
+{
+    flood_t *f = arg;
+    st_client_t *c = f->c;
+    st_get_op_t *ops = calloc(N_BLOCKS, sizeof(*ops));
+    uint8_t *buf = malloc((size_t)N_BLOCKS * OBJ);
+
+    if (ops == NULL || buf == NULL) {
+        f->other++;
+        goto out;
+    }
+    for (int r = 0; r < ROUNDS; r++) {
+        st_handle_t *h;
+
+        for (size_t i = 0; i < N_BLOCKS; i++) {
+            ops[i] = (st_get_op_t){i, ST_KIND_KV, 0, buf + i * OBJ, OBJ, 0, NULL, 0, 0, 0};
+        }
+        if (st_client_get(c, g_chain, N_BLOCKS, ops, N_BLOCKS, &h) != ST_OK) {
+            f->other++;
+            continue;
+        }
+        st_handle_wait(h, 60000);
+        st_handle_release(h);
+        for (size_t i = 0; i < N_BLOCKS; i++) {
+            if (ops[i].status == ST_OK) {
+                f->ok++;
+                f->wrong_bytes +=
+                    ops[i].length != OBJ || memcmp(buf + i * OBJ, g_data + i * OBJ, OBJ) != 0;
+            } else if (ops[i].status == ST_ERR_OVERLOADED) {
+                f->overloaded++;
+            } else {
+                f->other++;
+                f->other_status = ops[i].status;
+            }
+        }
+    }
+out:
+    free(ops);
+    free(buf);
+    return NULL;
+}
+
+static void put_objects(st_client_t *c)
+{
+    st_put_op_t ops[N_BLOCKS];
+    st_handle_t *h;
+
+    for (size_t i = 0; i < (size_t)N_BLOCKS * OBJ; i++) {
+        g_data[i] = (uint8_t)((i * 2654435761u) >> 13);
+    }
+    for (size_t i = 0; i < N_BLOCKS; i++) {
+        ops[i] = (st_put_op_t){i, ST_KIND_KV, 0, g_data + i * OBJ, OBJ, 0, 0};
+    }
+    assert_int_equal(st_client_put(c, g_chain, N_BLOCKS, ops, N_BLOCKS, 0, &h), ST_OK);
+    assert_int_equal(st_handle_wait(h, 60000), ST_OK);
+    st_handle_release(h);
+    for (size_t i = 0; i < N_BLOCKS; i++) {
+        assert_int_equal(ops[i].status, ST_OK);
+    }
+}
+
+static void test_flood_is_refused_cleanly(void **state)
+{
+    st_client_params_t p;
+    st_client_t *c;
+    uint64_t ok = 0, overloaded = 0;
+    st_lookup_result_t lr;
+
+    (void)state;
+    assert_int_equal(
+        tc_start(&g_cl, stratad_path, 1, "--threads 3 --max-serving-calls 1 --max-queued-calls 2"),
+        0);
+    cf_params_session(&p, g_cl.peers, "k3", 60000);
+    c = cf_connect_retry(&p, 100);
+    g_chain = cf_chain(c, 7, N_BLOCKS);
+    g_data = malloc((size_t)N_BLOCKS * OBJ);
+    assert_non_null(g_data);
+    put_objects(c);
+
+    for (int round = 0; round < 50 && overloaded == 0; round++) {
+        flood_t f[N_CLIENTS];
+
+        memset(f, 0, sizeof(f));
+        for (int i = 0; i < N_CLIENTS; i++) {
+            f[i].c = cf_connect(&p); /* a Hello in a flood may be refused too */
+        }
+        for (int i = 0; i < N_CLIENTS; i++) {
+            assert_int_equal(pthread_create(&f[i].thread, NULL, flood_thread, &f[i]), 0);
+        }
+        for (int i = 0; i < N_CLIENTS; i++) {
+            pthread_join(f[i].thread, NULL);
+            if (f[i].other != 0) {
+                fail_msg("client %d: %" PRIu64 " objects failed otherwise, last %s", i, f[i].other,
+                         st_status_name(f[i].other_status));
+            }
+            assert_int_equal(f[i].wrong_bytes, 0);
+            ok += f[i].ok;
+            overloaded += f[i].overloaded;
+            st_client_close(f[i].c);
+        }
+    }
+    print_message("flood: %" PRIu64 " objects read, %" PRIu64 " refused\n", ok, overloaded);
+    assert_true(overloaded > 0);
+    assert_true(ok > 0);
+
+    /* The daemon goes on serving: a lookup and a get of everything. */
+    assert_int_equal(st_client_lookup(c, g_chain, N_BLOCKS, 0, &lr), ST_OK);
+    flood_t after = {.c = c};
+
+    flood_thread(&after);
+    assert_int_equal(after.other, 0);
+    assert_int_equal(after.wrong_bytes, 0);
+    assert_int_equal(after.overloaded, 0);
+    assert_int_equal(after.ok, (uint64_t)N_BLOCKS * ROUNDS);
+    st_client_close(c);
+    free(g_chain);
+    free(g_data);
+    tc_stop_all(&g_cl);
+}
+
+TM_STRATAD_GROUP_MAIN(NULL, "STRATAD", &stratad_path, NULL, NULL,
+                      cmocka_unit_test(test_flood_is_refused_cleanly))
