@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The README's main-job command: installs what is missing, builds strata,
 # starts a local cluster of three stratad daemons on loopback with two
-# tenants and TLS, and runs the engine beside it.
+# tenants and TLS, which find each other through etcd (membership on etcd:
+# docs/membership.md; a throwaway etcd started by scripts/etcd.sh), and runs
+# the engine beside it.
 #
 # Setup, all in a temporary directory removed at the end: a throwaway CA and a
 # certificate for the daemons (tests/tools/make_test_certs.sh, openssl), a
 # tenants file with two tenants, `chat` and `batch` (a random token each; the
 # file holds only their SHA-256, and each tenant's quotas per daemon), a
 # cluster secret and a metrics token in files, and one client config file per
-# tenant (nodes, tenant, token, CA), so that no secret is on a command line.
+# tenant (etcd, tenant, token, CA), so that no secret is on a command line.
 # The daemons serve gRPC over TLS only (peer calls too), `/stats` over HTTPS
 # with the metrics token.
 #
@@ -17,7 +19,9 @@
 # cluster, printing per turn the prompt, the tokens reused from the cluster
 # and recomputed, time to first token, decode time per token, bytes fetched,
 # overlap efficiency and local hit rate, each later turn checked against a
-# full recompute (--compare). As tenant `batch`, `strata bench` drives the
+# full recompute (--compare); then a short conversation with a picture in
+# two turns (its embeddings encoded once, then read from its VIS object). As
+# tenant `batch`, `strata bench` drives the
 # cache alone with 64K-token conversations. Last, isolation as the tenants
 # see it: each tenant's use and quotas on each node (from /stats), chat's
 # first prompt looked up by chat (cached) and by batch under the same model
@@ -41,6 +45,7 @@ fi
 
 work="$(mktemp -d /tmp/strata-demo.XXXXXX)"
 pids=()
+etcd_pid=""
 stop_cluster() {
     for pid in "${pids[@]}"; do
         kill -TERM "$pid" 2>/dev/null || true
@@ -48,12 +53,17 @@ stop_cluster() {
     for pid in "${pids[@]}"; do
         wait "$pid" 2>/dev/null || true
     done
+    # After the daemons, which deregister as they stop.
+    if [ -n "$etcd_pid" ]; then
+        bash scripts/etcd.sh stop "$etcd_pid" || true
+    fi
     rm -rf "$work"
 }
 trap stop_cluster EXIT
 trap 'exit 130' INT TERM
 
-# Six free loopback ports: gRPC and metrics of each daemon.
+# Six free loopback ports: gRPC and metrics of each daemon; then etcd's
+# client port, whose successor (its peer port) is free too.
 mapfile -t ports < <(/usr/bin/python3 - <<'PY'
 import socket
 socks = []
@@ -63,9 +73,22 @@ for _ in range(6):
     socks.append(s)
 for s in socks:
     print(s.getsockname()[1])
+for _ in range(100):
+    a, b = socket.socket(), socket.socket()
+    try:
+        a.bind(("127.0.0.1", 0))
+        b.bind(("127.0.0.1", a.getsockname()[1] + 1))
+    except OSError:
+        continue
+    finally:
+        b.close()
+    print(a.getsockname()[1])
+    a.close()
+    break
 PY
 )
 nodes="127.0.0.1:${ports[0]},127.0.0.1:${ports[1]},127.0.0.1:${ports[2]}"
+etcd="http://127.0.0.1:${ports[6]}"
 
 # Secrets: 128 random bits each, in files of mode 0600.
 umask 077
@@ -90,9 +113,13 @@ sed 's/sha256:\([0-9a-f]\{12\}\)[0-9a-f]*/sha256:\1.../' "$work/tenants"
 for t in chat batch; do
     token_var="${t}_token"
     # Read by --config: connection settings and the token, off the command line.
-    printf 'nodes = %s\ntenant = %s\ntoken = %s\ntls_ca = %s\n' "$nodes" "$t" \
+    printf 'etcd = %s\ntenant = %s\ntoken = %s\ntls_ca = %s\n' "$etcd" "$t" \
         "${!token_var}" "$work/tls/ca.pem" > "$work/$t.conf"
 done
+
+echo
+echo "== membership: a throwaway etcd at $etcd (scripts/etcd.sh); the daemons register there"
+etcd_pid="$(ETCD_WATCH_PID=$$ bash scripts/etcd.sh start "${ports[6]}" "$work/etcd")"
 
 echo
 echo "== starting a local cluster of 3 daemons over TLS: $nodes"
@@ -104,7 +131,7 @@ echo "== starting a local cluster of 3 daemons over TLS: $nodes"
 # libfabric (its providers enforce keys: docs/security.md).
 echo "   (data plane: UCX shared memory, which enforces no keys: --allow-shared-dataplane)"
 for i in 0 1 2; do
-    "$bin/cached/stratad" --listen "127.0.0.1:${ports[$i]}" --peers "$nodes" \
+    "$bin/cached/stratad" --listen "127.0.0.1:${ports[$i]}" --etcd "$etcd" \
         --cluster-secret-file "$work/cluster-secret" --tenants-file "$work/tenants" \
         --tls-cert "$work/tls/server.pem" --tls-key "$work/tls/server.key" \
         --tls-ca "$work/tls/ca.pem" --memory-limit 768M --allow-shared-dataplane \
@@ -125,6 +152,10 @@ for i in 0 1 2; do
         exit 1
     fi
 done
+# The members as etcd holds them: each daemon's record under its lease.
+echo "   members in etcd (clients find the cluster there: etcd = $etcd in their config):"
+ETCDCTL_API=3 etcdctl --endpoints "$etcd" get --prefix /strata/members/ --print-value-only |
+    sed -n 's/^grpc=\(.*\)/     \1/p; s/^state=\(.*\)/       state \1/p'
 
 # Each node's use per tenant, as the operator reads it: /stats over HTTPS with
 # the metrics token.
@@ -163,6 +194,25 @@ echo "== tenant chat, the engine: a 4-turn conversation over an 8192-token histo
 model="$(sed -n 's/^strata-engine: model \([^ ]*\).*/\1/p' "$work/engine.out" | head -1)"
 
 echo
+echo "== tenant chat, images: a picture in the conversation, encoded once, its embeddings cached"
+# A 96 x 64 picture (binary PPM; 6 x 4 patches of 16 pixels, 24 image tokens) in turn 1
+# after 200 text tokens, and again in turn 2 after 64: turn 2 resumes turn 1 (the picture's
+# KV included) and finds the second copy's embeddings in the picture's VIS object.
+/usr/bin/python3 - "$work/picture.ppm" <<'PY'
+import sys
+w, h = 96, 64
+px = bytearray()
+for y in range(h):
+    for x in range(w):
+        inside = (x - 60) ** 2 + (y - 30) ** 2 < 300
+        px += bytes((220, 60, 40) if inside else (x * 2, y * 3, 160))
+open(sys.argv[1], "wb").write(b"P6\n%d %d\n255\n" % (w, h) + bytes(px))
+PY
+"$bin/engine/strata-engine" --config "$work/chat.conf" --transport ucx --session demo-images \
+    --turns 2 --history-tokens 512 --turn-tokens 128 --decode-tokens 8 \
+    --image "$work/picture.ppm@1:200,$work/picture.ppm@2:64" --compare
+
+echo
 echo "== tenant batch, the cache alone: 4 conversations of 4 turns over 64K-token prompts (strata bench)"
 # shellcheck disable=SC2086
 "$bin/client/strata" bench --config "$work/batch.conf" --transport ucx --sessions 4 --turns 4 \
@@ -187,6 +237,30 @@ echo "\$ strata lookup --config chat.conf --model $model --tokens-file prompt.to
 echo "\$ strata lookup --config batch.conf --model $model --tokens-file prompt.tokens"
 "$bin/client/strata" lookup --config "$work/batch.conf" --model "$model" \
     --tokens-file "$work/prompt.tokens"
+
+echo
+echo "== the Python package (client/python/strata, docs/python.md): chat's prompt looked up as an application would"
+py_env=(STRATA_LIB="$bin/client/libstrata.so" PYTHONPATH="$PWD/client/python")
+# A sanitized build (the test suite's ASan run): python needs the ASan runtime that
+# libstrata links first. The path comes from ldd's whole output (awk reads it all: a
+# `grep -q` would close the pipe early and pipefail would then count ldd's SIGPIPE).
+asan_rt=$(ldd "$bin/client/libstrata.so" 2> /dev/null | awk '$1 ~ /^libasan\.so/ { print $3 }')
+if [[ -n "$asan_rt" ]]; then
+    py_env+=(LD_PRELOAD="$asan_rt" ASAN_OPTIONS=detect_leaks=0)
+fi
+env "${py_env[@]}" /usr/bin/python3 - "$work/chat.conf" "$model" "$work/prompt.tokens" <<'PY'
+import sys
+
+import strata
+
+conf, model, path = sys.argv[1:]
+tokens = [int(t) for t in open(path).read().split()]
+with strata.Client.from_config(conf, model=model) as c:
+    found = c.lookup(c.hash(tokens))
+    print("strata.Client.lookup: %r" % found)
+    if found.matched_blocks == 0:
+        sys.exit("run-demo: the Python package found none of chat's prompt")
+PY
 
 echo
 echo "== isolation: batch's token on chat's namespace is refused"
