@@ -50,7 +50,7 @@ def h2d_rate(torch, nbytes, reps=10):
     return med(rates)
 
 
-def start(stratad, n=2):
+def start(stratad, n=2, block_tokens=64):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                     "integration"))
     from obs_harness import free_port
@@ -60,7 +60,8 @@ def start(stratad, n=2):
     for p in ports:
         pr = subprocess.Popen([stratad, "--listen", "127.0.0.1:%d" % p, "--peers", nodes,
                                "--cluster-secret", "strata-hf-bench-secret-0123",
-                               "--memory-limit", "16G", "--max-object", "64M"],
+                               "--memory-limit", "16G", "--max-object", "64M",
+                               "--block-tokens", str(block_tokens)],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         assert "stratad ready" in pr.stdout.readline().decode()
         procs.append(pr)
@@ -138,7 +139,9 @@ def main():
     ap.add_argument("--kda-interval", type=int, default=16)
     ap.add_argument("--budget-s", type=float, default=480, help="skip lengths after this")
     ap.add_argument("--transports", default="inline,ucx",
-                    help="client transports to resume over, each its own client")
+                    help="client transports to resume over, each its own client; NAME+fresh: "
+                         "that transport with Store(staging=False), fresh pinned buffers a resume")
+    ap.add_argument("--block-tokens", type=int, default=64, help="the daemons' --block-tokens")
     ap.add_argument("--copy-threads", type=int, default=8)
     ap.add_argument("--tmp", default="/tmp")
     ap.add_argument("--out")
@@ -151,18 +154,19 @@ def main():
     torch.manual_seed(0)
     cfg = AutoConfig.for_model("kimi_linear", **SHAPE)
     model = AutoModelForCausalLM.from_config(cfg).to("cuda", torch.bfloat16).eval()
-    nodes, procs = start(args.stratad)
+    nodes, procs = start(args.stratad, block_tokens=args.block_tokens)
     params = sum(p.numel() for p in model.parameters())
     results = {"shape": SHAPE, "dtype": "bf16", "params": params,
                "gpu": torch.cuda.get_device_name(0), "runs": []}
     try:
         stores = {}
         for name in args.transports.split(","):
+            transport, _, variant = name.partition("+")
             conf = os.path.join(args.tmp, "client-%s.conf" % name)
             with open(conf, "w") as f:
-                f.write("transport = %s\ncopy_threads = %d\n" % (name, args.copy_threads))
+                f.write("transport = %s\ncopy_threads = %d\n" % (transport, args.copy_threads))
             stores[name] = strata.hf.Store(model, nodes, kda_interval=args.kda_interval,
-                                           config_file=conf)
+                                           config_file=conf, staging=variant != "fresh")
         store = next(iter(stores.values()))
         results["descriptor"] = store.layout.describe()
         results["block_tokens"] = store.block_tokens

@@ -52,7 +52,8 @@ class Store:
     checkpoints that prefill() takes (the end of a prompt's last full block is one too).
     """
 
-    def __init__(self, model, nodes=None, tenant="hf", kda_interval=16, client=None, **client_kw):
+    def __init__(self, model, nodes=None, tenant="hf", kda_interval=16, client=None,
+                 staging=True, **client_kw):
         if kda_interval < 1:
             raise ValueError("kda_interval must be at least 1, not %d" % kda_interval)
         self.model = model
@@ -69,11 +70,38 @@ class Store:
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="strata-hf")
         self._pending = []
         self._lock = threading.Lock()
+        # Pinned host staging for resumes onto a GPU: allocated on the first resume, grown
+        # (never shrunk) when a longer prefix needs more, and registered with the client's
+        # transport once, so a resume pays neither cudaHostAlloc nor a transport
+        # registration per call. One resume at a time uses it (_staging_lock).
+        self.staging = staging
+        self._staging = None
+        self._staging_reg = None
+        self._staging_lock = threading.Lock()
 
     def close(self):
         self.flush()
         self._pool.shutdown()
+        self._drop_staging()
         self.client.close()
+
+    def _drop_staging(self):
+        if self._staging_reg is not None:
+            self._staging_reg.close()
+        self._staging, self._staging_reg = None, None
+
+    def _stage(self, nbytes):
+        """The staging buffer, at least nbytes long (a uint8 pinned tensor)."""
+        if self._staging is None or self._staging.numel() < nbytes:
+            self._drop_staging()
+            # Grown in 64 MiB steps and by half again, so a conversation that grows a
+            # little each turn reallocates rarely.
+            step = 64 << 20
+            want = max(nbytes, 0 if self._staging is None else self._staging.numel() * 3 // 2)
+            want = (want + step - 1) // step * step
+            self._staging = torch.empty(want, dtype=torch.uint8, pin_memory=True)
+            self._staging_reg = self.client.register(self._staging.numpy())
+        return self._staging
 
     def new_cache(self):
         from transformers import DynamicCache
@@ -179,12 +207,36 @@ class Store:
 
     def _load(self, chain, blocks):
         """A cache of blocks blocks read from the cluster, or None when a read failed."""
+        if self.device.type != "cuda" or not self.staging:
+            # On the CPU the cache may keep the read buffers themselves (to() is then no
+            # copy), so each resume reads into buffers of its own.
+            pin = self.device.type == "cuda"
+            return self._load_into(
+                chain, blocks, lambda n: torch.empty(n, dtype=torch.uint8, pin_memory=pin))
+        with self._staging_lock:
+            stage = self._stage(self._load_bytes(blocks))
+            off = [0]
+
+            def carve(n):
+                # 256-byte aligned slices of the staging buffer, in order.
+                t = stage[off[0]:off[0] + n]
+                off[0] += (n + 255) // 256 * 256
+                return t
+            return self._load_into(chain, blocks, carve)
+
+    def _load_bytes(self, blocks):
+        """The staging bytes a resume of blocks blocks needs (each slice 256-byte aligned)."""
         bt, lay = self.block_tokens, self.layout
-        pin = self.device.type == "cuda"
+        sizes = [blocks * bt * n for a in lay.attention for n in (a.row_bytes, a.idx_row_bytes)]
+        sizes.append(lay.kda_bytes)
+        return sum((n + 255) // 256 * 256 for n in sizes)
+
+    def _load_into(self, chain, blocks, alloc):
+        bt, lay = self.block_tokens, self.layout
         ops, bufs = [], []
         for a in lay.attention:
-            kv = torch.empty(blocks * bt * a.row_bytes, dtype=torch.uint8, pin_memory=pin)
-            idx = torch.empty(blocks * bt * a.idx_row_bytes, dtype=torch.uint8, pin_memory=pin)
+            kv = alloc(blocks * bt * a.row_bytes)
+            idx = alloc(blocks * bt * a.idx_row_bytes)
             kvn, idxn = kv.numpy(), idx.numpy()
             n_kv = bt * a.row_bytes
             for b in range(blocks):
@@ -193,7 +245,7 @@ class Store:
                     n = bt * a.idx_row_bytes
                     ops.append((b, strata.IDX, a.ordinal, idxn[b * n:(b + 1) * n]))
             bufs.append((a, kv, idx))
-        kda = torch.empty(lay.kda_bytes, dtype=torch.uint8, pin_memory=pin)
+        kda = alloc(lay.kda_bytes)
         if lay.linear:
             ops.append((blocks - 1, strata.KDA, 0, kda.numpy()))
         self._before_get(blocks)
