@@ -460,10 +460,15 @@ void sc_dp_wait(sc_dp_t *dp, _Atomic size_t *pending)
 st_status_t sc_dp_wait_until(sc_dp_t *dp, _Atomic size_t *pending, uint64_t until)
 {
     while (atomic_load(pending) > 0) {
-        if (sc_dp_poll(dp) <= 0) {
-            if (cm_mono_ns() >= until) {
-                return ST_ERR_TIMEOUT;
-            }
+        int n = sc_dp_poll(dp);
+
+        /* The deadline is checked whether or not the poll completed
+         * something: other calls' completions keep it busy while ours may
+         * never land. */
+        if (atomic_load(pending) > 0 && cm_mono_ns() >= until) {
+            return ST_ERR_TIMEOUT;
+        }
+        if (n <= 0) {
             sched_yield();
         }
     }

@@ -474,7 +474,11 @@ static ucs_status_t stt_ucx_wait_request(stt_ucx_t *u, ucs_status_ptr_t request,
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : stt_now_ms() + (uint64_t)timeout_ms;
     ucs_status_t us;
     while ((us = ucp_request_check_status(request)) == UCS_INPROGRESS) {
-        if (stt_progress_all(&u->base) == 0 && stt_now_ms() >= deadline) {
+        /* The deadline holds whether or not the worker made progress: other
+         * endpoints' events (or a peer's retries) can keep progress nonzero
+         * while this request never completes. */
+        (void)stt_progress_all(&u->base);
+        if (ucp_request_check_status(request) == UCS_INPROGRESS && stt_now_ms() >= deadline) {
             /* Freed now, UCX releases it when it finishes. */
             ucp_request_free(request);
             *gave_up_p = true;
