@@ -457,6 +457,31 @@ void sc_dp_wait(sc_dp_t *dp, _Atomic size_t *pending)
     }
 }
 
+void sc_dp_settle(sc_dp_t *dp)
+{
+    uint64_t t0 = cm_mono_ns(), next_warn = t0 + 1000000000ull;
+    size_t left;
+
+    for (;;) {
+        pthread_mutex_lock(&dp->lock);
+        (void)tp_progress(dp->tp);
+        left = tp_orphaned(dp->tp);
+        pthread_mutex_unlock(&dp->lock);
+        if (left == 0) {
+            return;
+        }
+        if (cm_mono_ns() >= next_warn) {
+            /* Not bounded by the call's deadline: returning would hand back
+             * buffers a cancelled read may still write. */
+            lg_warn("dataplane: %zu cancelled transfers still held by the transport %.1f s "
+                    "after their endpoints closed; the call waits for them",
+                    left, (double)(cm_mono_ns() - t0) / 1e9);
+            next_warn = cm_mono_ns() + 10000000000ull;
+        }
+        sched_yield();
+    }
+}
+
 st_status_t sc_dp_wait_until(sc_dp_t *dp, _Atomic size_t *pending, uint64_t until)
 {
     while (atomic_load(pending) > 0) {

@@ -135,6 +135,7 @@ static void sc_dp_abort(st_client_t *c, sc_dp_op_t *ops, size_t n, _Atomic size_
         pthread_mutex_unlock(&nd->lock);
     }
     sc_dp_wait(dp, pending); /* every callback ran in the aborts */
+    sc_dp_settle(dp);        /* and the transport let go of every cancelled read */
     lg_warn_ratelimited("get: one-sided reads still in flight at the call's deadline (timeout "
                         "%u ms): closed the endpoints of %u nodes in %.1f ms",
                         c->timeout_ms, closed, (double)(cm_mono_ns() - t0) / 1e6);

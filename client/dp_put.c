@@ -289,6 +289,7 @@ static void sc_dpp_cancel(sc_dpp_t *p)
         pthread_mutex_unlock(&nd->lock);
     }
     sc_dp_wait(p->dp, &p->pending);
+    sc_dp_settle(p->dp);
 }
 
 /* Flushes request b's node (the bytes are in the daemon's memory only

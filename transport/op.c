@@ -55,6 +55,7 @@ void stt_op_complete(stt_op_t *op, st_status_t status)
         /* Its endpoint closed first and its callback ran then; the
          * library is done with the record now. */
         tp = (tp_transport_t *)op->user;
+        tp->n_orphaned--;
         stt_op_release(tp, op);
         return;
     }
@@ -142,6 +143,11 @@ int tp_progress(tp_transport_t *tp)
 size_t tp_inflight(const tp_transport_t *tp)
 {
     return tp->n_inflight;
+}
+
+size_t tp_orphaned(const tp_transport_t *tp)
+{
+    return tp->n_orphaned;
 }
 
 /* --- operations --------------------------------------------------------- */

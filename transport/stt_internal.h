@@ -93,8 +93,9 @@ struct tp_transport {
     void **op_chunks; /* the pool's allocations, freed at destroy */
     size_t n_op_chunks;
     size_t n_inflight;
-    bool draining;   /* guards against tp_progress() re-entry from a callback */
-    stt_link_t msgs; /* received messages not handed over yet */
+    size_t n_orphaned; /* ops cancelled at an endpoint's close that the library still holds */
+    bool draining;     /* guards against tp_progress() re-entry from a callback */
+    stt_link_t msgs;   /* received messages not handed over yet */
     tp_msg_fn msg_fn;
     void *msg_arg;
     bool msg_draining;

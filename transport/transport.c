@@ -401,6 +401,7 @@ static void stt_ep_close(tp_ep_t *ep, bool flush)
         op->ep = NULL;
         op->orphaned = true;
         op->user = tp;
+        tp->n_orphaned++;
         ep->n_inflight--;
         tp->n_inflight--;
         if (cb != NULL) {

@@ -247,11 +247,12 @@ void tp_ep_close(tp_ep_t *ep);
 
 /*
  * Closes ep at once, without a flush: operations still in flight are
- * cancelled (their callbacks run with ST_ERR_CANCELLED before it returns)
- * and, once it returned, none of them writes into local memory any more
- * (UCX: the endpoint is force-closed and its close completed; libfabric:
- * the peer's connection is removed from the address vector). For a caller
- * whose deadline passed. NULL is ignored.
+ * cancelled (their callbacks run with ST_ERR_CANCELLED before it returns;
+ * UCX: the endpoint is force-closed and its close completed; libfabric:
+ * the peer's connection is removed from the address vector). An operation
+ * the library had not completed by then stays held by it (tp_orphaned)
+ * and may still write its local buffer until released. For a caller whose
+ * deadline passed. NULL is ignored.
  */
 void tp_ep_abort(tp_ep_t *ep);
 
@@ -392,5 +393,14 @@ void tp_msg_free(tp_msg_t *msg);
 
 /* Returns the number of operations of tp in flight (posted, callback not yet run). */
 size_t tp_inflight(const tp_transport_t *tp);
+
+/*
+ * Returns the number of operations whose endpoint was closed while the
+ * library still held them: their callbacks ran (cancelled), but until the
+ * library lets go of them (a later tp_progress) a read may still land in
+ * its local buffer. A caller that frees or reuses such buffers after an
+ * abort waits, progressing, until this is 0.
+ */
+size_t tp_orphaned(const tp_transport_t *tp);
 
 #endif /* STRATA_TRANSPORT_H */

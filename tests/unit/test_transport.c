@@ -460,6 +460,48 @@ static void test_second_endpoint(void **state)
     tp_ep_close(ep); /* destroys rkey too */
 }
 
+/* Gets in flight when their endpoint is aborted: every callback has run when
+ * tp_ep_abort returns; the ops the library still held (tp_orphaned) are let go
+ * of by later progress; once none is held, nothing writes the local buffer. */
+static void test_abort_in_flight(void **state)
+{
+    fixture_t *f = *state;
+    enum { N = 64, SLOT = 256 * 1024 };
+    tp_ep_t *ep;
+    tp_rkey_t *rkey;
+    waiter_t w = {0};
+    uint64_t start;
+
+    assert_int_equal(tp_connect(f->tp, f->peer_addr, f->peer_addr_len, &ep), ST_OK);
+    assert_int_equal(tp_rkey_unpack(ep, f->peer_rkey, f->peer_rkey_len, &rkey), ST_OK);
+    memset(f->local, 0, N * SLOT);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(tp_get(ep, f->local + (size_t)i * SLOT, SLOT, f->local_mem,
+                                f->remote_base + (uint64_t)i * 4096, rkey, on_done, &w),
+                         ST_OK);
+    }
+    tp_ep_abort(ep); /* destroys rkey too */
+    assert_int_equal(w.done, N);
+    start = lg_now_ms();
+    while (tp_orphaned(f->tp) > 0) {
+        assert_true(tp_progress(f->tp) >= 0);
+        if (lg_now_ms() - start > HANG_GUARD_MS) {
+            fail_msg("the transport still holds %zu cancelled gets", tp_orphaned(f->tp));
+        }
+    }
+    memset(f->local, 0xa5, N * SLOT);
+    start = lg_now_ms();
+    while (lg_now_ms() - start < 200) {
+        assert_true(tp_progress(f->tp) >= 0);
+    }
+    for (size_t i = 0; i < (size_t)N * SLOT; i++) {
+        if (f->local[i] != 0xa5) {
+            fail_msg("byte %zu of the local buffer was written after the abort settled", i);
+        }
+    }
+    assert_int_equal(w.done, N);
+}
+
 /* The target's own memory, registered (not allocated by the transport):
  * a get of its pattern, then a put and the target's checksum of it. */
 static void test_user_region(void **state)
@@ -903,12 +945,12 @@ int main(int argc, char **argv)
     tp_destroy(probe);
 
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_get_pattern),   cmocka_unit_test(test_put_get_roundtrip),
-        cmocka_unit_test(test_many_inflight), cmocka_unit_test(test_row_reads),
-        cmocka_unit_test(test_errors),        cmocka_unit_test(test_second_endpoint),
-        cmocka_unit_test(test_user_region),   cmocka_unit_test(test_get_now),
-        cmocka_unit_test(test_messages),      cmocka_unit_test(test_access_enforced),
-        cmocka_unit_test(test_peer_gone),
+        cmocka_unit_test(test_get_pattern),     cmocka_unit_test(test_put_get_roundtrip),
+        cmocka_unit_test(test_many_inflight),   cmocka_unit_test(test_row_reads),
+        cmocka_unit_test(test_errors),          cmocka_unit_test(test_second_endpoint),
+        cmocka_unit_test(test_user_region),     cmocka_unit_test(test_get_now),
+        cmocka_unit_test(test_messages),        cmocka_unit_test(test_access_enforced),
+        cmocka_unit_test(test_abort_in_flight), cmocka_unit_test(test_peer_gone),
     };
     const struct CMUnitTest local_tests[] = {
         cmocka_unit_test(test_parse_backend),
