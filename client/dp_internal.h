@@ -267,8 +267,9 @@ tp_mem_t *sc_dp_local(sc_dp_t *dp, sc_dp_op_t *o, void *p, size_t len);
 void sc_dp_wait(sc_dp_t *dp, _Atomic size_t *pending);
 /* After endpoints were aborted: progresses until the transport holds no
  * cancelled transfer any more (tp_orphaned is 0), so that none writes or
- * reads a buffer the caller is about to hand back. Not bounded by a
- * deadline (warns every 10 s). */
+ * reads a buffer the caller is about to hand back; gives up with a warning
+ * after SC_DP_SETTLE_MS (a transport that never releases them). */
+#define SC_DP_SETTLE_MS 200
 void sc_dp_settle(sc_dp_t *dp);
 /* sc_dp_wait with a deadline: ST_OK once every transfer completed,
  * ST_ERR_TIMEOUT when some are still in flight at until (cm_mono_ns). */
