@@ -88,11 +88,15 @@ extern "C" st_status_t en_cu_matvec(const float *W, const float *x, int in, int 
 
 /* -------------------------------------------------------------- query -- */
 
+/* Token blockIdx.y's heads: its query at qf + y * heads * row, its cos/sin at cs + y * (row - dv). */
 __global__ void en_q_kernel(const float *qf, const float *cs, int row, int dv, uint16_t *qb)
 {
     const int h = blockIdx.x, half = (row - dv) / 2;
-    const float *q = qf + (size_t)h * row;
-    __nv_bfloat16 *o = reinterpret_cast<__nv_bfloat16 *>(qb) + (size_t)h * row;
+    const size_t tok = (size_t)blockIdx.y * gridDim.x * row;
+    const float *q = qf + tok + (size_t)h * row;
+    __nv_bfloat16 *o = reinterpret_cast<__nv_bfloat16 *>(qb) + tok + (size_t)h * row;
+
+    cs += (size_t)blockIdx.y * (size_t)(row - dv);
 
     for (int c = threadIdx.x; c < row; c += blockDim.x) {
         float v;
@@ -116,6 +120,15 @@ extern "C" st_status_t en_cu_q_bf16(const float *qf, const float *cs, int heads,
 {
     en_q_kernel<<<heads, 128, 0, (cudaStream_t)stream>>>(qf, cs, row, dv, qb);
     return en_cu_status("engine_q_bf16");
+}
+
+extern "C" st_status_t en_cu_q_bf16_n(const float *qf, const float *cs, size_t n, int heads,
+                                      int row, int dv, uint16_t *qb, void *stream)
+{
+    dim3 grid((unsigned)heads, (unsigned)n);
+
+    en_q_kernel<<<grid, 128, 0, (cudaStream_t)stream>>>(qf, cs, row, dv, qb);
+    return en_cu_status("engine_q_bf16_n");
 }
 
 /* ------------------------------------------------------------- ingest -- */

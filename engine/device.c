@@ -135,4 +135,10 @@ st_status_t en_dev_layer(st_seq_t *seq, const en_layer_t *L, size_t pos)
     lg_error("the CUDA path is not in this build");
     return ST_ERR_INTERNAL;
 }
+
+st_status_t en_dev_forward_span(st_seq_t *seq, const uint32_t *tokens, size_t n, float *logits)
+{
+    lg_error("the CUDA path is not in this build");
+    return ST_ERR_INTERNAL;
+}
 #endif

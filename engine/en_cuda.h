@@ -37,6 +37,10 @@ st_status_t en_cu_matvec(const float *W, const float *x, int in, int out, float 
 st_status_t en_cu_q_bf16(const float *qf, const float *cs, int heads, int row, int dv, uint16_t *qb,
                          void *stream);
 
+/* en_cu_q_bf16 for n tokens: qf, qb n x heads x row, cs n x (row - dv). */
+st_status_t en_cu_q_bf16_n(const float *qf, const float *cs, size_t n, int heads, int row, int dv,
+                           uint16_t *qb, void *stream);
+
 /*
  * Rows of tokens t0..t0+n (fp32, n x row) into the bf16 store: token t at
  * slot t (ring 0) or (t / block) % ring * block + t % block.
@@ -70,6 +74,44 @@ size_t en_cu_ties_scratch(size_t n);
  */
 st_status_t en_cu_select_ties(const float *scores, int n, const int32_t *sel, int k, int *scratch,
                               float *tau, int32_t *out, void *stream);
+
+/* ---- a prefill span's kernels (engine/span_cuda.cu) ---------------------- */
+
+/* Floats of the scratch en_cu_matmul needs for (n, in, out) (0: none). */
+size_t en_cu_matmul_scratch(size_t n, int in, int out);
+
+/*
+ * Y (n x out) = X (n x in) W (W stored [in][out], fp32): tiles of rows and
+ * outputs; a long input is split (one split per 2048 inputs) and the
+ * splits' partials added in split order. The order depends on (in, out)
+ * alone: a row's result does not depend on n or the launch.
+ */
+st_status_t en_cu_matmul(const float *W, const float *X, size_t n, int in, int out, float *scratch,
+                         float *Y, void *stream);
+
+/* Rotates the rope part (rope values from off) of n rows stride floats apart by the tokens'
+ * tables cs (n x rope: the pairs' cos, then their sin), as the CPU's en_rope. */
+st_status_t en_cu_rope_rows(float *v, size_t n, int stride, int off, int rope, const float *cs,
+                            void *stream);
+
+/* KDA's gates in place: g <- -softplus(g - 1) (n_g values), beta <- sigmoid(beta) (n_b). */
+st_status_t en_cu_kda_gates(float *g, size_t n_g, float *beta, size_t n_b, void *stream);
+
+/* v[0..n) *= s. */
+st_status_t en_cu_scale(float *v, size_t n, float s, void *stream);
+
+/* Per token of n: the k (<= 16) largest of E router logits (ties: lower index) into idx
+ * (n x k) and their softmax weights into wt, as en_moe_route. ST_ERR_INVALID for k. */
+st_status_t en_cu_moe_route(const float *logits, size_t n, int E, int k, int *idx, float *wt,
+                            void *stream);
+
+/* h1[i] = silu(h1[i]) * h3[i] for n values. */
+st_status_t en_cu_silu_gate(float *h1, const float *h3, size_t n, void *stream);
+
+/* x[t] = sum_j wt[t][j] * eo[idx[t][j]][t] (eo: experts x n x d), in routing order; idx
+ * NULL: x = eo (a dense feed-forward). */
+st_status_t en_cu_moe_combine(const float *eo, size_t n, int d, int k, const int *idx,
+                              const float *wt, float *x, void *stream);
 
 #ifdef __cplusplus
 }

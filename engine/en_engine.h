@@ -68,6 +68,7 @@ struct st_engine {
     int serial;      /* serial_rows */
     uint32_t device; /* st_engine_device_t asked for */
     int durable;     /* KDA checkpoints and the session record are durable writes */
+    uint32_t chunk;  /* prefill_chunk: tokens per prefill span (1: token by token) */
     /* The run in progress: its chain, which blocks the cluster holds, the
      * blocks kept aside because it does not, and the row reads in flight. */
     st_engine_stats_t *stats;

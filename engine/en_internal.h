@@ -44,8 +44,9 @@ struct st_model {
     float *vis_w1, *vis_w2;         /* the vision encoder's input and output projections */
     float *vis_up[4], *vis_down[4]; /* its residual MLP blocks (engine/vision.c) */
     en_layer_t layer[ST_MODEL_MAX_LAYERS];
-    float *arena; /* every weight */
-    float **ptrs; /* the per-expert pointer arrays */
+    float *arena;     /* every weight */
+    size_t n_weights; /* floats in arena */
+    float **ptrs;     /* the per-expert pointer arrays */
 };
 
 /*
@@ -163,6 +164,18 @@ void en_dev_invalidate(st_seq_t *seq);
 void en_dev_kda_pull(const st_seq_t *seq);
 /* The attention of layer L at position pos on the device (KDA or DSA). */
 st_status_t en_dev_layer(st_seq_t *seq, const en_layer_t *L, size_t pos);
+/*
+ * The n text tokens at [len, len + n) through every layer on the device
+ * (engine/prefill_cuda.c): the residual stream, norms, projections, the
+ * feed-forward and the attention all run there over the span; each DSA
+ * layer writes the span's rows, keys and summaries (the host stores, for the
+ * objects, and the device copies) before each token selects over [0, pos].
+ * logits (may be NULL) gets the last token's (computed on the host). The
+ * stores must hold len + n tokens (en_seq_reserve); needs an unbounded pool
+ * (en_seq_chunkable). Does not set seq->len or the tokens. ST_OK,
+ * ST_ERR_NOMEM, ST_ERR_INTERNAL (logged; the sequence must be reset).
+ */
+st_status_t en_dev_forward_span(st_seq_t *seq, const uint32_t *tokens, size_t n, float *logits);
 
 /* Counter-based generator: a uniform float in [-1, 1) from (seed, tensor, index). */
 float en_rand(uint64_t seed, uint64_t tensor, uint64_t index);
@@ -174,6 +187,23 @@ float en_rand(uint64_t seed, uint64_t tensor, uint64_t index);
 void en_moe_route(const float *logits, int n, int k, int *idx, float *weight);
 /* y[0..out) = sum_i x[i] * W[i][0..out) (W stored [in][out]); the host path of both devices. */
 void en_matvec(const float *W, const float *x, int in, int out, float *y);
+/* Y[r] = en_matvec(W, X[r]) for the n rows of X (n x in) into Y (n x out), bit for bit the
+ * same sums, W read once per tile of rows (engine/prefill.c). */
+void en_matmul(const float *W, const float *X, size_t n, int in, int out, float *Y);
+/* Rotates the pairs of v[0..n) by angles pos * 10000^(-2i/n). */
+void en_rope(float *v, int n, size_t pos);
+/*
+ * The selection and attention of DSA layer L for the token at pos over the
+ * keys [0, n_keys), from the indexer query in seq->tmp and head weights in
+ * seq->w; the attention query in seq->q when q_ready, else computed from
+ * seq->xn. The heads' latent outputs land in seq->o. ST_OK, a kernel's
+ * error, lost rows' ST_ERR_UNAVAILABLE (engine/model.c).
+ */
+st_status_t en_dsa_attend_sel(st_seq_t *seq, const en_layer_t *L, size_t pos, size_t n_keys,
+                              int q_ready);
+/* Whether the sequence takes chunked spans (an unbounded pool, no keys window); else
+ * st_seq_prefill runs token by token. */
+int en_seq_chunkable(const st_seq_t *seq);
 /* Adds indexer key[0..di) to its block's summary sum (per-channel minima, then maxima: 2 di
  * values); first: the block's first token, whose key starts the summary. Both devices. */
 void en_summary_add(float *sum, const float *key, int di, int first);

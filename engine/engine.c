@@ -84,6 +84,21 @@ st_status_t st_engine_create(const st_model_t *model, const st_engine_params_t *
         if (params->field_mask & ST_ENGINE_FIELD_REMOTE_SCORING) {
             e->remote = params->remote_scoring != 0;
         }
+        if (params->field_mask & ST_ENGINE_FIELD_PREFILL_CHUNK) {
+            e->chunk = params->prefill_chunk;
+        }
+    }
+    if (e->chunk == 0) {
+        uint32_t B = model->cfg.block_tokens;
+
+        e->chunk = ST_ENGINE_PREFILL_DEFAULT >= B ? ST_ENGINE_PREFILL_DEFAULT / B * B : B;
+    }
+    if (e->chunk != 1 && (e->chunk % model->cfg.block_tokens || e->chunk > ST_ENGINE_PREFILL_MAX)) {
+        lg_error("engine refused field=prefill_chunk value=%u reason=\"1, or a multiple of "
+                 "block_tokens=%u up to %u\"",
+                 e->chunk, model->cfg.block_tokens, ST_ENGINE_PREFILL_MAX);
+        free(e);
+        return ST_ERR_INVALID;
     }
     if (e->interval == 0) {
         lg_error("engine refused field=kda_interval value=0 min=1");
@@ -352,16 +367,57 @@ static st_status_t en_run_blocks(st_engine_t *e, size_t n)
 
 /* Block b of the prompt completed: write it, with a KDA checkpoint every
  * interval, at the prompt's last full block and at the turn's; never for a
- * block that ends inside an image (in_image): the KDA states after its last
- * token exist only half-way through the image's layer-by-layer pass, so a
- * resume never starts inside an image (docs/engine.md, "Images"). */
+ * block that ends inside a span (mid_span: an image, or a chunk of the
+ * prefill): the KDA states after its last token exist only half-way through
+ * the span's layer-by-layer pass, so a resume never starts inside an image
+ * (docs/engine.md, "Images"), and a chunk is cut at every block that needs a
+ * checkpoint (en_chunk_end). */
 static void en_prompt_block(st_engine_t *e, const st_hash_t *chain, size_t n_full, size_t n_turn,
-                            size_t b, int in_image, st_engine_stats_t *stats)
+                            size_t b, int mid_span, st_engine_stats_t *stats)
 {
     en_put_block(e, chain, n_full, b,
-                 !in_image && ((b + 1) % e->interval == 0 || b + 1 == n_full || b + 1 == n_turn),
+                 !mid_span && ((b + 1) % e->interval == 0 || b + 1 == n_full || b + 1 == n_turn),
                  stats);
     en_put_reap(e, 0, stats);
+}
+
+/*
+ * Where the prefill chunk from token t ends (chunked prefill, docs/engine.md):
+ * at most e->chunk tokens on, at a block boundary, and never past the next
+ * item (limit), the prompt's end, a KDA checkpoint's block end or the
+ * prompt's last full block (so each checkpoint block ends a chunk). t + 1
+ * when the prompt goes token by token.
+ */
+static size_t en_chunk_end(const st_engine_t *e, size_t t, size_t limit, size_t n_full)
+{
+    size_t B = e->m->cfg.block_tokens, ck = (size_t)e->interval * B, end;
+
+    if (e->chunk <= 1 || !en_seq_chunkable(e->seq)) {
+        return t + 1;
+    }
+    end = (t + e->chunk) / B * B;
+    if (end <= t) {
+        end = t + e->chunk;
+    }
+    end = end < limit ? end : limit;
+    if ((t / ck + 1) * ck < end) {
+        end = (t / ck + 1) * ck;
+    }
+    if (n_full * B > t && n_full * B < end) {
+        end = n_full * B;
+    }
+    return end;
+}
+
+/* The prompt's tokens [t, end) as one chunk of the prefill, timed as en_step times one. */
+static st_status_t en_chunk(st_engine_t *e, const uint32_t *tokens, size_t t, size_t end,
+                            float *logits, st_engine_stats_t *stats)
+{
+    uint64_t t0 = cm_mono_us();
+    st_status_t r = st_seq_prefill(e->seq, tokens + t, end - t, logits);
+
+    stats->compute_us += cm_mono_us() - t0;
+    return r;
 }
 
 /*
@@ -386,7 +442,9 @@ static st_status_t en_prompt(st_engine_t *e, const uint32_t *tokens, size_t n_to
             next = e->items[k].start + e->items[k].n_tokens;
             r = en_image_span(e, &images[k], &e->items[k], t, next == n_tokens ? lg : NULL, stats);
         } else {
-            r = en_step(e, tokens[t], next == n_tokens ? lg : NULL, stats);
+            next = en_chunk_end(e, t, k < e->n_items ? e->items[k].start : n_tokens, n_full);
+            r = next == t + 1 ? en_step(e, tokens[t], next == n_tokens ? lg : NULL, stats)
+                              : en_chunk(e, tokens, t, next, next == n_tokens ? lg : NULL, stats);
         }
         if (r != ST_OK) {
             return r;

@@ -243,6 +243,7 @@ st_status_t st_model_create(const st_model_config_t *cfg, st_model_t **model_p)
         lg_error("model weights do not fit floats=%zu", a.used);
         goto err_nomem;
     }
+    m->n_weights = a.used;
     a.base = m->arena;
     a.used = 0;
     a.tensor = 0;
@@ -352,7 +353,7 @@ void en_matvec(const float *W, const float *x, int in, int out, float *y)
 }
 
 /* Rotates the pairs of v[0..n) by angles pos * 10000^(-2i/n). */
-static void en_rope(float *v, int n, size_t pos)
+void en_rope(float *v, int n, size_t pos)
 {
     for (int i = 0; i < n / 2; i++) {
         double theta = (double)pos * pow(10000.0, -2.0 * i / (double)n);
@@ -455,29 +456,26 @@ static void en_dsa_write(st_seq_t *s, const en_layer_t *L, size_t pos)
 }
 
 /*
- * The attention of the token at pos over the keys [0, n_keys): pos + 1 for
- * text (causal), the image's end for an image token (docs/engine.md,
- * "Images"). Reads s->xn, writes s->att.
+ * The selection and attention of the token at pos over the keys [0,
+ * n_keys): pos + 1 for text (causal), the image's end for an image token
+ * (docs/engine.md, "Images"). The indexer query and head weights are in
+ * s->tmp and s->w; the attention query in s->q when q_ready, else it is
+ * computed here from s->xn (while a Score call is in flight, when there is
+ * one). Writes the heads' latent outputs to s->o.
  */
-static st_status_t en_dsa_attend(st_seq_t *s, const en_layer_t *L, size_t pos, size_t n_keys)
+st_status_t en_dsa_attend_sel(st_seq_t *s, const en_layer_t *L, size_t pos, size_t n_keys,
+                              int q_ready)
 {
     const st_model_t *m = s->m;
     const st_model_config_t *c = &m->cfg;
-    int d = (int)c->d_model, row = m->row, H = (int)c->dsa_heads, dv = (int)c->dsa_latent;
-    int Hi = (int)c->idx_heads, di = (int)c->idx_dim, B = (int)c->block_tokens;
+    int row = m->row, H = (int)c->dsa_heads, dv = (int)c->dsa_latent, B = (int)c->block_tokens;
     int k = 0, na = 0, nb = 0, pending = 0;
-    float wscale = (float)(1.0 / sqrt((double)Hi));
     st_status_t r;
 
-    /* Indexer: select the top-k rows of all history, two-stage. */
-    en_matvec(L->diq, s->xn, d, Hi * di, s->tmp);
-    en_matvec(L->diw, s->xn, d, Hi, s->w);
-    for (int j = 0; j < Hi; j++) {
-        s->w[j] *= wscale;
-    }
     r = en_dsa_select_start(s, L, n_keys, &k, &pending);
-    if (pending) {
+    if (pending && !q_ready) {
         en_dsa_query(s, L, pos); /* while the cluster scores the history */
+        q_ready = 1;
     }
     r = en_dsa_select_finish(s, L, pos, n_keys, k, pending, r);
     if (r != ST_OK) {
@@ -528,40 +526,62 @@ static st_status_t en_dsa_attend(st_seq_t *s, const en_layer_t *L, size_t pos, s
     if (r != ST_OK) {
         return r;
     }
-    if (!pending) {
+    if (!q_ready) {
         en_dsa_query(s, L, pos);
     }
-    {
-        float scale = (float)(1.0 / sqrt((double)row));
+    float scale = (float)(1.0 / sqrt((double)row));
 
-        r = st_cpu_sparse_attn(s->q, H, row, dv, s->rows_a, na, scale, s->o, s->lse_a);
+    r = st_cpu_sparse_attn(s->q, H, row, dv, s->rows_a, na, scale, s->o, s->lse_a);
+    if (r == ST_OK) {
+        r = st_cpu_sparse_attn(s->q, H, row, dv, s->rows_b, nb, scale, s->out_b, s->lse_b);
+    }
+    if (r == ST_OK) {
+        r = st_cpu_lse_merge(s->o, s->lse_a, s->out_b, s->lse_b, H, dv);
+    }
+    if (nr > 0) {
+        if (!s->rowsrc.serial) {
+            rf = s->rowsrc.finish(s->rowsrc.arg); /* always, so nothing stays in flight */
+        }
+        r = r != ST_OK ? r : rf;
+        for (size_t i = 0; r == ST_OK && i < nr; i++) {
+            s->rows_a[i] = s->stage + i * (size_t)row;
+        }
         if (r == ST_OK) {
-            r = st_cpu_sparse_attn(s->q, H, row, dv, s->rows_b, nb, scale, s->out_b, s->lse_b);
+            r = st_cpu_sparse_attn(s->q, H, row, dv, s->rows_a, (int)nr, scale, s->out_b, s->lse_b);
         }
         if (r == ST_OK) {
             r = st_cpu_lse_merge(s->o, s->lse_a, s->out_b, s->lse_b, H, dv);
         }
-        if (nr > 0) {
-            if (!s->rowsrc.serial) {
-                rf = s->rowsrc.finish(s->rowsrc.arg); /* always, so nothing stays in flight */
-            }
-            r = r != ST_OK ? r : rf;
-            for (size_t i = 0; r == ST_OK && i < nr; i++) {
-                s->rows_a[i] = s->stage + i * (size_t)row;
-            }
-            if (r == ST_OK) {
-                r = st_cpu_sparse_attn(s->q, H, row, dv, s->rows_a, (int)nr, scale, s->out_b,
-                                       s->lse_b);
-            }
-            if (r == ST_OK) {
-                r = st_cpu_lse_merge(s->o, s->lse_a, s->out_b, s->lse_b, H, dv);
-            }
-        }
-        if (r != ST_OK) {
-            return r;
-        }
     }
-    en_matvec(L->dout, s->o, H * dv, d, s->att);
+    return r;
+}
+
+/* The indexer query of DSA layer L into s->tmp and its head weights (scaled) into s->w. */
+static void en_dsa_iq(st_seq_t *s, const en_layer_t *L)
+{
+    const st_model_config_t *c = &s->m->cfg;
+    int d = (int)c->d_model, Hi = (int)c->idx_heads, di = (int)c->idx_dim;
+    float wscale = (float)(1.0 / sqrt((double)Hi));
+
+    en_matvec(L->diq, s->xn, d, Hi * di, s->tmp);
+    en_matvec(L->diw, s->xn, d, Hi, s->w);
+    for (int j = 0; j < Hi; j++) {
+        s->w[j] *= wscale;
+    }
+}
+
+/* The attention of the token at pos over the keys [0, n_keys), from s->xn into s->att. */
+static st_status_t en_dsa_attend(st_seq_t *s, const en_layer_t *L, size_t pos, size_t n_keys)
+{
+    const st_model_config_t *c = &s->m->cfg;
+    st_status_t r;
+
+    en_dsa_iq(s, L);
+    r = en_dsa_attend_sel(s, L, pos, n_keys, 0);
+    if (r != ST_OK) {
+        return r;
+    }
+    en_matvec(L->dout, s->o, (int)c->dsa_heads * (int)c->dsa_latent, (int)c->d_model, s->att);
     return ST_OK;
 }
 
@@ -654,85 +674,6 @@ st_status_t st_seq_forward(st_seq_t *seq, uint32_t token, float *logits)
     seq->tokens[pos] = token;
     seq->len = pos + 1;
     return ST_OK;
-}
-
-/* One layer of an image span (en_seq_forward_span): xn, att are n x d. */
-static st_status_t en_span_layer(st_seq_t *s, const en_layer_t *L, size_t pos0, size_t n,
-                                 size_t key_end, const float *xn, float *att)
-{
-    size_t d = s->m->cfg.d_model;
-    st_status_t r = ST_OK;
-
-    if (L->kind == 'D') {
-        /* Every token of the span writes first, so each can select any. */
-        for (size_t j = 0; j < n; j++) {
-            memcpy(s->xn, xn + j * d, sizeof(float) * d);
-            en_dsa_write(s, L, pos0 + j);
-        }
-    }
-    for (size_t j = 0; r == ST_OK && j < n; j++) {
-        memcpy(s->xn, xn + j * d, sizeof(float) * d);
-        r = L->kind == 'K' ? en_kda_layer(s, L) : en_dsa_attend(s, L, pos0 + j, key_end);
-        memcpy(att + j * d, s->att, sizeof(float) * d);
-    }
-    return r;
-}
-
-st_status_t en_seq_forward_span(st_seq_t *seq, const float *emb, size_t n, size_t key_end,
-                                float *logits)
-{
-    const st_model_t *m = seq->m;
-    size_t d = m->cfg.d_model, pos0 = seq->len;
-    uint32_t ph = st_model_image_token(m);
-    float *x, *res, *xn, *att;
-    st_status_t r;
-
-    if (n == 0 || key_end < pos0 + n) {
-        return ST_ERR_INVALID;
-    }
-    r = en_seq_reserve(seq, key_end);
-    if (r != ST_OK) {
-        return r;
-    }
-    x = malloc(sizeof(float) * 4 * n * d);
-    if (!x) {
-        return ST_ERR_NOMEM;
-    }
-    res = x + n * d, xn = res + n * d, att = xn + n * d;
-    memcpy(x, emb, sizeof(float) * n * d);
-    memset(res, 0, sizeof(float) * n * d);
-    for (int l = 0; r == ST_OK && l < m->n_layers; l++) {
-        const en_layer_t *L = &m->layer[l];
-
-        for (size_t j = 0; j < n; j++) {
-            st_cpu_rmsnorm_residual(x + j * d, res + j * d, L->ln_attn, 1, (int)d, EN_EPS,
-                                    xn + j * d);
-        }
-        r = en_span_layer(seq, L, pos0, n, key_end, xn, att);
-        for (size_t j = 0; r == ST_OK && j < n; j++) {
-            st_cpu_rmsnorm_residual(att + j * d, res + j * d, L->ln_ffn, 1, (int)d, EN_EPS,
-                                    seq->xn);
-            en_ffn(seq, L);
-            memcpy(x + j * d, seq->x, sizeof(float) * d);
-        }
-        if (r != ST_OK && r != ST_ERR_UNAVAILABLE) { /* lost rows: the engine's (en_step) */
-            lg_error("image forward failed layer=%d pos=%zu tokens=%zu status=%s", l, pos0, n,
-                     st_status_name(r));
-        }
-    }
-    if (r == ST_OK && logits) {
-        st_cpu_rmsnorm_residual(x + (n - 1) * d, res + (n - 1) * d, m->ln_final, 1, (int)d, EN_EPS,
-                                seq->xn);
-        en_matvec(m->w_out, seq->xn, (int)d, (int)m->cfg.vocab, logits);
-    }
-    free(x);
-    if (r == ST_OK) {
-        for (size_t j = 0; j < n; j++) {
-            seq->tokens[pos0 + j] = ph;
-        }
-        seq->len = pos0 + n;
-    }
-    return r;
 }
 
 uint32_t st_model_image_token(const st_model_t *model)

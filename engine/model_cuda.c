@@ -22,89 +22,19 @@
 #include <string.h>
 
 #include "en_cuda.h"
+#include "en_dev.h"
 #include "en_internal.h"
 #include "log.h"
 #include "strata/kernels.h"
 
-#define EN_CH  4096u /* tokens per piece of an upload after a resume */
-#define EN_KD  128   /* KDA head dim and indexer dim on this path */
-#define EN_PAD 64    /* floats: sub-buffers start 256-byte aligned */
-
-typedef struct en_dev_dsa {
-    uint16_t *rows; /* bf16, slots x row (slot as en_kv_row) */
-    uint8_t *keys8; /* cap x 128 */
-    float *scale;   /* cap */
-    float *summary; /* cap / block x 2 x 128 */
-    float *w_q;     /* dq: d_model x heads*row */
-    float *w_out;   /* dout: heads*latent x d_model */
-} en_dev_dsa_t;
-
-struct en_dev {
-    cudaStream_t stream;
-    en_dev_dsa_t *dsa; /* n_dsa */
-    int n_dsa;
-    size_t cap;    /* tokens the keys and summaries hold */
-    size_t slots;  /* rows the row stores hold */
-    size_t ring;   /* the pool the row stores are laid out for */
-    size_t len;    /* leading tokens whose DSA state the device holds */
-    size_t cur;    /* position being computed, (size_t)-1 for none */
-    int kda_valid; /* the device KDA states are the sequence's */
-    int kda_newer; /* ... and newer than seq->kda */
-    float *kda;
-    void *ws;
-    size_t ws_bytes;
-    float *scores; /* cap: every row's indexer score (ties resolved by row) */
-    int *ties;     /* en_cu_ties_scratch(cap) */
-    /* One token's device buffers. */
-    float *up; /* xn | row | key | iq | w | rope cos, sin: as h_up */
-    size_t o_row, o_key, o_iq, o_w, o_cs, n_up;
-    float *qf, *oa, *ob, *lsea, *lseb, *part, *res, *kin, *ko, *bulk, *tau;
-    uint16_t *qb, *stage;
-    int32_t *sel, *sel_raw;
-    const uint16_t **ptr;
-    uint32_t *cnt;
-    /* Pinned host buffers. */
-    float *h_up, *h_res, *h_kin, *h_ko;
-    uint32_t *h_cnt;
-    int32_t *h_sel;
-    const uint16_t **h_ptr;
-    uint16_t *h_stage;
-};
-
-static st_status_t en_cu_ok(cudaError_t e, const char *what)
-{
-    if (e != cudaSuccess) {
-        lg_error("CUDA call failed call=%s error=\"%s\"", what, cudaGetErrorString(e));
-        return ST_ERR_INTERNAL;
-    }
-    return ST_OK;
-}
-
-#define EN_CU(call)                                  \
-    do {                                             \
-        st_status_t en_r_ = en_cu_ok((call), #call); \
-        if (en_r_ != ST_OK) {                        \
-            return en_r_;                            \
-        }                                            \
-    } while (0)
-
-#define EN_ST(call)                                                                          \
-    do {                                                                                     \
-        st_status_t en_r_ = (call);                                                          \
-        if (en_r_ != ST_OK) {                                                                \
-            lg_error("CUDA kernel refused call=%s status=%s", #call, st_status_name(en_r_)); \
-            return en_r_;                                                                    \
-        }                                                                                    \
-    } while (0)
-
-static size_t en_pad(size_t n)
+size_t en_pad(size_t n)
 {
     return (n + EN_PAD - 1) / EN_PAD * EN_PAD;
 }
 
 /* Host projections use model.c's en_matvec: identical host rows on both devices. */
 /* cs[0..n/2) = cos, cs[n/2..n) = sin of the angles of position pos. */
-static void en_dv_rope_table(float *cs, int n, size_t pos)
+void en_dv_rope_table(float *cs, int n, size_t pos)
 {
     for (int i = 0; i < n / 2; i++) {
         double theta = (double)pos * pow(10000.0, -2.0 * i / (double)n);
@@ -152,17 +82,17 @@ static st_status_t en_cuda_alloc(void *pp, size_t bytes, int pinned)
     return ST_OK;
 }
 
-static st_status_t en_dmalloc(void *pp, size_t bytes)
+st_status_t en_dmalloc(void *pp, size_t bytes)
 {
     return en_cuda_alloc(pp, bytes, 0);
 }
 
-static st_status_t en_hmalloc(void *pp, size_t bytes)
+st_status_t en_hmalloc(void *pp, size_t bytes)
 {
     return en_cuda_alloc(pp, bytes, 1);
 }
 
-static void en_dfree(void *p)
+void en_dfree(void *p)
 {
     if (p) {
         cudaFree(p);
@@ -177,6 +107,7 @@ void en_dev_free(struct en_dev *dev)
     if (dev->stream) {
         cudaStreamSynchronize(dev->stream);
     }
+    en_dev_span_release(dev);
     if (dev->dsa) {
         for (en_dev_dsa_t *d = dev->dsa; d < dev->dsa + dev->n_dsa; d++) {
             en_dfree(d->rows);
@@ -476,7 +407,7 @@ static st_status_t en_dev_upload(st_seq_t *seq, size_t a, size_t b)
 }
 
 /* Before the first layer of the token at pos: the device holds tokens [0, pos). */
-static st_status_t en_dev_begin(st_seq_t *seq, size_t pos)
+st_status_t en_dev_begin(st_seq_t *seq, size_t pos)
 {
     struct en_dev *dev = seq->dev;
     const st_model_config_t *c = &seq->m->cfg;

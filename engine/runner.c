@@ -41,7 +41,7 @@ typedef struct rn_conf {
     int64_t d_model, vocab, block_tokens, topk, moe_experts, seed;
     int shape;
     /* engine */
-    int64_t kda_interval, local_blocks;
+    int64_t kda_interval, local_blocks, prefill_chunk;
     int device, remote_scoring;
     /* workload */
     int64_t turns, history_tokens, turn_tokens, decode_tokens, token_seed;
@@ -116,6 +116,10 @@ static const cfg_option_t rn_options[] = {
     {"seed", CFG_INT, RN_OFF(seed), "1", 0, INT64_MAX, 0, NULL, 0, "seed of the synthetic weights"},
     {"kda_interval", CFG_INT, RN_OFF(kda_interval), "16", 1, 65536, 0, NULL, 0,
      "blocks between KDA checkpoints"},
+    {"prefill_chunk", CFG_INT, RN_OFF(prefill_chunk), "0", 0, ST_ENGINE_PREFILL_MAX, 0, NULL, 0,
+     "tokens per chunk of the prefill, computed layer by layer: a multiple of block_tokens, 1 "
+     "(token by token) or 0 (1024 rounded down to a multiple of block_tokens); with "
+     "local_blocks or remote_scoring the prompt runs token by token"},
     {"local_blocks", CFG_INT, RN_OFF(local_blocks), "0", 0, 1 << 24, 0, NULL, 0,
      "closed blocks whose KV rows stay local per DSA layer; older rows are read from the "
      "cluster (0: every block stays local)"},
@@ -567,8 +571,9 @@ static int rn_setup(rn_run_t *r, char *model_name, size_t name_len)
     ep.on_progress = rn_progress_cb;
     ep.on_progress_arg = &r->prog;
     ep.local_blocks = (uint32_t)cf->local_blocks;
-    ep.field_mask |= ST_ENGINE_FIELD_REMOTE_SCORING;
+    ep.field_mask |= ST_ENGINE_FIELD_REMOTE_SCORING | ST_ENGINE_FIELD_PREFILL_CHUNK;
     ep.remote_scoring = cf->remote_scoring != 0;
+    ep.prefill_chunk = (uint32_t)cf->prefill_chunk;
     s = st_engine_create(r->model, &ep, &r->engine);
     if (s == ST_OK && cf->compare) {
         /* The full recompute runs on the same device (its rounding is the path's). */

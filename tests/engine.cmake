@@ -3,6 +3,10 @@
 strata_add_test(test_engine_model SOURCES unit/test_engine_model.c
                 LIBS strata_engine PkgConfig::CMOCKA LABELS unit engine TIMEOUT 120)
 target_include_directories(test_engine_model PRIVATE ${PROJECT_SOURCE_DIR}/engine)
+# Chunked prefill against the token-by-token path (engine/prefill.c).
+strata_add_test(test_engine_prefill SOURCES unit/test_engine_prefill.c
+                LIBS strata_engine PkgConfig::CMOCKA LABELS unit engine TIMEOUT 120)
+target_include_directories(test_engine_prefill PRIVATE ${PROJECT_SOURCE_DIR}/engine)
 # The keys window and the merge of near-data scoring, without a cluster.
 strata_add_test(test_engine_select SOURCES unit/test_engine_select.c
                 LIBS strata_engine PkgConfig::CMOCKA LABELS unit engine TIMEOUT 120)

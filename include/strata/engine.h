@@ -121,6 +121,21 @@ ST_API size_t st_seq_length(const st_seq_t *seq);
  */
 ST_API st_status_t st_seq_forward(st_seq_t *seq, uint32_t token, float *logits);
 
+/*
+ * Appends n tokens by chunked prefill (docs/engine.md, "Chunked prefill"):
+ * layer by layer over spans of up to 1024 tokens, the projections and the
+ * feed-forward as matrix products over the span, KDA layers in their chunked
+ * form, each DSA token selecting over the keys up to its own position. The
+ * result equals n calls of st_seq_forward within the bounds of
+ * docs/engine.md (only the KDA layers' rounding differs). A sequence with a
+ * bounded pool or a keys window runs token by token. logits (may be NULL)
+ * gets the last token's. Returns ST_OK; ST_ERR_INVALID (NULL, n 0, a token
+ * >= vocab: the sequence is unchanged); ST_ERR_NOMEM (the stores could not
+ * grow: unchanged; a span's scratch: the sequence is undefined and must be
+ * reset); a kernel's error (likewise).
+ */
+ST_API st_status_t st_seq_prefill(st_seq_t *seq, const uint32_t *tokens, size_t n, float *logits);
+
 /* ---- the engine ---------------------------------------------------------- */
 
 enum st_engine_field {
@@ -135,6 +150,7 @@ enum st_engine_field {
     ST_ENGINE_FIELD_REMOTE_SCORING = 1u << 8,
     ST_ENGINE_FIELD_ON_SELECT = 1u << 9,
     ST_ENGINE_FIELD_VIS_CACHE = 1u << 10,
+    ST_ENGINE_FIELD_PREFILL_CHUNK = 1u << 11,
 };
 
 /* Where the engine runs the model's attention (docs/engine.md, "The CUDA path"). */
@@ -196,7 +212,19 @@ typedef struct st_engine_params {
      * hit skips the vision encoder; 0: every image is encoded (the chain's
      * keys are the same either way). */
     uint32_t vis_cache;
+    /* Chunked prefill (docs/engine.md, "Chunked prefill"): the prompt's text
+     * is computed in spans of up to this many tokens, layer by layer, cut at
+     * every KDA checkpoint and at the prompt's last full block; 1: token by
+     * token (the path before chunked prefill, kept for comparison). A multiple
+     * of the model's block_tokens up to ST_ENGINE_PREFILL_MAX, or 1; 0 or
+     * absent: ST_ENGINE_PREFILL_DEFAULT rounded down to a multiple of
+     * block_tokens. With a bounded pool (local_blocks) or near-data scoring
+     * the prompt runs token by token. Decode is token by token either way. */
+    uint32_t prefill_chunk;
 } st_engine_params_t;
+
+#define ST_ENGINE_PREFILL_DEFAULT 1024u
+#define ST_ENGINE_PREFILL_MAX     4096u
 
 /* What one st_engine_run did. */
 typedef struct st_engine_stats {
