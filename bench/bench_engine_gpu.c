@@ -1,22 +1,29 @@
 /*
  * bench_engine_gpu.c - the engine's CUDA path against its CPU path at long
  * context, the "gpu" shape (st_model_config_gpu, top-k TOPK), one stratad on
- * loopback (inline transport):
+ * loopback, the resume's reads over TRANSPORT (default ucx; inline: the gRPC
+ * calls themselves):
  *
- *  1. the GPU engine computes a HISTORY-token turn and writes its objects
- *     (prefill time, tokens/s);
+ *  1. the GPU engine computes a HISTORY-token turn by chunked prefill and
+ *     writes its objects (prefill time, tokens/s, its matrix products'
+ *     rate against the bf16 roofline); 1b. the token-by-token path and the
+ *     chunked one on min(HISTORY, 4096) tokens without the cache; 1c. the
+ *     chunked prefill of the whole prompt without the cache (what a resume
+ *     saves);
  *  2. the GPU engine answers HISTORY + 32 tokens by resuming the history
  *     (TTFT), then decodes DECODE tokens at that context (ms/token), REPS
- *     times, the median;
+ *     times, the median; 2b. that TTFT against 1c;
  *  3. the CPU engine does the same from the objects the GPU engine wrote
  *     (once: its decode at long context is slow), and the difference of its
  *     logits from the GPU's.
  *
  * usage: bench_engine_gpu STRATAD [HISTORY=32768] [DECODE=32] [REPS=3] [TOPK=2048]
+ *                         [TRANSPORT=ucx|libfabric|inline]
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bench_util.h"
 #include "cluster.h"
@@ -27,19 +34,48 @@
 static st_model_t *model;
 static st_client_t *client;
 
-static st_engine_t *engine(uint32_t device)
+/* An engine on device; cached: with the cluster; chunk: prefill_chunk (1: token by token). */
+static st_engine_t *engine_ex(uint32_t device, int cached, uint32_t chunk)
 {
     st_engine_params_t ep = {0};
     st_engine_t *e = NULL;
 
-    ep.field_mask = ST_ENGINE_FIELD_CLIENT | ST_ENGINE_FIELD_DEVICE;
-    ep.client = client;
+    ep.field_mask = ST_ENGINE_FIELD_DEVICE | ST_ENGINE_FIELD_PREFILL_CHUNK;
+    if (cached) {
+        ep.field_mask |= ST_ENGINE_FIELD_CLIENT;
+        ep.client = client;
+    }
     ep.device = device;
+    ep.prefill_chunk = chunk;
     if (st_engine_create(model, &ep, &e) != ST_OK) {
         fprintf(stderr, "engine create failed (device %u)\n", device);
         exit(1);
     }
     return e;
+}
+
+static st_engine_t *engine(uint32_t device)
+{
+    return engine_ex(device, 1, 0);
+}
+
+/* Floating-point operations of one token's matrix products in a prefill span (the products of
+ * engine/prefill_cuda.c: projections, feed-forward with every expert, the DSA output). */
+static double span_flops(const st_model_config_t *c)
+{
+    double d = c->d_model, row = c->dsa_latent + c->dsa_rope, hk = c->kda_heads * 128.0;
+    double E = c->moe_experts ? c->moe_experts : 1, F = c->ffn_hidden, f = 0.0;
+
+    for (const char *p = c->pattern; *p; p++) {
+        if (*p == 'K') {
+            f += 2 * d * (4 * hk + c->kda_heads) + 2 * hk * d;
+        } else {
+            f += 2 * d * (row + 128 + c->idx_heads * 128.0 + c->idx_heads + c->dsa_heads * row) +
+                 2 * c->dsa_heads * (double)c->dsa_latent * d;
+        }
+        f += 2 * d * E + E * 3 * 2 * d * F;
+    }
+    return f;
 }
 
 static void run(st_engine_t *e, const uint32_t *tok, size_t n, uint32_t n_decode, float *logits,
@@ -61,6 +97,8 @@ int main(int argc, char **argv)
     uint32_t n_dec = argc > 3 ? (uint32_t)atoi(argv[3]) : 32;
     int reps = argc > 4 ? atoi(argv[4]) : 3;
     uint32_t topk = argc > 5 ? (uint32_t)atoi(argv[5]) : 2048;
+    const char *transport = argc > 6 ? argv[6] : "ucx";
+    char extra[128];
     size_t n = hist + TAIL;
     st_client_params_t p = {0};
     st_model_config_t mc;
@@ -68,13 +106,14 @@ int main(int argc, char **argv)
     tc_cluster_t cl;
     uint32_t *tok;
     float *lg, *lc;
-    double ttft[16], dec[16], diff = 0.0, ref = 0.0;
+    double ttft[16], dec[16], diff = 0.0, ref = 0.0, recompute_ms = 0.0;
     bench_stats_t bt, bd;
 
     if (!stratad || hist < 1024 || hist % 64 != 0 || n_dec < 1 || reps < 1 || reps > 16 ||
         topk < 1) {
-        fprintf(stderr, "usage: bench_engine_gpu STRATAD [HISTORY (a multiple of 64, >= 1024)] "
-                        "[DECODE >= 1] [REPS 1..16] [TOPK >= 1]\n");
+        fprintf(stderr,
+                "usage: bench_engine_gpu STRATAD [HISTORY (a multiple of 64, >= 1024)] "
+                "[DECODE >= 1] [REPS 1..16] [TOPK >= 1] [TRANSPORT ucx|libfabric|inline]\n");
         return 2;
     }
     tok = malloc(sizeof(uint32_t) * n);
@@ -83,10 +122,14 @@ int main(int argc, char **argv)
     for (size_t i = 0; tok && i < n; i++) {
         tok[i] = (uint32_t)((i + 1) * 2654435761u >> 9) % 512;
     }
-    if (!tok || !lg || !lc || tc_start(&cl, stratad, 1, "--memory-limit 16G") != 0) {
+    snprintf(extra, sizeof(extra), "--memory-limit 16G --transport %s",
+             strcmp(transport, "inline") == 0 ? "ucx" : transport);
+    if (!tok || !lg || !lc || tc_start(&cl, stratad, 1, extra) != 0) {
         return 1;
     }
-    p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_MODEL | ST_CLIENT_FIELD_TIMEOUT;
+    p.field_mask = ST_CLIENT_FIELD_NODES | ST_CLIENT_FIELD_MODEL | ST_CLIENT_FIELD_TIMEOUT |
+                   (strcmp(transport, "inline") ? ST_CLIENT_FIELD_TRANSPORT : 0);
+    p.transport = transport;
     p.nodes = cl.peers;
     p.model = "bench-gpu";
     p.timeout_ms = 120000;
@@ -98,17 +141,42 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("engine on the GPU: gpu shape (%s, d_model %u, DSA %u heads x (%u + %u), indexer "
-           "%ux%u, KDA %ux%u, top-k %u); %zu-token history + %d; 1 stratad, inline transport\n",
+           "%ux%u, KDA %ux%u, top-k %u); %zu-token history + %d; 1 stratad, %s transport\n",
            mc.pattern, mc.d_model, mc.dsa_heads, mc.dsa_latent, mc.dsa_rope, mc.idx_heads,
-           mc.idx_dim, mc.kda_heads, mc.kda_head_dim, mc.topk, hist, TAIL);
+           mc.idx_dim, mc.kda_heads, mc.kda_head_dim, mc.topk, hist, TAIL, transport);
     fflush(stdout);
 
     st_engine_t *gpu = engine(ST_ENGINE_DEVICE_CUDA), *cpu = engine(ST_ENGINE_DEVICE_CPU);
 
     run(gpu, tok, hist, 0, NULL, &s);
-    printf("1. gpu prefill, %zu tokens computed and written: %.1f s (%.0f tokens/s), %llu "
-           "objects\n",
-           hist, s.ttft_us / 1e6, hist / (s.ttft_us / 1e6), (unsigned long long)s.objects_written);
+    double pf_s = s.ttft_us / 1e6, fl = span_flops(&mc);
+    printf("1. gpu chunked prefill, %zu tokens computed and written: %.2f s (%.0f tokens/s; its "
+           "matrix products %.2f GFLOP/token: %.2f TFLOP/s, %.4f of the 800 TFLOP/s bf16 "
+           "roofline), %llu objects\n",
+           hist, pf_s, hist / pf_s, fl / 1e9, fl * hist / pf_s / 1e12, fl * hist / pf_s / 800e12,
+           (unsigned long long)s.objects_written);
+    fflush(stdout);
+    {
+        /* The token-by-token path on a shorter history (its rate is flat in the context). */
+        size_t nt = hist < 4096 ? hist : 4096;
+        st_engine_t *tk = engine_ex(ST_ENGINE_DEVICE_CUDA, 0, 1), *ch;
+
+        run(tk, tok, nt, 0, NULL, &s);
+        double tk_rate = nt / (s.ttft_us / 1e6);
+        st_engine_free(tk);
+        ch = engine_ex(ST_ENGINE_DEVICE_CUDA, 0, 0);
+        run(ch, tok, nt, 0, NULL, &s);
+        printf("1b. %zu tokens without the cache: token by token %.0f tokens/s, chunked %.0f "
+               "tokens/s (%.1fx); chunked at %zu tokens %.0f tokens/s (%.1fx the token path)\n",
+               nt, tk_rate, nt / (s.ttft_us / 1e6), nt / (s.ttft_us / 1e6) / tk_rate, hist,
+               hist / pf_s, hist / pf_s / tk_rate);
+        /* The recompute the resume competes with: the whole prompt chunked, no cache. */
+        run(ch, tok, n, 0, NULL, &s);
+        recompute_ms = s.ttft_us / 1e3;
+        printf("1c. gpu chunked prefill of the whole %zu-token prompt, no cache: TTFT %.1f ms\n", n,
+               recompute_ms);
+        st_engine_free(ch);
+    }
     fflush(stdout);
     for (int r = 0; r < reps; r++) {
         run(gpu, tok, n, n_dec, lg, &s);
@@ -122,6 +190,12 @@ int main(int argc, char **argv)
            "context\n",
            n, (unsigned long long)s.resumed_blocks, (unsigned long long)s.computed_tokens,
            bt.median, bt.mad, bd.median, bd.mad, n_dec, n);
+    printf("2a. the last resume fetched %.1f MB in %.1f ms (%.2f GB/s from the cluster, "
+           "into the host stores)\n",
+           s.bytes_fetched / 1e6, s.fetch_us / 1e3, s.bytes_fetched / (s.fetch_us * 1e3));
+    printf("2b. turn-2 TTFT resumed against the chunked gpu prefill of the same prompt: %.1f ms "
+           "vs %.1f ms (%.1fx)\n",
+           bt.median, recompute_ms, recompute_ms / bt.median);
     fflush(stdout);
     run(cpu, tok, n, n_dec, lc, &s);
     for (int v = 0; v < 512; v++) {
