@@ -13,6 +13,11 @@ if(TARGET stratad)
   strata_engine_bench(bench_engine)
 endif()
 
+# chunked prefill against the token path on the CPU, no cluster (docs/engine.md).
+# Run by hand: bench_prefill [TOKENS] [CHUNK] [ROUNDS] [default|gpu].
+add_executable(bench_prefill bench_prefill.c bench_util.c)
+target_link_libraries(bench_prefill PRIVATE strata_engine m)
+
 # engine at long context: TTFT with a cached history, overlap efficiency, decode
 # with 10% of the blocks local. Run by hand:
 # bench_engine_long $(build)/cached/stratad [HISTORY] [DECODE] [REPS] [TRANSPORT].
@@ -21,7 +26,8 @@ if(TARGET stratad)
 endif()
 
 # the engine's CUDA path against its CPU path at long context (where CUDA is built).
-# Run by hand on a GPU: bench_engine_gpu $(build)/cached/stratad [HISTORY] [DECODE] [REPS] [TOPK].
+# Run by hand on a GPU: bench_engine_gpu $(build)/cached/stratad [HISTORY] [DECODE] [REPS] [TOPK]
+# [TRANSPORT].
 if(TARGET stratad AND TARGET strata_engine_cuda)
   strata_engine_bench(bench_engine_gpu)
 endif()

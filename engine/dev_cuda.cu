@@ -13,7 +13,7 @@
 #define EN_MV_TARGET  32768 /* threads a matvec aims for */
 #define EN_SORT_MAX   8192
 
-static st_status_t en_cu_status(const char *what)
+extern "C" st_status_t en_cu_status(const char *what)
 {
     cudaError_t err = cudaGetLastError();
 

@@ -18,6 +18,9 @@
 extern "C" {
 #endif
 
+/* ST_OK, or ST_ERR_INTERNAL after logging the last launch's error with the kernel's name. */
+st_status_t en_cu_status(const char *what);
+
 /* Floats of the partial-sum scratch that en_cu_matvec needs for (in, out). */
 size_t en_cu_matvec_scratch(int in, int out);
 

@@ -8,7 +8,6 @@
  */
 #include <cuda_runtime.h>
 #include <math.h>
-#include <stdio.h>
 
 #include "en_cuda.h"
 
@@ -18,18 +17,6 @@
 #define EN_MM_RPT    8    /* rows per thread: blockDim = (TO, TR / RPT) */
 #define EN_MM_SPLIT  2048 /* inputs per split of a long input */
 #define EN_MOE_K_MAX 16
-
-static st_status_t en_span_status(const char *what)
-{
-    cudaError_t err = cudaGetLastError();
-
-    if (err != cudaSuccess) {
-        fprintf(stderr, "strata engine: launch failed kernel=%s error=%s\n", what,
-                cudaGetErrorString(err));
-        return ST_ERR_INTERNAL;
-    }
-    return ST_OK;
-}
 
 /* ------------------------------------------------------------ matmul -- */
 
@@ -145,7 +132,7 @@ extern "C" st_status_t en_cu_matmul(const float *W, const float *X, size_t n, in
 
         en_mm_reduce<<<(unsigned)((total + 255) / 256), 256, 0, s>>>(scratch, splits, total, Y);
     }
-    return en_span_status("engine_matmul");
+    return en_cu_status("engine_matmul");
 }
 
 /* --------------------------------------------------------- elementwise -- */
@@ -174,7 +161,7 @@ extern "C" st_status_t en_cu_rope_rows(float *v, size_t n, int stride, int off, 
     }
     en_rope_rows_kernel<<<(unsigned)n, 64, 0, (cudaStream_t)stream>>>(v, (int)n, stride, off, rope,
                                                                       cs);
-    return en_span_status("engine_rope_rows");
+    return en_cu_status("engine_rope_rows");
 }
 
 /* KDA's gates: g <- -softplus(g - 1) (n_g values), beta <- sigmoid(beta) (n_b values). */
@@ -198,7 +185,7 @@ extern "C" st_status_t en_cu_kda_gates(float *g, size_t n_g, float *beta, size_t
 
     en_gates_kernel<<<(unsigned)((n + 255) / 256), 256, 0, (cudaStream_t)stream>>>(g, n_g, beta,
                                                                                    n_b);
-    return en_span_status("engine_kda_gates");
+    return en_cu_status("engine_kda_gates");
 }
 
 __global__ void en_scale_kernel(float *v, size_t n, float s)
@@ -213,7 +200,7 @@ __global__ void en_scale_kernel(float *v, size_t n, float s)
 extern "C" st_status_t en_cu_scale(float *v, size_t n, float s, void *stream)
 {
     en_scale_kernel<<<(unsigned)((n + 255) / 256), 256, 0, (cudaStream_t)stream>>>(v, n, s);
-    return en_span_status("engine_scale");
+    return en_cu_status("engine_scale");
 }
 
 /* ---------------------------------------------------------------- MoE -- */
@@ -262,7 +249,7 @@ extern "C" st_status_t en_cu_moe_route(const float *logits, size_t n, int E, int
     }
     en_route_kernel<<<(unsigned)((n + 127) / 128), 128, 0, (cudaStream_t)stream>>>(logits, (int)n,
                                                                                    E, k, idx, wt);
-    return en_span_status("engine_moe_route");
+    return en_cu_status("engine_moe_route");
 }
 
 __global__ void en_silu_kernel(float *h1, const float *h3, size_t n)
@@ -279,7 +266,7 @@ __global__ void en_silu_kernel(float *h1, const float *h3, size_t n)
 extern "C" st_status_t en_cu_silu_gate(float *h1, const float *h3, size_t n, void *stream)
 {
     en_silu_kernel<<<(unsigned)((n + 255) / 256), 256, 0, (cudaStream_t)stream>>>(h1, h3, n);
-    return en_span_status("engine_silu_gate");
+    return en_cu_status("engine_silu_gate");
 }
 
 /* x[t] = sum over j of wt[t][j] * eo[idx[t][j]][t], in routing order (idx NULL: eo[0]). */
@@ -312,5 +299,5 @@ extern "C" st_status_t en_cu_moe_combine(const float *eo, size_t n, int d, int k
 
     en_combine_kernel<<<(unsigned)((total + 255) / 256), 256, 0, (cudaStream_t)stream>>>(
         eo, (int)n, d, k, idx, wt, x);
-    return en_span_status("engine_moe_combine");
+    return en_cu_status("engine_moe_combine");
 }
