@@ -75,10 +75,11 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < n; i++) {
         tok[i] = (uint32_t)((i + 1) * 2654435761u >> 9) % c.vocab;
     }
-    printf("prefill on the CPU: %s shape (%s, d_model %u, DSA %u heads x %u, top-k %u), %zu tokens, "
-           "spans of %zu, %d rounds (order alternating)\n",
-           shape, c.pattern, c.d_model, c.dsa_heads, c.dsa_latent + c.dsa_rope, c.topk, n, chunk,
-           rounds);
+    printf(
+        "prefill on the CPU: %s shape (%s, d_model %u, DSA %u heads x %u, top-k %u), %zu tokens, "
+        "spans of %zu, %d rounds (order alternating)\n",
+        shape, c.pattern, c.d_model, c.dsa_heads, c.dsa_latent + c.dsa_rope, c.topk, n, chunk,
+        rounds);
     for (int r = 0; r < rounds; r++) {
         if (r % 2 == 0) {
             tk[r] = timed(m, tok, n, 0, la);
