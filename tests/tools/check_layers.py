@@ -33,10 +33,12 @@ GROUPS = [
     ("kernels/simd", ["kernels/simd.c", "kernels/simd_avx2.c"]),
     ("engine/engine", ["engine/engine.c", "engine/resume.c", "engine/put.c",
                        "engine/pool.c", "engine/score.c", "engine/vis.c"]),  # en_engine.h
-    # The reference model on both devices (en_internal.h): the CPU layers,
-    # their CUDA forms, the sequence's rows, the DSA selection, the device checks.
+    # The reference model on both devices (en_internal.h, en_dev.h): the CPU
+    # layers, their CUDA forms, the sequence's rows, the DSA selection, the
+    # device checks, the chunked prefill's spans on both devices.
     ("engine/model", ["engine/model.c", "engine/model_cuda.c", "engine/seq.c",
-                      "engine/select.c", "engine/device.c"]),
+                      "engine/select.c", "engine/device.c", "engine/prefill.c",
+                      "engine/prefill_cuda.c"]),
 ]
 FOLDERS = ("client/", "cached/", "rpc/", "proto/", "transport/", "engine/", "metrics/",
            "common/", "kernels/")
