@@ -421,8 +421,9 @@ static st_status_t en_chunk(st_engine_t *e, const uint32_t *tokens, size_t t, si
 }
 
 /*
- * The prompt from token start on: text one token at a time, an image as
- * one span (from start when the resume ended inside it). lg gets the last
+ * The prompt from token start on: text in prefill chunks (en_chunk_end; one
+ * token at a time where the sequence takes no chunks), an image as one span
+ * (from start when the resume ended inside it). lg gets the last
  * token's logits.
  */
 static st_status_t en_prompt(st_engine_t *e, const uint32_t *tokens, size_t n_tokens,
