@@ -4,6 +4,7 @@
  * ST_ENGINE_DEVICE_AUTO, and the stand-ins of the CUDA path in a build
  * without CUDA (docs/engine.md, "The CUDA path").
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "en_internal.h"
@@ -123,6 +124,35 @@ void en_dev_free(struct en_dev *dev)
 }
 
 void en_dev_invalidate(st_seq_t *seq)
+{
+}
+
+void *en_host_alloc(size_t bytes, int pinned)
+{
+    return malloc(bytes ? bytes : 1);
+}
+
+void en_host_free(void *p, int pinned)
+{
+    free(p);
+}
+
+st_status_t en_dev_load_start(st_seq_t *seq)
+{
+    return ST_ERR_INTERNAL;
+}
+
+st_status_t en_dev_load_piece(st_seq_t *seq, int l, size_t a, size_t b, size_t n)
+{
+    return ST_ERR_INTERNAL;
+}
+
+st_status_t en_dev_load_end(st_seq_t *seq, size_t n)
+{
+    return ST_ERR_INTERNAL;
+}
+
+void en_dev_loaded(st_seq_t *seq, size_t n)
 {
 }
 

@@ -53,6 +53,12 @@ typedef struct en_score {
     uint64_t t0;
 } en_score_t;
 
+/* A buffer registered with the client (NULL p: none). */
+typedef struct en_reg {
+    void *p;
+    size_t len;
+} en_reg_t;
+
 struct st_engine {
     const st_model_t *m;
     st_client_t *client;
@@ -100,6 +106,13 @@ struct st_engine {
     const st_engine_image_t *images;
     const st_hash_item_t *items;
     size_t n_items;
+    /* What a resume reads into, registered with the client's transport once
+     * (resume.c): per DSA layer its rows and keys stores (slot 2l, 2l + 1, as
+     * the sequence holds them now; seq->on_store_free drops a registration
+     * before its store goes), and the stage of the IDX and KDA objects. */
+    en_reg_t *reg; /* 2 x n_dsa */
+    uint8_t *fstage;
+    size_t fstage_len;
 };
 
 /* put.c. Waits for write p and counts how it went; frees it. */
@@ -137,6 +150,10 @@ st_status_t en_score_localize(st_engine_t *e, const char *why);
  * returns the blocks restored (0: compute from the start). */
 size_t en_resume(st_engine_t *e, const uint32_t *tokens, const st_hash_t *chain, size_t n_chain,
                  size_t n_look, st_engine_stats_t *stats);
+/* Sets up the resume's registrations (the table, the sequence's hook); ST_OK or ST_ERR_NOMEM. */
+st_status_t en_reg_init(st_engine_t *e);
+/* Drops every registration and frees the stage (before the sequence is freed). */
+void en_reg_fini(st_engine_t *e);
 
 /* vis.c. Checks a run's images against its tokens and names each: items[k]
  * gets image k's st_hash_image(), start and token count. ST_OK, or

@@ -126,6 +126,12 @@ struct st_seq {
     float *stage; /* topk x row: remote rows land here */
     float *out_b, *lse_a, *lse_b;
     struct en_dev *dev; /* the CUDA path (engine/model_cuda.c), or NULL: the CPU path */
+    /* The rows and keys stores are pinned host memory (set by en_dev_attach on
+     * a sequence that has none yet). on_store_free, when set, hears of each
+     * store before it is freed or moved (the engine's transport registrations). */
+    int pinned;
+    void (*on_store_free)(void *arg, void *p);
+    void *on_store_arg;
 };
 
 /* ---- the CUDA path (engine/device.c, engine/model_cuda.c; docs/engine.md) */
@@ -158,6 +164,21 @@ st_status_t en_dev_resolve(const st_model_t *m, uint32_t want, int *cuda);
  */
 st_status_t en_dev_attach(st_seq_t *seq);
 void en_dev_free(struct en_dev *dev);
+/* Host memory for a store: pinned (page-locked, through CUDA) or malloc's; en_host_free frees
+ * it the same way. Without CUDA in the build pinned is ignored. */
+void *en_host_alloc(size_t bytes, int pinned);
+void en_host_free(void *p, int pinned);
+/*
+ * A resume's upload to the device, in pieces (engine/resume.c): load_start lays the device
+ * stores out for seq->cap (after en_seq_reserve); load_piece queues the upload of tokens
+ * [a, b) of DSA layer l of a resume of n tokens (n sets the pool's blocks) from the host
+ * stores, asynchronous, so the caller goes on reading the next pieces; load_end queues the block summaries of [0, n) and waits for every upload.
+ * loaded (after the imports and en_seq_set_prefix) tells the device it holds tokens [0, n).
+ */
+st_status_t en_dev_load_start(st_seq_t *seq);
+st_status_t en_dev_load_piece(st_seq_t *seq, int l, size_t a, size_t b, size_t n);
+st_status_t en_dev_load_end(st_seq_t *seq, size_t n);
+void en_dev_loaded(st_seq_t *seq, size_t n);
 /* The host stores changed under the device copies (reset, imports). */
 void en_dev_invalidate(st_seq_t *seq);
 /* Copies the device's KDA states into seq->kda (before an export). */

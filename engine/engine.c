@@ -142,6 +142,9 @@ st_status_t st_engine_create(const st_model_t *model, const st_engine_params_t *
         e->seq->on_select = params->on_select;
         e->seq->on_select_arg = params->on_select_arg;
     }
+    if (r == ST_OK && e->client) {
+        r = en_reg_init(e); /* what resumes read into, registered once (resume.c) */
+    }
     if (r == ST_OK && e->remote) {
         r = en_score_init(e); /* before the pool: it sets up the keys window */
     }
@@ -160,6 +163,7 @@ st_status_t st_engine_create(const st_model_t *model, const st_engine_params_t *
     }
     if (r != ST_OK) {
         en_score_fini(e);
+        en_reg_fini(e);
         st_seq_free(e->seq);
         free(e->rops);
         free(e->ridx);
@@ -663,6 +667,7 @@ void st_engine_free(st_engine_t *engine)
         }
         free(engine->puts);
         en_score_fini(engine);
+        en_reg_fini(engine);
         st_seq_free(engine->seq);
         free(engine);
     }

@@ -99,6 +99,25 @@ void en_dfree(void *p)
     }
 }
 
+void *en_host_alloc(size_t bytes, int pinned)
+{
+    void *p = NULL;
+
+    if (!pinned) {
+        return malloc(bytes ? bytes : 1);
+    }
+    return en_hmalloc(&p, bytes) == ST_OK ? p : NULL;
+}
+
+void en_host_free(void *p, int pinned)
+{
+    if (p && pinned) {
+        cudaFreeHost(p);
+    } else {
+        free(p);
+    }
+}
+
 void en_dev_free(struct en_dev *dev)
 {
     if (!dev) {
@@ -255,6 +274,14 @@ st_status_t en_dev_attach(st_seq_t *seq)
     dev->ring = seq->ring;
     dev->cur = (size_t)-1;
     seq->dev = dev;
+    {
+        int empty = 1;
+
+        for (int l = 0; l < m->n_dsa; l++) {
+            empty = empty && !seq->dsa[l].kv && !seq->dsa[l].keys;
+        }
+        seq->pinned = empty; /* stores allocated from now on are pinned */
+    }
     lg_info("sequence on the CUDA device dsa_layers=%d kda_layers=%d heads=%zu topk=%u", m->n_dsa,
             m->n_kda, H, c->topk);
     return ST_OK;
@@ -365,45 +392,96 @@ static st_status_t en_dev_grow(st_seq_t *seq)
     return ST_OK;
 }
 
-/* Uploads tokens [a, b) of every DSA layer from the host stores (after a resume). */
-static st_status_t en_dev_upload(st_seq_t *seq, size_t a, size_t b)
+/* Queues the upload of tokens [a, b) of DSA layer l from the host stores: keys to fp8, rows
+ * (those the pool holds with the sequence at end tokens) to bf16, through dev->bulk in pieces
+ * of EN_CH tokens. */
+static st_status_t en_dev_upload_layer(st_seq_t *seq, int l, size_t a, size_t b, size_t end)
 {
     struct en_dev *dev = seq->dev;
     const st_model_t *m = seq->m;
-    size_t B = m->cfg.block_tokens, row = (size_t)m->row, open = b / B, first = 0;
+    size_t B = m->cfg.block_tokens, row = (size_t)m->row, open = end / B, first = 0;
+    en_dev_dsa_t *e = &dev->dsa[l];
 
     if (seq->ring && open + 1 > seq->ring) {
         first = (open + 1 - seq->ring) * B; /* the oldest token of the pool */
     }
-    for (int l = 0; l < m->n_dsa; l++) {
-        en_dev_dsa_t *e = &dev->dsa[l];
+    for (size_t t = a; t < b;) {
+        size_t n = b - t < EN_CH ? b - t : EN_CH;
 
-        for (size_t t = a; t < b;) {
-            size_t n = b - t < EN_CH ? b - t : EN_CH;
+        EN_CU(cudaMemcpyAsync(dev->bulk, seq->dsa[l].keys + t * EN_KD, n * EN_KD * sizeof(float),
+                              cudaMemcpyHostToDevice, dev->stream));
+        EN_ST(en_cu_keys_fp8(dev->bulk, n, t, e->keys8, e->scale, dev->stream));
+        t += n;
+    }
+    for (size_t t = a > first ? a : first; t < b;) {
+        size_t n = b - t < EN_CH ? b - t : EN_CH;
 
-            EN_CU(cudaMemcpyAsync(dev->bulk, seq->dsa[l].keys + t * EN_KD,
-                                  n * EN_KD * sizeof(float), cudaMemcpyHostToDevice, dev->stream));
-            EN_ST(en_cu_keys_fp8(dev->bulk, n, t, e->keys8, e->scale, dev->stream));
-            t += n;
+        if (seq->ring && n > B - t % B) {
+            n = B - t % B; /* a ring slot's rows are contiguous within the block */
         }
-        for (size_t t = a > first ? a : first; t < b;) {
-            size_t n = b - t < EN_CH ? b - t : EN_CH;
-
-            if (seq->ring && n > B - t % B) {
-                n = B - t % B; /* a ring slot's rows are contiguous within the block */
-            }
-            EN_CU(cudaMemcpyAsync(dev->bulk, en_kv_row(seq, l, t), n * row * sizeof(float),
-                                  cudaMemcpyHostToDevice, dev->stream));
-            EN_ST(en_cu_rows_bf16(dev->bulk, n, t, (int)row, (int)B, seq->ring, e->rows,
-                                  dev->stream));
-            t += n;
-        }
-        if (b > 0) {
-            EN_ST(st_cuda_block_summary_fp8(e->keys8, e->scale, (int)b, EN_KD, (int)B, e->summary,
-                                            dev->stream));
-        }
+        EN_CU(cudaMemcpyAsync(dev->bulk, en_kv_row(seq, l, t), n * row * sizeof(float),
+                              cudaMemcpyHostToDevice, dev->stream));
+        EN_ST(en_cu_rows_bf16(dev->bulk, n, t, (int)row, (int)B, seq->ring, e->rows, dev->stream));
+        t += n;
     }
     return ST_OK;
+}
+
+/* Queues the block summaries of tokens [0, n) of every DSA layer, from the device keys. */
+static st_status_t en_dev_summaries(st_seq_t *seq, size_t n)
+{
+    struct en_dev *dev = seq->dev;
+
+    for (int l = 0; n > 0 && l < seq->m->n_dsa; l++) {
+        en_dev_dsa_t *e = &dev->dsa[l];
+
+        EN_ST(st_cuda_block_summary_fp8(e->keys8, e->scale, (int)n, EN_KD,
+                                        (int)seq->m->cfg.block_tokens, e->summary, dev->stream));
+    }
+    return ST_OK;
+}
+
+/* Uploads tokens [a, b) of every DSA layer from the host stores (after a resume). */
+static st_status_t en_dev_upload(st_seq_t *seq, size_t a, size_t b)
+{
+    for (int l = 0; l < seq->m->n_dsa; l++) {
+        st_status_t r = en_dev_upload_layer(seq, l, a, b, b);
+
+        if (r != ST_OK) {
+            return r;
+        }
+    }
+    return en_dev_summaries(seq, b);
+}
+
+st_status_t en_dev_load_start(st_seq_t *seq)
+{
+    seq->dev->len = 0;
+    seq->dev->cur = (size_t)-1;
+    return en_dev_grow(seq);
+}
+
+st_status_t en_dev_load_piece(st_seq_t *seq, int l, size_t a, size_t b, size_t n)
+{
+    return en_dev_upload_layer(seq, l, a, b, n);
+}
+
+st_status_t en_dev_load_end(st_seq_t *seq, size_t n)
+{
+    st_status_t r = en_dev_summaries(seq, n);
+    cudaError_t ce = cudaStreamSynchronize(seq->dev->stream);
+
+    return r != ST_OK ? r : en_cu_ok(ce, "resume upload");
+}
+
+void en_dev_loaded(st_seq_t *seq, size_t n)
+{
+    struct en_dev *dev = seq->dev;
+
+    dev->len = n; /* en_dev_begin(n) uploads nothing more; the KDA states follow there */
+    dev->cur = (size_t)-1;
+    dev->kda_valid = 0;
+    dev->kda_newer = 0;
 }
 
 /* Before the first layer of the token at pos: the device holds tokens [0, pos). */

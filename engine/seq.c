@@ -15,6 +15,44 @@ static size_t en_max(size_t a, size_t b)
     return a > b ? a : b;
 }
 
+/*
+ * The rows and keys stores. On the CUDA path (seq->pinned) they are pinned
+ * host memory, so the transport lands a resume's objects in them and the
+ * device copies from them without another copy; whoever registered a store
+ * with the transport hears of it before it goes (seq->on_store_free).
+ */
+static void *en_store_alloc(const st_seq_t *seq, size_t bytes)
+{
+    return en_host_alloc(bytes, seq->pinned);
+}
+
+static void en_store_free(const st_seq_t *seq, void *p)
+{
+    if (p && seq->on_store_free) {
+        seq->on_store_free(seq->on_store_arg, p);
+    }
+    en_host_free(p, seq->pinned);
+}
+
+/* Grows store p to bytes, keeping its first keep bytes; NULL (p kept) when out of memory. */
+static void *en_store_grow(const st_seq_t *seq, void *p, size_t keep, size_t bytes)
+{
+    void *q;
+
+    if (!seq->pinned) {
+        if (p && seq->on_store_free) {
+            seq->on_store_free(seq->on_store_arg, p); /* realloc may move it */
+        }
+        return realloc(p, bytes);
+    }
+    q = en_host_alloc(bytes, 1);
+    if (q && p) {
+        memcpy(q, p, keep);
+        en_store_free(seq, p);
+    }
+    return q;
+}
+
 st_status_t st_seq_create(const st_model_t *model, st_seq_t **seq_p)
 {
     const st_model_config_t *c;
@@ -80,8 +118,8 @@ void st_seq_free(st_seq_t *seq)
     }
     if (seq->dsa) {
         for (int l = 0; l < seq->m->n_dsa; l++) {
-            free(seq->dsa[l].kv);
-            free(seq->dsa[l].keys);
+            en_store_free(seq, seq->dsa[l].kv);
+            en_store_free(seq, seq->dsa[l].keys);
             free(seq->dsa[l].summary);
         }
     }
@@ -147,7 +185,8 @@ st_status_t en_seq_reserve(st_seq_t *seq, size_t n)
         float *keys, *sum;
 
         if (seq->ring == 0) {
-            float *kv = realloc(d->kv, sizeof(float) * cap * (size_t)m->row);
+            float *kv = en_store_grow(seq, d->kv, sizeof(float) * seq->cap * (size_t)m->row,
+                                      sizeof(float) * cap * (size_t)m->row);
 
             if (!kv) {
                 return ST_ERR_NOMEM;
@@ -157,7 +196,7 @@ st_status_t en_seq_reserve(st_seq_t *seq, size_t n)
         if (seq->kwin) {
             continue; /* the keys window has its fixed size (en_seq_set_ring) */
         }
-        keys = realloc(d->keys, sizeof(float) * cap * di);
+        keys = en_store_grow(seq, d->keys, sizeof(float) * seq->cap * di, sizeof(float) * cap * di);
         if (!keys) {
             return ST_ERR_NOMEM;
         }
@@ -177,7 +216,7 @@ st_status_t en_seq_reserve(st_seq_t *seq, size_t n)
 static void en_seq_drop_keys(st_seq_t *seq)
 {
     for (int l = 0; l < seq->m->n_dsa; l++) {
-        free(seq->dsa[l].keys);
+        en_store_free(seq, seq->dsa[l].keys);
         seq->dsa[l].keys = NULL;
         free(seq->dsa[l].summary);
         seq->dsa[l].summary = NULL;
@@ -199,7 +238,7 @@ st_status_t en_seq_set_ring(st_seq_t *seq, size_t ring)
         return ST_OK;
     }
     for (int l = 0; l < m->n_dsa; l++) {
-        free(seq->dsa[l].kv);
+        en_store_free(seq, seq->dsa[l].kv);
         seq->dsa[l].kv = NULL;
     }
     if (kwin != seq->kwin || kwin) {
@@ -212,17 +251,17 @@ st_status_t en_seq_set_ring(st_seq_t *seq, size_t ring)
     for (int l = 0; l < m->n_dsa; l++) {
         size_t n = ring ? ring * B : seq->cap;
 
-        seq->dsa[l].kv = malloc(sizeof(float) * (n + 1) * (size_t)m->row);
+        seq->dsa[l].kv = en_store_alloc(seq, sizeof(float) * (n + 1) * (size_t)m->row);
         if (kwin && seq->dsa[l].kv) {
-            seq->dsa[l].keys = malloc(sizeof(float) * (ring * B * di + 1));
+            seq->dsa[l].keys = en_store_alloc(seq, sizeof(float) * (ring * B * di + 1));
             seq->dsa[l].summary = malloc(sizeof(float) * (ring * 2 * di + 1));
         }
         if (!seq->dsa[l].kv || (kwin && (!seq->dsa[l].keys || !seq->dsa[l].summary))) {
             /* Leave a consistent, empty unbounded sequence behind. */
             for (int j = 0; j < m->n_dsa; j++) {
-                free(seq->dsa[j].kv);
+                en_store_free(seq, seq->dsa[j].kv);
                 seq->dsa[j].kv = NULL;
-                free(seq->dsa[j].keys);
+                en_store_free(seq, seq->dsa[j].keys);
                 seq->dsa[j].keys = NULL;
                 free(seq->dsa[j].summary);
                 seq->dsa[j].summary = NULL;
@@ -302,13 +341,13 @@ st_status_t en_seq_keys_full(st_seq_t *seq, size_t *kbase_p)
     }
     nb = nb < seq->ring ? nb : seq->ring; /* the window's blocks inside the capacity */
     for (int l = 0; ok && l < m->n_dsa; l++) {
-        keys[l] = malloc(sizeof(float) * cap * di + 1);
+        keys[l] = en_store_alloc(seq, sizeof(float) * cap * di + 1);
         sums[l] = malloc(sizeof(float) * (cap / B) * 2 * di + 1);
         ok = keys[l] && sums[l];
     }
     if (!ok) {
         for (int l = 0; keys && sums && l < m->n_dsa; l++) {
-            free(keys[l]);
+            en_store_free(seq, keys[l]);
             free(sums[l]);
         }
         free(keys);
@@ -321,7 +360,7 @@ st_status_t en_seq_keys_full(st_seq_t *seq, size_t *kbase_p)
 
         memcpy(keys[l] + base * B * di, d->keys, sizeof(float) * nb * B * di);
         memcpy(sums[l] + base * 2 * di, d->summary, sizeof(float) * nb * 2 * di);
-        free(d->keys);
+        en_store_free(seq, d->keys);
         free(d->summary);
         d->keys = keys[l];
         d->summary = sums[l];
