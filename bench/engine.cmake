@@ -27,9 +27,10 @@ endif()
 
 # the engine's CUDA path against its CPU path at long context (where CUDA is built).
 # Run by hand on a GPU: bench_engine_gpu $(build)/cached/stratad [HISTORY] [DECODE] [REPS] [TOPK]
-# [TRANSPORT].
-if(TARGET stratad AND TARGET strata_engine_cuda)
+# [TRANSPORT] [COPY_THREADS].
+if(TARGET stratad AND TARGET strata_engine_cuda AND TARGET bench_transport_loop)
   strata_engine_bench(bench_engine_gpu)
+  target_link_libraries(bench_engine_gpu PRIVATE bench_transport_loop)
 endif()
 
 # the engine's near-data scoring (issue #20) at long context over four stratad:
