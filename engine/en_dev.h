@@ -47,6 +47,8 @@ struct en_dev {
     size_t o_row, o_key, o_iq, o_w, o_cs, n_up;
     float *qf, *oa, *ob, *lsea, *lseb, *part, *res, *kin, *ko, *bulk, *tau;
     uint16_t *qb, *stage;
+    float *stagef;   /* the remote rows as read (fp32), converted into stage on the device */
+    float *h_pinned; /* the sequence's row stage, registered with CUDA (NULL: not) */
     int32_t *sel, *sel_raw;
     const uint16_t **ptr;
     uint32_t *cnt;

@@ -138,10 +138,10 @@ void en_dev_free(struct en_dev *dev)
         }
         free(dev->dsa);
     }
-    void *dptr[] = {dev->kda, dev->ws,      dev->scores,      dev->ties, dev->up,   dev->qf,
-                    dev->oa,  dev->ob,      dev->lsea,        dev->lseb, dev->part, dev->res,
-                    dev->kin, dev->ko,      dev->bulk,        dev->tau,  dev->qb,   dev->stage,
-                    dev->sel, dev->sel_raw, (void *)dev->ptr, dev->cnt};
+    void *dptr[] = {dev->kda, dev->ws,      dev->scores,      dev->ties, dev->up,    dev->qf,
+                    dev->oa,  dev->ob,      dev->lsea,        dev->lseb, dev->part,  dev->res,
+                    dev->kin, dev->ko,      dev->bulk,        dev->tau,  dev->qb,    dev->stage,
+                    dev->sel, dev->sel_raw, (void *)dev->ptr, dev->cnt,  dev->stagef};
     for (size_t i = 0; i < sizeof(dptr) / sizeof(dptr[0]); i++) {
         en_dfree(dptr[i]);
     }
@@ -154,6 +154,9 @@ void en_dev_free(struct en_dev *dev)
     }
     if (dev->stream) {
         cudaStreamDestroy(dev->stream);
+    }
+    if (dev->h_pinned) {
+        cudaHostUnregister(dev->h_pinned);
     }
     free(dev);
 }
@@ -243,6 +246,7 @@ st_status_t en_dev_attach(st_seq_t *seq)
             {&dev->tau, sizeof(float)},
             {&dev->ptr, 2 * k * sizeof(void *)},
             {&dev->stage, k * row * sizeof(uint16_t)},
+            {&dev->stagef, k * row * sizeof(float)},
             {&dev->kin, (4 * en_pad(hk) + en_pad(c->kda_heads)) * sizeof(float)},
             {&dev->ko, hk * sizeof(float)},
             {&dev->bulk, (size_t)EN_CH * row * sizeof(float)},
@@ -273,6 +277,12 @@ st_status_t en_dev_attach(st_seq_t *seq)
     }
     dev->ring = seq->ring;
     dev->cur = (size_t)-1;
+    /* Remote rows land in the sequence's stage and go up from there as they are: pinned. */
+    if (seq->ring && cudaHostRegister(seq->stage, k * row * sizeof(float),
+                                      cudaHostRegisterDefault) == cudaSuccess) {
+        dev->h_pinned = seq->stage;
+    }
+    (void)cudaGetLastError(); /* a refusal leaves the stage pageable: slower, not wrong */
     seq->dev = dev;
     {
         int empty = 1;
@@ -604,35 +614,48 @@ static st_status_t en_dev_pool_attn(st_seq_t *s, const en_layer_t *L, size_t pos
     }
     s->rows_local += (uint64_t)closed;
     s->rows_remote += (uint64_t)nr;
-    r = en_rows_remote_start(s, L->sub, nr, &rf);
-    if (r != ST_OK) {
-        return r;
+    if (s->rowsrc.serial) {
+        /* Measurement (serial_rows): the remote rows are waited for before the local partial. */
+        r = en_rows_remote_start(s, L->sub, nr, &rf);
+        if (r != ST_OK) {
+            return r;
+        }
     }
-    /* The local partial computes on the device while the remote rows arrive. */
+    /* The local partial is queued on the device first; it computes while this thread reads
+     * the remote rows into the pinned stage. */
     EN_CU(cudaMemcpyAsync(dev->ptr, pa, (size_t)na * sizeof(void *), cudaMemcpyHostToDevice,
                           dev->stream));
     r = st_cuda_sparse_attn_bf16(dev->qb, 1, H, dev->ptr, na, scale, dev->oa, dev->lsea,
                                  dev->stream);
-    if (nr > 0 && !s->rowsrc.serial) {
-        rf = s->rowsrc.finish(s->rowsrc.arg); /* always, so nothing stays in flight */
+    if (!s->rowsrc.serial) {
+        st_status_t rs = en_rows_remote_start(s, L->sub, nr, &rf);
+
+        if (rs != ST_OK) {
+            cudaStreamSynchronize(dev->stream);
+            return rs;
+        }
+        if (nr > 0) {
+            rf = s->rowsrc.finish(s->rowsrc.arg); /* always, so nothing stays in flight */
+        }
     }
     r = r != ST_OK ? r : rf;
     if (r == ST_OK && nk + nr > 0) {
         const uint16_t **dptr = dev->ptr + c->topk + 1;
 
-        for (size_t i = 0; i < nr; i++) {
-            const float *p = s->stage + i * row;
-            uint16_t *o = dev->h_stage + (nk + i) * row;
-
-            for (size_t j = 0; j < row; j++) {
-                o[j] = en_bf16(p[j]);
-            }
-        }
         for (size_t i = 0; i < nk + nr; i++) {
             pb[i] = dev->stage + i * row;
         }
-        EN_CU(cudaMemcpyAsync(dev->stage, dev->h_stage, (nk + nr) * row * sizeof(uint16_t),
-                              cudaMemcpyHostToDevice, dev->stream));
+        if (nk > 0) {
+            EN_CU(cudaMemcpyAsync(dev->stage, dev->h_stage, nk * row * sizeof(uint16_t),
+                                  cudaMemcpyHostToDevice, dev->stream));
+        }
+        if (nr > 0) {
+            /* fp32 as read, to bf16 on the device. */
+            EN_CU(cudaMemcpyAsync(dev->stagef, s->stage, nr * row * sizeof(float),
+                                  cudaMemcpyHostToDevice, dev->stream));
+            EN_ST(en_cu_rows_bf16(dev->stagef, nr, 0, (int)row, (int)B, 0, dev->stage + nk * row,
+                                  dev->stream));
+        }
         EN_CU(cudaMemcpyAsync(dptr, pb, (nk + nr) * sizeof(void *), cudaMemcpyHostToDevice,
                               dev->stream));
         r = st_cuda_sparse_attn_bf16(dev->qb, 1, H, dptr, (int)(nk + nr), scale, dev->ob, dev->lseb,
