@@ -498,7 +498,7 @@ static void sc_dpg_take(sc_dpg_t *g, size_t b, size_t j, uint64_t t_sent, int *r
         sc_dpg_keep(g, b, j, i, t_sent);
     }
     if (op->n_rows == 0) {
-        g->plist[g->np++] = (sc_dp_post_t){i, reg->base + off, len, reg->rkey, NULL, ST_OK};
+        g->plist[g->np++] = (sc_dp_post_t){i, reg->base + off, len, reg->rkey, NULL, ST_OK, 0, 0};
         return;
     }
     sc_dp_post_get(g->dp, nd, op, o, reg, off, len);
@@ -542,6 +542,57 @@ static void sc_dpg_post_request(sc_dpg_t *g, size_t b, int located, uint64_t t_s
     pthread_mutex_unlock(&nd->lock);
 }
 
+/* Op i's cached entry was stale: the inline path answers it. */
+static void sc_dpg_stale(sc_dpg_t *g, size_t i)
+{
+    g->ops[i].cached = 0;
+    g->todo[i] = 1;
+    sc_dp_cache_drop(g->dp, g->h, &g->h->gets[i]);
+}
+
+/* The gets of the cached ops: row reads node by node in bulk (sc_dp_post_cached_rows), whole
+ * objects one by one. */
+static void sc_dpg_post_cached(sc_dpg_t *g)
+{
+    size_t *ix = g->n_cached > 1 ? malloc(sizeof(*ix) * g->n_cached) : NULL;
+    uint8_t *ok = ix != NULL ? malloc(g->n_cached) : NULL;
+    uint8_t *done = ok != NULL ? calloc(g->n, 1) : NULL;
+
+    for (size_t i = 0; i < g->n; i++) {
+        st_get_op_t *op = &g->h->gets[i];
+
+        if (!g->ops[i].cached || (done != NULL && op->n_rows > 0)) {
+            continue;
+        }
+        if (!sc_dp_post_cached(g->c, op, &g->ops[i], &g->ops[i].ce)) {
+            sc_dpg_stale(g, i);
+        }
+    }
+    for (size_t first = 0; done != NULL && first < g->n; first++) {
+        size_t n = 0;
+        uint32_t node;
+
+        if (!g->ops[first].cached || g->h->gets[first].n_rows == 0 || done[first]) {
+            continue;
+        }
+        node = g->ops[first].ce.node;
+        for (size_t i = first; i < g->n; i++) {
+            if (g->ops[i].cached && g->h->gets[i].n_rows > 0 && !done[i] &&
+                g->ops[i].ce.node == node) {
+                ix[n++] = i;
+                done[i] = 1;
+            }
+        }
+        sc_dp_post_cached_rows(g->c, g->h, g->ops, node, ix, n, ok);
+        for (size_t j = 0; j < n; j++) {
+            if (!ok[j]) {
+                sc_dpg_stale(g, ix[j]);
+            }
+        }
+    }
+    free(ix), free(ok), free(done);
+}
+
 /* Posts the gets of every request as its wave is located, then those of
  * the cached ops (a stale entry: the inline path answers). */
 static void sc_dpg_post(sc_dpg_t *g)
@@ -559,15 +610,7 @@ static void sc_dpg_post(sc_dpg_t *g)
         }
         sc_dpg_post_request(g, b, located, t_sent);
     }
-    for (size_t i = 0; i < g->n; i++) {
-        st_get_op_t *op = &g->h->gets[i];
-
-        if (g->ops[i].cached && !sc_dp_post_cached(g->c, op, &g->ops[i], &g->ops[i].ce)) {
-            g->ops[i].cached = 0; /* stale: the inline path answers */
-            g->todo[i] = 1;
-            sc_dp_cache_drop(g->dp, g->h, op);
-        }
-    }
+    sc_dpg_post_cached(g);
 }
 
 /* -------------------------------------------------------------- settle -- */

@@ -58,7 +58,8 @@
  * batches (they only call the control plane, so a batch waiting on one can
  * never deadlock the pool). copy_threads - 1 copy threads take equal shares
  * (by bytes) of a node's list of direct copies (regions mapped here:
- * tp_get_now) while the batch's thread copies the first share and
+ * tp_get_now: whole objects, and the runs of rows of a worker batch's cached
+ * row reads) while the batch's thread copies the first share and
  * then waits for theirs; one batch at a time has them (the others copy
  * alone), and the batch's thread holds the node's lock for them meanwhile.
  * One transport per client, serialised by dp->lock; a worker posts its
@@ -231,13 +232,17 @@ struct sc_dp_op {
     uint8_t prechecked; /* hashed while copied (sc_dp_copy_hashed): 2 matched, 1 differed */
 };
 
-/* A located whole object waiting to be posted with the others of its batch. */
+/* A located whole object waiting to be posted with the others of its batch, or a run of
+ * adjacent rows of a cached row read (sc_dp_post_cached_rows). */
 struct sc_dp_post {
     size_t i; /* op index */
     uint64_t raddr, len;
     tp_rkey_t *rkey;
     tp_mem_t *mem;  /* the local registration; NULL: the op failed */
     st_status_t st; /* the direct copy's; ST_ERR_UNSUPPORTED: post a get */
+    /* Rows: the run is the op's rows [x0, x0 + len / row_bytes), at dst + x0 x row_bytes; bad
+     * is 1 + the first row whose sum did not match (checked by the copying thread), or 0. */
+    uint32_t x0, bad;
 };
 
 /* One request of a batch to one node: ops perm[first, first + count), in
@@ -321,6 +326,15 @@ void sc_dp_post_objects(sc_dp_t *dp, sc_dp_node_t *nd, st_handle_t *h, sc_dp_op_
                         sc_dp_post_t *p, size_t np);
 /* Posts a read from its lease-cache entry; 0 when the entry is stale. */
 int sc_dp_post_cached(st_client_t *c, st_get_op_t *op, sc_dp_op_t *o, const sc_lc_ent_t *e);
+/*
+ * The cached row reads ix[0, n) of h, all on node `node` (each with its lease-cache entry in
+ * ops[ix[j]].ce): what sc_dp_post_cached() does for each, under one hold of the node's lock,
+ * with the direct copies of every run of rows shared with the copy threads and each run checked
+ * against its row sums by the thread that copied it. ok[j]: as sc_dp_post_cached() returns
+ * for op ix[j] (0: the entry is stale, nothing was posted for it).
+ */
+void sc_dp_post_cached_rows(st_client_t *c, st_handle_t *h, sc_dp_op_t *ops, uint32_t node,
+                            const size_t *ix, size_t n, uint8_t *ok);
 
 /* --- dp_verify.c: checksums of whole objects, row sums ------------------- */
 

@@ -167,6 +167,26 @@ static st_status_t sc_dp_copy_hashed(sc_dp_node_t *nd, st_get_op_t *op, sc_dp_op
     return ST_OK;
 }
 
+/* A run of rows q of op, copied directly and checked against its row sums while still in
+ * cache (q->bad: 1 + the first row that did not match). */
+static st_status_t sc_dp_copy_run(sc_dp_node_t *nd, const st_handle_t *h, const st_get_op_t *op,
+                                  const sc_dp_op_t *o, sc_dp_post_t *q)
+{
+    size_t rb = op->row_bytes;
+    uint8_t *dst = (uint8_t *)op->dst + (size_t)q->x0 * rb;
+    st_status_t st = tp_get_now(nd->ep, dst, (size_t)q->len, q->mem, q->raddr, q->rkey);
+
+    if (st == ST_OK && o->has_rsum && !h->client->dp->rows_unverified) {
+        for (uint32_t r = q->x0; r < q->x0 + (uint32_t)(q->len / rb); r++, dst += rb) {
+            if (pr_rowsum(dst, rb) != o->rsum[r]) {
+                q->bad = op->rows[r] + 1;
+                break;
+            }
+        }
+    }
+    return st;
+}
+
 /* Copies p[lo, hi) where the region is mapped here (any thread: a direct
  * copy touches neither the transport's worker nor dp->lock). Returns the
  * bytes copied. */
@@ -181,8 +201,9 @@ static uint64_t sc_dp_copy_range(sc_dp_node_t *nd, st_handle_t *h, sc_dp_op_t *o
         if (p[k].mem == NULL) {
             continue;
         }
-        if (!nd->committed_ro && op->n_rows == 0 && p[k].len > SC_DP_FUSE_PIECE &&
-            !sc_dp_fuse_off()) {
+        if (op->n_rows > 0) {
+            p[k].st = sc_dp_copy_run(nd, h, op, &ops[p[k].i], &p[k]);
+        } else if (!nd->committed_ro && p[k].len > SC_DP_FUSE_PIECE && !sc_dp_fuse_off()) {
             p[k].st = sc_dp_copy_hashed(nd, op, &ops[p[k].i], &p[k]);
         } else {
             p[k].st =
@@ -329,6 +350,100 @@ void sc_dp_post_objects(sc_dp_t *dp, sc_dp_node_t *nd, st_handle_t *h, sc_dp_op_
     }
 }
 
+/* Whether lease-cache entry e still names a region of node nd that holds it (nd->lock held). */
+static int sc_dp_entry_live(const sc_dp_node_t *nd, const sc_lc_ent_t *e)
+{
+    return nd->gen == e->gen && nd->epoch == e->epoch && nd->ep != NULL && e->region_id < nd->cap &&
+           nd->reg[e->region_id].rkey != NULL && e->offset + e->length <= nd->reg[e->region_id].len;
+}
+
+void sc_dp_post_cached_rows(st_client_t *c, st_handle_t *h, sc_dp_op_t *ops, uint32_t node,
+                            const size_t *ix, size_t n, uint8_t *ok)
+{
+    sc_dp_t *dp = c->dp;
+    sc_dp_node_t *nd = &dp->node[node];
+    size_t cap = 0, np = 0;
+    uint64_t bytes = 0;
+    sc_dp_post_t *p;
+
+    for (size_t j = 0; j < n; j++) {
+        cap += h->gets[ix[j]].n_rows;
+    }
+    p = calloc(cap + 1, sizeof(*p));
+    if (p == NULL) {
+        for (size_t j = 0; j < n; j++) {
+            ok[j] = (uint8_t)sc_dp_post_cached(c, &h->gets[ix[j]], &ops[ix[j]], &ops[ix[j]].ce);
+        }
+        return;
+    }
+    pthread_mutex_lock(&nd->lock);
+    pthread_mutex_lock(&dp->lock);
+    for (size_t j = 0; j < n; j++) {
+        st_get_op_t *op = &h->gets[ix[j]];
+        sc_dp_op_t *o = &ops[ix[j]];
+        const sc_lc_ent_t *e = &o->ce;
+        const sc_dp_region_t *reg;
+        size_t rb = op->row_bytes;
+        tp_mem_t *mem;
+
+        ok[j] = (uint8_t)sc_dp_entry_live(nd, e);
+        if (!ok[j]) {
+            continue;
+        }
+        o->node = e->node;
+        op->status = sc_dp_get_fits(op, e->length);
+        if (op->status != ST_OK) {
+            continue;
+        }
+        o->expiry_ns = e->expiry_ns;
+        reg = &nd->reg[e->region_id];
+        mem = sc_dp_local(dp, o, op->dst, (size_t)op->n_rows * rb);
+        o->posted = mem != NULL;
+        op->length = (size_t)op->n_rows * rb;
+        for (uint32_t x = 0, y; mem != NULL && x < op->n_rows; x = y) {
+            for (y = x + 1; y < op->n_rows && op->rows[y] == op->rows[y - 1] + 1; y++) {
+            }
+            p[np++] = (sc_dp_post_t){.i = ix[j],
+                                     .raddr = reg->base + e->offset + (uint64_t)op->rows[x] * rb,
+                                     .len = (uint64_t)(y - x) * rb,
+                                     .rkey = reg->rkey,
+                                     .mem = mem,
+                                     .st = ST_ERR_UNSUPPORTED,
+                                     .x0 = x};
+            bytes += (uint64_t)(y - x) * rb;
+        }
+    }
+    pthread_mutex_unlock(&dp->lock);
+    sc_dp_copy_shared(dp, nd, h, ops, p, np, bytes);
+    /* What could not be copied directly is posted; an op is checked at the post when every run
+     * of it was copied (and checked) here. */
+    pthread_mutex_lock(&dp->lock);
+    for (size_t k = 0; k < np;) {
+        size_t i = p[k].i;
+        sc_dp_op_t *o = &ops[i];
+        st_get_op_t *op = &h->gets[i];
+        int all = 1;
+        uint32_t bad = 0;
+
+        for (; k < np && p[k].i == i; k++) {
+            if (p[k].st == ST_ERR_UNSUPPORTED) {
+                all = 0;
+                (void)sc_dp_get_one(nd, o, (uint8_t *)op->dst + (size_t)p[k].x0 * op->row_bytes,
+                                    (size_t)p[k].len, p[k].mem, p[k].raddr, p[k].rkey);
+            } else if (p[k].st != ST_OK) {
+                all = 0;
+            }
+            bad = bad != 0 ? bad : p[k].bad;
+        }
+        o->now_checked = (uint8_t)(all && o->has_rsum && !dp->rows_unverified && !o->failed);
+        o->now_bad = (uint8_t)(bad != 0);
+        o->now_row = bad != 0 ? bad - 1 : 0;
+    }
+    pthread_mutex_unlock(&dp->lock);
+    pthread_mutex_unlock(&nd->lock);
+    free(p);
+}
+
 int sc_dp_post_cached(st_client_t *c, st_get_op_t *op, sc_dp_op_t *o, const sc_lc_ent_t *e)
 {
     sc_dp_t *dp = c->dp;
@@ -336,8 +451,7 @@ int sc_dp_post_cached(st_client_t *c, st_get_op_t *op, sc_dp_op_t *o, const sc_l
     int ok;
 
     pthread_mutex_lock(&nd->lock);
-    ok = nd->gen == e->gen && nd->epoch == e->epoch && nd->ep != NULL && e->region_id < nd->cap &&
-         nd->reg[e->region_id].rkey != NULL && e->offset + e->length <= nd->reg[e->region_id].len;
+    ok = sc_dp_entry_live(nd, e);
     if (ok) {
         o->node = e->node; /* what sc_dp_abort closes if the call's deadline passes */
         op->status = sc_dp_get_fits(op, e->length);
