@@ -28,7 +28,11 @@
  *     same pool with the reads waited for first (serial_rows): overlap
  *     efficiency T(pipelined) / max(T(fetch only), T(all local)) with
  *     T(fetch only) = T(serial) - T(all local); the three alternate, REPS
- *     rounds.
+ *     rounds;
+ *  5. batched decode (st_engine_run_batch): 1, 8 and 32 GPU engines, each
+ *     resuming the first min(HISTORY, 32768) tokens of the history with a
+ *     32-token tail of its own, then DECODE tokens in lockstep: tokens per
+ *     second (all engines) and ms per step, the median of REPS.
  *
  * usage: bench_engine_gpu STRATAD [HISTORY=32768] [DECODE=32] [REPS=3] [TOPK=2048]
  *                         [TRANSPORT=ucx|libfabric|inline] [COPY_THREADS=8]
@@ -368,6 +372,55 @@ int main(int argc, char **argv)
         fflush(stdout);
         st_engine_free(pe);
         st_engine_free(se);
+    }
+    {
+        enum { NBMAX = 32 };
+        static const size_t bs[] = {1, 8, 32};
+        size_t hb = hist < 32768 ? hist : 32768, nb[NBMAX];
+        st_engine_t *be[NBMAX];
+        uint32_t *btok[NBMAX], *bids[NBMAX];
+        st_engine_stats_t bst[NBMAX];
+        double one = 0.0;
+
+        for (int i = 0; i < NBMAX; i++) {
+            be[i] = engine(ST_ENGINE_DEVICE_CUDA);
+            nb[i] = hb + TAIL;
+            btok[i] = malloc(sizeof(uint32_t) * nb[i]);
+            bids[i] = malloc(sizeof(uint32_t) * n_dec);
+            if (!btok[i] || !bids[i]) {
+                fprintf(stderr, "out of memory\n");
+                exit(1);
+            }
+            memcpy(btok[i], tok, sizeof(uint32_t) * hb);
+            for (size_t j = 0; j < TAIL; j++) {
+                btok[i][hb + j] = (uint32_t)((j + 7) * 40503u + (uint32_t)i * 2654435761u) % 512;
+            }
+        }
+        for (size_t k = 0; k < sizeof(bs) / sizeof(bs[0]); k++) {
+            double v[16];
+            bench_stats_t b;
+
+            for (int r = 0; r < reps; r++) {
+                if (st_engine_run_batch(be, bs[k], (const uint32_t *const *)btok, nb, n_dec, NULL,
+                                        bids, bst) != ST_OK) {
+                    fprintf(stderr, "st_engine_run_batch failed\n");
+                    exit(1);
+                }
+                v[r] = bst[0].decode_us / 1e3 / n_dec;
+            }
+            bench_stats(v, (size_t)reps, &b);
+            one = k == 0 ? b.median : one;
+            printf("5. batched decode, %2zu sequences of %zu tokens (each resumed %llu blocks): "
+                   "%.3f ms a step (mad %.3f), %.0f tokens/s, %.2fx batch 1's\n",
+                   bs[k], hb + TAIL, (unsigned long long)bst[0].resumed_blocks, b.median, b.mad,
+                   bs[k] * 1e3 / b.median, bs[k] * one / b.median);
+            fflush(stdout);
+        }
+        for (int i = 0; i < NBMAX; i++) {
+            st_engine_free(be[i]);
+            free(btok[i]);
+            free(bids[i]);
+        }
     }
     if (no_cpu) {
         printf("3. skipped (BENCH_NO_CPU)\n");

@@ -166,6 +166,16 @@ st_status_t en_dev_layer(st_seq_t *seq, const en_layer_t *L, size_t pos)
     return ST_ERR_INTERNAL;
 }
 
+st_status_t en_dev_layer_issue(st_seq_t *seq, const en_layer_t *L, size_t pos)
+{
+    return en_dev_layer(seq, L, pos);
+}
+
+st_status_t en_dev_layer_finish(st_seq_t *seq, const en_layer_t *L)
+{
+    return ST_ERR_INTERNAL;
+}
+
 st_status_t en_dev_forward_span(st_seq_t *seq, const uint32_t *tokens, size_t n, float *logits)
 {
     lg_error("the CUDA path is not in this build");

@@ -185,6 +185,17 @@ void en_dev_invalidate(st_seq_t *seq);
 void en_dev_kda_pull(const st_seq_t *seq);
 /* The attention of layer L at position pos on the device (KDA or DSA). */
 st_status_t en_dev_layer(st_seq_t *seq, const en_layer_t *L, size_t pos);
+/* en_dev_layer in two halves: _issue queues the layer's device work for the token at pos on the
+ * sequence's stream (on failure nothing is left in flight); _finish waits for it and leaves the
+ * layer's output in seq->att. Several sequences' layers queued before any is waited for run
+ * side by side on the device (st_seq_forward_batch). */
+st_status_t en_dev_layer_issue(st_seq_t *seq, const en_layer_t *L, size_t pos);
+st_status_t en_dev_layer_finish(st_seq_t *seq, const en_layer_t *L);
+/* One token for each of seqs[0, n) (distinct sequences of one model), layer by layer in
+ * lockstep: st_seq_forward's result for each, bit for bit. On failure no sequence has advanced
+ * and nothing is in flight. */
+st_status_t st_seq_forward_batch(st_seq_t *const *seqs, size_t n, const uint32_t *tokens,
+                                 float *const *logits);
 /*
  * The n text tokens at [len, len + n) through every layer on the device
  * (engine/prefill_cuda.c): the residual stream, norms, projections, the

@@ -4,9 +4,11 @@
  * recomputing what did not load, compute the rest while the completed blocks
  * are written in the background, decode greedily (docs/engine.md).
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "en_engine.h"
 #include "log.h"
@@ -502,39 +504,48 @@ static st_status_t en_run_check(const st_engine_t *e, const uint32_t *tokens, si
     return ST_OK;
 }
 
-st_status_t st_engine_run_images(st_engine_t *e, const uint32_t *tokens, size_t n_tokens,
-                                 const st_engine_image_t *images, size_t n_images,
-                                 uint32_t n_decode, float *logits, uint32_t *out_ids,
-                                 st_engine_stats_t *stats_p)
+/* One run in flight: what its phases (en_run_open, en_run_token, en_run_close) share. */
+typedef struct en_run {
+    st_engine_stats_t stats;
+    st_hash_t *chain;
+    st_hash_item_t *items;
+    float *lg; /* the logits of the last token computed */
+    size_t n_turn;
+    uint64_t t_start;
+    int opened; /* past the checks: the sequence is this run's */
+} en_run_t;
+
+/*
+ * A run up to its first decoded token: the checks, the resume, the prompt (logits copied to
+ * logits when not NULL). On failure en_run_close still has to be called.
+ */
+static st_status_t en_run_open(st_engine_t *e, en_run_t *rn, const uint32_t *tokens,
+                               size_t n_tokens, const st_engine_image_t *images, size_t n_images,
+                               uint32_t n_decode, float *logits, const uint32_t *out_ids)
 {
     const st_model_t *m;
-    st_engine_stats_t stats = {0};
-    size_t B, n_full = 0, n_turn = 0, start = 0, n_look;
-    st_hash_t *chain = NULL;
-    st_hash_item_t *items = NULL;
-    float *lg = NULL;
-    st_status_t r = ST_OK;
-    uint64_t t_start = cm_mono_us(), t0;
+    size_t B, n_full = 0, start = 0, n_look;
+    st_status_t r;
 
+    memset(rn, 0, sizeof(*rn));
+    rn->t_start = cm_mono_us();
     r = en_run_check(e, tokens, n_tokens, images, n_images, n_decode, out_ids);
     if (r != ST_OK) {
         return r;
     }
     m = e->m;
     B = m->cfg.block_tokens;
-    items = n_images ? calloc(n_images, sizeof(*items)) : NULL;
-    if (n_images && !items) {
+    rn->items = n_images ? calloc(n_images, sizeof(*rn->items)) : NULL;
+    if (n_images && !rn->items) {
         return ST_ERR_NOMEM;
     }
-    r = en_images_check(e, tokens, n_tokens, images, n_images, items);
+    r = en_images_check(e, tokens, n_tokens, images, n_images, rn->items);
     if (r != ST_OK) {
-        free(items);
         return r;
     }
-    stats.images = n_images;
-    lg = malloc(sizeof(float) * m->cfg.vocab);
-    if (!lg) {
-        free(items);
+    rn->stats.images = n_images;
+    rn->lg = malloc(sizeof(float) * m->cfg.vocab);
+    if (!rn->lg) {
         return ST_ERR_NOMEM;
     }
     /* A pool that fell back to unbounded in the last run is bounded again,
@@ -543,16 +554,15 @@ st_status_t st_engine_run_images(st_engine_t *e, const uint32_t *tokens, size_t 
             ? en_seq_set_ring(e->seq, e->ring)
             : ST_OK;
     if (r != ST_OK) {
-        free(items);
-        free(lg);
         return r;
     }
+    rn->opened = 1;
     st_seq_reset(e->seq);
     e->images = images;
-    e->items = items;
+    e->items = rn->items;
     e->n_items = n_images;
     en_pool_clear(e);
-    e->stats = &stats;
+    e->stats = &rn->stats;
     e->keys_lost = 0;
     e->n_chain = 0;
     e->wt0 = 0;
@@ -563,83 +573,274 @@ st_status_t st_engine_run_images(st_engine_t *e, const uint32_t *tokens, size_t 
         size_t nb = 0;
 
         n_full = n_tokens / B;
-        n_turn = (n_tokens + n_decode) / B;
-        chain = malloc(sizeof(*chain) * n_turn);
-        if (!chain || en_run_blocks(e, n_turn) != ST_OK) {
-            r = ST_ERR_NOMEM;
-            goto out;
+        rn->n_turn = (n_tokens + n_decode) / B;
+        rn->chain = malloc(sizeof(*rn->chain) * rn->n_turn);
+        if (!rn->chain || en_run_blocks(e, rn->n_turn) != ST_OK) {
+            return ST_ERR_NOMEM;
         }
-        r = n_full
-                ? st_client_hash(e->client, tokens, n_full * B, items, n_images, chain, n_full, &nb)
-                : ST_OK;
+        r = n_full ? st_client_hash(e->client, tokens, n_full * B, rn->items, n_images, rn->chain,
+                                    n_full, &nb)
+                   : ST_OK;
         if (r != ST_OK || nb != n_full) {
             lg_error("hashing the prompt failed status=%s", st_status_name(r));
-            r = r != ST_OK ? r : ST_ERR_INTERNAL;
-            goto out;
+            return r != ST_OK ? r : ST_ERR_INTERNAL;
         }
-        e->chain = chain;
+        e->chain = rn->chain;
         e->n_chain = n_full;
         /* At least the last prompt token is computed: its logits are the answer. */
         n_look = n_full * B == n_tokens ? n_full - 1 : n_full;
-        start = en_resume(e, tokens, chain, n_full, n_look, &stats) * B;
-        stats.resumed_blocks = start / B;
-        memset(e->stored, 1, stats.resumed_blocks); /* found in the cluster */
+        start = en_resume(e, tokens, rn->chain, n_full, n_look, &rn->stats) * B;
+        rn->stats.resumed_blocks = start / B;
+        memset(e->stored, 1, rn->stats.resumed_blocks); /* found in the cluster */
     }
     if (e->on_progress && start > 0) {
         e->on_progress(e->on_progress_arg, start, n_tokens);
     }
-    r = en_prompt(e, tokens, n_tokens, images, chain, n_full, n_turn, start, lg, &stats);
+    r = en_prompt(e, tokens, n_tokens, images, rn->chain, n_full, rn->n_turn, start, rn->lg,
+                  &rn->stats);
     if (r != ST_OK) {
-        goto out;
+        return r;
     }
-    stats.ttft_us = cm_mono_us() - t_start;
+    rn->stats.ttft_us = cm_mono_us() - rn->t_start;
     if (logits) {
-        memcpy(logits, lg, sizeof(float) * m->cfg.vocab);
+        memcpy(logits, rn->lg, sizeof(float) * m->cfg.vocab);
     }
-    t0 = cm_mono_us();
-    for (uint32_t i = 0; i < n_decode; i++) {
-        size_t len;
+    return ST_OK;
+}
 
-        out_ids[i] = en_argmax(lg, m->cfg.vocab);
-        r = en_step(e, out_ids[i], lg, &stats);
-        if (r != ST_OK) {
-            goto out;
+/* After a decoded token went through the model: a block of the reply that it completed is
+ * named and written, with the end-of-turn checkpoint when it is the turn's last full block. */
+static void en_run_token(st_engine_t *e, en_run_t *rn)
+{
+    size_t B = e->m->cfg.block_tokens, len = st_seq_length(e->seq), b;
+
+    if (!rn->chain || len % B != 0) {
+        return;
+    }
+    b = len / B - 1;
+    if (en_hash_block(e, rn->chain, b) == ST_OK) {
+        e->n_chain = b + 1;
+        en_put_block(e, rn->chain, b + 1, b, (b + 1) % e->interval == 0 || b + 1 == rn->n_turn,
+                     &rn->stats);
+        en_put_reap(e, 0, &rn->stats);
+    }
+}
+
+/* The end of a run (whatever r, the run's status, is): its writes waited for, what it held let
+ * go, its stats to stats_p (when it got past the checks). Returns r. */
+static st_status_t en_run_close(st_engine_t *e, en_run_t *rn, st_status_t r,
+                                st_engine_stats_t *stats_p)
+{
+    if (rn->opened) {
+        en_put_reap(e, 1, &rn->stats);
+        en_warm_reap(e, 1, &rn->stats);
+        rn->stats.rows_local += e->seq->rows_local;
+        rn->stats.rows_remote += e->seq->rows_remote;
+        rn->stats.keys_bytes = en_seq_keys_bytes(e->seq);
+        e->seq->rows_local = e->seq->rows_remote = 0;
+        en_pool_clear(e);
+        e->stats = NULL;
+        e->chain = NULL;
+        e->n_chain = 0;
+        e->images = NULL;
+        e->items = NULL;
+        e->n_items = 0;
+        if (stats_p) {
+            *stats_p = rn->stats;
         }
-        len = st_seq_length(e->seq);
-        if (chain && len % B == 0) {
-            /* A block of the reply completed: name it and write it, with the
-             * end-of-turn checkpoint when it is the turn's last full block. */
-            size_t b = len / B - 1;
+    }
+    free(rn->chain);
+    free(rn->items);
+    free(rn->lg);
+    rn->chain = NULL;
+    rn->items = NULL;
+    rn->lg = NULL;
+    return r;
+}
 
-            if (en_hash_block(e, chain, b) == ST_OK) {
-                e->n_chain = b + 1;
-                en_put_block(e, chain, b + 1, b, (b + 1) % e->interval == 0 || b + 1 == n_turn,
-                             &stats);
-                en_put_reap(e, 0, &stats);
+st_status_t st_engine_run_images(st_engine_t *e, const uint32_t *tokens, size_t n_tokens,
+                                 const st_engine_image_t *images, size_t n_images,
+                                 uint32_t n_decode, float *logits, uint32_t *out_ids,
+                                 st_engine_stats_t *stats_p)
+{
+    en_run_t rn;
+    st_status_t r =
+        en_run_open(e, &rn, tokens, n_tokens, images, n_images, n_decode, logits, out_ids);
+    uint64_t t0 = cm_mono_us();
+
+    for (uint32_t i = 0; r == ST_OK && i < n_decode; i++) {
+        out_ids[i] = en_argmax(rn.lg, e->m->cfg.vocab);
+        r = en_step(e, out_ids[i], rn.lg, &rn.stats);
+        if (r == ST_OK) {
+            en_run_token(e, &rn);
+        }
+    }
+    if (r == ST_OK) {
+        rn.stats.decode_us = cm_mono_us() - t0;
+    }
+    return en_run_close(e, &rn, r, stats_p);
+}
+
+/* Host threads of a batched step, at most (each runs the lockstep of a share of the batch). */
+#define EN_BATCH_THREADS 16
+
+typedef struct en_share {
+    st_seq_t *const *seqs;
+    const uint32_t *ids;
+    float *const *lgs;
+    size_t n;
+    st_status_t r;
+    pthread_t th;
+    int started; /* th runs it */
+} en_share_t;
+
+static void *en_share_main(void *arg)
+{
+    en_share_t *sh = arg;
+
+    sh->r = st_seq_forward_batch(sh->seqs, sh->n, sh->ids, sh->lgs);
+    return NULL;
+}
+
+/*
+ * One batched step: the sequences cut into as many shares as there are host threads to run
+ * them (the online CPUs, at most EN_BATCH_THREADS), each share's lockstep forward on a thread
+ * of its own (the host work of a layer, small projections and feed-forward, is per sequence);
+ * one share runs on this thread. Returns the first share's failure.
+ */
+static st_status_t en_forward_shares(st_seq_t *const *seqs, size_t n, const uint32_t *ids,
+                                     float *const *lgs)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t t = cpus > 1 ? (size_t)cpus : 1, at = 0;
+    en_share_t sh[EN_BATCH_THREADS];
+    st_status_t r = ST_OK;
+
+    t = t < n ? t : n;
+    t = t < EN_BATCH_THREADS ? t : EN_BATCH_THREADS;
+    if (t <= 1) {
+        return st_seq_forward_batch(seqs, n, ids, lgs);
+    }
+    for (size_t i = 0; i < t; i++) {
+        size_t k = n / t + (i < n % t);
+
+        sh[i] = (en_share_t){.seqs = seqs + at, .ids = ids + at, .lgs = lgs + at, .n = k};
+        at += k;
+    }
+    for (size_t i = 1; i < t; i++) {
+        sh[i].started = pthread_create(&sh[i].th, NULL, en_share_main, &sh[i]) == 0;
+        if (!sh[i].started) {
+            en_share_main(&sh[i]); /* no thread: this one runs it */
+        }
+    }
+    en_share_main(&sh[0]);
+    for (size_t i = 1; i < t; i++) {
+        if (sh[i].started) {
+            pthread_join(sh[i].th, NULL);
+        }
+    }
+    for (size_t i = 0; i < t; i++) {
+        r = r != ST_OK ? r : sh[i].r;
+    }
+    return r;
+}
+
+/* Whether engine e's next token can go through st_seq_forward_batch (no pool slot to free, no
+ * keys to bring back, no rows read from the cluster: what en_step does besides the forward). */
+static int en_batchable(const st_engine_t *e)
+{
+    return e->seq->ring == 0 && !e->keys_lost;
+}
+
+st_status_t st_engine_run_batch(st_engine_t *const *engines, size_t n,
+                                const uint32_t *const *tokens, const size_t *n_tokens,
+                                uint32_t n_decode, float *const *logits, uint32_t *const *out_ids,
+                                st_engine_stats_t *stats)
+{
+    en_run_t *rn;
+    st_seq_t **seqs;
+    uint32_t *ids;
+    float **lgs;
+    st_status_t r = ST_OK;
+    size_t opened = 0;
+    uint64_t t0;
+
+    if (!engines || !tokens || !n_tokens || n == 0 || n > ST_ENGINE_BATCH_MAX ||
+        (n_decode > 0 && !out_ids)) {
+        lg_error("st_engine_run_batch refused: %s",
+                 !engines || !tokens || !n_tokens ? "NULL engines, tokens or n_tokens"
+                 : n == 0                         ? "no engines"
+                 : n > ST_ENGINE_BATCH_MAX        ? "more engines than ST_ENGINE_BATCH_MAX"
+                                                  : "out_ids NULL with n_decode > 0");
+        return ST_ERR_INVALID;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int twice = 0;
+
+        for (size_t j = 0; engines[i] && j < i; j++) {
+            twice |= engines[j] == engines[i];
+        }
+        if (!engines[i] || twice || engines[i]->m != engines[0]->m ||
+            (n_decode > 0 && !out_ids[i])) {
+            lg_error("st_engine_run_batch refused: engine %zu is %s", i,
+                     !engines[i]                      ? "NULL"
+                     : twice                          ? "in the batch twice"
+                     : engines[i]->m != engines[0]->m ? "of another model"
+                                                      : "without out_ids");
+            return ST_ERR_INVALID;
+        }
+    }
+    rn = calloc(n, sizeof(*rn));
+    seqs = calloc(n, sizeof(*seqs));
+    ids = calloc(n, sizeof(*ids));
+    lgs = calloc(n, sizeof(*lgs));
+    if (!rn || !seqs || !ids || !lgs) {
+        free(rn), free(seqs), free(ids), free(lgs);
+        return ST_ERR_NOMEM;
+    }
+    /* The prompts one after another, each as st_engine_run's. */
+    for (; r == ST_OK && opened < n; opened++) {
+        st_engine_t *e = engines[opened];
+
+        r = en_run_open(e, &rn[opened], tokens[opened], n_tokens[opened], NULL, 0, n_decode,
+                        logits ? logits[opened] : NULL, out_ids ? out_ids[opened] : NULL);
+        seqs[opened] = e->seq;
+        lgs[opened] = rn[opened].lg;
+    }
+    /* The decode in lockstep: each step one token of every engine, through one batched forward
+     * where every engine allows it. */
+    t0 = cm_mono_us();
+    for (uint32_t t = 0; r == ST_OK && t < n_decode; t++) {
+        uint64_t ts = cm_mono_us();
+        int all = 1;
+
+        for (size_t i = 0; i < n; i++) {
+            ids[i] = out_ids[i][t] = en_argmax(rn[i].lg, engines[i]->m->cfg.vocab);
+            all = all && en_batchable(engines[i]);
+        }
+        if (all) {
+            r = en_forward_shares(seqs, n, ids, lgs);
+            for (size_t i = 0; r == ST_OK && i < n; i++) {
+                rn[i].stats.compute_us += cm_mono_us() - ts;
+            }
+        } else {
+            for (size_t i = 0; r == ST_OK && i < n; i++) {
+                r = en_step(engines[i], ids[i], rn[i].lg, &rn[i].stats);
             }
         }
+        for (size_t i = 0; r == ST_OK && i < n; i++) {
+            en_run_token(engines[i], &rn[i]);
+        }
     }
-    stats.decode_us = cm_mono_us() - t0;
-out:
-    en_put_reap(e, 1, &stats);
-    en_warm_reap(e, 1, &stats);
-    stats.rows_local += e->seq->rows_local;
-    stats.rows_remote += e->seq->rows_remote;
-    stats.keys_bytes = en_seq_keys_bytes(e->seq);
-    e->seq->rows_local = e->seq->rows_remote = 0;
-    en_pool_clear(e);
-    e->stats = NULL;
-    e->chain = NULL;
-    e->n_chain = 0;
-    e->images = NULL;
-    e->items = NULL;
-    e->n_items = 0;
-    free(chain);
-    free(items);
-    free(lg);
-    if (stats_p) {
-        *stats_p = stats;
+    for (size_t i = 0; r == ST_OK && i < n; i++) {
+        rn[i].stats.decode_us = cm_mono_us() - t0;
     }
+    for (size_t i = 0; i < opened; i++) {
+        st_status_t rc = en_run_close(engines[i], &rn[i], r, stats ? &stats[i] : NULL);
+
+        r = r != ST_OK ? r : rc;
+    }
+    free(rn), free(seqs), free(ids), free(lgs);
     return r;
 }
 

@@ -624,23 +624,18 @@ static void en_ffn(st_seq_t *s, const en_layer_t *L)
     }
 }
 
-st_status_t st_seq_forward(st_seq_t *seq, uint32_t token, float *logits)
+/* st_seq_forward's start: the token checked, room for it, its embedding row in seq->x. */
+static st_status_t en_fwd_open(st_seq_t *seq, uint32_t token, size_t *pos_p)
 {
-    const st_model_t *m;
-    int d;
-    size_t pos;
+    const st_model_t *m = seq->m;
+    int d = (int)m->cfg.d_model;
+    size_t pos = seq->len;
     st_status_t r;
 
-    if (!seq) {
-        return ST_ERR_INVALID;
-    }
-    m = seq->m;
-    d = (int)m->cfg.d_model;
     if (token >= m->cfg.vocab) {
         lg_error("token out of range token=%u vocab=%u", token, m->cfg.vocab);
         return ST_ERR_INVALID;
     }
-    pos = seq->len;
     r = en_seq_reserve(seq, pos + 1);
     if (r != ST_OK) {
         return r;
@@ -648,32 +643,139 @@ st_status_t st_seq_forward(st_seq_t *seq, uint32_t token, float *logits)
     en_seq_slide(seq, pos / m->cfg.block_tokens); /* the keys window, when there is one */
     memcpy(seq->x, m->emb + (size_t)token * (size_t)d, sizeof(float) * (size_t)d);
     memset(seq->res, 0, sizeof(float) * (size_t)d);
-    for (int l = 0; l < m->n_layers; l++) {
-        const en_layer_t *L = &m->layer[l];
+    *pos_p = pos;
+    return ST_OK;
+}
 
-        st_cpu_rmsnorm_residual(seq->x, seq->res, L->ln_attn, 1, d, EN_EPS, seq->xn);
-        if (seq->dev) {
-            r = en_dev_layer(seq, L, pos); /* the CUDA path: engine/model_cuda.c */
-        } else {
-            r = L->kind == 'K' ? en_kda_layer(seq, L) : en_dsa_layer(seq, L, pos);
-        }
-        if (r != ST_OK) {
-            /* Lost remote rows are the engine's to handle (and log). */
-            if (r != ST_ERR_UNAVAILABLE) {
-                lg_error("forward failed layer=%d pos=%zu status=%s", l, pos, st_status_name(r));
-            }
-            return r;
-        }
-        st_cpu_rmsnorm_residual(seq->att, seq->res, L->ln_ffn, 1, d, EN_EPS, seq->xn);
-        en_ffn(seq, L);
+/* A layer's failure, logged (lost remote rows are the engine's to handle and log). */
+static st_status_t en_fwd_failed(int l, size_t pos, st_status_t r)
+{
+    if (r != ST_ERR_UNAVAILABLE) {
+        lg_error("forward failed layer=%d pos=%zu status=%s", l, pos, st_status_name(r));
     }
+    return r;
+}
+
+/* After the attention of layer L: the feed-forward sublayer. */
+static void en_fwd_ffn(st_seq_t *seq, const en_layer_t *L)
+{
+    st_cpu_rmsnorm_residual(seq->att, seq->res, L->ln_ffn, 1, (int)seq->m->cfg.d_model, EN_EPS,
+                            seq->xn);
+    en_ffn(seq, L);
+}
+
+/* st_seq_forward's end: the final norm, the logits when asked for, the token kept. */
+static void en_fwd_close(st_seq_t *seq, uint32_t token, size_t pos, float *logits)
+{
+    const st_model_t *m = seq->m;
+    int d = (int)m->cfg.d_model;
+
     st_cpu_rmsnorm_residual(seq->x, seq->res, m->ln_final, 1, d, EN_EPS, seq->xn);
     if (logits) {
         en_matvec(m->w_out, seq->xn, d, (int)m->cfg.vocab, logits);
     }
     seq->tokens[pos] = token;
     seq->len = pos + 1;
+}
+
+st_status_t st_seq_forward(st_seq_t *seq, uint32_t token, float *logits)
+{
+    const st_model_t *m;
+    size_t pos;
+    st_status_t r;
+
+    if (!seq) {
+        return ST_ERR_INVALID;
+    }
+    m = seq->m;
+    r = en_fwd_open(seq, token, &pos);
+    if (r != ST_OK) {
+        return r;
+    }
+    for (int l = 0; l < m->n_layers; l++) {
+        const en_layer_t *L = &m->layer[l];
+
+        st_cpu_rmsnorm_residual(seq->x, seq->res, L->ln_attn, 1, (int)m->cfg.d_model, EN_EPS,
+                                seq->xn);
+        if (seq->dev) {
+            r = en_dev_layer(seq, L, pos); /* the CUDA path: engine/model_cuda.c */
+        } else {
+            r = L->kind == 'K' ? en_kda_layer(seq, L) : en_dsa_layer(seq, L, pos);
+        }
+        if (r != ST_OK) {
+            return en_fwd_failed(l, pos, r);
+        }
+        en_fwd_ffn(seq, L);
+    }
+    en_fwd_close(seq, token, pos, logits);
     return ST_OK;
+}
+
+st_status_t st_seq_forward_batch(st_seq_t *const *seqs, size_t n, const uint32_t *tokens,
+                                 float *const *logits)
+{
+    const st_model_t *m;
+    size_t *pos;
+    st_status_t r = ST_OK;
+
+    if (!seqs || !tokens || n == 0 || !seqs[0]) {
+        return ST_ERR_INVALID;
+    }
+    m = seqs[0]->m;
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; seqs[i] && j < i; j++) {
+            if (seqs[j] == seqs[i]) {
+                lg_error("batched forward refused: a sequence twice index=%zu index=%zu", j, i);
+                return ST_ERR_INVALID;
+            }
+        }
+        if (!seqs[i] || seqs[i]->m != m) {
+            lg_error("batched forward refused: sequence %zu is %s", i,
+                     seqs[i] ? "of another model" : "NULL");
+            return ST_ERR_INVALID;
+        }
+    }
+    pos = malloc(sizeof(*pos) * n);
+    if (!pos) {
+        return ST_ERR_NOMEM;
+    }
+    for (size_t i = 0; r == ST_OK && i < n; i++) {
+        r = en_fwd_open(seqs[i], tokens[i], &pos[i]);
+    }
+    /* Layer by layer: every sequence's device work queued, then each waited for in turn. */
+    for (int l = 0; r == ST_OK && l < m->n_layers; l++) {
+        const en_layer_t *L = &m->layer[l];
+        size_t issued = 0;
+
+        for (; r == ST_OK && issued < n; issued++) {
+            st_seq_t *s = seqs[issued];
+
+            st_cpu_rmsnorm_residual(s->x, s->res, L->ln_attn, 1, (int)m->cfg.d_model, EN_EPS,
+                                    s->xn);
+            if (s->dev) {
+                r = en_dev_layer_issue(s, L, pos[issued]);
+            } else {
+                r = L->kind == 'K' ? en_kda_layer(s, L) : en_dsa_layer(s, L, pos[issued]);
+            }
+            if (r != ST_OK) {
+                r = en_fwd_failed(l, pos[issued], r);
+                break; /* seqs[issued] has nothing in flight */
+            }
+        }
+        for (size_t i = 0; i < issued; i++) {
+            st_status_t rf = seqs[i]->dev ? en_dev_layer_finish(seqs[i], L) : ST_OK;
+
+            r = r != ST_OK ? r : rf != ST_OK ? en_fwd_failed(l, pos[i], rf) : ST_OK;
+            if (r == ST_OK) {
+                en_fwd_ffn(seqs[i], L);
+            }
+        }
+    }
+    for (size_t i = 0; r == ST_OK && i < n; i++) {
+        en_fwd_close(seqs[i], tokens[i], pos[i], logits ? logits[i] : NULL);
+    }
+    free(pos);
+    return r;
 }
 
 uint32_t st_model_image_token(const st_model_t *model)

@@ -558,6 +558,15 @@ static st_status_t en_dev_kda(st_seq_t *s, const en_layer_t *L)
                              dev->kin + 4 * ph, H, EN_KD, EN_KD, EN_G_LO, dev->ko, dev->stream));
     EN_CU(cudaMemcpyAsync(dev->h_ko, dev->ko, (size_t)hk * sizeof(float), cudaMemcpyDeviceToHost,
                           dev->stream));
+    return ST_OK;
+}
+
+/* After en_dev_kda: waits for its output and projects it into s->att. */
+static st_status_t en_dev_kda_finish(st_seq_t *s, const en_layer_t *L)
+{
+    struct en_dev *dev = s->dev;
+    int d = (int)s->m->cfg.d_model, hk = (int)s->m->cfg.kda_heads * EN_KD;
+
     EN_CU(cudaStreamSynchronize(dev->stream));
     dev->kda_newer = 1;
     en_matvec(L->ko, dev->h_ko, hk, d, s->att);
@@ -736,20 +745,43 @@ static st_status_t en_dev_dsa(st_seq_t *s, const en_layer_t *L, size_t pos)
     EN_ST(en_cu_matvec(e->w_out, dev->oa, H * dv, d, dev->part, dev->res, dev->stream));
     EN_CU(cudaMemcpyAsync(dev->h_res, dev->res, (size_t)d * sizeof(float), cudaMemcpyDeviceToHost,
                           dev->stream));
+    return ST_OK;
+}
+
+/* After en_dev_dsa: waits for its output into s->att. */
+static st_status_t en_dev_dsa_finish(st_seq_t *s)
+{
+    struct en_dev *dev = s->dev;
+
     EN_CU(cudaStreamSynchronize(dev->stream));
-    memcpy(s->att, dev->h_res, sizeof(float) * (size_t)d);
+    memcpy(s->att, dev->h_res, sizeof(float) * (size_t)s->m->cfg.d_model);
     if (s->ring == 0) {
         s->rows_local += *dev->h_cnt;
     }
     return ST_OK;
 }
 
-st_status_t en_dev_layer(st_seq_t *seq, const en_layer_t *L, size_t pos)
+st_status_t en_dev_layer_issue(st_seq_t *seq, const en_layer_t *L, size_t pos)
 {
     st_status_t r = en_dev_begin(seq, pos);
 
-    if (r != ST_OK) {
-        return r;
+    if (r == ST_OK) {
+        r = L->kind == 'K' ? en_dev_kda(seq, L) : en_dev_dsa(seq, L, pos);
     }
-    return L->kind == 'K' ? en_dev_kda(seq, L) : en_dev_dsa(seq, L, pos);
+    if (r != ST_OK) {
+        cudaStreamSynchronize(seq->dev->stream); /* nothing left in flight from its buffers */
+    }
+    return r;
+}
+
+st_status_t en_dev_layer_finish(st_seq_t *seq, const en_layer_t *L)
+{
+    return L->kind == 'K' ? en_dev_kda_finish(seq, L) : en_dev_dsa_finish(seq);
+}
+
+st_status_t en_dev_layer(st_seq_t *seq, const en_layer_t *L, size_t pos)
+{
+    st_status_t r = en_dev_layer_issue(seq, L, pos);
+
+    return r != ST_OK ? r : en_dev_layer_finish(seq, L);
 }

@@ -7,6 +7,10 @@ target_include_directories(test_engine_model PRIVATE ${PROJECT_SOURCE_DIR}/engin
 strata_add_test(test_engine_prefill SOURCES unit/test_engine_prefill.c
                 LIBS strata_engine PkgConfig::CMOCKA LABELS unit engine TIMEOUT 120)
 target_include_directories(test_engine_prefill PRIVATE ${PROJECT_SOURCE_DIR}/engine)
+# Batched decode against each engine alone, on the CPU (engine/engine.c, engine/model.c).
+strata_add_test(test_engine_batch SOURCES unit/test_engine_batch.c
+                LIBS strata_engine PkgConfig::CMOCKA LABELS unit engine TIMEOUT 120)
+target_include_directories(test_engine_batch PRIVATE ${PROJECT_SOURCE_DIR}/engine)
 # The keys window and the merge of near-data scoring, without a cluster.
 strata_add_test(test_engine_select SOURCES unit/test_engine_select.c
                 LIBS strata_engine PkgConfig::CMOCKA LABELS unit engine TIMEOUT 120)

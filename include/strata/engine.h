@@ -323,6 +323,34 @@ ST_API st_status_t st_engine_run(st_engine_t *engine, const uint32_t *tokens, si
                                  uint32_t n_decode, float *logits, uint32_t *out_ids,
                                  st_engine_stats_t *stats);
 
+/* The most engines one st_engine_run_batch() takes. */
+#define ST_ENGINE_BATCH_MAX 64
+
+/*
+ * Batched decode (docs/engine.md, "Batched decode"): st_engine_run() for each
+ * of engines[0, n) (distinct engines of one model), the prompts tokens[i] of
+ * n_tokens[i] run one after another, then n_decode tokens of every engine in
+ * lockstep: each step is one token of every sequence, through the model layer
+ * by layer together (on the CUDA path every sequence's work of a layer is
+ * queued on its stream before any is waited for, so they run side by side on
+ * the device). Where an engine's next token needs what only its own step does
+ * (a bounded pool: local_blocks, near-data scoring, a fallback), the step runs
+ * every engine's token one by one instead. Each engine's results (logits[i] of
+ * its last prompt token when logits and logits[i] are not NULL, out_ids[i],
+ * stats[i] when stats is not NULL) equal what st_engine_run() would give it,
+ * bit for bit; stats[i].decode_us is the lockstep decode's time (the same for
+ * every engine) and compute_us counts every step whole.
+ *
+ * Returns ST_OK, or the first failure of any engine (every engine's run is
+ * ended either way: its writes waited for); ST_ERR_INVALID (n 0 or above
+ * ST_ENGINE_BATCH_MAX, NULL arrays, an engine NULL, twice or of another
+ * model, or what st_engine_run refuses).
+ */
+ST_API st_status_t st_engine_run_batch(st_engine_t *const *engines, size_t n,
+                                       const uint32_t *const *tokens, const size_t *n_tokens,
+                                       uint32_t n_decode, float *const *logits,
+                                       uint32_t *const *out_ids, st_engine_stats_t *stats);
+
 /* ---- images (engine/vision.c, engine/vis.c; docs/engine.md "Images") ----- */
 
 /* Pixels per side of one image patch: one patch is one image token. */

@@ -19,7 +19,11 @@
  *    GPU full recompute: <= TOL_DEV (the partials split the bf16 softmax);
  *  - objects written by the GPU engine resumed by a CPU engine, and the
  *    reverse: every resumable block loads, logits within TOL_DEV of the
- *    resuming device's full recompute.
+ *    resuming device's full recompute;
+ *  - batched decode (st_engine_run_batch): 8 GPU engines with the cluster,
+ *    prompts resuming the same written history with tails of their own,
+ *    decoded in lockstep, against each engine alone: logits and ids equal
+ *    bit for bit (the batch only interleaves the sequences' streams).
  */
 #include <math.h>
 #include <stdio.h>
@@ -249,6 +253,52 @@ static void test_cpu_objects(fixture_t *f)
     free(c);
 }
 
+/* Batched decode on the device against each engine alone. */
+static void test_gpu_batch(fixture_t *f)
+{
+    enum { NB = 8, HIST = 576, TAILN = 40 };
+    uint32_t *hist = prompt(HIST, 7), *tok[NB], *ids[NB], alone[N_DEC];
+    size_t n[NB];
+    float *lg[NB], la[VOCAB];
+    st_engine_t *e[NB];
+    st_engine_stats_t st[NB], s1;
+    int bad = 0;
+
+    /* The history written once, so that every prompt resumes it. */
+    CHECK(st_engine_run(f->gpu_c, hist, HIST, 0, NULL, NULL, &s1) == ST_OK, "batch: history");
+    for (int i = 0; i < NB; i++) {
+        uint32_t *tail = prompt(TAILN + (size_t)i, 100 + (uint32_t)i);
+
+        e[i] = engine(f, ST_ENGINE_DEVICE_CUDA, 1, 0);
+        n[i] = HIST + TAILN + (size_t)i;
+        tok[i] = malloc(sizeof(uint32_t) * n[i]);
+        ids[i] = calloc(N_DEC, sizeof(uint32_t));
+        lg[i] = malloc(sizeof(float) * VOCAB);
+        memcpy(tok[i], hist, sizeof(uint32_t) * HIST);
+        memcpy(tok[i] + HIST, tail, sizeof(uint32_t) * (TAILN + (size_t)i));
+        free(tail);
+    }
+    CHECK(st_engine_run_batch(e, NB, (const uint32_t *const *)tok, n, N_DEC, lg, ids, st) == ST_OK,
+          "batch: st_engine_run_batch");
+    for (int i = 0; i < NB; i++) {
+        CHECK(st[i].resumed_blocks == HIST / 64, "batch: engine %d resumed %llu blocks", i,
+              (unsigned long long)st[i].resumed_blocks);
+        CHECK(st_engine_run(e[i], tok[i], n[i], N_DEC, la, alone, &s1) == ST_OK, "batch: alone %d",
+              i);
+        bad += memcmp(la, lg[i], sizeof(la)) != 0 || memcmp(alone, ids[i], sizeof(alone)) != 0;
+    }
+    CHECK(bad == 0, "batch: %d of %d engines differ from their runs alone", bad, NB);
+    printf("# gpu batch of %d                    resumed=%llu blocks each, decode %.3f ms/step "
+           "(%.0f tokens/s), alone %.3f ms/token; %d differ\n",
+           NB, (unsigned long long)st[0].resumed_blocks, st[0].decode_us / 1e3 / N_DEC,
+           NB * N_DEC / (st[0].decode_us / 1e6), s1.decode_us / 1e3 / N_DEC, bad);
+    for (int i = 0; i < NB; i++) {
+        st_engine_free(e[i]);
+        free(tok[i]), free(ids[i]), free(lg[i]);
+    }
+    free(hist);
+}
+
 int main(int argc, char **argv)
 {
     fixture_t f = {0};
@@ -288,6 +338,7 @@ int main(int argc, char **argv)
         test_gpu_vs_cpu(&f);
         test_gpu_objects(&f);
         test_cpu_objects(&f);
+        test_gpu_batch(&f);
     }
     st_engine_free(f.gpu_c);
     st_engine_free(f.cpu_c);
