@@ -18,19 +18,9 @@
 #include "en_engine.h"
 #include "strata/engine.h"
 #include "support/unit_main.h"
+#include "support/unit_tokens.h"
 
 enum { NE = 5, DEC = 24 };
-
-static uint32_t *make_tokens(size_t n, uint32_t vocab, uint32_t salt)
-{
-    uint32_t *t = malloc(sizeof(uint32_t) * n);
-
-    assert_non_null(t);
-    for (size_t i = 0; i < n; i++) {
-        t[i] = (uint32_t)((i * 2654435761u + salt * 40503u) >> 7) % vocab;
-    }
-    return t;
-}
 
 static st_model_t *model(void)
 {

@@ -17,17 +17,7 @@
 #include "en_internal.h"
 #include "strata/engine.h"
 #include "support/unit_main.h"
-
-static uint32_t *make_tokens(size_t n, uint32_t vocab, uint32_t salt)
-{
-    uint32_t *t = malloc(sizeof(uint32_t) * n);
-
-    assert_non_null(t);
-    for (size_t i = 0; i < n; i++) {
-        t[i] = (uint32_t)((i * 2654435761u + salt * 40503u) >> 7) % vocab;
-    }
-    return t;
-}
+#include "support/unit_tokens.h"
 
 /* Runs tokens through a fresh sequence; returns the last token's logits. */
 static float *run(const st_model_t *m, const uint32_t *tok, size_t n)
