@@ -116,6 +116,8 @@ void st_seq_free(st_seq_t *seq)
     if (!seq) {
         return;
     }
+    en_dev_free(seq->dev); /* first: it lets go of the stage it pinned */
+    seq->dev = NULL;
     if (seq->dsa) {
         for (int l = 0; l < seq->m->n_dsa; l++) {
             en_store_free(seq, seq->dsa[l].kv);
@@ -137,7 +139,6 @@ void st_seq_free(st_seq_t *seq)
     free(seq->out_b);
     free(seq->lse_a);
     free(seq->lse_b);
-    en_dev_free(seq->dev);
     free(seq);
 }
 
