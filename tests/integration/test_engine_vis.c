@@ -79,7 +79,10 @@ static int setup(void **state)
     st_engine_params_t ep;
 
     assert_non_null(f);
-    assert_int_equal(tc_start(&f->cl, stratad_path, N_NODES, "--segment-blocks 4"), 0);
+    if (tc_start(&f->cl, stratad_path, N_NODES, "--segment-blocks 4") != 0) {
+        free(f); /* the test fails; nothing of it is left behind */
+        fail_msg("the cluster did not start");
+    }
     ef_client_params(&p, f->cl.peers);
     f->client = cf_connect(&p);
     ef_model_open(&f->model, &f->ref);

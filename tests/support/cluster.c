@@ -153,6 +153,26 @@ static void tc_subst_node(const char *extra, int i, char *out, size_t out_len)
     out[o] = '\0';
 }
 
+/*
+ * Node i's port (free now, and no other node's of c: two draws of tc_free_port can give the same
+ * port, since each only checks that nobody holds it at that moment), address and log.
+ */
+static void tc_node_place(tc_cluster_t *c, int i)
+{
+    tc_node_t *nd = &c->node[i];
+    int clash;
+
+    do {
+        nd->port = tc_free_port();
+        clash = 0;
+        for (int j = 0; j < TC_MAX_NODES; j++) {
+            clash |= j != i && nd->port > 0 && c->node[j].port == nd->port;
+        }
+    } while (clash);
+    snprintf(nd->addr, sizeof(nd->addr), "127.0.0.1:%d", nd->port);
+    snprintf(nd->log, sizeof(nd->log), "/tmp/stratad-test-%d-%d.log", (int)getpid(), nd->port);
+}
+
 static int tc_spawn(tc_cluster_t *c, int i)
 {
     tc_node_t *nd = &c->node[i];
@@ -264,13 +284,9 @@ int tc_start(tc_cluster_t *c, const char *stratad, int n, const char *extra_args
     snprintf(c->stratad, sizeof(c->stratad), "%s", env ? env : stratad);
     snprintf(c->extra, sizeof(c->extra), "%s", extra_args ? extra_args : "");
     for (int i = 0; i < n; i++) {
-        tc_node_t *nd = &c->node[i];
-
-        nd->port = tc_free_port();
-        snprintf(nd->addr, sizeof(nd->addr), "127.0.0.1:%d", nd->port);
-        snprintf(nd->log, sizeof(nd->log), "/tmp/stratad-test-%d-%d.log", (int)getpid(), nd->port);
+        tc_node_place(c, i);
         off += (size_t)snprintf(c->peers + off, sizeof(c->peers) - off, "%s%s", i ? "," : "",
-                                nd->addr);
+                                c->node[i].addr);
     }
     for (int i = 0; i < n; i++) {
         if (tc_spawn(c, i) != 0) {
@@ -332,11 +348,7 @@ int tc_start_static(tc_cluster_t *c, const char *stratad, int n_slots, int n, co
     snprintf(c->extra, sizeof(c->extra), "%s", extra_args ? extra_args : "");
     snprintf(c->peers_file, sizeof(c->peers_file), "%s/peers.ini", dir);
     for (int i = 0; i < n_slots; i++) {
-        tc_node_t *nd = &c->node[i];
-
-        nd->port = tc_free_port();
-        snprintf(nd->addr, sizeof(nd->addr), "127.0.0.1:%d", nd->port);
-        snprintf(nd->log, sizeof(nd->log), "/tmp/stratad-test-%d-%d.log", (int)getpid(), nd->port);
+        tc_node_place(c, i);
         idx[i] = i;
     }
     if (tc_set_peers(c, idx, n) != 0) {
@@ -354,14 +366,11 @@ int tc_start_static(tc_cluster_t *c, const char *stratad, int n_slots, int n, co
 int tc_add(tc_cluster_t *c)
 {
     int i = c->n;
-    tc_node_t *nd = &c->node[i];
 
     if (i >= TC_MAX_NODES) {
         return -1;
     }
-    nd->port = tc_free_port();
-    snprintf(nd->addr, sizeof(nd->addr), "127.0.0.1:%d", nd->port);
-    snprintf(nd->log, sizeof(nd->log), "/tmp/stratad-test-%d-%d.log", (int)getpid(), nd->port);
+    tc_node_place(c, i);
     c->n++;
     if (tc_spawn(c, i) != 0) {
         c->n--;
