@@ -11,6 +11,11 @@
  *   stale-session  AppendSession is acknowledged, and the record's version
  *                  advances, but its head and length stay as they were:
  *                  the node serves a stale copy of every session it holds.
+ *   rebalance-stall the rebalancer sends nothing: every chunk of a pass stays
+ *                  pending (retried, never done), so old copies stay where
+ *                  they are and the new replicas hold none: the window a
+ *                  reader meets while objects move, held open
+ *                  (test_rebalance's test_read_during_pass).
  */
 #ifndef STRATA_CACHED_FAULT_H
 #define STRATA_CACHED_FAULT_H

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "fault.h"
 #include "log.h"
 #include "srpc.h"
 #include "strata.pb-c.h"
@@ -413,6 +414,10 @@ uint64_t cd_rb_push_chunk(cd_rb_run_t *run, const cd_rb_obj_t *objs, size_t n)
     cd_ns_info_t info;
     uint64_t pending = 0;
 
+    if (cd_fault_armed("rebalance-stall")) {
+        free(items), free(call);
+        return n; /* planted: nothing moves (fault.h) */
+    }
     if (items == NULL || call == NULL || e == NULL ||
         cd_store_ns_info(d->store, e->local_id, &info) != ST_OK) {
         free(items), free(call);

@@ -15,12 +15,28 @@
 
 #define SC_MAX_REPLICAS 16
 
-/* The nodes that hold an object of block i: the owner, and for KDA the
- * replicas after it. Returns how many (0: all down). */
-static size_t sc_targets(const st_client_t *c, const st_hash_t *chain, uint64_t i, uint8_t kind,
-                         uint32_t *nodes)
+/*
+ * The ranks a KDA get asks: its R replicas, then the R members after them on the ring. While
+ * the rebalancer moves objects (docs/daemon.md "What a reader sees during a move"), the old
+ * copies stay where they were until every new replica acknowledged its copy; after one ring
+ * change at least one of them is still among the R replicas, but after k changes inside one
+ * pass (two joins, a crash and its restart) the new set may hold none yet, and the old
+ * holders are then among the next k members. A miss there costs R more calls, on misses only.
+ */
+static size_t sc_get_ranks(const st_client_t *c)
 {
-    size_t want = kind == ST_KIND_KDA ? c->replicas : 1;
+    size_t r = 2 * (size_t)c->replicas;
+
+    return r > SC_MAX_REPLICAS ? SC_MAX_REPLICAS : r;
+}
+
+/* The nodes that hold an object of block i: the owner, and for KDA the
+ * replicas after it (with get, the members after those too: sc_get_ranks).
+ * Returns how many (0: all down). */
+static size_t sc_targets(const st_client_t *c, const st_hash_t *chain, uint64_t i, uint8_t kind,
+                         int get, uint32_t *nodes)
+{
+    size_t want = kind != ST_KIND_KDA ? 1 : get ? sc_get_ranks(c) : c->replicas;
 
     if (want > SC_MAX_REPLICAS) {
         want = SC_MAX_REPLICAS;
@@ -155,7 +171,7 @@ static sc_batch_t *sc_group(st_client_t *c, const st_hash_t *chain, size_t n, co
             targets = placed + i * SC_MAX_REPLICAS;
             nt = n_placed[i];
         } else {
-            nt = sc_targets(c, chain, block[i], kind[i], here);
+            nt = sc_targets(c, chain, block[i], kind[i], 0, here);
         }
         if (rank >= nt) {
             continue; /* no such replica: the op keeps its status */
@@ -288,8 +304,8 @@ static void sc_ops_place(sc_ops_t *o, const st_client_t *c, const st_hash_t *cha
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        o->n_placed[i] =
-            (uint8_t)sc_targets(c, chain, o->block[i], o->kind[i], o->placed + i * SC_MAX_REPLICAS);
+        o->n_placed[i] = (uint8_t)sc_targets(c, chain, o->block[i], o->kind[i], 1,
+                                             o->placed + i * SC_MAX_REPLICAS);
     }
 }
 
@@ -382,7 +398,7 @@ void sc_run_get(sc_job_t *job)
     st_handle_t *h = job->handle;
     st_client_t *c = h->client;
     size_t n = h->n;
-    size_t ranks = c->replicas > SC_MAX_REPLICAS ? SC_MAX_REPLICAS : c->replicas;
+    size_t ranks = sc_get_ranks(c);
     sc_ops_t o;
 
     if (sc_ops_of(&o, h) != ST_OK) {
@@ -392,8 +408,9 @@ void sc_run_get(sc_job_t *job)
         sc_dp_get(h, o.todo); /* one-sided; leaves todo what the inline path must do */
     }
     sc_ops_place(&o, c, h->chain, n);
-    /* Owners first; KDA ops that missed or failed try the next replica,
-     * while the call's deadline allows. */
+    /* Owners first; KDA ops that missed or failed try the next replica, then
+     * the members after the replicas (sc_get_ranks), while the call's
+     * deadline allows. */
     for (size_t rank = 0; rank < ranks && !sc_past(h); rank++) {
         size_t nb = 0;
         sc_batch_t *b = sc_group(c, h->chain, n, o.block, o.kind, o.bytes, o.todo, o.placed,

@@ -104,6 +104,9 @@ strata_add_test(test_rebalance SOURCES integration/test_rebalance.c support/tena
                 ARGS $<TARGET_FILE:stratad> LABELS integration client cached ssd membership
                 TIMEOUT 600 ENV STRATA_ETCD_SH=${PROJECT_SOURCE_DIR}/scripts/etcd.sh)
 add_dependencies(test_rebalance stratad)
+if(STRATA_FAULT_INJECT) # test_read_during_pass plants rebalance-stall (cached/fault.h)
+  target_compile_definitions(test_rebalance PRIVATE STRATA_FAULT_INJECT=1)
+endif()
 # The rebalancer's pipelined pushes when the target is killed with -9 mid-stream and
 # restarted: nothing lost, the failed copies retried.
 strata_add_test(test_rebalance_pipeline SOURCES integration/test_rebalance_pipeline.c

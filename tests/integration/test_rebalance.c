@@ -23,6 +23,10 @@
  * etcd client has too; the client reads every object; and every durable
  * object is on exactly its R replicas again.
  *
+ * Two joins inside one pass (the rebalancers held by a planted fault, Debug
+ * builds): what the new ring places on the two new members alone is read
+ * from its old holders, the members after its replicas.
+ *
  * And who may call Replicate and Drain: the cluster credential; Drain also
  * the admin; never a tenant's token (a tenant could otherwise write into any
  * tenant's namespace, or stop a node). Copies are checked on arrival.
@@ -883,6 +887,123 @@ static void test_stale_pusher(void **state)
     dd_rm_node_dirs(dir, SLOTS);
 }
 
+/*
+ * Two joins inside one pass: every KDA object whose new replica set is the two new
+ * members alone, read through a client of the new list while the old members' rebalancers
+ * are held (the planted fault rebalance-stall: nothing is pushed, the copies stay on the old
+ * set). With one change at a time a replica of the new set always holds a copy; after two,
+ * none of these does, and libstrata finds them on the members after the replicas
+ * (sc_get_ranks, client/inline.c). Before that, every one of them was a NOT_FOUND.
+ */
+#define PASS_OBJS 8
+
+static void test_read_during_pass(void **state)
+{
+#ifndef STRATA_FAULT_INJECT
+    (void)state;
+    print_message("SKIP: needs stratad's planted faults (a build with STRATA_FAULT_INJECT: "
+                  "the Debug and sanitizer builds)\n");
+    skip();
+#else
+    tc_cluster_t cl;
+    char dir[64], args[512], nodes[256], one_addr[2][64];
+    int m3[] = {0, 1, 2}, m5[] = {0, 1, 2, 3, 4};
+    const char *n5[SLOTS];
+    ring_t r5;
+    st_hash_t *chain[PASS_OBJS];
+    uint64_t salt[PASS_OBJS];
+    static uint8_t buf[OBJ], got[OBJ];
+    st_client_t *c, *one[2];
+    int found = 0, on_new = 0;
+
+    (void)state;
+    mk_dirs(dir, sizeof(dir));
+    snprintf(args, sizeof(args),
+             "--memory-limit 64M --chunk-bytes 4M --max-object 1M --transport none "
+             "--ssd-map-size 256M --ssd-sync none --replicas 2 --data-dir %s/{node}",
+             dir);
+    assert_int_equal(setenv("STRATA_FAULT", "rebalance-stall", 1), 0);
+    assert_int_equal(tc_start_static(&cl, stratad_path, SLOTS, 3, dir, args), 0);
+    assert_int_equal(unsetenv("STRATA_FAULT"), 0);
+    for (int i = 0; i < SLOTS; i++) {
+        n5[i] = cl.node[i].addr;
+    }
+    assert_int_equal(ring_init(&r5, n5, SLOTS, 128), ST_OK);
+    nodes_of(&cl, m3, 3, nodes, sizeof(nodes));
+    c = connect_nodes(nodes, R);
+    /* Chains of one segment whose KDA checkpoint the 5-member ring places on nodes 3 and 4. */
+    for (uint64_t k = 0, n = 0; n < PASS_OBJS; k++) {
+        st_hash_t *ch = cf_chain(c, 5000 + k, S);
+        uint32_t set[R];
+        st_put_op_t op = {.block = S - 1, .kind = ST_KIND_KDA, .src = buf, .len = OBJ};
+        st_handle_t *h = NULL;
+
+        assert_true(k < 100000);
+        if (ring_place(&r5, &ch[0], set, R) != R || set[0] < 3 || set[1] < 3) {
+            free(ch);
+            continue;
+        }
+        fill(buf, S - 1, (uint32_t)k);
+        assert_int_equal(st_client_put(c, ch, S, &op, 1, ST_PUT_DURABLE, &h), ST_OK);
+        assert_int_equal(st_handle_wait(h, -1), ST_OK);
+        assert_int_equal(op.status, ST_OK);
+        assert_int_equal(st_handle_replicas_written(h, 0), R);
+        st_handle_release(h);
+        chain[n] = ch;
+        salt[n++] = k;
+    }
+    st_client_close(c);
+    /* Two joins; the old members' passes push nothing. */
+    assert_int_equal(tc_set_peers(&cl, m5, SLOTS), 0);
+    assert_int_equal(tc_restart(&cl, 3), 0);
+    assert_int_equal(tc_restart(&cl, 4), 0);
+    apply(&cl, m5, SLOTS);
+    nodes_of(&cl, m5, SLOTS, nodes, sizeof(nodes));
+    c = connect_nodes(nodes, R);
+    snprintf(one_addr[0], sizeof(one_addr[0]), "%s", cl.node[3].addr);
+    snprintf(one_addr[1], sizeof(one_addr[1]), "%s", cl.node[4].addr);
+    one[0] = connect_nodes(one_addr[0], 1);
+    one[1] = connect_nodes(one_addr[1], 1);
+    for (int n = 0; n < PASS_OBJS; n++) {
+        for (int x = 0; x < 3; x++) {
+            st_client_t *who = x < 2 ? one[x] : c;
+            st_get_op_t op = {.block = S - 1, .kind = ST_KIND_KDA, .dst = got, .dst_len = OBJ};
+            st_handle_t *h = NULL;
+
+            assert_int_equal(st_client_get(who, chain[n], S, &op, 1, &h), ST_OK);
+            assert_int_equal(st_handle_wait(h, -1), ST_OK);
+            st_handle_release(h);
+            if (op.status != ST_OK) {
+                if (x == 2) {
+                    print_message("checkpoint %d (chain %llu): %s through the 5-member client\n", n,
+                                  (unsigned long long)salt[n], st_status_name(op.status));
+                }
+                continue;
+            }
+            fill(buf, S - 1, (uint32_t)salt[n]);
+            assert_int_equal(op.length, OBJ);
+            assert_memory_equal(got, buf, OBJ);
+            *(x < 2 ? &on_new : &found) += 1;
+        }
+    }
+    print_message("%d of %d checkpoints read through the new ring, %d copies on their new "
+                  "replicas (the pass is held)\n",
+                  found, PASS_OBJS, on_new);
+    assert_int_equal(on_new, 0);        /* the window is open: the new set holds none */
+    assert_int_equal(found, PASS_OBJS); /* and every one is read */
+    st_client_close(one[0]);
+    st_client_close(one[1]);
+    st_client_close(c);
+    for (int n = 0; n < PASS_OBJS; n++) {
+        free(chain[n]);
+    }
+    ring_destroy(&r5);
+    tc_stop_all(&cl);
+    unlink(cl.peers_file);
+    dd_rm_node_dirs(dir, SLOTS);
+#endif
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -890,8 +1011,12 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_join_drain_crash),
         cmocka_unit_test(test_etcd_join_drain_crash_restart),
         cmocka_unit_test(test_stale_pusher),
+        cmocka_unit_test(test_read_during_pass),
     };
 
     stratad_path = argc > 1 ? argv[1] : "stratad";
+    if (argc > 2) {
+        cmocka_set_test_filter(argv[2]); /* one case by name, by hand */
+    }
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
