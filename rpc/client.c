@@ -47,8 +47,8 @@ st_status_t srpc_channel_open(const char *target, const srpc_channel_config_t *c
 {
     uint32_t max_recv =
         cfg && cfg->max_receive_bytes ? cfg->max_receive_bytes : SRPC_DEFAULT_MAX_RECEIVE;
-    grpc_arg args[4];
-    grpc_channel_args chargs = {4, args};
+    grpc_arg args[5];
+    grpc_channel_args chargs = {5, args};
     grpc_channel_credentials *creds;
     srpc_channel_t *ch;
     st_status_t st;
@@ -99,6 +99,13 @@ st_status_t srpc_channel_open(const char *target, const srpc_channel_config_t *c
     srpc_int_arg(&args[1], GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     srpc_int_arg(&args[2], GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     srpc_tcp_read_arg(&args[3]);
+    /*
+     * A channel of its own connection: gRPC otherwise shares one connection between every
+     * channel of the process to a target with the same arguments, so two clients of one
+     * process (two tenants, or an engine's bulk loads beside its small calls) would be one
+     * flow to the daemon's fair queueing (docs/daemon.md, "Fairness and admission").
+     */
+    srpc_int_arg(&args[4], GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     st = srpc_tls_channel_creds(target, cfg, &creds);
     if (st != ST_OK) {
         srpc_grpc_unref();

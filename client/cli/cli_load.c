@@ -80,10 +80,12 @@ static const char *const load_call_names[4] = {"lookup", "get", "rows", "put"};
 /* One process's run: its engines (the big one last), their lanes and threads, the clock. */
 typedef struct load_run {
     load_conf_t lc;
-    int first, n;   /* engines [first, first + n) of lc.engines */
-    int big;        /* this process runs the --big-load engine */
-    int index;      /* the process, for the progress line */
-    st_client_t *c; /* strata: shared by the engines */
+    int first, n;       /* engines [first, first + n) of lc.engines */
+    int big;            /* this process runs the --big-load engine */
+    int index;          /* the process, for the progress line */
+    st_client_t *c;     /* strata: shared by the engines */
+    st_client_t *c_big; /* strata: the big engine's own (its own connections, as a separate
+                           engine process has: its own flow in the daemons' fair queueing) */
     load_backend_t **be;
     load_engine_t *eng;
     load_lane_t *lane; /* 4 per engine (LK_LOOKUP..LK_PUT), then the big engine's */
@@ -347,6 +349,9 @@ static void load_run_close(load_run_t *run)
     if (run->c != NULL) {
         st_client_close(run->c);
     }
+    if (run->c_big != NULL) {
+        st_client_close(run->c_big);
+    }
     free(run->eng), free(run->be), free(run->lane), free(run->th);
 }
 
@@ -372,6 +377,11 @@ static int load_run_open(load_run_t *run, const cli_conf_t *cf)
         (cli_connect(cf, &run->c) != ST_OK || load_backend_strata(run->c, &run->be[0]) != ST_OK)) {
         return -1;
     }
+    if (run->lc.peer_host == NULL && run->big &&
+        (cli_connect(cf, &run->c_big) != ST_OK ||
+         load_backend_strata(run->c_big, &run->be[nl - 1]) != ST_OK)) {
+        return -1;
+    }
     for (int i = 0; i < run->n_lanes; i++) {
         int eng = i < 4 * run->n ? i / 4 : run->n, kind = i < 4 * run->n ? i % 4 : LK_BIG_GET;
 
@@ -379,7 +389,7 @@ static int load_run_open(load_run_t *run, const cli_conf_t *cf)
             if (load_backend_redis(run->lc.peer_host, run->lc.peer_port, &run->be[i]) != ST_OK) {
                 return -1;
             }
-        } else {
+        } else if (kind != LK_BIG_GET) {
             run->be[i] = run->be[0];
         }
         if ((kind == LK_LOOKUP || kind == LK_BIG_GET) &&
