@@ -57,6 +57,7 @@ typedef struct cd_config {
     uint64_t chunk_bytes;
     int64_t threads;
     int64_t max_serving_calls; /* fair queueing: handlers at once; 0 off */
+    uint64_t slice_bytes;      /* fair queueing: a Get's or Put's slice; 0 whole */
     int64_t max_queued_calls;  /* admission control, the daemon; 0 no limit */
     uint64_t max_queued_bytes;
     int64_t tenant_max_queued_calls; /* admission control, one tenant; 0 no limit */

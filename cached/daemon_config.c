@@ -89,6 +89,9 @@ static const cfg_option_t cd_options[] = {
     {"max_serving_calls", CFG_INT, CD_OFF(max_serving_calls), "0", 0, 255, 0, NULL, 0,
      "fair queueing: gRPC handlers that run at once, the rest queued per tenant and served "
      "round robin (at most threads - 1; 0: off, no queue and no admission control)"},
+    {"slice_bytes", CFG_SIZE, CD_OFF(slice_bytes), "1M", 0, 1ll << 30, 0, NULL, 0,
+     "fair queueing: a Get or Put lets one waiting call of another tenant (or connection) "
+     "run after every slice_bytes of objects it served or stored (0: a call runs whole)"},
     {"max_queued_calls", CFG_INT, CD_OFF(max_queued_calls), "0", 0, 1ll << 30, 0, NULL, 0,
      "admission control: calls queued on the node beyond which new ones are refused "
      "(RESOURCE_EXHAUSTED + strata-retry-after-ms; 0: no limit; needs max_serving_calls)"},

@@ -27,6 +27,23 @@ static inline st_status_t cd_h_batch_limit(srpc_ctx_t *ctx, cd_daemon_t *d, size
     return ST_OK;
 }
 
+/* The cost of one key of a Get or Put besides its bytes, for cd_h_slice(). */
+#define CD_H_KEY_COST 512
+
+/*
+ * Bounded slices (docs/daemon.md, "Fairness and admission"): counts bytes of work done by a
+ * long call into *done; past slice_bytes, lets one waiting call of another flow run
+ * (srpc_ctx_yield) and starts the next slice. Call it between keys, holding no lock.
+ */
+static inline void cd_h_slice(srpc_ctx_t *ctx, const cd_daemon_t *d, uint64_t *done, uint64_t bytes)
+{
+    *done += bytes + CD_H_KEY_COST;
+    if (d->cfg.slice_bytes != 0 && *done >= d->cfg.slice_bytes) {
+        *done = 0;
+        (void)srpc_ctx_yield(ctx);
+    }
+}
+
 /*
  * Checks the caller: with an auth_token configured, the call must carry it;
  * without one, protected mode refuses callers that are not on loopback.

@@ -447,6 +447,7 @@ st_status_t cd_h_put(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
     cd_daemon_t *d = cd_h_daemon(ctx);
     cd_h_links_t links;
     cd_ns_entry_t *e;
+    uint64_t slice = 0;
     st_status_t status;
 
     status = cd_h_ns(ctx, d, req->namespace_id, &e);
@@ -472,6 +473,9 @@ st_status_t cd_h_put(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
         cd_key_t key;
         cd_err_t err = {""};
 
+        if (i > 0) {
+            cd_h_slice(ctx, d, &slice, req->objects[i - 1]->data.len);
+        }
         if (cd_h_key(o->key, &key) != ST_OK || o->data.len == 0 ||
             o->data.len > d->cfg.max_object_bytes) {
             resp->status[i] = STRATA__V1__KEY_STATUS__KEY_INVALID;
@@ -624,6 +628,7 @@ st_status_t cd_h_get(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
     cd_ns_entry_t *e;
     cd_h_get_ask_t g;
     cd_h_ask_t ask = {cd_h_get_ask, cd_h_get_promote, &g};
+    uint64_t slice = 0;
     st_status_t status;
 
     status = cd_h_ns(ctx, d, req->namespace_id, &e);
@@ -665,6 +670,9 @@ st_status_t cd_h_get(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
 
         if (o == NULL) {
             return ST_ERR_NOMEM;
+        }
+        if (i > 0) {
+            cd_h_slice(ctx, d, &slice, resp->objects[i - 1]->data.len);
         }
         strata__v1__inline_object__init(o);
         o->key = req->keys[i];

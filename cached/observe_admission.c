@@ -12,12 +12,14 @@
 
 #include "srpc.h"
 
-#define CD_ADM_FAMS 8
+#define CD_ADM_FAMS 9
 
 struct cd_obs_adm {
     mx_metric_family_t *f[CD_ADM_FAMS];
     mx_gauge_t *queued_calls, *queued_bytes, *serving;
     mx_histogram_t *wait;
+    mx_counter_t *lent;
+    uint64_t last_lent;
     mx_counter_t *refused_method[SRPC_CACHE_N_METHODS];
     uint64_t last_method[SRPC_CACHE_N_METHODS];
     char last_name[SRPC_MAX_FLOWS][SRPC_FLOW_NAME + 1]; /* flow i's name at the last scrape */
@@ -25,7 +27,17 @@ struct cd_obs_adm {
     uint64_t last_refused[SRPC_MAX_FLOWS];
 };
 
-enum { ADM_QCALLS, ADM_QBYTES, ADM_SERVING, ADM_WAIT, ADM_REF_M, ADM_REF_F, ADM_SERVED, ADM_FQ };
+enum {
+    ADM_QCALLS,
+    ADM_QBYTES,
+    ADM_SERVING,
+    ADM_WAIT,
+    ADM_REF_M,
+    ADM_REF_F,
+    ADM_SERVED,
+    ADM_FQ,
+    ADM_LENT
+};
 
 st_status_t cd_obs_adm_create(mx_metrics_t *reg, cd_obs_adm_t **adm_p)
 {
@@ -53,6 +65,9 @@ st_status_t cd_obs_adm_create(mx_metrics_t *reg, cd_obs_adm_t **adm_p)
          MX_METRIC_COUNTER, l_flow},
         {"strata_admission_flow_queued_calls", "Calls of a flow waiting now", MX_METRIC_GAUGE,
          l_flow},
+        {"strata_admission_lent_total",
+         "Calls served between two slices of a long Get or Put, in its slot (slice_bytes)",
+         MX_METRIC_COUNTER, NULL},
     };
     cd_obs_adm_t *a = calloc(1, sizeof(*a));
     st_status_t st = a != NULL ? ST_OK : ST_ERR_NOMEM;
@@ -74,8 +89,9 @@ st_status_t cd_obs_adm_create(mx_metrics_t *reg, cd_obs_adm_t **adm_p)
     }
     if (st == ST_OK && (st = mx_gauge(a->f[ADM_QCALLS], NULL, &a->queued_calls)) == ST_OK &&
         (st = mx_gauge(a->f[ADM_QBYTES], NULL, &a->queued_bytes)) == ST_OK &&
-        (st = mx_gauge(a->f[ADM_SERVING], NULL, &a->serving)) == ST_OK) {
-        st = mx_histogram(a->f[ADM_WAIT], NULL, &a->wait);
+        (st = mx_gauge(a->f[ADM_SERVING], NULL, &a->serving)) == ST_OK &&
+        (st = mx_histogram(a->f[ADM_WAIT], NULL, &a->wait)) == ST_OK) {
+        st = mx_counter(a->f[ADM_LENT], NULL, &a->lent);
     }
     for (int m = 0; st == ST_OK && m < SRPC_CACHE_N_METHODS; m++) {
         const char *path = srpc_cache_methods[m].path;
@@ -122,6 +138,10 @@ void cd_obs_adm_collect(cd_obs_adm_t *a, const srpc_server_t *srv)
     mx_gauge_set(a->queued_calls, (double)st->queued_calls);
     mx_gauge_set(a->queued_bytes, (double)st->queued_bytes);
     mx_gauge_set(a->serving, (double)st->serving);
+    if (st->lent > a->last_lent) {
+        mx_counter_add(a->lent, st->lent - a->last_lent);
+        a->last_lent = st->lent;
+    }
     nm = srpc_server_stats(srv, ms, SRPC_CACHE_N_METHODS + 1);
     for (size_t m = 0; m < nm && m < SRPC_CACHE_N_METHODS; m++) {
         if (ms[m].overloaded > a->last_method[m]) {

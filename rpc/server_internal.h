@@ -65,6 +65,7 @@ typedef struct srpc_sched {
     uint64_t refused;
     uint64_t dispatched; /* calls taken off the queues, all flows */
     uint64_t ewma_us;    /* the handlers' mean run time, smoothed */
+    uint64_t lent;       /* calls served in a slot lent by srpc_ctx_yield() */
     size_t rr;           /* the flow whose turn was last */
     size_t n_flows;
     srpc_flow_t flows[SRPC_MAX_FLOWS];

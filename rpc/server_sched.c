@@ -171,8 +171,9 @@ static void do_unlink_head(srpc_sched_t *s, srpc_flow_t *f)
     }
 }
 
-/* Takes the next call to serve: round robin over the flows, or the oldest (FIFO). */
-static srpc_scall_t *do_dequeue(srpc_sched_t *s)
+/* Takes the next call to serve: round robin over the flows other than skip
+ * (NULL: every flow), or the oldest (FIFO, skip NULL only). NULL: none. */
+static srpc_scall_t *do_dequeue(srpc_sched_t *s, const srpc_flow_t *skip)
 {
     srpc_flow_t *f = NULL;
 
@@ -185,10 +186,13 @@ static srpc_scall_t *do_dequeue(srpc_sched_t *s)
         for (size_t k = 1; k <= s->n_flows && f == NULL; k++) {
             size_t i = (s->rr + k) % s->n_flows;
 
-            if (s->flows[i].queued != 0) {
+            if (s->flows[i].queued != 0 && &s->flows[i] != skip) {
                 f = &s->flows[i];
                 s->rr = i;
             }
+        }
+        if (f == NULL) {
+            return NULL;
         }
     }
     srpc_scall_t *c = f->head;
@@ -287,7 +291,7 @@ void srpc_sched_take(srpc_scall_t *c)
     }
     do_enqueue(s, f, c);
     while (s->serving < s->cfg.max_serving && s->queued != 0) {
-        srpc_scall_t *next = do_dequeue(s);
+        srpc_scall_t *next = do_dequeue(s, NULL);
         uint64_t t0;
         uint64_t us;
 
@@ -301,6 +305,39 @@ void srpc_sched_take(srpc_scall_t *c)
         s->ewma_us = s->ewma_us == 0 ? us : (s->ewma_us * 7 + us) / 8;
     }
     pthread_mutex_unlock(&s->lock);
+}
+
+/* > 0 while this thread serves a call in a slot that srpc_ctx_yield() lent. */
+static _Thread_local unsigned sched_lent;
+
+int srpc_ctx_yield(srpc_ctx_t *ctx)
+{
+    srpc_scall_t *self = ctx->call;
+    srpc_sched_t *s = &ctx->srv->sched;
+    srpc_scall_t *next;
+    uint64_t t0, us;
+
+    if (self == NULL || s->cfg.max_serving == 0 || s->cfg.fifo || sched_lent != 0 ||
+        self->flow == NULL) {
+        return 0;
+    }
+    pthread_mutex_lock(&s->lock);
+    next = do_dequeue(s, self->flow);
+    if (next == NULL) {
+        pthread_mutex_unlock(&s->lock);
+        return 0;
+    }
+    s->lent++;
+    pthread_mutex_unlock(&s->lock);
+    sched_lent++;
+    t0 = srpc_now_ns();
+    srpc_serve(next); /* may free next */
+    us = (srpc_now_ns() - t0) / 1000;
+    sched_lent--;
+    pthread_mutex_lock(&s->lock);
+    s->ewma_us = s->ewma_us == 0 ? us : (s->ewma_us * 7 + us) / 8;
+    pthread_mutex_unlock(&s->lock);
+    return 1;
 }
 
 void srpc_server_sched_stats(const srpc_server_t *server, srpc_sched_stats_t *out)
@@ -319,6 +356,7 @@ void srpc_server_sched_stats(const srpc_server_t *server, srpc_sched_stats_t *ou
     out->refused = s->refused;
     memcpy(out->wait, s->wait, sizeof(out->wait));
     out->wait_sum_us = s->wait_sum_us;
+    out->lent = s->lent;
     out->n_flows = s->n_flows;
     for (size_t i = 0; i < s->n_flows; i++) {
         srpc_flow_stats_t *o = &out->flows[i];

@@ -193,6 +193,18 @@ void *srpc_ctx_server_arg(const srpc_ctx_t *ctx);
 bool srpc_ctx_invoked(const srpc_ctx_t *ctx);
 
 /*
+ * A slice boundary of a long call (docs/daemon.md, "Fairness and admission"): where the
+ * server queues calls (srpc_admission_t.max_serving) and a call of another flow is
+ * waiting, serves the next such call, round robin over the flows, on this thread with this
+ * call's serving slot, then returns 1; else returns 0 at once. A handler calls it between
+ * bounded pieces of its work, holding no lock, so that a call queued behind a large one
+ * waits for one piece, not the whole. Does nothing (0) inside a call it serves this way
+ * (one level: a lent slot is not lent again), for srpc_server_invoke() calls, and in FIFO
+ * mode. Not thread-safe: call it from the handler's thread only.
+ */
+int srpc_ctx_yield(srpc_ctx_t *ctx);
+
+/*
  * Allocates size bytes (16-byte aligned, zeroed) that live until the
  * response has been packed. Returns NULL on allocation failure (return ST_ERR_NOMEM then).
  * Not thread-safe: call it from the handler's thread only.
@@ -434,6 +446,7 @@ typedef struct srpc_sched_stats {
     uint64_t refused;                 /* all flows */
     uint64_t wait[SRPC_WAIT_BUCKETS]; /* queueing time of the calls served, microseconds */
     uint64_t wait_sum_us;
+    uint64_t lent; /* calls served in a slot lent by srpc_ctx_yield() */
     size_t n_flows; /* flows in flows[] */
     srpc_flow_stats_t flows[SRPC_MAX_FLOWS];
 } srpc_sched_stats_t;

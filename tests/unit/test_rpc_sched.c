@@ -12,7 +12,9 @@
  * assertion is on that log, on the counters or on the answers.
  *
  * Methods (strata.test.Test): Gate (waits for the gate; returns the request's
- * tenant back), Work (logs its tenant, returns the request back).
+ * tenant back), Work (logs its tenant, returns the request back), Slices (waits
+ * for the gate, then does SLICES pieces of work, logging 'S' for each and
+ * calling srpc_ctx_yield() after it, unless the test turned yields off).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -41,6 +43,7 @@
 
 static const srpc_method_t gate_method = TEST_METHOD("Gate");
 static const srpc_method_t work_method = TEST_METHOD("Work");
+static const srpc_method_t slices_method = TEST_METHOD("Slices");
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cond = PTHREAD_COND_INITIALIZER;
@@ -94,9 +97,36 @@ static st_status_t work_handler(srpc_ctx_t *ctx, const ProtobufCMessage *req,
     return echo_back(req, resp);
 }
 
+#define SLICES 6
+
+static int g_no_yield; /* Slices does not yield: the whole call in one piece */
+
+static st_status_t slices_handler(srpc_ctx_t *ctx, const ProtobufCMessage *req,
+                                  ProtobufCMessage *resp, void *arg)
+{
+    pthread_mutex_lock(&g_lock);
+    g_gate_inside++;
+    pthread_cond_broadcast(&g_cond);
+    while (!g_gate_open) {
+        pthread_cond_wait(&g_cond, &g_lock);
+    }
+    pthread_mutex_unlock(&g_lock);
+    for (int k = 0; k < SLICES; k++) {
+        pthread_mutex_lock(&g_lock);
+        g_order[g_n_order++] = 'S';
+        pthread_mutex_unlock(&g_lock);
+        if (!g_no_yield) {
+            (void)srpc_ctx_yield(ctx);
+        }
+    }
+    (void)arg;
+    return echo_back(req, resp);
+}
+
 static const srpc_method_def_t table[] = {
     {&gate_method, gate_handler, NULL, 0},
     {&work_method, work_handler, NULL, 0},
+    {&slices_method, slices_handler, NULL, 0},
 };
 
 /* The token is the tenant: copied into the principal. */
@@ -129,7 +159,7 @@ static srpc_server_t *start_server(const srpc_admission_t *adm)
     srpc_server_t *srv = NULL;
 
     cfg.admission.flow = token_flow;
-    assert_int_equal(srpc_server_start(&cfg, table, 2, &srv), ST_OK);
+    assert_int_equal(srpc_server_start(&cfg, table, 3, &srv), ST_OK);
     reset_shared();
     return srv;
 }
@@ -316,7 +346,7 @@ static void test_flood_refused_with_hint(void **state)
     srpc_server_t *srv = start_server(&adm);
     srpc_channel_t *a = open_channel(srv, "A");
     call_job_t gate, flood[12];
-    srpc_method_stats_t ms[3];
+    srpc_method_stats_t ms[4];
     int ok = 0, refused = 0;
 
     (void)state;
@@ -342,7 +372,7 @@ static void test_flood_refused_with_hint(void **state)
     }
     assert_int_equal(ok, 4);
     assert_int_equal(refused, 8);
-    assert_int_equal(srpc_server_stats(srv, ms, 3), 3);
+    assert_int_equal(srpc_server_stats(srv, ms, 4), 4); /* Gate, Work, Slices, health */
     assert_int_equal(ms[1].overloaded, 8);
     assert_int_equal(ms[1].by_code[GRPC_STATUS_RESOURCE_EXHAUSTED], 8);
     assert_int_equal(ms[0].overloaded, 0);
@@ -397,6 +427,80 @@ static void test_tenant_limit(void **state)
     srpc_server_destroy(srv);
 }
 
+#define SMALL 4
+
+/*
+ * Bounded slices: tenant A's long call (Slices) holds the one serving slot; one more call of
+ * A and SMALL calls of B wait. Each of the long call's yields serves one waiting call of
+ * another flow on its slot, so B's calls run one after each slice, and A's own waits for
+ * the end of the long call (a yield never serves its own flow, which would only reorder
+ * it). With yields off, every B waits for all SLICES slices: what the test would see
+ * without bounded slices. Returns the order in *order (SLICES + SMALL + 2 letters).
+ */
+static void run_slices(int no_yield, char *order, uint64_t *lent)
+{
+    srpc_admission_t adm = {.max_serving = 1};
+    srpc_server_t *srv = start_server(&adm);
+    srpc_channel_t *a = open_channel(srv, "A");
+    srpc_channel_t *b = open_channel(srv, "B");
+    call_job_t big, own, small[SMALL];
+    srpc_sched_stats_t st;
+
+    g_no_yield = no_yield;
+    call_start(&big, a, &slices_method, "A", 1);
+    pthread_mutex_lock(&g_lock);
+    while (g_gate_inside == 0) {
+        pthread_cond_wait(&g_cond, &g_lock);
+    }
+    pthread_mutex_unlock(&g_lock);
+    call_start(&own, a, &work_method, "A", 2);
+    wait_sched(srv, 1, 0);
+    for (int i = 0; i < SMALL; i++) {
+        call_start(&small[i], b, &work_method, "B", 10u + (uint32_t)i);
+        wait_sched(srv, (uint64_t)i + 2, 0);
+    }
+    gate_open();
+    pthread_join(big.thread, NULL);
+    pthread_join(own.thread, NULL);
+    assert_int_equal(big.status, ST_OK);
+    assert_true(big.echoed_ok);
+    assert_int_equal(own.status, ST_OK);
+    assert_true(own.echoed_ok);
+    for (int i = 0; i < SMALL; i++) {
+        pthread_join(small[i].thread, NULL);
+        assert_int_equal(small[i].status, ST_OK);
+        assert_true(small[i].echoed_ok);
+    }
+    srpc_server_sched_stats(srv, &st);
+    assert_int_equal(st.queued_calls, 0);
+    *lent = st.lent;
+    pthread_mutex_lock(&g_lock);
+    memcpy(order, g_order, SLICES + SMALL + 1);
+    order[SLICES + SMALL + 1] = '\0';
+    pthread_mutex_unlock(&g_lock);
+    g_no_yield = 0;
+    srpc_channel_close(a);
+    srpc_channel_close(b);
+    srpc_server_destroy(srv);
+}
+
+static void test_bounded_slices(void **state)
+{
+    char order[SLICES + SMALL + 2];
+    uint64_t lent = 0;
+
+    (void)state;
+    run_slices(0, order, &lent);
+    print_message("with yields: %s (lent %llu)\n", order, (unsigned long long)lent);
+    assert_string_equal(order, "SBSBSBSBSSA");
+    assert_int_equal(lent, SMALL);
+
+    run_slices(1, order, &lent);
+    print_message("without: %s\n", order);
+    assert_int_equal(strchr(order, 'B') - order, SLICES); /* every B after the whole call */
+    assert_int_equal(lent, 0);
+}
+
 /* The hint's parser: 1 to 9 digits, not 0, nothing else. */
 static void test_retry_hint_parse(void **state)
 {
@@ -424,5 +528,6 @@ int main(void)
 
     lg_set_level(verbose == NULL ? LG_ERROR : LG_DEBUG);
     UNIT_RUN(cmocka_unit_test(test_retry_hint_parse), cmocka_unit_test(test_tenants_interleave),
-             cmocka_unit_test(test_flood_refused_with_hint), cmocka_unit_test(test_tenant_limit));
+             cmocka_unit_test(test_flood_refused_with_hint), cmocka_unit_test(test_tenant_limit),
+             cmocka_unit_test(test_bounded_slices));
 }
