@@ -446,7 +446,7 @@ typedef struct srpc_sched_stats {
     uint64_t refused;                 /* all flows */
     uint64_t wait[SRPC_WAIT_BUCKETS]; /* queueing time of the calls served, microseconds */
     uint64_t wait_sum_us;
-    uint64_t lent; /* calls served in a slot lent by srpc_ctx_yield() */
+    uint64_t lent;  /* calls served in a slot lent by srpc_ctx_yield() */
     size_t n_flows; /* flows in flows[] */
     srpc_flow_stats_t flows[SRPC_MAX_FLOWS];
 } srpc_sched_stats_t;
