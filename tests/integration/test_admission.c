@@ -110,6 +110,20 @@ static void put_objects(st_client_t *c)
     }
 }
 
+/* A client of the started daemon (its params in *p) that has put the test's objects. */
+static st_client_t *connect_and_put(st_client_params_t *p)
+{
+    st_client_t *c;
+
+    cf_params_session(p, g_cl.peers, "k3", 60000);
+    c = cf_connect_retry(p, 100);
+    g_chain = cf_chain(c, 7, N_BLOCKS);
+    g_data = malloc((size_t)N_BLOCKS * OBJ);
+    assert_non_null(g_data);
+    put_objects(c);
+    return c;
+}
+
 static void test_flood_is_refused_cleanly(void **state)
 {
     st_client_params_t p;
@@ -121,12 +135,7 @@ static void test_flood_is_refused_cleanly(void **state)
     assert_int_equal(
         tc_start(&g_cl, stratad_path, 1, "--threads 3 --max-serving-calls 1 --max-queued-calls 2"),
         0);
-    cf_params_session(&p, g_cl.peers, "k3", 60000);
-    c = cf_connect_retry(&p, 100);
-    g_chain = cf_chain(c, 7, N_BLOCKS);
-    g_data = malloc((size_t)N_BLOCKS * OBJ);
-    assert_non_null(g_data);
-    put_objects(c);
+    c = connect_and_put(&p);
 
     for (int round = 0; round < 50 && overloaded == 0; round++) {
         flood_t f[N_CLIENTS];
@@ -224,12 +233,7 @@ static void test_big_get_sliced(void **state)
              "--threads 3 --max-serving-calls 1 --slice-bytes %s --metrics-listen 127.0.0.1:%d",
              slice != NULL ? slice : "256K", mport);
     assert_int_equal(tc_start(&g_cl, stratad_path, 1, args), 0);
-    cf_params_session(&p, g_cl.peers, "k3", 60000);
-    c = cf_connect_retry(&p, 100);
-    g_chain = cf_chain(c, 7, N_BLOCKS);
-    g_data = malloc((size_t)N_BLOCKS * OBJ);
-    assert_non_null(g_data);
-    put_objects(c);
+    c = connect_and_put(&p);
     r.c = cf_connect(&p);
     assert_int_equal(pthread_create(&r.thread, NULL, small_thread, &r), 0);
     for (int round = 0; round < 50 && lent <= 0; round++) {

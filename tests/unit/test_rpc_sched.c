@@ -67,11 +67,9 @@ static st_status_t echo_back(const ProtobufCMessage *req, ProtobufCMessage *resp
     return ST_OK;
 }
 
-static st_status_t gate_handler(srpc_ctx_t *ctx, const ProtobufCMessage *req,
-                                ProtobufCMessage *resp, void *arg)
+/* Says it is inside, then waits until the test opens the gate. */
+static void gate_wait(void)
 {
-    (void)ctx;
-    (void)arg;
     pthread_mutex_lock(&g_lock);
     g_gate_inside++;
     pthread_cond_broadcast(&g_cond);
@@ -79,6 +77,14 @@ static st_status_t gate_handler(srpc_ctx_t *ctx, const ProtobufCMessage *req,
         pthread_cond_wait(&g_cond, &g_lock);
     }
     pthread_mutex_unlock(&g_lock);
+}
+
+static st_status_t gate_handler(srpc_ctx_t *ctx, const ProtobufCMessage *req,
+                                ProtobufCMessage *resp, void *arg)
+{
+    (void)ctx;
+    (void)arg;
+    gate_wait();
     return echo_back(req, resp);
 }
 
@@ -104,13 +110,7 @@ static int g_no_yield; /* Slices does not yield: the whole call in one piece */
 static st_status_t slices_handler(srpc_ctx_t *ctx, const ProtobufCMessage *req,
                                   ProtobufCMessage *resp, void *arg)
 {
-    pthread_mutex_lock(&g_lock);
-    g_gate_inside++;
-    pthread_cond_broadcast(&g_cond);
-    while (!g_gate_open) {
-        pthread_cond_wait(&g_cond, &g_lock);
-    }
-    pthread_mutex_unlock(&g_lock);
+    gate_wait();
     for (int k = 0; k < SLICES; k++) {
         pthread_mutex_lock(&g_lock);
         g_order[g_n_order++] = 'S';
