@@ -85,6 +85,16 @@ static void mk_dirs(char *dir, size_t cap)
     assert_int_equal(dd_mk_node_dirs(dir, cap, "/tmp/strata-rebal-XXXXXX", SLOTS), 0);
 }
 
+/* Node directories in dir, and the static-mode daemons' arguments (R = 2, SSD tiers there). */
+static void static_args(char *dir, size_t dir_cap, char *args, size_t args_cap)
+{
+    mk_dirs(dir, dir_cap);
+    snprintf(args, args_cap,
+             "--memory-limit 64M --chunk-bytes 4M --max-object 1M --transport none "
+             "--ssd-map-size 256M --ssd-sync none --replicas 2 --data-dir %s/{node}",
+             dir);
+}
+
 static void fill(uint8_t *p, uint64_t block, uint32_t salt)
 {
     for (size_t i = 0; i < OBJ; i++) {
@@ -372,11 +382,7 @@ static void test_join_drain_crash(void **state)
 
     (void)state;
     memset(&w, 0, sizeof(w));
-    mk_dirs(dir, sizeof(dir));
-    snprintf(args, sizeof(args),
-             "--memory-limit 64M --chunk-bytes 4M --max-object 1M --transport none "
-             "--ssd-map-size 256M --ssd-sync none --replicas 2 --data-dir %s/{node}",
-             dir);
+    static_args(dir, sizeof(dir), args, sizeof(args));
     assert_int_equal(tc_start_static(&cl, stratad_path, SLOTS, 3, dir, args), 0);
     write_all(&cl, &w);
     settled(&cl, m3, 3, &w, "the writes");
@@ -817,11 +823,7 @@ static void test_stale_pusher(void **state)
     st_hash_t *chain, sid;
 
     (void)state;
-    mk_dirs(dir, sizeof(dir));
-    snprintf(args, sizeof(args),
-             "--memory-limit 64M --chunk-bytes 4M --max-object 1M --transport none "
-             "--ssd-map-size 256M --ssd-sync none --replicas 2 --data-dir %s/{node}",
-             dir);
+    static_args(dir, sizeof(dir), args, sizeof(args));
     assert_int_equal(tc_start_static(&cl, stratad_path, 3, 2, dir, args), 0);
     for (int i = 0; i < 3; i++) {
         n3[i] = cl.node[i].addr;
@@ -917,11 +919,7 @@ static void test_read_during_pass(void **state)
     int found = 0, on_new = 0;
 
     (void)state;
-    mk_dirs(dir, sizeof(dir));
-    snprintf(args, sizeof(args),
-             "--memory-limit 64M --chunk-bytes 4M --max-object 1M --transport none "
-             "--ssd-map-size 256M --ssd-sync none --replicas 2 --data-dir %s/{node}",
-             dir);
+    static_args(dir, sizeof(dir), args, sizeof(args));
     assert_int_equal(setenv("STRATA_FAULT", "rebalance-stall", 1), 0);
     assert_int_equal(tc_start_static(&cl, stratad_path, SLOTS, 3, dir, args), 0);
     assert_int_equal(unsetenv("STRATA_FAULT"), 0);
