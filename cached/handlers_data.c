@@ -722,6 +722,7 @@ st_status_t cd_h_get(srpc_ctx_t *ctx, const ProtobufCMessage *reqm, ProtobufCMes
     }
     resp->n_objects = req->n_keys;
     resp->n_status = req->n_keys;
+    resp->ring_epoch = cd_ring_epoch(d); /* a client behind it reads the members again */
     return ST_OK;
 }
 

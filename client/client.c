@@ -118,17 +118,27 @@ static st_status_t sc_hello(st_client_t *c, uint32_t i, int first)
     return ST_OK;
 }
 
+#define SC_KICK_MS 20
+
 static void *sc_health_main(void *arg)
 {
     st_client_t *c = arg;
 
     pthread_mutex_lock(&c->health_lock);
     while (!c->stopping) {
-        struct timespec ts = cm_deadline_ms(c->health_interval_ms);
+        uint64_t take;
 
-        pthread_cond_timedwait(&c->health_cond, &c->health_lock, &ts);
+        if (c->health_kicks == c->health_served) {
+            struct timespec ts = cm_deadline_ms(c->health_interval_ms);
+
+            pthread_cond_timedwait(&c->health_cond, &c->health_lock, &ts);
+        }
         if (c->stopping) {
             break;
+        }
+        take = c->health_kicks;
+        if (take != c->health_served) {
+            c->etcd_checked_ms = 0; /* kicked: read the members now */
         }
         pthread_mutex_unlock(&c->health_lock);
         sc_members_refresh(c); /* with etcd: joins and leaves (members.c) */
@@ -136,12 +146,47 @@ static void *sc_health_main(void *arg)
             if (!c->nodes[i].left && !ring_is_up(&c->ring, i) && sc_hello(c, i, 0) == ST_OK) {
                 lg_info("node back node=%s", c->nodes[i].addr);
                 ring_set_up(&c->ring, i, 1);
+                __atomic_add_fetch(&c->view_gen, 1, __ATOMIC_ACQ_REL);
             }
         }
         pthread_mutex_lock(&c->health_lock);
+        if (take != c->health_served) {
+            c->health_served = take;
+            c->health_kicked_ms = cm_mono_ms();
+            pthread_cond_broadcast(&c->health_cond); /* the kickers wait on it too */
+        }
     }
     pthread_mutex_unlock(&c->health_lock);
     return NULL;
+}
+
+int sc_health_refresh(st_client_t *c, uint64_t gen0, uint64_t deadline_ns)
+{
+    uint64_t my;
+
+    if (__atomic_load_n(&c->view_gen, __ATOMIC_ACQUIRE) != gen0) {
+        return 1; /* moved while the call ran: place again first */
+    }
+    pthread_mutex_lock(&c->health_lock);
+    if (!c->health_running || c->stopping ||
+        (c->health_kicks == c->health_served && cm_mono_ms() - c->health_kicked_ms < SC_KICK_MS)) {
+        pthread_mutex_unlock(&c->health_lock);
+        return 0;
+    }
+    my = ++c->health_kicks;
+    pthread_cond_broadcast(&c->health_cond);
+    while (c->health_served < my && !c->stopping) {
+        uint64_t now = cm_mono_ns();
+        struct timespec ts;
+
+        if (now >= deadline_ns) {
+            break;
+        }
+        ts = cm_deadline_ms((deadline_ns - now + 999999) / 1000000);
+        pthread_cond_timedwait(&c->health_cond, &c->health_lock, &ts);
+    }
+    pthread_mutex_unlock(&c->health_lock);
+    return __atomic_load_n(&c->view_gen, __ATOMIC_ACQUIRE) != gen0;
 }
 
 uint32_t st_client_write_quorum(const st_client_t *c)

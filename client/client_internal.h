@@ -48,6 +48,7 @@ struct st_handle {
     unsigned flags;
     uint32_t *written;    /* puts: per op, the replicas that stored it */
     uint64_t deadline_ns; /* by the monotonic clock: submitted + timeout_ms */
+    int behind;           /* gets: a node answered with a newer ring epoch than ours */
 };
 
 typedef struct sc_dp sc_dp_t; /* the one-sided data plane (dp_internal.h) */
@@ -114,6 +115,12 @@ struct st_client {
     int health_running;
     pthread_mutex_t health_lock;
     pthread_cond_t health_cond;
+    /* A round asked for out of turn (sc_health_refresh): kicks asked, the
+     * kicks the last finished round served, and when it finished (all under
+     * health_lock); view_gen (atomic) grows whenever the ring is rebuilt or
+     * a node comes back, so a caller can tell whether its placement moved. */
+    uint64_t health_kicks, health_served, health_kicked_ms;
+    uint64_t view_gen;
 };
 
 /* Sets this thread's last error message and returns status. */
@@ -129,6 +136,17 @@ st_status_t sc_error(st_status_t status, const char *fmt, ...)
  * that left off the ring. sc_members_close() frees what they hold.
  */
 st_status_t sc_members_nodes(st_client_t *c, const char *etcd, const char *prefix, char **list_p);
+
+/*
+ * client.c: a health round now, out of turn: the members read again from
+ * etcd (at once, not after health_interval) and a Hello to every member
+ * that is down, waited for until deadline_ns (monotonic). For a durable
+ * read that missed everywhere it looked: the ring may have moved twice
+ * since this client last looked, or a holder may be back. Returns 1 when
+ * the view (view_gen) is no longer gen0, so placing again may find more;
+ * 0 otherwise. Rounds out of turn are at most one per SC_KICK_MS.
+ */
+int sc_health_refresh(st_client_t *c, uint64_t gen0, uint64_t deadline_ns);
 void sc_members_refresh(st_client_t *c);
 void sc_members_close(st_client_t *c);
 

@@ -348,6 +348,9 @@ static void sc_get_take(st_handle_t *h, const sc_batch_t *b, size_t nb,
             sc_node_failed(h->client, b[x].node, items[x].status, &items[x].err);
             continue; /* those ops stay todo, with ST_ERR_UNAVAILABLE */
         }
+        if (r->ring_epoch > __atomic_load_n(&h->client->ring_epoch, __ATOMIC_ACQUIRE)) {
+            h->behind = 1; /* this node places by a newer ring than ours */
+        }
         for (size_t j = 0; j < b[x].n; j++) {
             size_t i = b[x].ops[j];
 
@@ -399,6 +402,7 @@ void sc_run_get(sc_job_t *job)
     st_client_t *c = h->client;
     size_t n = h->n;
     size_t ranks = sc_get_ranks(c);
+    uint64_t gen0 = __atomic_load_n(&c->view_gen, __ATOMIC_ACQUIRE);
     sc_ops_t o;
 
     if (sc_ops_of(&o, h) != ST_OK) {
@@ -407,24 +411,43 @@ void sc_run_get(sc_job_t *job)
     if (c->dp != NULL) {
         sc_dp_get(h, o.todo); /* one-sided; leaves todo what the inline path must do */
     }
-    sc_ops_place(&o, c, h->chain, n);
     /* Owners first; KDA ops that missed or failed try the next replica, then
      * the members after the replicas (sc_get_ranks), while the call's
-     * deadline allows. */
-    for (size_t rank = 0; rank < ranks && !sc_past(h); rank++) {
-        size_t nb = 0;
-        sc_batch_t *b = sc_group(c, h->chain, n, o.block, o.kind, o.bytes, o.todo, o.placed,
-                                 o.n_placed, rank, 0, &nb);
-        st_status_t status;
+     * deadline allows. A durable object that none of those holds may sit
+     * where this client's view is behind: with membership on etcd, a node
+     * that answered places by a newer ring (two changes this client has not
+     * read yet can leave no copy on any node it knows of, once the old
+     * holders dropped theirs). Then, once, the view is brought up to date
+     * (sc_health_refresh: the members read, down members greeted) and, if
+     * it moved, the ops placed again. */
+    for (int again = 0; again < 2; again++) {
+        int left = 0;
 
-        if (b == NULL) {
+        sc_ops_place(&o, c, h->chain, n);
+        for (size_t rank = 0; rank < ranks && !sc_past(h); rank++) {
+            size_t nb = 0;
+            sc_batch_t *b = sc_group(c, h->chain, n, o.block, o.kind, o.bytes, o.todo, o.placed,
+                                     o.n_placed, rank, 0, &nb);
+            st_status_t status;
+
+            if (b == NULL) {
+                break;
+            }
+            status = nb > 0 ? sc_get_rank(h, b, nb, o.todo) : ST_ERR_NOT_FOUND;
+            sc_free_batches(b, nb);
+            if (status != ST_OK) {
+                break; /* nothing left to ask, or no memory */
+            }
+        }
+        for (size_t i = 0; i < n && !left; i++) {
+            left = o.todo[i] && o.kind[i] == ST_KIND_KDA;
+        }
+        if (!left || again || !h->behind || c->etcd == NULL || sc_past(h) ||
+            !sc_health_refresh(c, gen0, h->deadline_ns)) {
             break;
         }
-        status = nb > 0 ? sc_get_rank(h, b, nb, o.todo) : ST_ERR_NOT_FOUND;
-        sc_free_batches(b, nb);
-        if (status != ST_OK) {
-            break; /* nothing left to ask, or no memory */
-        }
+        free(o.placed), free(o.n_placed);
+        o.placed = NULL, o.n_placed = NULL;
     }
     for (size_t i = 0; sc_past(h) && i < n; i++) {
         if (o.todo[i] && h->gets[i].status == ST_ERR_UNAVAILABLE) {

@@ -136,6 +136,7 @@ static void sc_members_apply(st_client_t *c, const srpc_members_t *mb)
                 (unsigned long long)mb->epoch);
         return;
     }
+    __atomic_add_fetch(&c->view_gen, 1, __ATOMIC_ACQ_REL);
     /* Only up: between a delete and the record of its revision under
      * <prefix>epoch a read gives an older epoch (docs/membership.md). */
     if (mb->epoch > __atomic_load_n(&c->ring_epoch, __ATOMIC_ACQUIRE)) {

@@ -561,31 +561,40 @@ static void registered(const et_etcd_t *e, int n, uint64_t timeout_ms)
     }
 }
 
+/* etcd, then three daemons registered in it (the etcd-mode cases' start); skips the case
+ * without etcd-server. */
+static void etcd_three(tc_cluster_t *cl, et_etcd_t *etcd, char *dir, size_t dir_cap)
+{
+    char args[512];
+    int rc = et_start(etcd, NULL);
+
+    if (rc == 77) {
+        print_message("SKIP: no etcd-server\n");
+        skip();
+    }
+    assert_int_equal(rc, 0);
+    mk_dirs(dir, dir_cap);
+    snprintf(args, sizeof(args),
+             "--etcd-ttl %d --memory-limit 64M --chunk-bytes 4M --max-object 1M --transport none "
+             "--ssd-map-size 256M --ssd-sync none --replicas 2 --data-dir %s/{node}",
+             TTL_S, dir);
+    assert_int_equal(tc_start_etcd(cl, stratad_path, 3, etcd->endpoint, args), 0);
+}
+
 static void test_etcd_join_drain_crash_restart(void **state)
 {
     tc_cluster_t cl;
     written_t w;
     et_etcd_t etcd;
     st_client_t *c;
-    char dir[64], args[512], cmd[600];
+    char dir[64], cmd[600];
     int m3[] = {0, 1, 2}, m4[] = {0, 1, 2, 3}, m_drained[] = {0, 2, 3}, m_joined[] = {0, 2, 3, 4};
     int m_crashed[] = {0, 3, 4};
     uint64_t epoch;
-    int rc = et_start(&etcd, NULL);
 
     (void)state;
-    if (rc == 77) {
-        print_message("SKIP: no etcd-server\n");
-        skip();
-    }
-    assert_int_equal(rc, 0);
     memset(&w, 0, sizeof(w));
-    mk_dirs(dir, sizeof(dir));
-    snprintf(args, sizeof(args),
-             "--etcd-ttl %d --memory-limit 64M --chunk-bytes 4M --max-object 1M --transport none "
-             "--ssd-map-size 256M --ssd-sync none --replicas 2 --data-dir %s/{node}",
-             TTL_S, dir);
-    assert_int_equal(tc_start_etcd(&cl, stratad_path, 3, etcd.endpoint, args), 0);
+    etcd_three(&cl, &etcd, dir, sizeof(dir));
     c = connect_etcd(etcd.endpoint);
     same_ring(&cl, m3, 3, c, 10000, "etcd: three register");
     write_all(&cl, &w);
@@ -1002,12 +1011,136 @@ static void test_read_during_pass(void **state)
 #endif
 }
 
+/* A KDA get of chain ch's checkpoint through who: 1 with the bytes of salt, 0 on a miss. */
+static int got_checkpoint(st_client_t *who, const st_hash_t *ch, uint32_t salt)
+{
+    static uint8_t want[OBJ], got[OBJ];
+    st_get_op_t op = {.block = S - 1, .kind = ST_KIND_KDA, .dst = got, .dst_len = OBJ};
+    st_handle_t *h = NULL;
+
+    assert_int_equal(st_client_get(who, ch, S, &op, 1, &h), ST_OK);
+    assert_int_equal(st_handle_wait(h, -1), ST_OK);
+    st_handle_release(h);
+    if (op.status != ST_OK) {
+        return 0;
+    }
+    fill(want, S - 1, salt);
+    assert_int_equal(op.length, OBJ);
+    assert_memory_equal(got, want, OBJ);
+    return 1;
+}
+
+/*
+ * A client two ring changes behind, with membership on etcd: it wrote KDA checkpoints with
+ * three members, then two joined and every pass completed, so that the checkpoints the
+ * five-member ring places on the two new members alone are held there and nowhere else. The
+ * client still knows only the first three (health_interval of ten minutes: it does not read
+ * etcd on its own in the test). Each answer carries the node's ring epoch; a get that missed
+ * everywhere while a node answered with a newer one reads the members now, greets the new ones
+ * and asks again (sc_health_refresh, client/inline.c). Before that, every one was a NOT_FOUND
+ * (the seed 1831707085 of test_netns_faults_etcd: a partition and a join 2 s apart).
+ */
+#define STALE_OBJS 160
+
+static void test_etcd_stale_client(void **state)
+{
+    tc_cluster_t cl;
+    et_etcd_t etcd;
+    st_client_params_t p;
+    st_client_t *stale, *c, *one[SLOTS];
+    st_hash_t *chain[STALE_OBJS];
+    static uint8_t buf[OBJ];
+    char dir[64];
+    const char *n5[SLOTS];
+    int m5[] = {0, 1, 2, 3, 4}, pick[STALE_OBJS], n_pick = 0, found = 0, settled_ok = 0;
+    ring_t r5;
+
+    (void)state;
+    etcd_three(&cl, &etcd, dir, sizeof(dir));
+    cf_params_session(&p, "127.0.0.1:1", "k3", 5000);
+    p.field_mask |=
+        ST_CLIENT_FIELD_REPLICAS | ST_CLIENT_FIELD_ETCD | ST_CLIENT_FIELD_HEALTH_INTERVAL;
+    p.replicas = R;
+    p.etcd = etcd.endpoint;
+    p.health_interval_ms = 600000;
+    stale = cf_connect_retry(&p, 50);
+    for (int k = 0; k < STALE_OBJS; k++) {
+        st_put_op_t op = {.block = S - 1, .kind = ST_KIND_KDA, .src = buf, .len = OBJ};
+        st_handle_t *h = NULL;
+
+        chain[k] = cf_chain(stale, 7000 + (uint64_t)k, S);
+        fill(buf, S - 1, (uint32_t)k);
+        assert_int_equal(st_client_put(stale, chain[k], S, &op, 1, ST_PUT_DURABLE, &h), ST_OK);
+        assert_int_equal(st_handle_wait(h, -1), ST_OK);
+        assert_int_equal(op.status, ST_OK);
+        assert_int_equal(st_handle_replicas_written(h, 0), R);
+        st_handle_release(h);
+    }
+    c = connect_etcd(etcd.endpoint); /* follows etcd: tells when the ring is one */
+    assert_int_equal(tc_add(&cl), 3);
+    assert_int_equal(tc_add(&cl), 4);
+    (void)same_ring(&cl, m5, SLOTS, c, 20000, "etcd: two join");
+    for (int i = 0; i < SLOTS; i++) {
+        n5[i] = cl.node[i].addr;
+        one[i] = connect_nodes(cl.node[i].addr, 1);
+    }
+    assert_int_equal(ring_init(&r5, n5, SLOTS, 128), ST_OK);
+    for (int k = 0; k < STALE_OBJS; k++) {
+        uint32_t set[R];
+
+        if (ring_place(&r5, &chain[k][0], set, R) == R && set[0] >= 3 && set[1] >= 3) {
+            pick[n_pick++] = k;
+        }
+    }
+    print_message("%d of %d checkpoints placed on the two new members alone\n", n_pick, STALE_OBJS);
+    assert_true(n_pick > 0);
+    /* Every pass done: those are on nodes 3 and 4 and on none of the first three. */
+    for (int tries = 0; tries < 150 && !settled_ok; tries++) {
+        settled_ok = 1;
+        for (int j = 0; j < n_pick && settled_ok; j++) {
+            for (int i = 0; i < SLOTS && settled_ok; i++) {
+                settled_ok = got_checkpoint(one[i], chain[pick[j]], (uint32_t)pick[j]) == (i >= 3);
+            }
+        }
+        if (!settled_ok) {
+            nanosleep(&(struct timespec){0, 200 * 1000 * 1000}, NULL);
+        }
+    }
+    assert_true(settled_ok);
+    assert_true(st_client_ring_epoch(stale) < st_client_ring_epoch(c)); /* still behind */
+    for (int j = 0; j < n_pick; j++) {
+        if (got_checkpoint(stale, chain[pick[j]], (uint32_t)pick[j])) {
+            found++;
+        } else {
+            print_message("checkpoint of chain %d: a miss through the client behind\n", pick[j]);
+        }
+    }
+    print_message("%d of %d read through the client two changes behind (now at epoch %llu, the "
+                  "ring's %llu)\n",
+                  found, n_pick, (unsigned long long)st_client_ring_epoch(stale),
+                  (unsigned long long)st_client_ring_epoch(c));
+    assert_int_equal(found, n_pick);
+    for (int i = 0; i < SLOTS; i++) {
+        st_client_close(one[i]);
+    }
+    st_client_close(c);
+    st_client_close(stale);
+    for (int k = 0; k < STALE_OBJS; k++) {
+        free(chain[k]);
+    }
+    ring_destroy(&r5);
+    tc_stop_all(&cl);
+    dd_rm_node_dirs(dir, SLOTS);
+    et_destroy(&etcd);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replicate_and_drain_auth),
         cmocka_unit_test(test_join_drain_crash),
         cmocka_unit_test(test_etcd_join_drain_crash_restart),
+        cmocka_unit_test(test_etcd_stale_client),
         cmocka_unit_test(test_stale_pusher),
         cmocka_unit_test(test_read_during_pass),
     };
