@@ -97,7 +97,12 @@ static st_status_t cd_h_session_begin(srpc_ctx_t *ctx, cd_daemon_t *d, uint64_t 
                                       cd_h_sreq_t *s)
 {
     st_status_t status = cd_h_ns(ctx, d, ns_wire, &s->e);
+    char epoch[24];
 
+    /* Every answer, a miss too, says which ring this node places by: a client
+     * behind it reads the members again (client/session.c). */
+    snprintf(epoch, sizeof(epoch), "%llu", (unsigned long long)cd_ring_epoch(d));
+    srpc_ctx_set_trailer(ctx, SRPC_RING_EPOCH_KEY, epoch);
     if (status != ST_OK) {
         return status;
     }

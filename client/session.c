@@ -20,6 +20,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "clock.h"
+
 #define SC_SESSION_REPLICAS_MAX 16
 
 static st_status_t sc_session_id(const char *id, st_hash_t *out)
@@ -84,9 +86,10 @@ static void sc_session_info(const char *id, const Strata__V1__SessionInfo *si,
  * its SessionInfo says the record is on the node's disk. Returns ST_OK if at least quorum
  * replicas answered OK; ST_ERR_PARTIAL if some did, but fewer; else the first
  * replica's error. *result (may be NULL) gets the counts. */
-static st_status_t sc_session_call(st_client_t *c, const char *id, const st_hash_t *sid, int m,
+static st_status_t sc_session_once(st_client_t *c, const char *id, const st_hash_t *sid, int m,
                                    const ProtobufCMessage *req, st_session_info_t *info,
-                                   int durable, uint32_t quorum, st_write_result_t *result)
+                                   int durable, uint32_t quorum, st_write_result_t *result,
+                                   int timeout_ms, int *behind)
 {
     uint32_t nodes[SC_SESSION_REPLICAS_MAX];
     srpc_fanout_item_t items[SC_SESSION_REPLICAS_MAX];
@@ -113,11 +116,14 @@ static st_status_t sc_session_call(st_client_t *c, const char *id, const st_hash
         items[i].ch = c->nodes[nodes[i]].ch;
         items[i].req = req;
     }
-    status = srpc_fanout(&srpc_cache_methods[m], items, n, (int)c->timeout_ms);
+    status = srpc_fanout(&srpc_cache_methods[m], items, n, timeout_ms);
     if (status != ST_OK) {
         return sc_error(status, "session %s: out of memory", id);
     }
     for (size_t i = 0; i < n; i++) {
+        if (items[i].err.ring_epoch > __atomic_load_n(&c->ring_epoch, __ATOMIC_ACQUIRE)) {
+            *behind = 1; /* this node places by a newer ring than ours */
+        }
         if (items[i].status != ST_OK) {
             sc_node_failed(c, nodes[i], items[i].status, &items[i].err);
             if (ok == 0 && first == ST_ERR_UNAVAILABLE) {
@@ -174,6 +180,36 @@ static st_status_t sc_session_call(st_client_t *c, const char *id, const st_hash
                         n < want ? " (and replicas beyond the live nodes of the ring)" : "");
     }
     return first;
+}
+
+/*
+ * sc_session_once on the replicas of sid. With membership on etcd, a call
+ * that no replica took (NOT_FOUND or UNAVAILABLE from every one; a get: any
+ * failure) while a node answered with a newer ring epoch than this client's
+ * may have asked none of the record's holders: two ring changes it has not
+ * read yet can move them all. Then the client's view is brought up to date
+ * (sc_health_refresh) and, if it moved, the call made again on the new
+ * replicas, all within timeout_ms.
+ */
+static st_status_t sc_session_call(st_client_t *c, const char *id, const st_hash_t *sid, int m,
+                                   const ProtobufCMessage *req, st_session_info_t *info,
+                                   int durable, uint32_t quorum, st_write_result_t *result)
+{
+    uint64_t gen0 = __atomic_load_n(&c->view_gen, __ATOMIC_ACQUIRE);
+    uint64_t deadline_ns = cm_mono_ns() + (uint64_t)c->timeout_ms * 1000000ull;
+    int behind = 0;
+    st_status_t st = sc_session_once(c, id, sid, m, req, info, durable, quorum, result,
+                                     (int)c->timeout_ms, &behind);
+    uint64_t now;
+
+    if (!behind || c->etcd == NULL || st == ST_OK ||
+        (m != SRPC_CACHE_GET_SESSION && st != ST_ERR_NOT_FOUND && st != ST_ERR_UNAVAILABLE) ||
+        !sc_health_refresh(c, gen0, deadline_ns) ||
+        (now = cm_mono_ns()) + 1000000ull >= deadline_ns) {
+        return st;
+    }
+    return sc_session_once(c, id, sid, m, req, info, durable, quorum, result,
+                           (int)((deadline_ns - now) / 1000000ull), &behind);
 }
 
 /* The quorum of a session write with flags. */

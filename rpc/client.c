@@ -271,6 +271,7 @@ static st_status_t srpc_cop_finish(srpc_cop_t *op, const char *target, const cha
     err->grpc_code = (int)op->code;
     srpc_slice_to_str(op->details, err->message, sizeof(err->message));
     err->retry_after_ms = 0;
+    err->ring_epoch = srpc_ring_epoch_find(&op->trail_md);
     if (op->code != GRPC_STATUS_OK) {
         st = st_status_from_grpc((int)op->code);
         if (op->code == GRPC_STATUS_RESOURCE_EXHAUSTED &&

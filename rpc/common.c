@@ -475,39 +475,76 @@ unsigned srpc_latency_bucket(uint64_t us)
     return SRPC_LATENCY_BUCKETS - 1;
 }
 
-/* ------------------------------------------------------------ retry hint -- */
+/* ---------------------------------------- retry hint and ring epoch -- */
 
-int srpc_retry_hint_parse(const char *value, size_t len, uint32_t *ms_p)
+/* 1 to max_digits decimal digits into *v_p: 1, or 0 (anything else). */
+static int srpc_digits(const char *value, size_t len, size_t max_digits, uint64_t *v_p)
 {
-    uint32_t ms = 0;
+    uint64_t v = 0;
 
-    if (value == NULL || len == 0 || len > 9) {
+    if (value == NULL || len == 0 || len > max_digits) {
         return 0;
     }
     for (size_t i = 0; i < len; i++) {
         if (value[i] < '0' || value[i] > '9') {
             return 0;
         }
-        ms = ms * 10 + (uint32_t)(value[i] - '0');
+        v = v * 10 + (uint64_t)(value[i] - '0');
     }
-    if (ms == 0) {
+    *v_p = v;
+    return 1;
+}
+
+int srpc_retry_hint_parse(const char *value, size_t len, uint32_t *ms_p)
+{
+    uint64_t ms = 0;
+
+    if (!srpc_digits(value, len, 9, &ms) || ms == 0) {
         return 0;
     }
-    *ms_p = ms;
+    *ms_p = (uint32_t)ms;
     return 1;
+}
+
+int srpc_ring_epoch_parse(const char *value, size_t len, uint64_t *epoch_p)
+{
+    return srpc_digits(value, len, 19, epoch_p);
+}
+
+/* The value of trailing metadata key in md: 1 with *value_p and *len_p set, or 0. */
+static int srpc_trailer_find(const grpc_metadata_array *md, const char *key, const char **value_p,
+                             size_t *len_p)
+{
+    size_t klen = strlen(key);
+
+    for (size_t i = 0; i < md->count; i++) {
+        const grpc_slice *k = &md->metadata[i].key;
+
+        if (GRPC_SLICE_LENGTH(*k) == klen && memcmp(GRPC_SLICE_START_PTR(*k), key, klen) == 0) {
+            *value_p = (const char *)GRPC_SLICE_START_PTR(md->metadata[i].value);
+            *len_p = GRPC_SLICE_LENGTH(md->metadata[i].value);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+uint64_t srpc_ring_epoch_find(const grpc_metadata_array *md)
+{
+    const char *v;
+    size_t len;
+    uint64_t e = 0;
+
+    return srpc_trailer_find(md, SRPC_RING_EPOCH_KEY, &v, &len) && srpc_ring_epoch_parse(v, len, &e)
+               ? e
+               : 0;
 }
 
 int srpc_retry_hint_find(const grpc_metadata_array *md, uint32_t *ms_p)
 {
-    for (size_t i = 0; i < md->count; i++) {
-        const grpc_slice *k = &md->metadata[i].key;
-        const grpc_slice *v = &md->metadata[i].value;
+    const char *v;
+    size_t len;
 
-        if (GRPC_SLICE_LENGTH(*k) == sizeof(SRPC_RETRY_AFTER_KEY) - 1 &&
-            memcmp(GRPC_SLICE_START_PTR(*k), SRPC_RETRY_AFTER_KEY, GRPC_SLICE_LENGTH(*k)) == 0) {
-            return srpc_retry_hint_parse((const char *)GRPC_SLICE_START_PTR(*v),
-                                         GRPC_SLICE_LENGTH(*v), ms_p);
-        }
-    }
-    return 0;
+    return srpc_trailer_find(md, SRPC_RETRY_AFTER_KEY, &v, &len) &&
+           srpc_retry_hint_parse(v, len, ms_p);
 }

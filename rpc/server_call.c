@@ -210,6 +210,21 @@ void srpc_ctx_set_error(srpc_ctx_t *ctx, const char *fmt, ...)
     ctx->has_error = true;
 }
 
+void srpc_ctx_set_trailer(srpc_ctx_t *ctx, const char *key, const char *value)
+{
+    srpc_scall_t *c = ctx->call;
+
+    if (c == NULL) {
+        return;
+    }
+    if (c->n_trail != 0) {
+        grpc_slice_unref(c->trail.value);
+    }
+    c->trail.key = grpc_slice_from_static_string(key);
+    c->trail.value = grpc_slice_from_copied_string(value);
+    c->n_trail = 1;
+}
+
 void srpc_ctx_release(srpc_ctx_t *ctx)
 {
     srpc_chunk_t *keep = NULL;

@@ -132,7 +132,7 @@ typedef struct srpc_scall {
     int code;
     int cancelled;
     uint64_t start_ns;
-    grpc_metadata trail; /* the retry hint of a refusal (n_trail 1) */
+    grpc_metadata trail; /* a refusal's retry hint, or srpc_ctx_set_trailer's (n_trail 1) */
     size_t n_trail;
     /* While queued (server_sched.c). */
     struct srpc_scall *next;      /* in its flow's queue (or the FIFO) */

@@ -219,6 +219,20 @@ void *srpc_ctx_alloc(srpc_ctx_t *ctx, size_t size);
 void srpc_ctx_set_error(srpc_ctx_t *ctx, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/*
+ * Sets the trailing metadata of the call's answer (OK or not) to key (a
+ * static, lower-case string) and value; one a call, a second replaces the
+ * first. Calls made with srpc_server_invoke() carry none (ignored).
+ */
+void srpc_ctx_set_trailer(srpc_ctx_t *ctx, const char *key, const char *value);
+
+/* The trailing metadata key of the ring epoch a node places by (decimal). */
+#define SRPC_RING_EPOCH_KEY "strata-ring-epoch"
+
+/* Parses a ring epoch's value (len bytes, not NUL-terminated): 1 to 19 decimal digits.
+ * Returns 1 and sets *epoch_p, or 0 (anything else: the trailer is ignored). */
+int srpc_ring_epoch_parse(const char *value, size_t len, uint64_t *epoch_p);
+
 /* ------------------------------------------------------ server: config -- */
 
 /*
@@ -481,6 +495,7 @@ typedef struct srpc_error {
     int grpc_code;           /* gRPC status code; 0 on success */
     char message[256];       /* the status details, NUL-terminated; "" on success */
     uint32_t retry_after_ms; /* ST_ERR_OVERLOADED: the server's hint; else 0 */
+    uint64_t ring_epoch;     /* the answer's strata-ring-epoch (OK or not); 0 when none */
 } srpc_error_t;
 
 /*

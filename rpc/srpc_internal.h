@@ -90,5 +90,7 @@ unsigned srpc_latency_bucket(uint64_t us);
 
 /* Finds a valid SRPC_RETRY_AFTER_KEY among md: 1 with *ms_p set, else 0. */
 int srpc_retry_hint_find(const grpc_metadata_array *md, uint32_t *ms_p);
+/* The value of strata-ring-epoch in md (decimal, at most 19 digits); 0 when absent or not one. */
+uint64_t srpc_ring_epoch_find(const grpc_metadata_array *md);
 
 #endif /* STRATA_SRPC_INTERNAL_H */

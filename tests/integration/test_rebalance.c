@@ -1030,15 +1030,34 @@ static int got_checkpoint(st_client_t *who, const st_hash_t *ch, uint32_t salt)
     return 1;
 }
 
+/* 1 when who reads session "stale-k" (opened with length k + 1 blocks), 0 on NOT_FOUND. */
+static int got_session(st_client_t *who, int k)
+{
+    char id[32];
+    st_session_info_t info;
+    st_status_t st;
+
+    snprintf(id, sizeof(id), "stale-%d", k);
+    st = st_session_get(who, id, &info);
+    if (st == ST_ERR_NOT_FOUND) {
+        return 0;
+    }
+    assert_int_equal(st, ST_OK);
+    assert_int_equal(info.length, (uint64_t)(k + 1) * st_client_block_tokens(who));
+    return 1;
+}
+
 /*
- * A client two ring changes behind, with membership on etcd: it wrote KDA checkpoints with
- * three members, then two joined and every pass completed, so that the checkpoints the
- * five-member ring places on the two new members alone are held there and nowhere else. The
- * client still knows only the first three (health_interval of ten minutes: it does not read
- * etcd on its own in the test). Each answer carries the node's ring epoch; a get that missed
- * everywhere while a node answered with a newer one reads the members now, greets the new ones
- * and asks again (sc_health_refresh, client/inline.c). Before that, every one was a NOT_FOUND
- * (the seed 1831707085 of test_netns_faults_etcd: a partition and a join 2 s apart).
+ * Clients two ring changes behind, with membership on etcd: one wrote KDA checkpoints and
+ * durable sessions with three members, then two joined and every pass completed, so that what
+ * the five-member ring places on the two new members alone is held there and nowhere else. The
+ * clients still know only the first three (health_interval of ten minutes: they do not read
+ * etcd on their own in the test). Get and session answers carry the node's ring epoch; a KDA
+ * get or a session call that found nothing while a node answered with a newer epoch reads the
+ * members now, greets the new ones and asks again (sc_health_refresh: client/inline.c,
+ * client/session.c). Before that, every one was a NOT_FOUND (the seed 1831707085 of
+ * test_netns_faults_etcd: a partition and a join 2 s apart). One client reads the sessions,
+ * the other the checkpoints, so that each path brings its own client up to date.
  */
 #define STALE_OBJS 160
 
@@ -1047,12 +1066,13 @@ static void test_etcd_stale_client(void **state)
     tc_cluster_t cl;
     et_etcd_t etcd;
     st_client_params_t p;
-    st_client_t *stale, *c, *one[SLOTS];
+    st_client_t *stale, *stale_kda, *c, *one[SLOTS];
     st_hash_t *chain[STALE_OBJS];
     static uint8_t buf[OBJ];
     char dir[64];
     const char *n5[SLOTS];
     int m5[] = {0, 1, 2, 3, 4}, pick[STALE_OBJS], n_pick = 0, found = 0, settled_ok = 0;
+    int spick[STALE_OBJS], n_spick = 0;
     ring_t r5;
 
     (void)state;
@@ -1064,6 +1084,7 @@ static void test_etcd_stale_client(void **state)
     p.etcd = etcd.endpoint;
     p.health_interval_ms = 600000;
     stale = cf_connect_retry(&p, 50);
+    stale_kda = cf_connect_retry(&p, 50); /* reads the checkpoints: behind until then */
     for (int k = 0; k < STALE_OBJS; k++) {
         st_put_op_t op = {.block = S - 1, .kind = ST_KIND_KDA, .src = buf, .len = OBJ};
         st_handle_t *h = NULL;
@@ -1075,6 +1096,19 @@ static void test_etcd_stale_client(void **state)
         assert_int_equal(op.status, ST_OK);
         assert_int_equal(st_handle_replicas_written(h, 0), R);
         st_handle_release(h);
+    }
+    for (int k = 0; k < STALE_OBJS; k++) {
+        char id[32];
+        st_session_info_t info;
+        st_write_result_t wr;
+
+        snprintf(id, sizeof(id), "stale-%d", k);
+        assert_int_equal(st_session_open_ex(stale, id, 0, ST_SESSION_DURABLE, &info, &wr), ST_OK);
+        assert_int_equal(st_session_append_ex(stale, id, &chain[k][0],
+                                              (uint64_t)(k + 1) * st_client_block_tokens(stale),
+                                              ST_SESSION_DURABLE, &wr),
+                         ST_OK);
+        assert_int_equal(wr.written, R);
     }
     c = connect_etcd(etcd.endpoint); /* follows etcd: tells when the ring is one */
     assert_int_equal(tc_add(&cl), 3);
@@ -1092,7 +1126,21 @@ static void test_etcd_stale_client(void **state)
             pick[n_pick++] = k;
         }
     }
-    print_message("%d of %d checkpoints placed on the two new members alone\n", n_pick, STALE_OBJS);
+    for (int k = 0; k < STALE_OBJS; k++) {
+        char id[32];
+        st_hash_t sid;
+        uint32_t set[R];
+
+        snprintf(id, sizeof(id), "stale-%d", k);
+        cf_session_hash(id, &sid);
+        if (ring_place(&r5, &sid, set, R) == R && set[0] >= 3 && set[1] >= 3) {
+            spick[n_spick++] = k;
+        }
+    }
+    print_message("%d of %d checkpoints and %d of %d sessions placed on the two new members "
+                  "alone\n",
+                  n_pick, STALE_OBJS, n_spick, STALE_OBJS);
+    assert_true(n_spick > 0);
     assert_true(n_pick > 0);
     /* Every pass done: those are on nodes 3 and 4 and on none of the first three. */
     for (int tries = 0; tries < 150 && !settled_ok; tries++) {
@@ -1102,14 +1150,29 @@ static void test_etcd_stale_client(void **state)
                 settled_ok = got_checkpoint(one[i], chain[pick[j]], (uint32_t)pick[j]) == (i >= 3);
             }
         }
+        for (int j = 0; j < n_spick && settled_ok; j++) {
+            for (int i = 0; i < SLOTS && settled_ok; i++) {
+                settled_ok = got_session(one[i], spick[j]) == (i >= 3);
+            }
+        }
         if (!settled_ok) {
             nanosleep(&(struct timespec){0, 200 * 1000 * 1000}, NULL);
         }
     }
     assert_true(settled_ok);
-    assert_true(st_client_ring_epoch(stale) < st_client_ring_epoch(c)); /* still behind */
+    /* Both still behind. */
+    assert_true(st_client_ring_epoch(stale) < st_client_ring_epoch(c));
+    assert_true(st_client_ring_epoch(stale_kda) < st_client_ring_epoch(c));
+    for (int j = 0; j < n_spick; j++) {
+        found += got_session(stale, spick[j]);
+    }
+    print_message("%d of %d sessions read through the client two changes behind (now at epoch "
+                  "%llu)\n",
+                  found, n_spick, (unsigned long long)st_client_ring_epoch(stale));
+    assert_int_equal(found, n_spick);
+    found = 0;
     for (int j = 0; j < n_pick; j++) {
-        if (got_checkpoint(stale, chain[pick[j]], (uint32_t)pick[j])) {
+        if (got_checkpoint(stale_kda, chain[pick[j]], (uint32_t)pick[j])) {
             found++;
         } else {
             print_message("checkpoint of chain %d: a miss through the client behind\n", pick[j]);
@@ -1117,7 +1180,7 @@ static void test_etcd_stale_client(void **state)
     }
     print_message("%d of %d read through the client two changes behind (now at epoch %llu, the "
                   "ring's %llu)\n",
-                  found, n_pick, (unsigned long long)st_client_ring_epoch(stale),
+                  found, n_pick, (unsigned long long)st_client_ring_epoch(stale_kda),
                   (unsigned long long)st_client_ring_epoch(c));
     assert_int_equal(found, n_pick);
     for (int i = 0; i < SLOTS; i++) {
@@ -1125,6 +1188,7 @@ static void test_etcd_stale_client(void **state)
     }
     st_client_close(c);
     st_client_close(stale);
+    st_client_close(stale_kda);
     for (int k = 0; k < STALE_OBJS; k++) {
         free(chain[k]);
     }

@@ -522,12 +522,32 @@ static void test_retry_hint_parse(void **state)
     assert_int_equal(ms, 77);
 }
 
+/* The ring epoch trailer's parser: 1 to 19 digits, nothing else. */
+static void test_ring_epoch_parse(void **state)
+{
+    uint64_t e = 77;
+
+    (void)state;
+    assert_int_equal(srpc_ring_epoch_parse("0", 1, &e), 1);
+    assert_int_equal(e, 0);
+    assert_int_equal(srpc_ring_epoch_parse("9999999999999999999", 19, &e), 1);
+    assert_int_equal(e, 9999999999999999999ull);
+    e = 77;
+    assert_int_equal(srpc_ring_epoch_parse("", 0, &e), 0);
+    assert_int_equal(srpc_ring_epoch_parse("10000000000000000000", 20, &e), 0);
+    assert_int_equal(srpc_ring_epoch_parse("12a", 3, &e), 0);
+    assert_int_equal(srpc_ring_epoch_parse("-5", 2, &e), 0);
+    assert_int_equal(srpc_ring_epoch_parse(NULL, 3, &e), 0);
+    assert_int_equal(e, 77);
+}
+
 int main(void)
 {
     const char *verbose = getenv("STRATA_TEST_VERBOSE");
 
     lg_set_level(verbose == NULL ? LG_ERROR : LG_DEBUG);
-    UNIT_RUN(cmocka_unit_test(test_retry_hint_parse), cmocka_unit_test(test_tenants_interleave),
+    UNIT_RUN(cmocka_unit_test(test_retry_hint_parse), cmocka_unit_test(test_ring_epoch_parse),
+             cmocka_unit_test(test_tenants_interleave),
              cmocka_unit_test(test_flood_refused_with_hint), cmocka_unit_test(test_tenant_limit),
              cmocka_unit_test(test_bounded_slices));
 }
