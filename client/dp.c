@@ -98,7 +98,6 @@ st_status_t sc_dp_create(st_client_t *c, const char *spec)
         pthread_mutex_init(&dp->node[i].lock, NULL);
         dp->node[i].gen = 1;
     }
-    pthread_mutex_init(&dp->cp_use, NULL);
     pthread_mutex_init(&dp->cp_lock, NULL);
     pthread_cond_init(&dp->cp_work, NULL);
     c->dp = dp;
@@ -110,8 +109,7 @@ st_status_t sc_dp_create(st_client_t *c, const char *spec)
         dp->n_loc++;
     }
     for (uint32_t i = 0; i + 1 < c->copy_threads && i < SC_DP_COPIERS_MAX; i++) {
-        dp->cp_arg[i] = (struct sc_dp_copier){dp, (int)i};
-        if (pthread_create(&dp->cp_th[i], NULL, sc_dp_copier_main, &dp->cp_arg[i]) != 0) {
+        if (pthread_create(&dp->cp_th[i], NULL, sc_dp_copier_main, dp) != 0) {
             sc_dp_destroy(c);
             return sc_error(ST_ERR_INTERNAL, "transport '%s': cannot start its threads", spec);
         }
@@ -163,7 +161,6 @@ void sc_dp_destroy(st_client_t *c)
     pthread_cond_destroy(&dp->loc_work);
     pthread_cond_destroy(&dp->loc_done);
     sc_threads_stop(&dp->cp_lock, &dp->cp_work, &dp->cp_stop, dp->cp_th, &dp->n_cp);
-    pthread_mutex_destroy(&dp->cp_use);
     pthread_mutex_destroy(&dp->cp_lock);
     pthread_cond_destroy(&dp->cp_work);
     for (uint32_t i = 0; i < SC_MAX_NODES; i++) {

@@ -147,9 +147,12 @@ struct sc_dp_loc {
 };
 
 /* Copy threads: up to SC_DP_COPIERS_MAX (copy_threads - 1) threads that copy
- * a share of a batch's direct copies (tp_get_now) beside the
- * batch's own thread. */
+ * shares of the batches' direct copies (tp_get_now) beside the batches' own
+ * threads. Every batch that copies at once queues its shares (at most
+ * SC_DP_SHARES_MAX wait at a time): the threads take them in order, and a
+ * batch waiting for its own shares runs queued ones too. */
 #define SC_DP_COPIERS_MAX 15
+#define SC_DP_SHARES_MAX  64
 /* Lists of fewer bytes are copied by the batch's thread alone. */
 #define SC_DP_SHARE_MIN   (1u << 20)
 /* How long an idle copy thread spins for the next share before it sleeps. */
@@ -164,6 +167,7 @@ typedef struct sc_dp_share {
     sc_dp_op_t *ops;
     sc_dp_post_t *p;
     size_t lo, hi;
+    _Atomic int *left; /* the queuing batch's shares not finished */
 } sc_dp_share_t;
 
 struct sc_dp {
@@ -188,21 +192,16 @@ struct sc_dp {
     size_t n_bufs, cap_bufs;
     sc_tc_t *tc_head; /* calls over the transport in flight (lock) */
     uint64_t tc_next;
-    /* The copy threads. cp_use is held by the one batch that hands them
-     * shares (others copy alone); cp_gen counts the hand-outs, cp_left the
-     * shares not finished. */
-    pthread_mutex_t cp_use, cp_lock;
+    /* The copy threads and the queue of shares (cp_lock: a ring of cp_qn
+     * shares from cp_qh; cp_queued mirrors cp_qn for the threads' spin). */
+    pthread_mutex_t cp_lock;
     pthread_cond_t cp_work;
     pthread_t cp_th[SC_DP_COPIERS_MAX];
     int n_cp, cp_stop;
-    _Atomic uint64_t cp_gen;
-    _Atomic int cp_left;
-    _Atomic uint64_t cp_bytes; /* copied by the copy threads (tests) */
-    sc_dp_share_t cp_share[SC_DP_COPIERS_MAX];
-    struct sc_dp_copier {
-        sc_dp_t *dp;
-        int idx;
-    } cp_arg[SC_DP_COPIERS_MAX];
+    sc_dp_share_t cp_q[SC_DP_SHARES_MAX];
+    unsigned cp_qh, cp_qn;
+    _Atomic unsigned cp_queued;
+    _Atomic uint64_t cp_bytes; /* copied in queued shares (tests) */
 };
 
 /* One op's transfers, lease and verdict (get and put batches alike). */

@@ -218,16 +218,41 @@ static uint64_t sc_dp_copy_range(sc_dp_node_t *nd, st_handle_t *h, sc_dp_op_t *o
     return copied;
 }
 
+/* Takes the oldest queued share into *out: 1, or 0 when none waits. */
+static int sc_dp_share_pop(sc_dp_t *dp, sc_dp_share_t *out)
+{
+    int got = 0;
+
+    pthread_mutex_lock(&dp->cp_lock);
+    if (dp->cp_qn > 0) {
+        *out = dp->cp_q[dp->cp_qh];
+        dp->cp_qh = (dp->cp_qh + 1) % SC_DP_SHARES_MAX;
+        dp->cp_qn--;
+        atomic_store_explicit(&dp->cp_queued, dp->cp_qn, memory_order_relaxed);
+        got = 1;
+    }
+    pthread_mutex_unlock(&dp->cp_lock);
+    return got;
+}
+
+/* Runs a share taken from the queue; its batch may return once the count drops. */
+static void sc_dp_share_run(sc_dp_t *dp, const sc_dp_share_t *sh)
+{
+    atomic_fetch_add_explicit(&dp->cp_bytes,
+                              sc_dp_copy_range(sh->nd, sh->h, sh->ops, sh->p, sh->lo, sh->hi),
+                              memory_order_relaxed);
+    atomic_fetch_sub_explicit(sh->left, 1, memory_order_release); /* the last use of *sh->left */
+}
+
 void *sc_dp_copier_main(void *arg)
 {
-    struct sc_dp_copier *me = arg;
-    sc_dp_t *dp = me->dp;
-    uint64_t seen = 0;
+    sc_dp_t *dp = arg;
 
     for (;;) {
-        uint64_t until = cm_mono_ns() + SC_DP_CP_SPIN_NS, g;
+        uint64_t until = cm_mono_ns() + SC_DP_CP_SPIN_NS;
+        sc_dp_share_t sh;
 
-        while ((g = atomic_load_explicit(&dp->cp_gen, memory_order_acquire)) == seen) {
+        while (atomic_load_explicit(&dp->cp_queued, memory_order_relaxed) == 0) {
             if (cm_mono_ns() < until) {
                 sched_yield();
                 continue;
@@ -235,7 +260,7 @@ void *sc_dp_copier_main(void *arg)
             int stop;
 
             pthread_mutex_lock(&dp->cp_lock);
-            while (!dp->cp_stop && atomic_load(&dp->cp_gen) == seen) {
+            while (!dp->cp_stop && dp->cp_qn == 0) {
                 pthread_cond_wait(&dp->cp_work, &dp->cp_lock);
             }
             stop = dp->cp_stop;
@@ -243,65 +268,77 @@ void *sc_dp_copier_main(void *arg)
             if (stop) {
                 return NULL;
             }
+            break;
         }
-        seen = g;
-        {
-            sc_dp_share_t *sh = &dp->cp_share[me->idx];
-
-            atomic_fetch_add_explicit(
-                &dp->cp_bytes, sc_dp_copy_range(sh->nd, sh->h, sh->ops, sh->p, sh->lo, sh->hi),
-                memory_order_relaxed);
-            atomic_fetch_sub_explicit(&dp->cp_left, 1, memory_order_release);
+        if (sc_dp_share_pop(dp, &sh)) {
+            sc_dp_share_run(dp, &sh);
         }
     }
 }
 
 /*
  * The direct copies of p[0, np), bytes in all: cut into equal shares of
- * bytes, one for this thread and one per copy thread, when the copy threads
- * are free and the list is large enough; else all on this thread. Returns
- * when every share is done.
+ * bytes, one for this thread and one per copy thread (fewer when the queue
+ * is nearly full), when there are copy threads and the list is large enough;
+ * else all on this thread. The shares go to the queue, which the copy threads
+ * serve for every batch copying at once; while its own shares are not done
+ * this thread runs queued shares too. Returns when every share of this list
+ * is done.
  */
 static void sc_dp_copy_shared(sc_dp_t *dp, sc_dp_node_t *nd, st_handle_t *h, sc_dp_op_t *ops,
                               sc_dp_post_t *p, size_t np, uint64_t bytes)
 {
+    _Atomic int left = 0;
     size_t k = 0, mine;
     uint64_t acc = 0, per;
     int n = dp->n_cp;
 
-    if (n == 0 || bytes < SC_DP_SHARE_MIN || pthread_mutex_trylock(&dp->cp_use) != 0) {
+    if (n == 0 || bytes < SC_DP_SHARE_MIN) {
+        (void)sc_dp_copy_range(nd, h, ops, p, 0, np);
+        return;
+    }
+    pthread_mutex_lock(&dp->cp_lock);
+    if ((unsigned)n > SC_DP_SHARES_MAX - dp->cp_qn) {
+        n = (int)(SC_DP_SHARES_MAX - dp->cp_qn);
+    }
+    if (n == 0) {
+        pthread_mutex_unlock(&dp->cp_lock);
         (void)sc_dp_copy_range(nd, h, ops, p, 0, np);
         return;
     }
     per = bytes / (uint64_t)(n + 1);
-    /* This thread's share first, then one per copy thread (the last takes the rest). */
+    /* This thread's share first, then n queued (the last takes the rest). */
     while (k < np && acc < per) {
         acc += p[k].mem != NULL ? p[k].len : 0;
         k++;
     }
     mine = k;
     for (int t = 0; t < n; t++) {
-        sc_dp_share_t *sh = &dp->cp_share[t];
+        sc_dp_share_t *sh = &dp->cp_q[(dp->cp_qh + dp->cp_qn) % SC_DP_SHARES_MAX];
         uint64_t target = per * (uint64_t)(t + 2);
 
-        sh->nd = nd, sh->h = h, sh->ops = ops, sh->p = p;
-        sh->lo = k;
+        *sh = (sc_dp_share_t){nd, h, ops, p, k, k, &left};
         while (k < np && (t == n - 1 || acc < target)) {
             acc += p[k].mem != NULL ? p[k].len : 0;
             k++;
         }
         sh->hi = k;
+        dp->cp_qn++;
     }
-    atomic_store_explicit(&dp->cp_left, n, memory_order_relaxed);
-    pthread_mutex_lock(&dp->cp_lock);
-    atomic_fetch_add_explicit(&dp->cp_gen, 1, memory_order_release);
+    atomic_store_explicit(&left, n, memory_order_relaxed);
+    atomic_store_explicit(&dp->cp_queued, dp->cp_qn, memory_order_relaxed);
     pthread_cond_broadcast(&dp->cp_work);
     pthread_mutex_unlock(&dp->cp_lock);
     (void)sc_dp_copy_range(nd, h, ops, p, 0, mine);
-    while (atomic_load_explicit(&dp->cp_left, memory_order_acquire) > 0) {
-        sched_yield();
+    while (atomic_load_explicit(&left, memory_order_acquire) > 0) {
+        sc_dp_share_t sh;
+
+        if (sc_dp_share_pop(dp, &sh)) {
+            sc_dp_share_run(dp, &sh); /* ours or another batch's: either is waited for */
+        } else {
+            sched_yield();
+        }
     }
-    pthread_mutex_unlock(&dp->cp_use);
 }
 
 /*

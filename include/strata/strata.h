@@ -123,7 +123,8 @@ typedef struct st_client_params {
                                     memory into this process (UCX, daemons on this host), the
                                     threads that copy a large batch's whole objects, the
                                     batch's own thread included; copy_threads - 1 threads
-                                    are started with the client. 1: the batch's thread
+                                    are started with the client and serve the shares of
+                                    every batch that copies at once. 1: the batch's thread
                                     copies alone */
     uint32_t write_quorum;       /* W, 0 to R, default 0 (= R; R is replicas, or the number
                                     of nodes when there are fewer): a durable write

@@ -462,7 +462,7 @@ static void test_copy_threads(void **state)
     }
     st_client_close(c);
     for (size_t t = 0; t < sizeof(threads) / sizeof(threads[0]); t++) {
-        cp_reader_t r[2];
+        cp_reader_t r[4];
 
         cf_params_transport(&p, nodes, "ucx", 20000);
         p.field_mask |= ST_CLIENT_FIELD_COPY_THREADS;
@@ -488,19 +488,20 @@ static void test_copy_threads(void **state)
         } else {
             assert_true(sc_dp_test_shared_bytes(c) > 0);
         }
-        /* Two batches at once, halves of the blocks. */
+        /* Four batches at once, quarters of the blocks: their shares share the copy
+         * threads' queue, and each batch also runs the others' while it waits. */
         memset(dst, 0, total);
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < 4; k++) {
             r[k] = (cp_reader_t){.c = c,
                                  .chain = chain,
                                  .n_blocks = BLOCKS,
-                                 .lo = k == 0 ? 0 : BLOCKS / 2,
-                                 .hi = k == 0 ? BLOCKS / 2 : BLOCKS,
+                                 .lo = (size_t)k * BLOCKS / 4,
+                                 .hi = (size_t)(k + 1) * BLOCKS / 4,
                                  .gets = gets,
                                  .status = -1};
             assert_int_equal(pthread_create(&r[k].th, NULL, cp_read, &r[k]), 0);
         }
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < 4; k++) {
             pthread_join(r[k].th, NULL);
             assert_int_equal(r[k].status, ST_OK);
         }
