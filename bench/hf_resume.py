@@ -50,6 +50,20 @@ def h2d_rate(torch, nbytes, reps=10):
     return med(rates)
 
 
+def host_copy_rate(torch, nbytes, reps=10):
+    """GB/s of a host copy of nbytes into pinned memory on torch's CPU threads (the
+    machine's memory bandwidth as one parallel copy sees it), the median of reps."""
+    src = torch.ones(nbytes, dtype=torch.uint8)
+    dst = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    dst.copy_(src)
+    rates = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        dst.copy_(src)
+        rates.append(nbytes / (time.perf_counter() - t) / 1e9)
+    return med(rates)
+
+
 def start(stratad, n=2, block_tokens=64):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                     "integration"))
@@ -99,7 +113,12 @@ def run(args, torch, stores, n_tokens):
     prefill_s = time.perf_counter() - t
     del cache
     ids = torch.tensor([prompt], device="cuda")
-    per = {name: resumed_ttft(args, torch, st, prompt, ids) for name, st in stores.items()}
+    per = {}
+    for name, st in stores.items():
+        for p in args.pieces:
+            st.load_pieces = p
+            key = name if len(args.pieces) == 1 else "%s/p%d" % (name, p)
+            per[key] = resumed_ttft(args, torch, st, prompt, ids)
     recompute, ref = [], None
     for _ in range(args.recompute_reps):
         torch.cuda.synchronize()
@@ -116,6 +135,7 @@ def run(args, torch, stores, n_tokens):
     for name, (times, loads, (tok, first)) in per.items():
         nbytes = loads[-1]["bytes"]
         h2d, h2d_mad = h2d_rate(torch, nbytes)
+        host, host_mad = host_copy_rate(torch, nbytes)
         get_rates = [ld["bytes"] / ld["get_s"] / 1e9 for ld in loads]
         load_rates = [ld["bytes"] / (ld["get_s"] + ld["fill_s"]) / 1e9 for ld in loads]
         r["transports"][name] = {
@@ -123,6 +143,8 @@ def run(args, torch, stores, n_tokens):
             "resumed_ttft_s": med(times), "speedup": med(recompute)[0] / med(times)[0],
             "get_gbps": med(get_rates), "load_gbps": med(load_rates), "h2d_gbps": [h2d, h2d_mad],
             "get_over_h2d": med(get_rates)[0] / h2d, "load_over_h2d": med(load_rates)[0] / h2d,
+            "load_over_h2d_fresh": med(load_rates)[0] / args.h2d_fresh[0],
+            "host_copy_gbps": [host, host_mad], "pieces": loads[-1].get("pieces", 1),
             "same_token": tok == tok_ref, "logit_diff": float((first - ref).abs().max()),
             "logit_max": float(ref.abs().max()), "resumed_all": times}
     print(json.dumps(r))
@@ -143,11 +165,18 @@ def main():
                          "that transport with Store(staging=False), fresh pinned buffers a resume")
     ap.add_argument("--block-tokens", type=int, default=64, help="the daemons' --block-tokens")
     ap.add_argument("--copy-threads", type=int, default=8)
+    ap.add_argument("--pieces", default="4",
+                    help="Store.load_pieces values to resume with, comma separated (each "
+                         "measured on every transport's store)")
     ap.add_argument("--tmp", default="/tmp")
     ap.add_argument("--out")
     args = ap.parse_args()
+    args.pieces = [int(x) for x in args.pieces.split(",")]
     sys.path.insert(0, args.binding)
     import torch
+    # The host-to-GPU copy in a fresh process, before the model exists (the rate measured
+    # after the model has run was half of it on some machines: docs/performance.md).
+    args.h2d_fresh = h2d_rate(torch, 256 << 20)
     from transformers import AutoConfig, AutoModelForCausalLM
     import strata.hf
     t0 = time.perf_counter()
@@ -156,7 +185,7 @@ def main():
     model = AutoModelForCausalLM.from_config(cfg).to("cuda", torch.bfloat16).eval()
     nodes, procs = start(args.stratad, block_tokens=args.block_tokens)
     params = sum(p.numel() for p in model.parameters())
-    results = {"shape": SHAPE, "dtype": "bf16", "params": params,
+    results = {"shape": SHAPE, "dtype": "bf16", "params": params, "h2d_fresh_gbps": args.h2d_fresh,
                "gpu": torch.cuda.get_device_name(0), "runs": []}
     try:
         stores = {}

@@ -31,6 +31,33 @@ def _tokens(input_ids):
     return arr.astype(np.uint32)
 
 
+def _pieces(ops, n):
+    """ops cut into at most n runs of consecutive ops with about equal bytes each."""
+    total = sum(op[3].nbytes for op in ops)
+    out, cur, acc = [], [], 0
+    for op in ops:
+        cur.append(op)
+        acc += op[3].nbytes
+        if acc * n >= total * (len(out) + 1) and len(out) < n - 1:
+            out.append(cur)
+            cur = []
+    if cur:
+        out.append(cur)
+    return out
+
+
+def _runs(piece):
+    """The (host buffer, start, end) ranges piece's ops cover, adjacent ones merged."""
+    runs = []
+    for op in piece:
+        i, lo, hi = op[4], op[5], op[5] + op[3].nbytes
+        if runs and runs[-1][0] == i and runs[-1][2] == lo:
+            runs[-1][2] = hi
+        else:
+            runs.append([i, lo, hi])
+    return runs
+
+
 class SaveStats:
     """What one save wrote: objects and bytes, and the statuses other than 0 it got back."""
 
@@ -50,12 +77,17 @@ class Store:
     model: a transformers causal LM on its device. nodes etc.: strata.Client's arguments
     (the model name is derived here: model_name()). kda_interval: blocks between the
     checkpoints that prefill() takes (the end of a prompt's last full block is one too).
+    staging: on a GPU, resume through one pinned buffer registered once (else fresh buffers a
+    resume). load_pieces: on a GPU, the batches a resume reads in, all in flight at once, each
+    copied to the device as soon as it has landed (docs/transformers.md).
     """
 
     def __init__(self, model, nodes=None, tenant="hf", kda_interval=16, client=None,
-                 staging=True, **client_kw):
+                 staging=True, load_pieces=4, **client_kw):
         if kda_interval < 1:
             raise ValueError("kda_interval must be at least 1, not %d" % kda_interval)
+        if not 1 <= load_pieces <= 64:
+            raise ValueError("load_pieces must be 1 to 64, not %d" % load_pieces)
         self.model = model
         self.device = next(model.parameters()).device
         self.layout = probe_layout(model)
@@ -75,6 +107,12 @@ class Store:
         # transport once, so a resume pays neither cudaHostAlloc nor a transport
         # registration per call. One resume at a time uses it (_staging_lock).
         self.staging = staging
+        # A resume onto a GPU reads its objects in load_pieces batches in flight at once
+        # (libstrata runs them on its workers), each copied to the device on a stream of its
+        # own as soon as it has landed, so reading, copying to the GPU and the next reads
+        # overlap. 1: one batch, then the copies.
+        self.load_pieces = load_pieces
+        self._upload_stream = None
         self._staging = None
         self._staging_reg = None
         self._staging_lock = threading.Lock()
@@ -233,38 +271,72 @@ class Store:
 
     def _load_into(self, chain, blocks, alloc):
         bt, lay = self.block_tokens, self.layout
-        ops, bufs = [], []
+        cuda = self.device.type == "cuda"
+        ops, hosts, bufs = [], [], []  # ops: (block, kind, layer, dst, host index, offset)
+
+        def host(n):
+            hosts.append(alloc(n))
+            return len(hosts) - 1
         for a in lay.attention:
-            kv = alloc(blocks * bt * a.row_bytes)
-            idx = alloc(blocks * bt * a.idx_row_bytes)
-            kvn, idxn = kv.numpy(), idx.numpy()
-            n_kv = bt * a.row_bytes
+            kv, idx = host(blocks * bt * a.row_bytes), host(blocks * bt * a.idx_row_bytes)
+            n_kv, n_idx = bt * a.row_bytes, bt * a.idx_row_bytes
+            kvn, idxn = hosts[kv].numpy(), hosts[idx].numpy()
             for b in range(blocks):
-                ops.append((b, strata.KV, a.ordinal, kvn[b * n_kv:(b + 1) * n_kv]))
+                ops.append((b, strata.KV, a.ordinal, kvn[b * n_kv:(b + 1) * n_kv], kv, b * n_kv))
                 if a.idx_dim:
-                    n = bt * a.idx_row_bytes
-                    ops.append((b, strata.IDX, a.ordinal, idxn[b * n:(b + 1) * n]))
+                    ops.append((b, strata.IDX, a.ordinal, idxn[b * n_idx:(b + 1) * n_idx], idx,
+                                b * n_idx))
             bufs.append((a, kv, idx))
-        kda = alloc(lay.kda_bytes)
+        kda = host(lay.kda_bytes)
         if lay.linear:
-            ops.append((blocks - 1, strata.KDA, 0, kda.numpy()))
+            ops.append((blocks - 1, strata.KDA, 0, hosts[kda].numpy(), kda, 0))
+        pieces = _pieces(ops, self.load_pieces if cuda else 1)
+        # On a GPU every host buffer has its device twin, filled piece by piece.
+        devs = [torch.empty(h.numel(), dtype=torch.uint8, device=self.device) if cuda else h
+                for h in hosts]
+        if cuda and self._upload_stream is None:
+            self._upload_stream = torch.cuda.Stream(self.device)
         self._before_get(blocks)
         t0 = time.perf_counter()
+        handles, ok = [], True
         try:
-            got = self.client.get(chain[:blocks * 16], ops)
+            for piece in pieces:
+                handles.append(self.client.get_async(chain[:blocks * 16],
+                                                     [op[:4] for op in piece]))
         except strata.Error:
-            return None
+            ok = False
+        # Every handle started is waited for, whatever happened, before the buffers (the
+        # staging buffer, reused by the next resume) are given up.
+        for piece, h in zip(pieces, handles):
+            with h:
+                try:
+                    got = h.wait()
+                except strata.Error:
+                    ok = False
+                    continue
+            if not ok or any(st != 0 or length != op[3].nbytes
+                             for op, (st, length) in zip(piece, got)):
+                ok = False
+                continue
+            if cuda:
+                with torch.cuda.stream(self._upload_stream):
+                    for i, lo, hi in _runs(piece):
+                        devs[i][lo:hi].copy_(hosts[i][lo:hi], non_blocking=True)
         t1 = time.perf_counter()
-        for (_, _, _, dst), (st, length) in zip(ops, got):
-            if st != 0 or length != dst.nbytes:
-                return None
-        self.last_resume["bytes"] = sum(d.nbytes for _, _, _, d in ops)
+        if cuda:
+            # The copies are done before the staging buffer can be read into again, and
+            # before the cache is built from the device buffers on the current stream.
+            self._upload_stream.synchronize()
+        if not ok or len(handles) != len(pieces):
+            return None
+        self.last_resume["bytes"] = sum(op[3].nbytes for op in ops)
+        self.last_resume["pieces"] = len(pieces)
         cache = self.new_cache()
         for a, kv, idx in bufs:
-            a.fill(cache.layers[a.index], kv, self.device, idx)
+            a.fill(cache.layers[a.index], devs[kv], self.device, devs[idx])
         if lay.linear:
-            lay.fill_linear(cache, kda, self.device)
-        if self.device.type == "cuda":
+            lay.fill_linear(cache, devs[kda], self.device)
+        if cuda:
             torch.cuda.synchronize(self.device)
         self.last_resume.update(get_s=t1 - t0, fill_s=time.perf_counter() - t1)
         return cache
