@@ -529,6 +529,20 @@ static void sc_dpg_post_request(sc_dpg_t *g, size_t b, int located, uint64_t t_s
         return;
     }
     if (!sc_dpg_located(q, &g->items[b])) {
+        if (g->items[b].status == ST_ERR_OVERLOADED) {
+            /* Refused for load before it ran, as a refused Get (inline.c): the node is up,
+             * its replicas are as loaded, and a Get of the same objects over gRPC would only
+             * add load; the caller retries after the hint. */
+            lg_ratelimited(LG_INFO, "get refused for load node=%s error=\"%s\"",
+                           g->c->nodes[q->node].addr, g->items[b].err.message);
+            for (size_t j = 0; j < q->count; j++) {
+                size_t i = g->perm[q->first + j];
+
+                g->h->gets[i].status = ST_ERR_OVERLOADED;
+                g->todo[i] = 0;
+            }
+            return;
+        }
         sc_node_failed(g->c, q->node, g->items[b].status, &g->items[b].err);
         return; /* those ops stay ST_ERR_UNAVAILABLE */
     }

@@ -12,6 +12,10 @@
  * test floods until one is, at most 50 rounds), and the daemon serves normally
  * after it.
  *
+ * The same flood over the one-sided data plane with Locate on gRPC: a refused Locate's
+ * objects are ST_ERR_OVERLOADED too, and no Get over gRPC follows
+ * (test_flood_dataplane_refused_cleanly).
+ *
  * And bounded slices: a big Get lets the small gets of another connection run
  * between its slices (test_big_get_sliced).
  */
@@ -178,6 +182,70 @@ static void test_flood_is_refused_cleanly(void **state)
     tc_stop_all(&g_cl);
 }
 
+/*
+ * The same flood over the one-sided data plane, Locate on gRPC (transport_calls 0): a
+ * Locate refused for load makes its objects ST_ERR_OVERLOADED, as a refused Get does; it
+ * is not followed by a Get over gRPC of the same objects (more load on a daemon that said
+ * it has too much). Every object is the bytes put or ST_ERR_OVERLOADED, and the daemon
+ * served no Get at all. (Before: the objects of a refused Locate came back
+ * ST_ERR_UNAVAILABLE, and the test failed so.)
+ */
+static void test_flood_dataplane_refused_cleanly(void **state)
+{
+    st_client_params_t p, pd;
+    st_client_t *c;
+    uint64_t ok = 0, overloaded = 0;
+    char args[160];
+    int mport = tc_free_port();
+    double refused, gets;
+
+    (void)state;
+    snprintf(args, sizeof(args),
+             "--threads 3 --max-serving-calls 1 --max-queued-calls 2 --metrics-listen 127.0.0.1:%d",
+             mport);
+    assert_int_equal(tc_start(&g_cl, stratad_path, 1, args), 0);
+    c = connect_and_put(&p);
+    pd = p;
+    pd.field_mask |= ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_TRANSPORT_CALLS;
+    pd.transport = "ucx";
+    pd.transport_calls = 0;
+    for (int round = 0; round < 50 && overloaded == 0; round++) {
+        flood_t f[N_CLIENTS];
+
+        memset(f, 0, sizeof(f));
+        for (int i = 0; i < N_CLIENTS; i++) {
+            f[i].c = cf_connect(&pd);
+        }
+        for (int i = 0; i < N_CLIENTS; i++) {
+            assert_int_equal(pthread_create(&f[i].thread, NULL, flood_thread, &f[i]), 0);
+        }
+        for (int i = 0; i < N_CLIENTS; i++) {
+            pthread_join(f[i].thread, NULL);
+            if (f[i].other != 0) {
+                fail_msg("client %d: %" PRIu64 " objects failed otherwise, last %s", i, f[i].other,
+                         st_status_name(f[i].other_status));
+            }
+            assert_int_equal(f[i].wrong_bytes, 0);
+            ok += f[i].ok;
+            overloaded += f[i].overloaded;
+            st_client_close(f[i].c);
+        }
+    }
+    refused = tc_metric(mport, "strata_admission_refused_total{method=\"Locate\"}");
+    gets = tc_metric(mport, "strata_request_duration_seconds_count{method=\"Get\"}");
+    print_message("flood over ucx: %" PRIu64 " objects read, %" PRIu64
+                  " refused; Locates refused %.0f, Gets served %.0f\n",
+                  ok, overloaded, refused, gets);
+    assert_true(overloaded > 0);
+    assert_true(ok > 0);
+    assert_true(refused > 0);
+    assert_true(gets <= 0); /* no Get reached a handler (absent: -1) */
+    st_client_close(c);
+    free(g_chain);
+    free(g_data);
+    tc_stop_all(&g_cl);
+}
+
 /* Small gets of one object, on their own connection, until told to stop. */
 typedef struct small_reader {
     pthread_t thread;
@@ -262,4 +330,5 @@ static void test_big_get_sliced(void **state)
 
 TM_STRATAD_GROUP_MAIN(NULL, "STRATAD", &stratad_path, NULL, NULL,
                       cmocka_unit_test(test_flood_is_refused_cleanly),
+                      cmocka_unit_test(test_flood_dataplane_refused_cleanly),
                       cmocka_unit_test(test_big_get_sliced))
