@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bytes.h"
+#include "clock.h"
 #include "srpc.h"
 #include "log.h"
 #include "transport.h"
@@ -23,6 +25,8 @@
 
 #define DP_MAX_NS     4096  /* namespace ids the table covers (the store's are small) */
 #define DP_WK_BUCKETS 4096u /* write keys: hash buckets by (namespace, reservation) */
+#define DP_DRAIN_MAX  4096u /* calls held from one drain of the transport (admission on) */
+#define DP_FLOWS      64u   /* clients told apart by the round robin; more share the last */
 
 /* A reservation's write key: its extent, registered for remote write. */
 typedef struct dp_wkey {
@@ -52,6 +56,10 @@ struct cd_dataplane {
     srpc_server_t *srv;         /* NULL: calls are not served */
     tp_msg_t **pending;
     size_t n_pending, cap_pending;
+    /* Admission of those calls (cd_dp_serve_calls: the gRPC server's settings; on when its
+     * max_serving is): drained, refused past the limits, served round robin by client. */
+    srpc_admission_t adm;
+    uint64_t call_ewma_ns; /* smoothed time to serve one (progress thread only) */
     /* Write keys (lock): only where the transport enforces access. */
     int enforced;
     dp_wkey_t *wkeys[DP_WK_BUCKETS];
@@ -80,6 +88,29 @@ static void dp_on_msg(void *arg, tp_msg_t *msg, const void *data, size_t len)
     dp->pending[dp->n_pending++] = msg;
 }
 
+/* Answers call id of msg with code (why: its message; hint: a refusal's retry hint, 0:
+ * none) and body (code 0 only). Lock not held. */
+static void dp_answer(cd_dataplane_t *dp, tp_msg_t *msg, uint64_t id, int code, const char *why,
+                      uint32_t hint, const void *body, size_t body_len)
+{
+    uint8_t *out = malloc(TCALL_HDR + TCALL_MSG_MAX + body_len);
+
+    if (out != NULL) {
+        size_t n = tcall_head(out, 1, (uint32_t)code, id, why, code ? strlen(why) : 0);
+
+        if (hint != 0) {
+            tcall_set_hint(out, hint);
+        }
+        if (body_len > 0) {
+            memcpy(out + n, body, body_len);
+        }
+        pthread_mutex_lock(&dp->lock);
+        (void)tp_msg_reply(msg, out, n + body_len);
+        pthread_mutex_unlock(&dp->lock);
+    }
+    free(out);
+}
+
 /* Serves one kept call (lock not held), then answers it under the lock. */
 static void dp_serve_call(cd_dataplane_t *dp, tp_msg_t *msg, const void *data, size_t len)
 {
@@ -88,7 +119,6 @@ static void dp_serve_call(cd_dataplane_t *dp, tp_msg_t *msg, const void *data, s
     void *body = NULL;
     size_t body_len = 0;
     int code;
-    uint8_t *out;
 
     if (tcall_parse(data, len, 0, &f, why, sizeof(why)) != ST_OK) {
         lg_warn_ratelimited("dataplane: call over the transport refused: %s bytes=%zu", why, len);
@@ -119,24 +149,155 @@ static void dp_serve_call(cd_dataplane_t *dp, tp_msg_t *msg, const void *data, s
         body = NULL;
         body_len = 0;
     }
-    out = malloc(TCALL_HDR + TCALL_MSG_MAX + body_len);
-    if (out != NULL) {
-        size_t n = tcall_head(out, 1, (uint32_t)code, f.id, why, code ? strlen(why) : 0);
-
-        if (body_len > 0) {
-            memcpy(out + n, body, body_len);
-        }
-        pthread_mutex_lock(&dp->lock);
-        (void)tp_msg_reply(msg, out, n + body_len);
-        pthread_mutex_unlock(&dp->lock);
-    }
-    free(out);
+    dp_answer(dp, msg, f.id, code, why, 0, body, body_len);
     free(body);
+}
+
+/* The client (its call key's first 8 bytes) and method of a kept call; 0 and 0 for a frame
+ * too short to say (it is refused when served). */
+static void dp_call_of(const void *data, size_t len, uint64_t *flow, uint32_t *method)
+{
+    const uint8_t *p = data;
+
+    *flow = 0;
+    *method = 0;
+    if (len >= TCALL_HDR) {
+        *method = cm_get_le32(p + 4);
+    }
+    if (len >= TCALL_HDR + 8) {
+        memcpy(flow, p + TCALL_HDR, 8);
+    }
+}
+
+/* Refuses a kept call for load: RESOURCE_EXHAUSTED naming the limit, with the retry hint. */
+static void dp_refuse(cd_dataplane_t *dp, tp_msg_t *msg, uint32_t method, const char *limit,
+                      size_t waiting, uint64_t per_call_ns)
+{
+    const uint8_t *p = tp_msg_data(msg);
+    const char *path = tcall_path(method);
+    uint64_t id = (uint64_t)cm_get_le32(p + 8) | (uint64_t)cm_get_le32(p + 12) << 32;
+    uint64_t ms = (waiting + 1) * (per_call_ns ? per_call_ns : 20000) / 1000000;
+    uint32_t hint = ms < 1 ? 1 : ms > TCALL_HINT_MAX ? TCALL_HINT_MAX : (uint32_t)ms;
+    char why[256];
+
+    snprintf(why, sizeof(why), "%s: overloaded: %s; retry after %u ms",
+             path != NULL ? path : "call over the transport", limit, hint);
+    lg_ratelimited(LG_WARN, "call refused for load msg=\"%s\"", why);
+    pthread_mutex_lock(&dp->calls_lock);
+    if (dp->srv != NULL && path != NULL) {
+        srpc_server_count_refused(dp->srv, path);
+    }
+    pthread_mutex_unlock(&dp->calls_lock);
+    dp_answer(dp, msg, id, (int)TCALL_CODE_EXHAUSTED, why, hint, NULL, 0);
+}
+
+/*
+ * Serves a batch of kept calls (one drain of the transport) with admission on: in arrival
+ * order, a call that would take the batch's admitted calls past max_queued_calls, or its
+ * client's past tenant_max_queued_calls, is refused at once (a Release never is: it frees
+ * leases); the others are served round robin over the clients, one call of each per turn,
+ * each client's in its own order. Frees each message.
+ */
+static void dp_serve_batch(cd_dataplane_t *dp, tp_msg_t **batch, size_t n)
+{
+    uint64_t flow_id[DP_FLOWS];
+    uint32_t flow_n[DP_FLOWS], n_flows = 0, max_rank = 0;
+    uint32_t *rank = malloc(sizeof(*rank) * (n + 1));
+    size_t admitted = 0;
+    const srpc_admission_t *a = &dp->adm;
+
+    for (size_t i = 0; i < n; i++) {
+        uint64_t flow;
+        uint32_t method, f;
+        char limit[160] = "";
+
+        dp_call_of(tp_msg_data(batch[i]), tp_msg_len(batch[i]), &flow, &method);
+        for (f = 0; f < n_flows && flow_id[f] != flow; f++) {
+        }
+        if (f == n_flows) {
+            if (n_flows < DP_FLOWS) {
+                flow_id[n_flows] = flow;
+                flow_n[n_flows++] = 0;
+            } else {
+                f = DP_FLOWS - 1; /* shared by the clients past the table's size */
+            }
+        }
+        /* One call runs (this thread), the rest wait: as for gRPC, max_serving calls run and
+         * the limits count the ones waiting behind them. */
+        if (method != TCALL_RELEASE) {
+            if (a->max_queued_calls != 0 && admitted > a->max_queued_calls) {
+                snprintf(limit, sizeof(limit),
+                         "%zu calls over the transport waiting, max_queued_calls=%u", admitted - 1,
+                         a->max_queued_calls);
+            } else if (a->flow_max_calls != 0 && flow_n[f] > a->flow_max_calls) {
+                snprintf(limit, sizeof(limit),
+                         "%u calls of this client over the transport waiting, "
+                         "tenant_max_queued_calls=%u",
+                         flow_n[f] - 1, a->flow_max_calls);
+            }
+        }
+        if (limit[0] != '\0' || rank == NULL) {
+            if (limit[0] == '\0') {
+                snprintf(limit, sizeof(limit), "out of memory to queue the call");
+            }
+            dp_refuse(dp, batch[i], method, limit, admitted, dp->call_ewma_ns);
+            pthread_mutex_lock(&dp->lock);
+            tp_msg_free(batch[i]);
+            pthread_mutex_unlock(&dp->lock);
+            batch[i] = NULL;
+            continue;
+        }
+        rank[i] = flow_n[f];
+        max_rank = rank[i] > max_rank ? rank[i] : max_rank;
+        if (method != TCALL_RELEASE) {
+            flow_n[f]++; /* a Release is always served and takes no place */
+            admitted++;
+        }
+    }
+    /* Round robin: every client's first call in arrival order, then every second, ... */
+    for (uint32_t r = 0; rank != NULL && r <= max_rank; r++) {
+        for (size_t i = 0; i < n; i++) {
+            if (batch[i] == NULL || rank[i] != r) {
+                continue;
+            }
+            uint64_t t0 = cm_mono_ns(), ns;
+
+            dp_serve_call(dp, batch[i], tp_msg_data(batch[i]), tp_msg_len(batch[i]));
+            ns = cm_mono_ns() - t0;
+            dp->call_ewma_ns = dp->call_ewma_ns ? (dp->call_ewma_ns * 7 + ns) / 8 : ns;
+            pthread_mutex_lock(&dp->lock);
+            tp_msg_free(batch[i]);
+            pthread_mutex_unlock(&dp->lock);
+            batch[i] = NULL;
+        }
+    }
+    free(rank);
 }
 
 /* Serves the calls the last progress call received. */
 static void dp_serve_pending(cd_dataplane_t *dp)
 {
+    unsigned on;
+
+    pthread_mutex_lock(&dp->lock);
+    on = dp->adm.max_serving;
+    pthread_mutex_unlock(&dp->lock);
+    if (on != 0) {
+        tp_msg_t **batch;
+        size_t n;
+
+        pthread_mutex_lock(&dp->lock);
+        batch = dp->pending;
+        n = dp->n_pending;
+        dp->pending = NULL;
+        dp->n_pending = dp->cap_pending = 0;
+        pthread_mutex_unlock(&dp->lock);
+        if (n > 0) {
+            dp_serve_batch(dp, batch, n);
+        }
+        free(batch);
+        return;
+    }
     for (;;) {
         tp_msg_t *msg;
         size_t n;
@@ -177,6 +338,12 @@ static void *dp_progress_main(void *arg)
 
         pthread_mutex_lock(&dp->lock);
         n = tp_progress(dp->tp);
+        /* With admission on, everything that has arrived is taken before any is served,
+         * so that the calls waiting are seen (and refused past the limits), not left in
+         * the transport's buffers. */
+        for (int more = n; dp->adm.max_serving != 0 && more > 0 && dp->n_pending < DP_DRAIN_MAX;) {
+            more = tp_progress(dp->tp);
+        }
         if (n == 0 && efd >= 0) {
             st = tp_arm(dp->tp);
         }
@@ -315,6 +482,11 @@ int cd_dp_serve_calls(cd_dataplane_t *dp, srpc_server_t *srv)
         (void)tp_msg_listen(dp->tp, NULL, NULL);
     }
     dp->srv = on ? srv : NULL;
+    if (on) {
+        srpc_server_admission(srv, &dp->adm);
+    } else {
+        memset(&dp->adm, 0, sizeof(dp->adm));
+    }
     pthread_mutex_unlock(&dp->lock);
     pthread_mutex_unlock(&dp->calls_lock);
     return on;

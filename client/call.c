@@ -38,6 +38,7 @@ void sc_tc_on_msg(void *arg, tp_msg_t *msg, const void *data, size_t len)
         return; /* the caller gave up on it (and asked over gRPC) */
     }
     t->code = f.code;
+    t->hint_ms = f.hint_ms;
     snprintf(t->msg, sizeof(t->msg), "%.*s", (int)f.text_len, f.text);
     if (f.body_len > 0) {
         t->body = malloc(f.body_len);
@@ -195,8 +196,10 @@ static void sc_fan_answer(sc_fan_t *f, size_t i)
 
     memset(&it->err, 0, sizeof(it->err));
     if (t->code != 0) {
-        it->status = st_status_from_grpc((int)t->code);
+        /* Refused for load, with its hint: as a gRPC refusal with strata-retry-after-ms. */
+        it->status = t->hint_ms != 0 ? ST_ERR_OVERLOADED : st_status_from_grpc((int)t->code);
         it->err.grpc_code = (int)t->code;
+        it->err.retry_after_ms = t->hint_ms;
         snprintf(it->err.message, sizeof(it->err.message), "%s", t->msg);
     } else {
         it->resp = protobuf_c_message_unpack(f->method->resp_desc, NULL, t->body_len,

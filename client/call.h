@@ -18,6 +18,7 @@ typedef struct sc_tc {
     uint64_t id;
     _Atomic int done;
     uint32_t code;
+    uint32_t hint_ms; /* a refusal for load: the daemon's retry hint */
     char msg[256];
     uint8_t *body; /* malloc'd: the response message */
     size_t body_len;

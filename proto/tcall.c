@@ -39,6 +39,11 @@ size_t tcall_head(uint8_t *out, int resp, uint32_t method_or_code, uint64_t id, 
     return TCALL_HDR + text_len;
 }
 
+void tcall_set_hint(uint8_t *out, uint32_t ms)
+{
+    cm_put_le32(out + 20, ms < 1 ? 1 : ms > TCALL_HINT_MAX ? TCALL_HINT_MAX : ms);
+}
+
 st_status_t tcall_parse(const void *buf, size_t len, int resp, tcall_frame_t *f, char *why,
                         size_t why_cap)
 {
@@ -59,7 +64,7 @@ st_status_t tcall_parse(const void *buf, size_t len, int resp, tcall_frame_t *f,
     }
     v = cm_get_le32(p + 4);
     text_len = cm_get_le32(p + 16);
-    if ((text_len >> 16) != 0 || cm_get_le32(p + 20) != 0) {
+    if ((text_len >> 16) != 0 || (!resp && cm_get_le32(p + 20) != 0)) {
         snprintf(why, why_cap, "reserved header bytes are not zero");
         return ST_ERR_INVALID;
     }
@@ -74,6 +79,15 @@ st_status_t tcall_parse(const void *buf, size_t len, int resp, tcall_frame_t *f,
             return ST_ERR_INVALID;
         }
         f->code = v;
+        f->hint_ms = cm_get_le32(p + 20);
+        if (f->hint_ms != 0 && (v != TCALL_CODE_EXHAUSTED || f->hint_ms > TCALL_HINT_MAX)) {
+            snprintf(why, why_cap,
+                     "retry hint %u ms with status code %u (a hint is 1 to %u, "
+                     "with code %u only)",
+                     f->hint_ms, v, TCALL_HINT_MAX, TCALL_CODE_EXHAUSTED);
+            f->hint_ms = 0;
+            return ST_ERR_INVALID;
+        }
     } else {
         if (tcall_path(v) == NULL) {
             snprintf(why, why_cap, "method %u is not served over the transport", v);

@@ -5,8 +5,11 @@
  *
  *   request:  magic "SCQ1" | method u32 | call id u64 | token_len u32 | 0 u32
  *             | token | request message
- *   response: magic "SCP1" | gRPC code u32 | call id u64 | msg_len u32 | 0 u32
+ *   response: magic "SCP1" | gRPC code u32 | call id u64 | msg_len u32 | hint u32
  *             | error message | response message (only with code 0)
+ *
+ * A response's hint is 0, or with RESOURCE_EXHAUSTED (a call refused for load) the retry
+ * hint in milliseconds, 1 to TCALL_HINT_MAX; a request's is 0.
  *
  * Integers are little-endian. Both sides and the fuzz tests use these
  * functions; a frame that does not parse is refused with the reason.
@@ -19,11 +22,13 @@
 
 #include "strata/status.h"
 
-#define TCALL_HDR        24u
-#define TCALL_TOKEN_MAX  1024u
-#define TCALL_MSG_MAX    1024u
-#define TCALL_REQ_MAGIC  0x31514353u /* "SCQ1" */
-#define TCALL_RESP_MAGIC 0x31504353u /* "SCP1" */
+#define TCALL_HDR            24u
+#define TCALL_TOKEN_MAX      1024u
+#define TCALL_MSG_MAX        1024u
+#define TCALL_REQ_MAGIC      0x31514353u /* "SCQ1" */
+#define TCALL_RESP_MAGIC     0x31504353u /* "SCP1" */
+#define TCALL_HINT_MAX       60000u      /* ms, as strata-retry-after-ms */
+#define TCALL_CODE_EXHAUSTED 8u          /* gRPC RESOURCE_EXHAUSTED */
 
 /* The methods a daemon serves over the transport: short, never blocking. */
 typedef enum tcall_method {
@@ -36,6 +41,7 @@ typedef enum tcall_method {
 typedef struct tcall_frame {
     uint32_t method;  /* request: tcall_method_t */
     uint32_t code;    /* response: gRPC status code */
+    uint32_t hint_ms; /* response: the retry hint of a refusal for load (0: none) */
     uint64_t id;      /* the caller's call id, echoed */
     const char *text; /* request: token; response: error message (not NUL-terminated) */
     size_t text_len;
@@ -53,6 +59,10 @@ const char *tcall_path(uint32_t method);
  */
 size_t tcall_head(uint8_t *out, int resp, uint32_t method_or_code, uint64_t id, const char *text,
                   size_t text_len);
+
+/* Sets the retry hint of a response header written by tcall_head() (code
+ * RESOURCE_EXHAUSTED; ms is clamped to 1..TCALL_HINT_MAX). */
+void tcall_set_hint(uint8_t *out, uint32_t ms);
 
 /*
  * Parses buf[0..len) as a request (resp = 0) or response (resp = 1) into *f

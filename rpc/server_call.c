@@ -361,6 +361,15 @@ static st_status_t srpc_pack_malloc(const ProtobufCMessage *resp, void **resp_p,
     return ST_OK;
 }
 
+void srpc_server_count_refused(srpc_server_t *server, const char *path)
+{
+    srpc_smethod_t *m = srpc_find_method(server, path);
+
+    if (m != NULL) {
+        atomic_fetch_add_explicit(&m->stats.overloaded, 1, memory_order_relaxed);
+    }
+}
+
 void srpc_server_invoke(srpc_server_t *srv, const char *path, const char *token,
                         const void *req_bytes, size_t len, void **resp_p, size_t *resp_len_p,
                         int *code_p, char *msg, size_t msg_cap)

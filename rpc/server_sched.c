@@ -340,6 +340,11 @@ int srpc_ctx_yield(srpc_ctx_t *ctx)
     return 1;
 }
 
+void srpc_server_admission(const srpc_server_t *server, srpc_admission_t *out)
+{
+    *out = server->sched.cfg; /* written once, before the server starts */
+}
+
 void srpc_server_sched_stats(const srpc_server_t *server, srpc_sched_stats_t *out)
 {
     srpc_sched_t *s = (srpc_sched_t *)&server->sched;

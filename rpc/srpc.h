@@ -468,6 +468,17 @@ typedef struct srpc_sched_stats {
 /* Fills *out (a consistent snapshot, taken under the scheduler's lock). Thread-safe. */
 void srpc_server_sched_stats(const srpc_server_t *server, srpc_sched_stats_t *out);
 
+/*
+ * The admission settings the server was started with (max_serving as used: 0 when fair
+ * queueing is off), for the daemon's calls over its transport, which follow the same
+ * limits (docs/daemon.md, "Fairness and admission"). Thread-safe.
+ */
+void srpc_server_admission(const srpc_server_t *server, srpc_admission_t *out);
+
+/* Counts a call of method path refused for load outside the gRPC queue (a call over the
+ * transport): in the method's overloaded count, as the scheduler's refusals. Thread-safe. */
+void srpc_server_count_refused(srpc_server_t *server, const char *path);
+
 /* ------------------------------------------------------------- client -- */
 
 typedef struct srpc_channel srpc_channel_t;

@@ -8,8 +8,9 @@
  * of 0 to 1,100 bytes, bodies) and parsed back (round trip); those frames
  * with bit flips, truncations, inserts and appends (fuzz_util.c), with their
  * length field past the end, at the limit, just over it, at 2^16 and huge,
- * with reserved bytes set, the other direction's magic, codes and methods
- * out of range; every prefix of some of them. Each input is parsed from a
+ * with reserved bytes set (a request's; a response's retry hint: 0, or 1 to
+ * 60000 with code 8 only, written by tcall_set_hint()), the other direction's
+ * magic, codes and methods out of range; every prefix of some of them. Each input is parsed from a
  * buffer of exactly its size (the sanitizer build sees any read past it).
  *
  * Oracle: tcall_parse() accepts exactly what the reference accepts and
@@ -44,7 +45,8 @@ static fz_log_t g_log;
 typedef struct fc_ref {
     int ok;
     int has_id;
-    uint32_t v; /* method or code */
+    uint32_t v;    /* method or code */
+    uint32_t hint; /* response: the retry hint */
     uint64_t id;
     size_t text_off, text_len, body_off, body_len;
 } fc_ref_t;
@@ -71,8 +73,12 @@ static fc_ref_t fc_reference(const uint8_t *p, size_t len, int resp)
     r.id = (uint64_t)fz_get32(p + 8) | (uint64_t)fz_get32(p + 12) << 32;
     r.v = fz_get32(p + 4);
     tl = fz_get32(p + 16);
-    if (fz_get32(p) != (resp ? 0x31504353u : 0x31514353u) || fz_get32(p + 20) != 0) {
+    if (fz_get32(p) != (resp ? 0x31504353u : 0x31514353u) || (!resp && fz_get32(p + 20) != 0)) {
         return r;
+    }
+    r.hint = resp ? fz_get32(p + 20) : 0;
+    if (r.hint != 0 && (r.v != 8 || r.hint > 60000)) {
+        return r; /* a hint comes with RESOURCE_EXHAUSTED only, 1 to 60000 ms */
     }
     if (tl > 1024 || tl > len - FC_HDR) {
         return r;
@@ -131,7 +137,7 @@ static void fc_check(const uint8_t *input, size_t len, int resp)
         free(why);
         return;
     }
-    if ((resp ? f.code : f.method) != r.v || f.id != r.id ||
+    if ((resp ? f.code : f.method) != r.v || f.id != r.id || f.hint_ms != r.hint ||
         (const uint8_t *)f.text != buf + r.text_off || f.text_len != r.text_len ||
         f.body != buf + r.body_off || f.body_len != r.body_len) {
         fc_fail(input, len,
@@ -181,6 +187,18 @@ static uint8_t *fc_written(fz_rng_t *r, int resp, size_t *len_p)
     }
     fz_fill(r, out + n, bl);
     *len_p = n + bl;
+    uint32_t hint = 0;
+
+    if (resp && v == 8 && fz_chance(r, 50)) {
+        static const uint32_t hints[] = {0, 1, 2, 59999, 60000, 60001, 0xffffffffu};
+
+        hint = hints[fz_below(r, sizeof(hints) / sizeof(hints[0]))];
+        tcall_set_hint(out, hint);
+        hint = hint < 1 ? 1 : hint > 60000 ? 60000 : hint; /* clamped */
+        if (fz_get32(out + 20) != hint) {
+            fc_fail(out, *len_p, "tcall_set_hint wrote %u, want %u", fz_get32(out + 20), hint);
+        }
+    }
     {
         tcall_frame_t f;
         char why[128];
@@ -188,8 +206,8 @@ static uint8_t *fc_written(fz_rng_t *r, int resp, size_t *len_p)
         if (tcall_parse(out, *len_p, resp, &f, why, sizeof(why)) != ST_OK) {
             fc_fail(out, *len_p, "a frame tcall_head wrote does not parse: %s", why);
         }
-        if ((resp ? f.code : f.method) != v || f.id != id || f.text_len != cut ||
-            memcmp(f.text, text, cut) != 0 || f.body_len != bl) {
+        if ((resp ? f.code : f.method) != v || f.id != id || f.hint_ms != hint ||
+            f.text_len != cut || memcmp(f.text, text, cut) != 0 || f.body_len != bl) {
             fc_fail(out, *len_p, "a written frame parses back differently");
         }
     }

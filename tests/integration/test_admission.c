@@ -12,9 +12,10 @@
  * test floods until one is, at most 50 rounds), and the daemon serves normally
  * after it.
  *
- * The same flood over the one-sided data plane with Locate on gRPC: a refused Locate's
+ * The same flood over the one-sided data plane: with Locate on gRPC, a refused Locate's
  * objects are ST_ERR_OVERLOADED too, and no Get over gRPC follows
- * (test_flood_dataplane_refused_cleanly).
+ * (test_flood_dataplane_refused_cleanly); with Locate and Release as calls over the
+ * transport, those are held to the same limits (test_flood_transport_calls_refused_cleanly).
  *
  * And bounded slices: a big Get lets the small gets of another connection run
  * between its slices (test_big_get_sliced).
@@ -183,14 +184,17 @@ static void test_flood_is_refused_cleanly(void **state)
 }
 
 /*
- * The same flood over the one-sided data plane, Locate on gRPC (transport_calls 0): a
- * Locate refused for load makes its objects ST_ERR_OVERLOADED, as a refused Get does; it
- * is not followed by a Get over gRPC of the same objects (more load on a daemon that said
- * it has too much). Every object is the bytes put or ST_ERR_OVERLOADED, and the daemon
- * served no Get at all. (Before: the objects of a refused Locate came back
- * ST_ERR_UNAVAILABLE, and the test failed so.)
+ * The same flood over the one-sided data plane. With transport_calls 0 (Locate on gRPC) a
+ * Locate refused for load makes its objects ST_ERR_OVERLOADED, as a refused Get does, and
+ * no Get over gRPC of the same objects follows (more load on a daemon that said it has too
+ * much): before, the objects of a refused Locate came back ST_ERR_UNAVAILABLE and the test
+ * failed so. With transport_calls 1 (the default: Locate and Release as messages over the
+ * transport, served on the daemon's progress thread) the calls waiting there are held to
+ * the same limit: before they were never refused, and the test failed for want of a
+ * refusal in 50 rounds. Either way every object is the bytes put or ST_ERR_OVERLOADED, and
+ * the daemon served no Get.
  */
-static void test_flood_dataplane_refused_cleanly(void **state)
+static void flood_dataplane(int transport_calls)
 {
     st_client_params_t p, pd;
     st_client_t *c;
@@ -199,7 +203,6 @@ static void test_flood_dataplane_refused_cleanly(void **state)
     int mport = tc_free_port();
     double refused, gets;
 
-    (void)state;
     snprintf(args, sizeof(args),
              "--threads 3 --max-serving-calls 1 --max-queued-calls 2 --metrics-listen 127.0.0.1:%d",
              mport);
@@ -208,7 +211,7 @@ static void test_flood_dataplane_refused_cleanly(void **state)
     pd = p;
     pd.field_mask |= ST_CLIENT_FIELD_TRANSPORT | ST_CLIENT_FIELD_TRANSPORT_CALLS;
     pd.transport = "ucx";
-    pd.transport_calls = 0;
+    pd.transport_calls = transport_calls;
     for (int round = 0; round < 50 && overloaded == 0; round++) {
         flood_t f[N_CLIENTS];
 
@@ -233,17 +236,40 @@ static void test_flood_dataplane_refused_cleanly(void **state)
     }
     refused = tc_metric(mport, "strata_admission_refused_total{method=\"Locate\"}");
     gets = tc_metric(mport, "strata_request_duration_seconds_count{method=\"Get\"}");
-    print_message("flood over ucx: %" PRIu64 " objects read, %" PRIu64
+    print_message("flood over ucx, transport_calls %d: %" PRIu64 " objects read, %" PRIu64
                   " refused; Locates refused %.0f, Gets served %.0f\n",
-                  ok, overloaded, refused, gets);
+                  transport_calls, ok, overloaded, refused, gets);
     assert_true(overloaded > 0);
     assert_true(ok > 0);
     assert_true(refused > 0);
     assert_true(gets <= 0); /* no Get reached a handler (absent: -1) */
+    /* The daemon goes on serving over the transport once the flood is over. */
+    {
+        flood_t after = {.c = cf_connect(&pd)};
+
+        flood_thread(&after);
+        assert_int_equal(after.other, 0);
+        assert_int_equal(after.wrong_bytes, 0);
+        assert_int_equal(after.overloaded, 0);
+        assert_int_equal(after.ok, (uint64_t)N_BLOCKS * ROUNDS);
+        st_client_close(after.c);
+    }
     st_client_close(c);
     free(g_chain);
     free(g_data);
     tc_stop_all(&g_cl);
+}
+
+static void test_flood_dataplane_refused_cleanly(void **state)
+{
+    (void)state;
+    flood_dataplane(0);
+}
+
+static void test_flood_transport_calls_refused_cleanly(void **state)
+{
+    (void)state;
+    flood_dataplane(1);
 }
 
 /* Small gets of one object, on their own connection, until told to stop. */
@@ -331,4 +357,5 @@ static void test_big_get_sliced(void **state)
 TM_STRATAD_GROUP_MAIN(NULL, "STRATAD", &stratad_path, NULL, NULL,
                       cmocka_unit_test(test_flood_is_refused_cleanly),
                       cmocka_unit_test(test_flood_dataplane_refused_cleanly),
+                      cmocka_unit_test(test_flood_transport_calls_refused_cleanly),
                       cmocka_unit_test(test_big_get_sliced))
